@@ -1,0 +1,46 @@
+// Admin API: create, view and rebalance products. Every call needs the admin bearer token.
+import { Body, Controller, Get, HttpCode, Param, Post, UseGuards } from '@nestjs/common';
+import { ApiBearerAuth, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
+import { ProductNotFoundError } from '../common/domain-errors';
+import { InventoryService, ProductView } from '../inventory/inventory.service';
+import { MAX_ID } from '../orders/dto/create-order.dto';
+import { AdminTokenGuard } from './admin-token.guard';
+import { CreateProductDto } from './dto/create-product.dto';
+import { RebalanceDto } from './dto/rebalance.dto';
+
+function productId(raw: string): number {
+  const id = /^[1-9][0-9]{0,9}$/.test(raw) ? Number(raw) : NaN;
+  if (!(id <= MAX_ID)) throw new ProductNotFoundError(Number.isNaN(id) ? 0 : id);
+  return id;
+}
+
+@ApiTags('admin')
+@ApiBearerAuth()
+@UseGuards(AdminTokenGuard)
+@Controller('admin/products')
+export class AdminController {
+  constructor(private readonly inventory: InventoryService) {}
+
+  @Post()
+  @HttpCode(201)
+  @ApiOperation({ summary: 'Create a product with its stock split evenly into segments' })
+  @ApiResponse({ status: 401, description: 'UNAUTHORIZED' })
+  create(@Body() dto: CreateProductDto): Promise<ProductView> {
+    return this.inventory.create({ name: dto.name, stock: dto.stock, segments: dto.segments, limitPerUser: dto.limitPerUser ?? 1 });
+  }
+
+  @Get(':id')
+  @ApiOperation({ summary: 'A product: remaining, sold, and stock per segment' })
+  @ApiResponse({ status: 404, description: 'PRODUCT_NOT_FOUND' })
+  view(@Param('id') id: string): Promise<ProductView> {
+    return this.inventory.view(productId(id));
+  }
+
+  @Post(':id/rebalance')
+  @HttpCode(200)
+  @ApiOperation({ summary: 'Redistribute the remaining units evenly, optionally over a new number of segments' })
+  @ApiResponse({ status: 503, description: 'BUSY: a segment stayed locked for REBALANCE_WAIT_MS' })
+  rebalance(@Param('id') id: string, @Body() dto: RebalanceDto): Promise<{ before: ProductView; after: ProductView }> {
+    return this.inventory.rebalance(productId(id), dto.segments);
+  }
+}

@@ -1,0 +1,108 @@
+// The service's failures, each with a stable code that clients can rely on. The HTTP status of
+// each code is decided in one place: ERROR_STATUS below, applied by AllExceptionsFilter.
+
+export type ErrorCode =
+  | 'VALIDATION_FAILED'
+  | 'QUANTITY_OVER_LIMIT'
+  | 'PAYLOAD_TOO_LARGE'
+  | 'UNSUPPORTED_MEDIA_TYPE'
+  | 'UNAUTHORIZED'
+  | 'NOT_FOUND'
+  | 'PRODUCT_NOT_FOUND'
+  | 'ORDER_NOT_FOUND'
+  | 'ALREADY_ORDERED'
+  | 'ORDER_IN_PROGRESS'
+  | 'SOLD_OUT'
+  | 'BUSY'
+  | 'UNAVAILABLE'
+  | 'INTERNAL';
+
+export const ERROR_STATUS: Record<ErrorCode, number> = {
+  VALIDATION_FAILED: 400,
+  QUANTITY_OVER_LIMIT: 400,
+  UNAUTHORIZED: 401,
+  NOT_FOUND: 404,
+  PRODUCT_NOT_FOUND: 404,
+  ORDER_NOT_FOUND: 404,
+  ALREADY_ORDERED: 409,
+  ORDER_IN_PROGRESS: 409,
+  SOLD_OUT: 410,
+  PAYLOAD_TOO_LARGE: 413,
+  UNSUPPORTED_MEDIA_TYPE: 415,
+  INTERNAL: 500,
+  BUSY: 503,
+  UNAVAILABLE: 503,
+};
+
+export abstract class DomainError extends Error {
+  abstract readonly code: ErrorCode;
+  /** Seconds a client should wait before retrying (sent as Retry-After), when retrying helps. */
+  readonly retryAfterS?: number;
+}
+
+export class ValidationFailedError extends DomainError {
+  readonly code = 'VALIDATION_FAILED';
+}
+export class QuantityOverLimitError extends DomainError {
+  readonly code = 'QUANTITY_OVER_LIMIT';
+  constructor(limit: number) {
+    super(`quantity is over this product's limit of ${limit} per user`);
+  }
+}
+export class UnauthorizedError extends DomainError {
+  readonly code = 'UNAUTHORIZED';
+  constructor() {
+    super('a valid admin bearer token is required');
+  }
+}
+export class ProductNotFoundError extends DomainError {
+  readonly code = 'PRODUCT_NOT_FOUND';
+  constructor(id: number) {
+    super(`product ${id} does not exist`);
+  }
+}
+export class OrderNotFoundError extends DomainError {
+  readonly code = 'ORDER_NOT_FOUND';
+  constructor(id: string) {
+    super(`order ${id} does not exist`);
+  }
+}
+export class AlreadyOrderedError extends DomainError {
+  readonly code = 'ALREADY_ORDERED';
+  constructor() {
+    super('this user already has an order for this product');
+  }
+}
+export class OrderInProgressError extends DomainError {
+  readonly code = 'ORDER_IN_PROGRESS';
+  constructor() {
+    super('another order of this user is in progress');
+  }
+}
+export class SoldOutError extends DomainError {
+  readonly code = 'SOLD_OUT';
+  constructor(remaining: number, asked: number) {
+    super(remaining === 0 ? 'sold out' : `only ${remaining} left, fewer than the ${asked} asked`);
+  }
+}
+/** Every live segment stayed locked for the whole wait bound. */
+export class BusyError extends DomainError {
+  readonly code = 'BUSY';
+  constructor(
+    message: string,
+    override readonly retryAfterS: number,
+  ) {
+    super(message);
+  }
+}
+/** Redis or PostgreSQL did not answer. `cause` keeps what failed, for the log only. */
+export class UnavailableError extends DomainError {
+  readonly code = 'UNAVAILABLE';
+  constructor(
+    readonly dependency: 'redis' | 'postgres',
+    override readonly retryAfterS: number,
+    override readonly cause?: unknown,
+  ) {
+    super(`${dependency === 'redis' ? 'the lock service' : 'the database'} is unavailable, retry later`);
+  }
+}

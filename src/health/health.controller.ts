@@ -1,0 +1,44 @@
+// GET /health (readiness: PostgreSQL and Redis answer), GET /health/live (the process runs) and
+// GET /metrics (Prometheus).
+import { Controller, Get, Header, Res } from '@nestjs/common';
+import { ApiExcludeEndpoint, ApiOperation, ApiTags } from '@nestjs/swagger';
+import { HealthCheck, HealthCheckService, TypeOrmHealthIndicator } from '@nestjs/terminus';
+import type { Response } from 'express';
+import { MetricsService } from '../metrics/metrics.service';
+import { RedisHealthIndicator } from './redis.health';
+
+@ApiTags('health')
+@Controller()
+export class HealthController {
+  constructor(
+    private readonly health: HealthCheckService,
+    private readonly db: TypeOrmHealthIndicator,
+    private readonly redis: RedisHealthIndicator,
+    private readonly metrics: MetricsService,
+  ) {}
+
+  @Get('health')
+  @HealthCheck()
+  @ApiOperation({ summary: 'Readiness: 200 when PostgreSQL and Redis answer, 503 otherwise' })
+  async ready(@Res({ passthrough: true }) res: Response) {
+    try {
+      return await this.health.check([() => this.db.pingCheck('postgres', { timeout: 1000 }), () => this.redis.check('redis')]);
+    } catch (err) {
+      res.status(503).setHeader('Retry-After', '1');
+      return (err as { response?: unknown }).response ?? { status: 'error' };
+    }
+  }
+
+  @Get('health/live')
+  @ApiOperation({ summary: 'Liveness: 200 while the process serves requests' })
+  live() {
+    return { status: 'ok' };
+  }
+
+  @Get('metrics')
+  @ApiExcludeEndpoint()
+  @Header('Content-Type', 'text/plain; version=0.0.4; charset=utf-8')
+  async prometheus(): Promise<string> {
+    return this.metrics.registry.metrics();
+  }
+}

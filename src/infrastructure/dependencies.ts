@@ -1,0 +1,52 @@
+// Resolves what the service talks to: the configured PostgreSQL and Redis, or private embedded
+// ones when DATABASE_URL / REDIS_URL are unset; also makes the admin token when none is set.
+import { randomBytes } from 'node:crypto';
+import { join, resolve } from 'node:path';
+import { Logger } from '@nestjs/common';
+import { AppConfig, ResolvedConfig } from '../config/app-config';
+import { startEmbeddedPostgres } from './embedded-postgres';
+import { startEmbeddedRedis } from './embedded-redis';
+
+export interface Dependencies {
+  config: ResolvedConfig;
+  generatedAdminToken: boolean;
+  stop(): Promise<void>;
+}
+
+export async function resolveDependencies(config: AppConfig, logger = new Logger('Dependencies')): Promise<Dependencies> {
+  const stops: Array<() => Promise<void>> = [];
+  const stop = async () => {
+    for (const s of stops.reverse()) await s().catch((err: Error) => logger.warn(`stopping: ${err.message}`));
+  };
+  try {
+    let databaseUrl = config.databaseUrl;
+    if (!databaseUrl) {
+      const dataDir = resolve(config.dataDir, 'postgres');
+      const pg = await startEmbeddedPostgres({
+        dataDir,
+        database: 'flashsale',
+        log: (line) => logger.debug(line),
+      });
+      stops.push(() => pg.stop());
+      databaseUrl = pg.url;
+      logger.log(`DATABASE_URL unset: started embedded PostgreSQL on 127.0.0.1:${pg.port} (data in ${join(config.dataDir, 'postgres')})`);
+    }
+    let redisUrl = config.redisUrl;
+    if (!redisUrl) {
+      const redis = await startEmbeddedRedis();
+      stops.push(() => redis.stop());
+      redisUrl = redis.url;
+      logger.log(`REDIS_URL unset: started redis-server on ${redis.url} (no persistence)`);
+    }
+    const generatedAdminToken = !config.adminToken;
+    const adminToken = config.adminToken ?? randomBytes(24).toString('base64url');
+    return {
+      config: { ...config, databaseUrl, redisUrl, redisLockUrls: config.redisLockUrls ?? [redisUrl], adminToken },
+      generatedAdminToken,
+      stop,
+    };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}

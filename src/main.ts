@@ -1,0 +1,132 @@
+// Entry point: validates the configuration, starts embedded PostgreSQL/Redis when their URLs are
+// unset, applies migrations, then serves HTTP in this process (WORKERS=1) or in a cluster of
+// WORKERS processes sharing the port. SIGTERM/SIGINT stop everything gracefully.
+import cluster from 'node:cluster';
+import { Logger } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { NestExpressApplication } from '@nestjs/platform-express';
+import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
+import { Logger as PinoLogger } from 'nestjs-pino';
+import { AppModule } from './app.module';
+import { AllExceptionsFilter } from './common/all-exceptions.filter';
+import { jsonBody } from './common/json-body.middleware';
+import { validationPipe } from './common/validation.pipe';
+import { AppConfig, ConfigurationError, loadConfig, ResolvedConfig } from './config/app-config';
+import { resolveDependencies } from './infrastructure/dependencies';
+import { runMigrations } from './infrastructure/migrate';
+
+const logger = new Logger('Main');
+
+export async function createApp(config: ResolvedConfig): Promise<NestExpressApplication> {
+  const app = await NestFactory.create<NestExpressApplication>(AppModule.forRoot(config), { bodyParser: false, bufferLogs: true });
+  app.useLogger(app.get(PinoLogger));
+  app.disable('x-powered-by');
+  app.set('trust proxy', false);
+  app.use(jsonBody());
+  app.useGlobalPipes(validationPipe());
+  app.useGlobalFilters(new AllExceptionsFilter(config.retryAfterS));
+  app.enableShutdownHooks();
+  const doc = new DocumentBuilder()
+    .setTitle('Flash-sale inventory service')
+    .setDescription('Orders over segmented stock locks; errors are { statusCode, code, message }.')
+    .setVersion('1')
+    .addBearerAuth()
+    .build();
+  SwaggerModule.setup('docs', app, () => SwaggerModule.createDocument(app, doc));
+  return app;
+}
+
+async function serve(config: ResolvedConfig): Promise<void> {
+  const app = await createApp(config);
+  await app.listen(config.port, config.host);
+}
+
+/** Resolved settings travel to workers as plain environment variables. */
+function workerEnv(c: ResolvedConfig): NodeJS.ProcessEnv {
+  return { DATABASE_URL: c.databaseUrl, REDIS_URL: c.redisUrl, REDIS_LOCK_URLS: c.redisLockUrls.join(','), ADMIN_TOKEN: c.adminToken };
+}
+
+async function primary(config: AppConfig): Promise<void> {
+  const deps = await resolveDependencies(config);
+  const resolved = deps.config;
+  const applied = await runMigrations(resolved.databaseUrl);
+  if (applied.length > 0) logger.log(`migrations applied: ${applied.join(', ')}`);
+  if (deps.generatedAdminToken) logger.warn(`ADMIN_TOKEN unset: this run's admin token is ${resolved.adminToken}`);
+
+  let stopping = false;
+  const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.log(`${signal}: stopping`);
+    await Promise.all(
+      Object.values(cluster.workers ?? {}).map(
+        (w) =>
+          new Promise<void>((resolve) => {
+            if (!w || w.isDead()) return resolve();
+            const kill = setTimeout(() => w.process.kill('SIGKILL'), 15_000);
+            w.once('exit', () => {
+              clearTimeout(kill);
+              resolve();
+            });
+            w.process.kill('SIGTERM');
+          }),
+      ),
+    );
+    await deps.stop();
+    process.exit(0);
+  };
+
+  if (config.workers === 1) {
+    const app = await createApp(resolved);
+    await app.listen(resolved.port, resolved.host);
+    logger.log(`listening on ${resolved.host}:${resolved.port} (1 process, stock locking: ${resolved.stockLocking})`);
+    // Nest's own hooks close the app on the signal; the embedded servers are stopped after it.
+    for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+      process.once(signal, () => {
+        void app
+          .close()
+          .catch(() => undefined)
+          .then(() => deps.stop())
+          .then(() => process.exit(0));
+      });
+    }
+    return;
+  }
+
+  cluster.setupPrimary({ silent: false });
+  const fork = () => cluster.fork(workerEnv(resolved));
+  cluster.on('exit', (worker, code, signal) => {
+    if (stopping) return;
+    logger.error(`worker ${worker.process.pid} exited (${signal ?? code}); starting another`);
+    setTimeout(fork, 500);
+  });
+  for (let i = 0; i < config.workers; i++) fork();
+  let listening = 0;
+  cluster.on('listening', () => {
+    if (++listening === config.workers) logger.log(`listening on ${resolved.host}:${resolved.port} (${config.workers} processes, stock locking: ${resolved.stockLocking})`);
+  });
+  process.once('SIGTERM', () => void shutdown('SIGTERM'));
+  process.once('SIGINT', () => void shutdown('SIGINT'));
+}
+
+async function main(): Promise<void> {
+  let config: AppConfig;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigurationError) {
+      process.stderr.write(`${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  if (cluster.isPrimary) await primary(config);
+  else await serve(config as ResolvedConfig);
+}
+
+if (require.main === module) {
+  main().catch((err: Error) => {
+    process.stderr.write(`failed to start: ${err.message}\n`);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,32 @@
+// Body of POST /orders.
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import { Transform } from 'class-transformer';
+import { IsInt, IsOptional, IsString, Matches, Max, Min } from 'class-validator';
+
+export const USER_ID_PATTERN = /^[A-Za-z0-9_.:-]{1,64}$/;
+export const MAX_ID = 2_147_483_647;
+
+/** A positive integer user id is kept as its decimal string; anything else is validated as given. */
+const userIdFromNumber = ({ value }: { value: unknown }) =>
+  typeof value === 'number' && Number.isSafeInteger(value) && value > 0 ? String(value) : value;
+
+export class CreateOrderDto {
+  @ApiProperty({ description: '1-64 characters of [A-Za-z0-9_.:-], or a positive integer', example: 'user-42' })
+  @Transform(userIdFromNumber)
+  @IsString({ message: 'userId must be a string or a positive integer' })
+  @Matches(USER_ID_PATTERN, { message: 'userId must be 1 to 64 characters from [A-Za-z0-9_.:-]' })
+  userId: string;
+
+  @ApiProperty({ minimum: 1, maximum: MAX_ID, example: 1 })
+  @IsInt({ message: 'productId must be an integer' })
+  @Min(1)
+  @Max(MAX_ID)
+  productId: number;
+
+  @ApiPropertyOptional({ minimum: 1, default: 1, description: "at most the product's limitPerUser" })
+  @IsOptional()
+  @IsInt({ message: 'quantity must be an integer' })
+  @Min(1)
+  @Max(MAX_ID)
+  quantity?: number;
+}
