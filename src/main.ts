@@ -2,7 +2,7 @@
 // unset, applies migrations, then serves HTTP in this process (WORKERS=1) or in a cluster of
 // WORKERS processes sharing the port. SIGTERM/SIGINT stop everything gracefully.
 import cluster from 'node:cluster';
-import { Logger } from '@nestjs/common';
+import { Logger, LogLevel } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
@@ -14,6 +14,7 @@ import { validationPipe } from './common/validation.pipe';
 import { AppConfig, ConfigurationError, loadConfig, ResolvedConfig } from './config/app-config';
 import { resolveDependencies } from './infrastructure/dependencies';
 import { runMigrations } from './infrastructure/migrate';
+import { serveClusterMetrics } from './metrics/metrics.service';
 
 const logger = new Logger('Main');
 
@@ -94,6 +95,7 @@ async function primary(config: AppConfig): Promise<void> {
   }
 
   cluster.setupPrimary({ silent: false });
+  serveClusterMetrics();
   const fork = () => cluster.fork(workerEnv(resolved));
   cluster.on('exit', (worker, code, signal) => {
     if (stopping) return;
@@ -109,6 +111,9 @@ async function primary(config: AppConfig): Promise<void> {
   process.once('SIGINT', () => void shutdown('SIGINT'));
 }
 
+const NEST_LEVELS: LogLevel[] = ['fatal', 'error', 'warn', 'log', 'debug', 'verbose'];
+const PINO_TO_NEST: Record<string, number> = { fatal: 0, error: 1, warn: 2, info: 3, debug: 4, trace: 5, silent: -1 };
+
 async function main(): Promise<void> {
   let config: AppConfig;
   try {
@@ -120,6 +125,8 @@ async function main(): Promise<void> {
     }
     throw err;
   }
+  // Lines written before Nest's pino logger takes over follow LOG_LEVEL too.
+  Logger.overrideLogger(NEST_LEVELS.slice(0, PINO_TO_NEST[config.logLevel] + 1));
   if (cluster.isPrimary) await primary(config);
   else await serve(config as ResolvedConfig);
 }

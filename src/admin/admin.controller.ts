@@ -39,7 +39,7 @@ export class AdminController {
   @Post(':id/rebalance')
   @HttpCode(200)
   @ApiOperation({ summary: 'Redistribute the remaining units evenly, optionally over a new number of segments' })
-  @ApiResponse({ status: 503, description: 'BUSY: a segment stayed locked for REBALANCE_WAIT_MS' })
+  @ApiResponse({ status: 503, description: 'BUSY: the segments stayed locked for REBALANCE_WAIT_MS; UNAVAILABLE: PostgreSQL is down' })
   rebalance(@Param('id') id: string, @Body() dto: RebalanceDto): Promise<{ before: ProductView; after: ProductView }> {
     return this.inventory.rebalance(productId(id), dto.segments);
   }

@@ -1,6 +1,6 @@
 // Turns pg/TypeORM failures into domain errors: a unique violation on orders is a fact (already
 // ordered), a lost or refused connection is a dependency outage (503), anything else stays a bug.
-import { AlreadyOrderedError, UnavailableError } from './domain-errors';
+import { AlreadyOrderedError, BusyError, UnavailableError } from './domain-errors';
 
 const UNAVAILABLE_SQLSTATE_CLASSES = ['08', '53', '57', '58'];
 
@@ -28,6 +28,9 @@ export function isDatabaseOutage(err: unknown): boolean {
 
 export function mapDatabaseError(err: unknown, retryAfterS: number): unknown {
   if (isUniqueViolation(err, 'orders_one_per_user')) return new AlreadyOrderedError();
+  const state = sqlState(err);
+  // Deadlock, serialization failure or lock wait timeout: nothing was written; the client may simply retry.
+  if (state === '40P01' || state === '40001' || state === '55P03') return new BusyError('the stock was contended, retry', retryAfterS);
   if (isDatabaseOutage(err)) return new UnavailableError('postgres', retryAfterS, err);
   return err;
 }

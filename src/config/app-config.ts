@@ -63,7 +63,7 @@ export class EnvironmentVariables {
   @Transform(toInt) @IsInt() @Min(0) @Max(60_000) LOCK_WAIT_MS = 3000;
   @Transform(toInt) @IsInt() @Min(1) @Max(10_000) LOCK_RETRY_DELAY_MS = 4;
   @Transform(toInt) @IsInt() @Min(0) @Max(10_000) LOCK_RETRY_JITTER_MS = 8;
-  /** Longest a rebalance waits for each segment lock. */
+  /** Longest a rebalance waits for the segment row locks (capped by DB_TIMEOUT_MS). */
   @Transform(toInt) @IsInt() @Min(100) @Max(120_000) REBALANCE_WAIT_MS = 10_000;
 
   @Transform(toInt) @IsInt() @Min(1) @Max(500) DB_POOL_SIZE = 20;

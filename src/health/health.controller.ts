@@ -39,6 +39,6 @@ export class HealthController {
   @ApiExcludeEndpoint()
   @Header('Content-Type', 'text/plain; version=0.0.4; charset=utf-8')
   async prometheus(): Promise<string> {
-    return this.metrics.registry.metrics();
+    return this.metrics.render();
   }
 }

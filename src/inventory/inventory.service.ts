@@ -1,13 +1,11 @@
 // Products and their stock layout: create (stock split evenly into N segments), view, and
-// rebalance (every segment locked, remaining units redistributed in one transaction).
+// rebalance (every segment row locked, remaining units redistributed in one transaction).
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { DataSource, EntityManager } from 'typeorm';
 import { APP_CONFIG, ResolvedConfig } from '../config/app-config';
 import { mapDatabaseError } from '../common/database-errors';
 import { DomainError, ProductNotFoundError } from '../common/domain-errors';
-import { HeldLock, LockService } from '../locks/lock.service';
 import { MetricsService } from '../metrics/metrics.service';
-import { lockKeys } from '../locks/lock-keys';
 import { ProductCatalogService } from './product-catalog.service';
 import { evenSplit } from './segment-plan';
 import { StockHintsService } from './stock-hints.service';
@@ -36,7 +34,6 @@ export class InventoryService {
   constructor(
     private readonly db: DataSource,
     @Inject(APP_CONFIG) private readonly config: ResolvedConfig,
-    private readonly locks: LockService,
     private readonly hints: StockHintsService,
     private readonly catalog: ProductCatalogService,
     private readonly metrics: MetricsService,
@@ -60,42 +57,43 @@ export class InventoryService {
   }
 
   /**
-   * Locks every segment (ascending, waiting up to REBALANCE_WAIT_MS for each), then in one
-   * transaction redistributes the remaining units evenly over `segments` (default: the current
-   * count). Orders keep flowing to the segments not yet locked; PostgreSQL row locks make the
-   * move exact even for an order whose Redis lock was lost.
+   * Locks every segment and redistributes the remaining units evenly over `segments` (default:
+   * the current count), in one PostgreSQL transaction.
+   *
+   * The segment locks taken here are PostgreSQL's row locks (SELECT ... FOR UPDATE, ascending),
+   * not the Redis segment locks: under a full order load a rebalancer that must win N Redis lock
+   * races one after the other is starved, and every segment it already holds stalls the sale
+   * (the concurrency test saw orders time out with BUSY that way). Row locks are exact and
+   * short: in-flight deductions finish first, new ones wait the few milliseconds of this
+   * transaction and then re-check `stock >= q` against the moved stock. Orders that still use
+   * the old layout find removed segments gone and re-read the layout before any SOLD_OUT.
    */
   async rebalance(productId: number, segments?: number): Promise<{ before: ProductView; after: ProductView }> {
-    const current = await this.view(productId);
-    const target = segments ?? current.segmentCount;
-    const held: HeldLock[] = [];
-    try {
-      if (this.config.stockLocking === 'redlock') {
-        const count = Math.max(current.segmentCount, target);
-        for (let idx = 0; idx < count; idx++) {
-          held.push(await this.locks.acquireWithin(lockKeys.segment(productId, idx), this.config.lockTtlMs, this.config.rebalanceWaitMs));
-        }
-      }
-      const result = await this.guard(() =>
-        this.db.transaction(async (tx) => {
-          const [product] = (await tx.query('SELECT layout_version FROM products WHERE id = $1 FOR UPDATE', [productId])) as Array<{ layout_version: number }>;
-          if (!product) throw new ProductNotFoundError(productId);
-          await tx.query('SELECT idx FROM stock_segments WHERE product_id = $1 ORDER BY idx FOR UPDATE', [productId]);
-          const before = await this.viewIn(tx, productId);
-          await tx.query('DELETE FROM stock_segments WHERE product_id = $1 AND idx >= $2', [productId, target]);
-          await this.writeSegments(tx, productId, evenSplit(before.stock, target));
-          await tx.query('UPDATE products SET segment_count = $2, layout_version = layout_version + 1 WHERE id = $1', [productId, target]);
-          return { before, after: await this.viewIn(tx, productId), oldVersion: product.layout_version };
-        }),
-      );
-      this.metrics.rebalances.inc();
-      this.catalog.forget(productId);
-      await this.hints.forgetLayout(productId, result.oldVersion).catch(() => undefined);
-      this.logger.log(`rebalanced product ${productId}: ${result.before.segmentCount} -> ${target} segments, ${result.after.stock} units`);
-      return { before: result.before, after: result.after };
-    } finally {
-      await Promise.all(held.map((h) => this.locks.release(h)));
-    }
+    const result = await this.guard(() =>
+      this.db.transaction(async (tx) => {
+        // Waiting longer than REBALANCE_WAIT_MS for a row lock fails with 55P03, answered as BUSY.
+        await tx.query(`SET LOCAL lock_timeout = ${Math.min(this.config.rebalanceWaitMs, this.config.dbTimeoutMs - 100)}`);
+        // NO KEY UPDATE: order inserts hold KEY SHARE on the product (foreign key) while they hold a
+        // segment row; a plain FOR UPDATE here would deadlock with them.
+        const [product] = (await tx.query('SELECT layout_version, segment_count FROM products WHERE id = $1 FOR NO KEY UPDATE', [productId])) as Array<{
+          layout_version: number;
+          segment_count: number;
+        }>;
+        if (!product) throw new ProductNotFoundError(productId);
+        const target = segments ?? product.segment_count;
+        await tx.query('SELECT idx FROM stock_segments WHERE product_id = $1 ORDER BY idx FOR UPDATE', [productId]);
+        const before = await this.viewIn(tx, productId);
+        await tx.query('DELETE FROM stock_segments WHERE product_id = $1 AND idx >= $2', [productId, target]);
+        await this.writeSegments(tx, productId, evenSplit(before.stock, target));
+        await tx.query('UPDATE products SET segment_count = $2, layout_version = layout_version + 1 WHERE id = $1', [productId, target]);
+        return { before, after: await this.viewIn(tx, productId), oldVersion: product.layout_version };
+      }),
+    );
+    this.metrics.rebalances.inc();
+    this.catalog.forget(productId);
+    await this.hints.forgetLayout(productId, result.oldVersion).catch(() => undefined);
+    this.logger.log(`rebalanced product ${productId}: ${result.before.segmentCount} -> ${result.after.segmentCount} segments, ${result.after.stock} units`);
+    return { before: result.before, after: result.after };
   }
 
   private async writeSegments(tx: EntityManager, productId: number, sizes: number[]): Promise<void> {

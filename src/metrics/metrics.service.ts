@@ -1,6 +1,23 @@
-// Prometheus metrics of the order path (prom-client), served at GET /metrics.
+// Prometheus metrics of the order path (prom-client), served at GET /metrics. With WORKERS > 1
+// any worker answers with the sum over all workers, gathered by the cluster primary.
+import cluster from 'node:cluster';
 import { Injectable } from '@nestjs/common';
-import { Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client';
+import { AggregatorRegistry, Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client';
+
+const ASK = 'flashsale:metrics-req';
+const ANSWER = 'flashsale:metrics-res';
+
+/** In the cluster primary: answers workers' requests with every worker's metrics aggregated. */
+export function serveClusterMetrics(): void {
+  const aggregator = new AggregatorRegistry();
+  cluster.on('message', (worker, msg: { type?: string; id?: number }) => {
+    if (msg?.type !== ASK) return;
+    aggregator.clusterMetrics().then(
+      (text) => worker.send({ type: ANSWER, id: msg.id, text }),
+      () => worker.send({ type: ANSWER, id: msg.id }),
+    );
+  });
+}
 
 @Injectable()
 export class MetricsService {
@@ -63,7 +80,36 @@ export class MetricsService {
     registers: [this.registry],
   });
 
+  private asked = 0;
+  private readonly pending = new Map<number, (text?: string) => void>();
+
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'flashsale_' });
+    if (cluster.isWorker) {
+      // prom-client's worker side answers the primary's aggregation requests from these registries.
+      new AggregatorRegistry();
+      AggregatorRegistry.setRegistries([this.registry]);
+      process.on('message', (msg: { type?: string; id?: number; text?: string }) => {
+        if (msg?.type !== ANSWER || msg.id === undefined) return;
+        this.pending.get(msg.id)?.(msg.text);
+        this.pending.delete(msg.id);
+      });
+    }
+  }
+
+  /** The metrics text: this process's alone, or the whole cluster's when running as a worker. */
+  async render(): Promise<string> {
+    if (!cluster.isWorker || !process.send) return this.registry.metrics();
+    const id = ++this.asked;
+    const text = await new Promise<string | undefined>((resolve) => {
+      const timer = setTimeout(() => resolve(undefined), 2000);
+      this.pending.set(id, (t) => {
+        clearTimeout(timer);
+        resolve(t);
+      });
+      process.send?.({ type: ASK, id });
+    });
+    this.pending.delete(id);
+    return text ?? this.registry.metrics();
   }
 }
