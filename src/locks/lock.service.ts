@@ -62,9 +62,13 @@ export class LockService {
     }
   }
 
-  /** Sleeps the configured retry delay plus random jitter, so waiters do not retry in step. */
+  /** The configured retry delay plus random jitter, so waiters do not retry in step. */
+  backoffMs(): number {
+    return this.config.lockRetryDelayMs + Math.floor(Math.random() * (this.config.lockRetryJitterMs + 1));
+  }
+
   backoff(): Promise<void> {
-    return sleep(this.config.lockRetryDelayMs + Math.floor(Math.random() * (this.config.lockRetryJitterMs + 1)));
+    return sleep(this.backoffMs());
   }
 
   /** Releases; a failure is harmless (the lock expires by its TTL) and is only counted. */

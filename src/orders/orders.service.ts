@@ -7,20 +7,19 @@ import { APP_CONFIG, ResolvedConfig } from '../config/app-config';
 import { mapDatabaseError } from '../common/database-errors';
 import {
   BusyError,
-  DomainError,
   OrderInProgressError,
   OrderNotFoundError,
   QuantityOverLimitError,
   SoldOutError,
-  UnavailableError,
 } from '../common/domain-errors';
 import { sleep } from '../common/sleep';
 import { ProductCatalogService, ProductInfo } from '../inventory/product-catalog.service';
 import { pickSegmentsFor, randomStart, visitOrder } from '../inventory/segment-plan';
-import { StockHintsService } from '../inventory/stock-hints.service';
+import { Hints, StockHintsService } from '../inventory/stock-hints.service';
 import { OrderRow, StockRepository } from '../inventory/stock.repository';
 import { lockKeys } from '../locks/lock-keys';
 import { HeldLock, LockService } from '../locks/lock.service';
+import { LocalLockBoard } from '../locks/local-lock-board';
 import { MetricsService } from '../metrics/metrics.service';
 
 export interface PlaceOrder {
@@ -34,6 +33,9 @@ const MAX_LAYOUT_ROUNDS = 4;
 
 @Injectable()
 export class OrdersService {
+  /** Segment locks this process holds, and its requests waiting for one. */
+  private readonly board = new LocalLockBoard();
+
   constructor(
     @Inject(APP_CONFIG) private readonly config: ResolvedConfig,
     private readonly catalog: ProductCatalogService,
@@ -49,7 +51,7 @@ export class OrdersService {
     if (req.quantity > product.limitPerUser) throw new QuantityOverLimitError(product.limitPerUser);
     if (this.config.stockLocking === 'database') return this.allocate(product, req, new Set());
 
-    const hints = await this.redis(() => this.hints.read(product.id, product.layoutVersion));
+    const hints = await this.readHints(product);
     if (hints.soldOut) {
       this.metrics.soldOutShortCircuits.inc();
       throw new SoldOutError(0, req.quantity);
@@ -140,7 +142,7 @@ export class OrdersService {
         throw new BusyError(`every segment with stock stayed locked for ${this.config.lockWaitMs} ms`, this.config.retryAfterS);
       }
       waited = true;
-      await this.locks.backoff();
+      await this.board.waitForRelease(product.id, this.locks.backoffMs());
       pending = busy;
     }
     return null;
@@ -152,13 +154,23 @@ export class OrdersService {
     if (this.config.stockLocking === 'database') {
       return this.stock.takeFromSegment(product.id, idx, req.quantity, req.userId, hold);
     }
-    const held = await this.locks.tryAcquire(lockKeys.segment(product.id, idx), this.config.lockTtlMs);
-    if (!held) return 'busy' as const;
+    const key = lockKeys.segment(product.id, idx);
+    // Held by another request of this very process: busy, and no Redis round trip to learn it.
+    if (this.board.isHeld(key)) return 'busy' as const;
+    this.board.hold(key);
+    let held: HeldLock | null = null;
     try {
+      held = await this.locks.tryAcquire(key, this.config.lockTtlMs);
+      if (!held) return 'busy' as const;
       if (hold > 0) await sleep(hold);
       return await this.stock.takeFromSegment(product.id, idx, req.quantity, req.userId);
     } finally {
-      await this.locks.release(held);
+      if (held) {
+        await this.locks.release(held);
+        this.board.release(key, product.id);
+      } else {
+        this.board.abandon(key);
+      }
     }
   }
 
@@ -186,13 +198,17 @@ export class OrdersService {
     this.hints.markEmpty(product.id, product.layoutVersion, idx).catch(() => this.metrics.dependencyErrors.inc({ dependency: 'redis' }));
   }
 
-  private async redis<T>(work: () => Promise<T>): Promise<T> {
+  /**
+   * Hints only save work, so an unreachable hint Redis is no reason to refuse an order: with
+   * several lock masters the Redlock quorum may still stand without it. When the only Redis is
+   * down the user lock right after this answers UNAVAILABLE.
+   */
+  private async readHints(product: ProductInfo): Promise<Hints> {
     try {
-      return await work();
-    } catch (err) {
-      if (err instanceof DomainError) throw err;
+      return await this.hints.read(product.id, product.layoutVersion);
+    } catch {
       this.metrics.dependencyErrors.inc({ dependency: 'redis' });
-      throw new UnavailableError('redis', this.config.retryAfterS, err);
+      return { soldOut: false, empty: new Set() };
     }
   }
 }

@@ -1,0 +1,21 @@
+# The service image: build with dev dependencies, run with production ones as an unprivileged user.
+FROM node:20-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json nest-cli.json ./
+COPY src ./src
+COPY migrations ./migrations
+COPY bench ./bench
+RUN npx nest build
+
+FROM node:20-bookworm-slim
+ENV NODE_ENV=production
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+COPY --from=build /app/dist ./dist
+COPY lua ./lua
+USER node
+EXPOSE 3000
+CMD ["node", "dist/src/main.js"]
