@@ -1,0 +1,184 @@
+// The mapping of failures to HTTP answers: every domain error to its status and code, Retry-After
+// on 503s, and nothing internal in the body of an unexpected error.
+import { ArgumentsHost, BadRequestException, HttpException, HttpStatus, Logger, NotFoundException, PayloadTooLargeException } from '@nestjs/common';
+import { AllExceptionsFilter, sendError, toErrorResponse } from './all-exceptions.filter';
+import {
+  AlreadyOrderedError,
+  BusyError,
+  DomainError,
+  ERROR_STATUS,
+  OrderInProgressError,
+  OrderNotFoundError,
+  ProductNotFoundError,
+  QuantityOverLimitError,
+  SoldOutError,
+  UnauthorizedError,
+  UnavailableError,
+  ValidationFailedError,
+} from './domain-errors';
+
+describe('toErrorResponse', () => {
+  it.each<[string, DomainError, number, string]>([
+    ['ValidationFailedError', new ValidationFailedError('userId: bad'), 400, 'VALIDATION_FAILED'],
+    ['QuantityOverLimitError', new QuantityOverLimitError(2), 400, 'QUANTITY_OVER_LIMIT'],
+    ['UnauthorizedError', new UnauthorizedError(), 401, 'UNAUTHORIZED'],
+    ['ProductNotFoundError', new ProductNotFoundError(7), 404, 'PRODUCT_NOT_FOUND'],
+    ['OrderNotFoundError', new OrderNotFoundError('9'), 404, 'ORDER_NOT_FOUND'],
+    ['AlreadyOrderedError', new AlreadyOrderedError(), 409, 'ALREADY_ORDERED'],
+    ['OrderInProgressError', new OrderInProgressError(), 409, 'ORDER_IN_PROGRESS'],
+    ['SoldOutError', new SoldOutError(0, 1), 410, 'SOLD_OUT'],
+  ])('should answer %s with %i %s and no Retry-After', (_name, err, status, code) => {
+    const out = toErrorResponse(err, 5);
+    expect(out.body).toEqual({ statusCode: status, code, message: err.message });
+    expect(out.retryAfterS).toBeUndefined();
+  });
+
+  it('should answer BusyError with 503 BUSY and its own Retry-After', () => {
+    const out = toErrorResponse(new BusyError('every segment stayed locked', 7), 1);
+    expect(out).toEqual({ body: { statusCode: 503, code: 'BUSY', message: 'every segment stayed locked' }, retryAfterS: 7 });
+  });
+
+  it('should answer UnavailableError with 503 UNAVAILABLE, its Retry-After, and not the cause', () => {
+    const out = toErrorResponse(new UnavailableError('postgres', 4, new Error('connect ECONNREFUSED 10.0.0.5:5432 password=hunter2')), 1);
+    expect(out.body).toMatchObject({ statusCode: 503, code: 'UNAVAILABLE' });
+    expect(out.retryAfterS).toBe(4);
+    expect(out.body.message).not.toMatch(/ECONNREFUSED|10\.0\.0\.5|hunter2/);
+  });
+
+  it('should fall back to the default Retry-After for a 503 domain error without its own', () => {
+    class NoRetryBusy extends DomainError {
+      readonly code = 'BUSY' as const;
+    }
+    expect(toErrorResponse(new NoRetryBusy('busy'), 6).retryAfterS).toBe(6);
+  });
+
+  it('should give every error code a status from 400 to 599', () => {
+    for (const status of Object.values(ERROR_STATUS)) {
+      expect(status).toBeGreaterThanOrEqual(400);
+      expect(status).toBeLessThan(600);
+    }
+  });
+
+  it('should answer an unknown route (Nest NotFoundException) with 404 NOT_FOUND', () => {
+    const out = toErrorResponse(new NotFoundException('Cannot GET /secret/path'));
+    expect(out.body).toEqual({ statusCode: 404, code: 'NOT_FOUND', message: 'no such route' });
+    expect(out.retryAfterS).toBeUndefined();
+  });
+
+  it('should map the other HTTP exceptions to their stable codes', () => {
+    expect(toErrorResponse(new PayloadTooLargeException('too big')).body).toMatchObject({ statusCode: 413, code: 'PAYLOAD_TOO_LARGE' });
+    expect(toErrorResponse(new HttpException('x', HttpStatus.UNSUPPORTED_MEDIA_TYPE)).body).toMatchObject({ statusCode: 415, code: 'UNSUPPORTED_MEDIA_TYPE' });
+    expect(toErrorResponse(new BadRequestException('bad')).body).toEqual({ statusCode: 400, code: 'VALIDATION_FAILED', message: 'bad' });
+    expect(toErrorResponse(new HttpException('nope', HttpStatus.UNAUTHORIZED)).body).toMatchObject({ statusCode: 401, code: 'UNAUTHORIZED' });
+    expect(toErrorResponse(new HttpException('teapot', 418)).body).toMatchObject({ statusCode: 418, code: 'VALIDATION_FAILED' });
+  });
+
+  it('should hide the message of a 5xx HTTP exception and add Retry-After to a 503', () => {
+    const unavailable = toErrorResponse(new HttpException('db host 10.1.1.1 down', 503), 2);
+    expect(unavailable).toEqual({ body: { statusCode: 503, code: 'UNAVAILABLE', message: 'internal error' }, retryAfterS: 2 });
+    const internal = toErrorResponse(new HttpException('secret detail', 500), 2);
+    expect(internal).toEqual({ body: { statusCode: 500, code: 'INTERNAL', message: 'internal error' }, retryAfterS: undefined });
+  });
+
+  it.each([
+    ['an Error', new Error('relation "orders" does not exist at /srv/app/dist/x.js:1:2')],
+    ['a TypeError', new TypeError("Cannot read properties of undefined (reading 'id')")],
+    ['a RangeError', new RangeError('Maximum call stack size exceeded')],
+    ['a thrown string', 'boom'],
+    ['undefined', undefined],
+    ['a plain object', { code: '23505', detail: 'Key (user_id)=(alice) already exists' }],
+  ])('should answer %s with 500 INTERNAL and no detail', (_name, err) => {
+    const out = toErrorResponse(err, 3);
+    expect(out.body).toEqual({ statusCode: 500, code: 'INTERNAL', message: 'internal error' });
+    expect(out.retryAfterS).toBeUndefined();
+  });
+});
+
+describe('AllExceptionsFilter', () => {
+  interface FakeResponse {
+    headersSent: boolean;
+    headers: Record<string, string>;
+    statusCode: number;
+    sent: unknown;
+    setHeader: jest.Mock;
+    status: jest.Mock;
+    json: jest.Mock;
+  }
+
+  function fakeResponse(headersSent = false): FakeResponse {
+    const res: FakeResponse = {
+      headersSent,
+      headers: {},
+      statusCode: 0,
+      sent: undefined,
+      setHeader: jest.fn((name: string, value: string) => {
+        res.headers[name] = value;
+      }),
+      status: jest.fn((code: number) => {
+        res.statusCode = code;
+        return res;
+      }),
+      json: jest.fn((body: unknown) => {
+        res.sent = body;
+        return res;
+      }),
+    };
+    return res;
+  }
+  const hostFor = (res: FakeResponse) => ({ switchToHttp: () => ({ getResponse: () => res }) }) as unknown as ArgumentsHost;
+
+  let errorLog: jest.SpyInstance;
+  let warnLog: jest.SpyInstance;
+  beforeEach(() => {
+    errorLog = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
+    warnLog = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+  });
+  afterEach(() => jest.restoreAllMocks());
+
+  it('should send a domain error as its status and body, without logging it as a failure', () => {
+    const res = fakeResponse();
+    new AllExceptionsFilter(1).catch(new SoldOutError(0, 1), hostFor(res));
+    expect(res.statusCode).toBe(410);
+    expect(res.sent).toEqual({ statusCode: 410, code: 'SOLD_OUT', message: 'sold out' });
+    expect(res.setHeader).not.toHaveBeenCalled();
+    expect(errorLog).not.toHaveBeenCalled();
+  });
+
+  it('should send Retry-After with a 503', () => {
+    const res = fakeResponse();
+    new AllExceptionsFilter(9).catch(new BusyError('busy', 3), hostFor(res));
+    expect(res.statusCode).toBe(503);
+    expect(res.headers['Retry-After']).toBe('3');
+  });
+
+  it('should log an unavailable dependency as a warning naming it and its cause', () => {
+    const res = fakeResponse();
+    new AllExceptionsFilter(1).catch(new UnavailableError('redis', 1, new Error('ECONNREFUSED')), hostFor(res));
+    expect(warnLog).toHaveBeenCalledWith(expect.stringMatching(/redis.*ECONNREFUSED/));
+    expect(res.sent).toMatchObject({ code: 'UNAVAILABLE' });
+  });
+
+  it('should log the stack of an unexpected error but send only INTERNAL', () => {
+    const res = fakeResponse();
+    const err = new Error('secret internals');
+    new AllExceptionsFilter(1).catch(err, hostFor(res));
+    expect(errorLog).toHaveBeenCalledWith(err.stack);
+    expect(res.statusCode).toBe(500);
+    expect(res.sent).toEqual({ statusCode: 500, code: 'INTERNAL', message: 'internal error' });
+    expect(JSON.stringify(res.sent)).not.toContain('secret');
+  });
+
+  it('should send nothing when the response has already been sent', () => {
+    const res = fakeResponse(true);
+    new AllExceptionsFilter(1).catch(new Error('late'), hostFor(res));
+    expect(res.status).not.toHaveBeenCalled();
+    expect(res.json).not.toHaveBeenCalled();
+  });
+
+  it('should let sendError use the given default Retry-After for a 503 HTTP exception', () => {
+    const res = fakeResponse();
+    sendError(res as never, new HttpException('down', 503), 8);
+    expect(res.headers['Retry-After']).toBe('8');
+    expect(res.statusCode).toBe(503);
+  });
+});

@@ -1,0 +1,416 @@
+// The order path against fakes: a small in-memory stock of segments, a lock table where a test can
+// hold any key, and hints. Math.random is stubbed wherever the start segment matters.
+import { ResolvedConfig } from '../config/app-config';
+import {
+  AlreadyOrderedError,
+  BusyError,
+  OrderInProgressError,
+  QuantityOverLimitError,
+  SoldOutError,
+  UnavailableError,
+} from '../common/domain-errors';
+import { ProductInfo } from '../inventory/product-catalog.service';
+import { takeFrom } from '../inventory/segment-plan';
+import { OrderRow } from '../inventory/stock.repository';
+import { OrdersService } from './orders.service';
+
+const PRODUCT = 7;
+
+interface World {
+  service: OrdersService;
+  config: ResolvedConfig;
+  stocks: number[];
+  busy: Set<string>;
+  catalog: { get: jest.Mock; remember: jest.Mock };
+  hints: { read: jest.Mock; markEmpty: jest.Mock; markSoldOut: jest.Mock };
+  stock: { takeFromSegment: jest.Mock; takeFromSegments: jest.Mock; readLayout: jest.Mock };
+  locks: { tryAcquire: jest.Mock; acquireWithin: jest.Mock; release: jest.Mock; backoff: jest.Mock; backoffMs: jest.Mock };
+  /** Called once per pause between retries of busy segments, however the service pauses. */
+  onWait: jest.Mock;
+  metrics: Record<string, { inc: jest.Mock; observe: jest.Mock }>;
+}
+
+function world(opts: { stocks: number[]; limitPerUser?: number; config?: Partial<ResolvedConfig>; info?: Partial<ProductInfo>; layoutVersion?: number }): World {
+  const config = {
+    stockLocking: 'redlock',
+    lockWaitMs: 30,
+    lockTtlMs: 1000,
+    userLockTtlMs: 1000,
+    orderHoldMs: 0,
+    retryAfterS: 3,
+    ...opts.config,
+  } as ResolvedConfig;
+  const stocks = [...opts.stocks];
+  const info: ProductInfo = { id: PRODUCT, limitPerUser: opts.limitPerUser ?? 1, segmentCount: stocks.length, layoutVersion: 1, ...opts.info };
+  let nextId = 100;
+  const row = (userId: string, quantity: number, allocations: OrderRow['allocations']): OrderRow => ({
+    id: nextId++,
+    productId: PRODUCT,
+    userId,
+    quantity,
+    allocations,
+    createdAt: new Date(),
+  });
+  const busy = new Set<string>();
+  const onWait = jest.fn();
+  const catalog = { get: jest.fn(async () => ({ ...info })), remember: jest.fn((p: ProductInfo) => p) };
+  const hints = {
+    read: jest.fn(async () => ({ soldOut: false, empty: new Set<number>() })),
+    markEmpty: jest.fn(async () => undefined),
+    markSoldOut: jest.fn(async () => undefined),
+  };
+  const stock = {
+    takeFromSegment: jest.fn(async (_p: number, idx: number, q: number, userId: string) => {
+      if (idx >= stocks.length) return { remaining: null };
+      if (stocks[idx] < q) return { remaining: stocks[idx] };
+      stocks[idx] -= q;
+      return { order: row(userId, q, [{ segment: idx, quantity: q }]), remaining: stocks[idx] };
+    }),
+    takeFromSegments: jest.fn(async (_p: number, indexes: number[], q: number, userId: string) => {
+      const takes = takeFrom(q, indexes.map((idx) => ({ idx, stock: stocks[idx] })));
+      if (!takes) return null;
+      for (const t of takes) stocks[t.segment] -= t.quantity;
+      return row(userId, q, takes);
+    }),
+    readLayout: jest.fn(async () => ({
+      version: opts.layoutVersion ?? 1,
+      segmentCount: stocks.length,
+      segments: stocks.map((s, idx) => ({ idx, stock: s })),
+    })),
+  };
+  const locks = {
+    tryAcquire: jest.fn(async (key: string) => (busy.has(key) ? null : { key })),
+    acquireWithin: jest.fn(async (key: string) => {
+      if (busy.has(key)) throw new BusyError(`lock ${key} stayed busy`, config.retryAfterS);
+      return { key };
+    }),
+    release: jest.fn(async () => undefined),
+    // The pause is either slept by the lock service or timed by the caller from backoffMs().
+    backoff: jest.fn(async () => {
+      onWait();
+      await new Promise<void>((r) => setTimeout(r, 2));
+    }),
+    backoffMs: jest.fn(() => {
+      onWait();
+      return 2;
+    }),
+  };
+  const metric = () => ({ inc: jest.fn(), observe: jest.fn() });
+  const metrics: World['metrics'] = {};
+  for (const name of [
+    'orders',
+    'orderSeconds',
+    'lockWaitSeconds',
+    'lockBusy',
+    'fallovers',
+    'soldOutShortCircuits',
+    'authoritativeChecks',
+    'rebalances',
+    'dependencyErrors',
+    'lockExtensions',
+  ]) {
+    metrics[name] = metric();
+  }
+  const db = { query: jest.fn() };
+  const service = new OrdersService(config, catalog as never, hints as never, stock as never, locks as never, metrics as never, db as never);
+  return { service, config, stocks, busy, catalog, hints, stock, locks, metrics, onWait };
+}
+
+const seg = (idx: number) => `lock:stock:${PRODUCT}:${idx}`;
+const userLock = (userId: string) => `lock:order:${userId}`;
+const triedSegments = (w: World) => w.stock.takeFromSegment.mock.calls.map((c) => c[1] as number);
+const acquiredKeys = (w: World) => w.locks.tryAcquire.mock.calls.map((c) => c[0] as string);
+
+/** Makes randomStart pick `start` of `count` segments. */
+function startAt(start: number, count: number): void {
+  jest.spyOn(Math, 'random').mockReturnValue((start + 0.5) / count);
+}
+
+afterEach(() => jest.restoreAllMocks());
+
+describe('OrdersService.place', () => {
+  describe('single segments', () => {
+    it('should sell from the randomly chosen segment under its lock, inside the user lock', async () => {
+      const w = world({ stocks: [5, 5, 5, 5] });
+      startAt(2, 4);
+      const order = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 });
+      expect(order.allocations).toEqual([{ segment: 2, quantity: 1 }]);
+      expect(w.stocks).toEqual([5, 5, 4, 5]);
+      expect(acquiredKeys(w)).toEqual([userLock('u1'), seg(2)]);
+      expect(w.locks.release.mock.calls.map((c) => c[0].key)).toEqual([seg(2), userLock('u1')]);
+      expect(w.stock.readLayout).not.toHaveBeenCalled();
+    });
+
+    it('should fall over to the next segment when the chosen segment is locked by another order', async () => {
+      const w = world({ stocks: [5, 5, 5, 5] });
+      w.busy.add(seg(2));
+      startAt(2, 4);
+      const order = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 });
+      expect(order.allocations).toEqual([{ segment: 3, quantity: 1 }]);
+      expect(triedSegments(w)).toEqual([3]);
+      expect(w.stocks).toEqual([5, 5, 5, 4]);
+      expect(w.metrics.fallovers.inc).toHaveBeenCalledWith({ reason: 'busy' });
+      expect(w.onWait).not.toHaveBeenCalled();
+    });
+
+    it('should wrap around to segment 0 when the last segment is busy', async () => {
+      const w = world({ stocks: [5, 5, 5] });
+      w.busy.add(seg(2));
+      startAt(2, 3);
+      const order = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 });
+      expect(order.allocations).toEqual([{ segment: 0, quantity: 1 }]);
+    });
+
+    it('should mark an empty segment in the hints, release its lock and move on to the next', async () => {
+      const w = world({ stocks: [0, 5, 5] });
+      startAt(0, 3);
+      const order = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 });
+      expect(order.allocations).toEqual([{ segment: 1, quantity: 1 }]);
+      expect(triedSegments(w)).toEqual([0, 1]);
+      expect(w.hints.markEmpty).toHaveBeenCalledWith(PRODUCT, 1, 0);
+      expect(w.hints.markEmpty).toHaveBeenCalledTimes(1);
+      expect(w.locks.release.mock.calls.map((c) => c[0].key)).toContain(seg(0));
+      expect(w.metrics.fallovers.inc).toHaveBeenCalledWith({ reason: 'empty' });
+    });
+
+    it('should mark the segment it just emptied', async () => {
+      const w = world({ stocks: [1, 5] });
+      startAt(0, 2);
+      await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 });
+      expect(w.hints.markEmpty).toHaveBeenCalledWith(PRODUCT, 1, 0);
+    });
+
+    it('should pass over a segment too small for the quantity without marking it empty', async () => {
+      const w = world({ stocks: [1, 5], limitPerUser: 3 });
+      startAt(0, 2);
+      const order = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 2 });
+      expect(order.allocations).toEqual([{ segment: 1, quantity: 2 }]);
+      expect(w.hints.markEmpty).not.toHaveBeenCalled();
+      expect(w.stocks).toEqual([1, 3]);
+    });
+
+    it('should not visit segments the hints say are empty', async () => {
+      const w = world({ stocks: [0, 0, 5, 5] });
+      w.hints.read.mockResolvedValue({ soldOut: false, empty: new Set([0, 1]) });
+      startAt(0, 4);
+      const order = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 });
+      expect(triedSegments(w)).toEqual([2]);
+      expect(order.allocations).toEqual([{ segment: 2, quantity: 1 }]);
+    });
+
+    it('should ignore a mark-empty hint that fails to write', async () => {
+      const w = world({ stocks: [0, 5] });
+      w.hints.markEmpty.mockRejectedValue(new Error('redis down'));
+      startAt(0, 2);
+      const order = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 });
+      expect(order.allocations).toEqual([{ segment: 1, quantity: 1 }]);
+      await new Promise((r) => setImmediate(r));
+      expect(w.metrics.dependencyErrors.inc).toHaveBeenCalledWith({ dependency: 'redis' });
+    });
+  });
+
+  describe('sold out', () => {
+    it('should answer SOLD_OUT only after the authoritative read says nothing remains, and set the flag', async () => {
+      const w = world({ stocks: [0, 0, 0] });
+      startAt(1, 3);
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(SoldOutError);
+      expect(triedSegments(w)).toEqual([1, 2, 0]);
+      expect(w.stock.readLayout).toHaveBeenCalledTimes(1);
+      const lastTake = Math.max(...w.stock.takeFromSegment.mock.invocationCallOrder);
+      expect(w.stock.readLayout.mock.invocationCallOrder[0]).toBeGreaterThan(lastTake);
+      expect(w.hints.markSoldOut).toHaveBeenCalledWith(PRODUCT);
+      expect(w.locks.release.mock.calls.map((c) => c[0].key)).toContain(userLock('u1'));
+    });
+
+    it('should answer SOLD_OUT naming the units left when fewer than asked remain, without the sold-out flag', async () => {
+      const w = world({ stocks: [1, 0, 0], limitPerUser: 3 });
+      startAt(0, 3);
+      const err = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 2 }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(SoldOutError);
+      expect((err as Error).message).toContain('only 1 left');
+      expect(w.hints.markSoldOut).not.toHaveBeenCalled();
+      expect(w.stocks).toEqual([1, 0, 0]);
+    });
+
+    it('should sell, not answer SOLD_OUT, when stale hints call every segment empty but PostgreSQL has stock', async () => {
+      const w = world({ stocks: [0, 0, 4, 0] });
+      w.hints.read.mockResolvedValue({ soldOut: false, empty: new Set([0, 1, 2, 3]) });
+      startAt(0, 4);
+      const order = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 });
+      expect(order.allocations).toEqual([{ segment: 2, quantity: 1 }]);
+      expect(w.stock.readLayout).toHaveBeenCalledTimes(1);
+      expect(w.hints.markSoldOut).not.toHaveBeenCalled();
+    });
+
+    it('should answer SOLD_OUT from the sold-out flag without taking the user lock or touching a segment', async () => {
+      const w = world({ stocks: [5] });
+      w.hints.read.mockResolvedValue({ soldOut: true, empty: new Set() });
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(SoldOutError);
+      expect(w.locks.tryAcquire).not.toHaveBeenCalled();
+      expect(w.stock.takeFromSegment).not.toHaveBeenCalled();
+      expect(w.metrics.soldOutShortCircuits.inc).toHaveBeenCalled();
+    });
+
+    it('should answer SOLD_OUT when the product vanished under the order', async () => {
+      const w = world({ stocks: [0] });
+      w.stock.readLayout.mockResolvedValue(null);
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(SoldOutError);
+    });
+  });
+
+  describe('several segments', () => {
+    it('should spread q over the fullest segments, locking them in ascending order, when no single one holds q', async () => {
+      const w = world({ stocks: [1, 2, 0, 2], limitPerUser: 3 });
+      startAt(0, 4);
+      const order = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 3 });
+      expect(w.locks.acquireWithin.mock.calls.map((c) => c[0])).toEqual([seg(1), seg(3)]);
+      expect(w.stock.takeFromSegments).toHaveBeenCalledWith(PRODUCT, [1, 3], 3, 'u1');
+      expect(order.quantity).toBe(3);
+      expect(order.allocations).toEqual([
+        { segment: 1, quantity: 2 },
+        { segment: 3, quantity: 1 },
+      ]);
+      expect(w.stocks).toEqual([1, 0, 0, 1]);
+      const released = w.locks.release.mock.calls.map((c) => c[0].key);
+      expect(released).toEqual(expect.arrayContaining([seg(1), seg(3), userLock('u1')]));
+    });
+
+    it('should release the segment locks it holds when a later segment lock stays busy', async () => {
+      const w = world({ stocks: [2, 2, 0], limitPerUser: 4 });
+      // Free for the single tries (too small anyway), then taken by someone else during the spread.
+      w.locks.acquireWithin.mockImplementation(async (key: string) => {
+        if (key === seg(1)) throw new BusyError(`lock ${key} stayed busy`, 3);
+        return { key };
+      });
+      startAt(0, 3);
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 3 })).rejects.toBeInstanceOf(BusyError);
+      const released = w.locks.release.mock.calls.map((c) => c[0].key);
+      expect(w.locks.acquireWithin.mock.calls.map((c) => c[0])).toEqual([seg(0), seg(1)]);
+      expect(released.filter((k) => k === seg(0))).toHaveLength(2); // once after the single try, once after the spread
+      expect(released).toContain(userLock('u1'));
+      expect(w.stock.takeFromSegments).not.toHaveBeenCalled();
+      expect(w.stocks).toEqual([2, 2, 0]);
+    });
+  });
+
+  describe('user lock', () => {
+    it('should answer ORDER_IN_PROGRESS when the user lock is held, touching no segment', async () => {
+      const w = world({ stocks: [5, 5] });
+      w.busy.add(userLock('u1'));
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(OrderInProgressError);
+      expect(w.stock.takeFromSegment).not.toHaveBeenCalled();
+      expect(w.locks.release).not.toHaveBeenCalled();
+      expect(w.stocks).toEqual([5, 5]);
+    });
+
+    it.each([
+      ['ALREADY_ORDERED', new AlreadyOrderedError()],
+      ['an unexpected error', new Error('boom')],
+    ])('should release the user lock and the segment lock when the sale fails with %s', async (_name, failure) => {
+      const w = world({ stocks: [5, 5] });
+      w.stock.takeFromSegment.mockRejectedValue(failure);
+      startAt(0, 2);
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBe(failure);
+      const released = w.locks.release.mock.calls.map((c) => c[0].key);
+      expect(released).toEqual([seg(0), userLock('u1')]);
+    });
+
+    it('should release the user lock when the authoritative read fails', async () => {
+      const w = world({ stocks: [0] });
+      w.stock.readLayout.mockRejectedValue(new UnavailableError('postgres', 3));
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(UnavailableError);
+      expect(w.locks.release.mock.calls.map((c) => c[0].key)).toContain(userLock('u1'));
+    });
+  });
+
+  describe('bounded wait', () => {
+    it('should answer BUSY with Retry-After when every segment stays locked past lockWaitMs', async () => {
+      const w = world({ stocks: [5, 5, 5], config: { lockWaitMs: 30, retryAfterS: 4 } });
+      for (let i = 0; i < 3; i++) w.busy.add(seg(i));
+      startAt(0, 3);
+      const started = Date.now();
+      const err = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(BusyError);
+      expect((err as BusyError).retryAfterS).toBe(4);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(30);
+      expect(w.onWait).toHaveBeenCalled();
+      const segmentTries = acquiredKeys(w).filter((k) => k.startsWith('lock:stock:'));
+      expect(segmentTries.length).toBeGreaterThan(3);
+      expect(w.stock.takeFromSegment).not.toHaveBeenCalled();
+      expect(w.stock.readLayout).not.toHaveBeenCalled();
+      expect(w.locks.release.mock.calls.map((c) => c[0].key)).toEqual([userLock('u1')]);
+    });
+
+    it('should answer BUSY at once with lockWaitMs 0, after one pass over the segments', async () => {
+      const w = world({ stocks: [5, 5], config: { lockWaitMs: 0 } });
+      w.busy.add(seg(0)).add(seg(1));
+      startAt(0, 2);
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(BusyError);
+      expect(acquiredKeys(w).filter((k) => k.startsWith('lock:stock:'))).toEqual([seg(0), seg(1)]);
+      expect(w.onWait).not.toHaveBeenCalled();
+    });
+
+    it('should retry only the busy segments and sell from one that frees up within the wait', async () => {
+      const w = world({ stocks: [0, 5, 5], config: { lockWaitMs: 1000 } });
+      w.busy.add(seg(1)).add(seg(2));
+      w.onWait.mockImplementation(() => {
+        if (w.onWait.mock.calls.length === 2) w.busy.delete(seg(2));
+      });
+      startAt(0, 3);
+      const order = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 });
+      expect(order.allocations).toEqual([{ segment: 2, quantity: 1 }]);
+      // segment 0 was tried once (empty); the waits went to 1 and 2 only
+      expect(triedSegments(w)).toEqual([0, 2]);
+      expect(w.onWait).toHaveBeenCalledTimes(2);
+      expect(w.metrics.lockWaitSeconds.observe).toHaveBeenCalled();
+    });
+  });
+
+  describe('layout and validation', () => {
+    it('should adopt a changed layout from the authoritative read and sell from a segment it did not know', async () => {
+      const w = world({ stocks: [0, 0, 0, 5], info: { segmentCount: 2, layoutVersion: 1 }, layoutVersion: 2 });
+      startAt(0, 2);
+      const order = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 });
+      expect(order.allocations).toEqual([{ segment: 3, quantity: 1 }]);
+      expect(w.catalog.remember).toHaveBeenCalledWith(expect.objectContaining({ id: PRODUCT, segmentCount: 4, layoutVersion: 2 }));
+    });
+
+    it('should refuse a quantity over the limit before touching Redis or a segment', async () => {
+      const w = world({ stocks: [5], limitPerUser: 2 });
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 3 })).rejects.toBeInstanceOf(QuantityOverLimitError);
+      expect(w.hints.read).not.toHaveBeenCalled();
+      expect(w.locks.tryAcquire).not.toHaveBeenCalled();
+    });
+
+    it('should carry on without hints when they cannot be read, counting the Redis error', async () => {
+      const w = world({ stocks: [5, 5] });
+      w.hints.read.mockRejectedValue(new Error('Connection is closed.'));
+      startAt(0, 2);
+      const order = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 });
+      expect(order.allocations).toEqual([{ segment: 0, quantity: 1 }]);
+      expect(w.metrics.dependencyErrors.inc).toHaveBeenCalledWith({ dependency: 'redis' });
+    });
+
+    it('should answer UNAVAILABLE naming Redis when the user lock cannot be taken, touching no segment', async () => {
+      const w = world({ stocks: [5] });
+      w.hints.read.mockRejectedValue(new Error('Connection is closed.'));
+      w.locks.tryAcquire.mockRejectedValue(new UnavailableError('redis', 3, new Error('Connection is closed.')));
+      const err = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(UnavailableError);
+      expect((err as UnavailableError).dependency).toBe('redis');
+      expect(w.stock.takeFromSegment).not.toHaveBeenCalled();
+      expect(w.stocks).toEqual([5]);
+    });
+
+    it('should use no Redis lock or hint at all in database locking mode', async () => {
+      const w = world({ stocks: [0, 5], config: { stockLocking: 'database', orderHoldMs: 3 } });
+      startAt(0, 2);
+      const order = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 });
+      expect(order.allocations).toEqual([{ segment: 1, quantity: 1 }]);
+      expect(w.stock.takeFromSegment).toHaveBeenLastCalledWith(PRODUCT, 1, 1, 'u1', 3);
+      expect(w.locks.tryAcquire).not.toHaveBeenCalled();
+      expect(w.hints.read).not.toHaveBeenCalled();
+      expect(w.hints.markEmpty).not.toHaveBeenCalled();
+    });
+  });
+});
