@@ -89,6 +89,7 @@ const wrongTypes: Case[] = [
   { name: 'quantity as a numeric string', path: '/orders', body: orderWith({ quantity: '2' }), status: 400, code: 'VALIDATION_FAILED' },
   { name: 'userId true', path: '/orders', body: orderWith({ userId: true }), status: 400, code: 'VALIDATION_FAILED' },
   { name: 'userId null', path: '/orders', body: orderWith({ userId: null }), status: 400, code: 'VALIDATION_FAILED' },
+  { name: 'quantity null', path: '/orders', body: orderWith({ quantity: null }), status: 400, code: 'VALIDATION_FAILED' },
   { name: 'userId as an object', path: '/orders', body: orderWith({ userId: { id: 'mallory' } }), status: 400, code: 'VALIDATION_FAILED' },
   { name: 'userId as an array', path: '/orders', body: orderWith({ userId: ['mallory'] }), status: 400, code: 'VALIDATION_FAILED' },
   { name: 'a product stock as a string', path: '/admin/products', body: product({ stock: '10' }), status: 400, code: 'VALIDATION_FAILED' },

@@ -17,6 +17,11 @@ describe('AdminTokenGuard', () => {
     expect(guard.canActivate(contextWith({ authorization: `Bearer ${TOKEN}` }))).toBe(true);
   });
 
+  it('should accept the scheme in any letter case, as HTTP auth schemes are case-insensitive', () => {
+    expect(guard.canActivate(contextWith({ authorization: `bearer ${TOKEN}` }))).toBe(true);
+    expect(guard.canActivate(contextWith({ authorization: `BEARER ${TOKEN}` }))).toBe(true);
+  });
+
   it.each([
     ['no Authorization header', undefined],
     ['an empty header', ''],

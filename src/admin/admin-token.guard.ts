@@ -17,7 +17,7 @@ export class AdminTokenGuard implements CanActivate {
 
   canActivate(context: ExecutionContext): boolean {
     const header = context.switchToHttp().getRequest<Request>().headers.authorization ?? '';
-    const match = /^Bearer (.+)$/.exec(header);
+    const match = /^Bearer (.+)$/i.exec(header);
     // Digests have one length whatever was sent, so the comparison time says nothing about the token.
     if (!match || !timingSafeEqual(digest(match[1]), this.expected)) throw new UnauthorizedError();
     return true;

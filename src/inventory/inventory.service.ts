@@ -72,7 +72,7 @@ export class InventoryService {
     const result = await this.guard(() =>
       this.db.transaction(async (tx) => {
         // Waiting longer than REBALANCE_WAIT_MS for a row lock fails with 55P03, answered as BUSY.
-        await tx.query(`SET LOCAL lock_timeout = ${Math.min(this.config.rebalanceWaitMs, this.config.dbTimeoutMs - 100)}`);
+        await tx.query(`SET LOCAL lock_timeout = ${Math.max(1, Math.min(this.config.rebalanceWaitMs, this.config.dbTimeoutMs - 100))}`);
         // NO KEY UPDATE: order inserts hold KEY SHARE on the product (foreign key) while they hold a
         // segment row; a plain FOR UPDATE here would deadlock with them.
         const [product] = (await tx.query('SELECT layout_version, segment_count FROM products WHERE id = $1 FOR NO KEY UPDATE', [productId])) as Array<{

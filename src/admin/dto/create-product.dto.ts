@@ -1,6 +1,6 @@
 // Body of POST /admin/products.
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { IsInt, IsOptional, IsString, Length, Max, Min } from 'class-validator';
+import { IsInt, IsOptional, IsString, Length, Matches, Max, Min } from 'class-validator';
 
 export const MAX_SEGMENTS = 1024;
 export const MAX_STOCK = 1_000_000_000;
@@ -10,6 +10,7 @@ export class CreateProductDto {
   @ApiProperty({ minLength: 1, maxLength: 200, example: 'Limited sneaker' })
   @IsString()
   @Length(1, 200)
+  @Matches(/^[^\u0000-\u001f\u007f]*$/, { message: 'name must not contain control characters' })
   name: string;
 
   @ApiProperty({ minimum: 0, maximum: MAX_STOCK, example: 1000 })

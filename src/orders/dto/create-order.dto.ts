@@ -1,7 +1,7 @@
 // Body of POST /orders.
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Transform } from 'class-transformer';
-import { IsInt, IsOptional, IsString, Matches, Max, Min } from 'class-validator';
+import { IsInt, IsString, Matches, Max, Min, ValidateIf } from 'class-validator';
 
 export const USER_ID_PATTERN = /^[A-Za-z0-9_.:-]{1,64}$/;
 export const MAX_ID = 2_147_483_647;
@@ -24,7 +24,8 @@ export class CreateOrderDto {
   productId: number;
 
   @ApiPropertyOptional({ minimum: 1, default: 1, description: "at most the product's limitPerUser" })
-  @IsOptional()
+  // Absent means 1; an explicit null is a wrong type, not a default.
+  @ValidateIf((o: CreateOrderDto) => o.quantity !== undefined)
   @IsInt({ message: 'quantity must be an integer' })
   @Min(1)
   @Max(MAX_ID)
