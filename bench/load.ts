@@ -1,0 +1,146 @@
+// Drives POST /orders with autocannon's programmatic API: every request carries a userId of its
+// own. Answers are counted per status code here and only 201 latencies go into the percentiles:
+// autocannon's own histogram would mix in every 2xx and its rate counts refusals as throughput.
+import autocannon from 'autocannon';
+
+export interface LoadSpec {
+  url: string;
+  productId: number;
+  /** Prefix of this load's userIds; a counter makes each one unique. */
+  userPrefix: string;
+  connections: number;
+  /** Seconds of load (steady state), or ... */
+  durationS?: number;
+  /** ... a fixed number of requests, one per distinct buyer (the sale); ends when all are answered. */
+  amount?: number;
+  /** autocannon's per-request timeout, in seconds. */
+  timeoutS: number;
+  label: string;
+  progress?: (line: string) => void;
+  signal?: AbortSignal;
+}
+
+export interface Latency {
+  p50: number;
+  p99: number;
+  max: number;
+  mean: number;
+}
+
+export interface LoadResult {
+  /** Wall time from the first request to the last answer, in seconds. */
+  elapsedS: number;
+  statusCounts: Record<string, number>;
+  responses: number;
+  created: number;
+  /** Milliseconds from the start to the last 201 (for the sale: the time to sell out). */
+  lastCreatedAtMs: number | null;
+  latency201: Latency | null;
+  /** Connection errors and timeouts as autocannon counts them. */
+  errors: number;
+  timeouts: number;
+  usersIssued: number;
+}
+
+/** Nearest-rank percentile of an ascending array. */
+function percentile(sorted: Float64Array, p: number): number {
+  if (sorted.length === 0) return NaN;
+  const rank = Math.ceil((p / 100) * sorted.length);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, rank - 1))];
+}
+
+export function summarise(latencies: number[]): Latency | null {
+  if (latencies.length === 0) return null;
+  const sorted = Float64Array.from(latencies).sort();
+  let sum = 0;
+  for (const v of sorted) sum += v;
+  return { p50: percentile(sorted, 50), p99: percentile(sorted, 99), max: sorted[sorted.length - 1], mean: sum / sorted.length };
+}
+
+export function runLoad(spec: LoadSpec): Promise<LoadResult> {
+  return new Promise((resolve, reject) => {
+    let issued = 0;
+    const body = () => JSON.stringify({ userId: `${spec.userPrefix}${issued++}`, productId: spec.productId });
+    const statusCounts: Record<string, number> = {};
+    const latencies: number[] = [];
+    let responses = 0;
+    let created = 0;
+    let lastCreatedAtMs: number | null = null;
+    let lastAnswerAt = 0;
+    const started = Date.now();
+
+    // A line per second on stderr: a long run should never look hung.
+    let lastCreated = 0;
+    let lastResponses = 0;
+    const ticker = setInterval(() => {
+      const t = Math.round((Date.now() - started) / 1000);
+      const other = Object.entries(statusCounts)
+        .filter(([c]) => c !== '201')
+        .map(([c, n]) => `${c}:${n}`)
+        .join(' ');
+      spec.progress?.(
+        `  ${spec.label} ${t}s  201/s ${created - lastCreated}  answers/s ${responses - lastResponses}  total 201 ${created}${other ? `  other ${other}` : ''}`,
+      );
+      lastCreated = created;
+      lastResponses = responses;
+    }, 1000);
+    ticker.unref();
+
+    const instance = autocannon(
+      {
+        url: spec.url,
+        connections: Math.min(spec.connections, spec.amount ?? Infinity),
+        // autocannon rejects an undefined duration, so pass only the one that applies.
+        ...(spec.amount ? { amount: spec.amount } : { duration: spec.durationS ?? 10 }),
+        timeout: spec.timeoutS,
+        // autocannon notices the end (duration, or every answer in) on this tick; 1 s would overshoot.
+        sampleInt: 200,
+        // Non-2xx answers (409/410/503) are expected outcomes, not connection trouble.
+        bailout: undefined,
+        requests: [
+          {
+            method: 'POST',
+            path: '/orders',
+            headers: { 'content-type': 'application/json' },
+            // Called for every request (not just once per connection), so no userId repeats.
+            setupRequest: (req) => ({ ...req, body: body() }),
+          },
+        ],
+      },
+      (err, result) => {
+        clearInterval(ticker);
+        spec.signal?.removeEventListener('abort', onAbort);
+        if (err) return reject(err instanceof Error ? err : new Error(String(err)));
+        if (spec.signal?.aborted) return reject(new Error('aborted'));
+        const end = spec.amount ? lastAnswerAt || Date.now() : Date.now();
+        resolve({
+          elapsedS: (end - started) / 1000,
+          statusCounts,
+          responses,
+          created,
+          lastCreatedAtMs,
+          latency201: summarise(latencies),
+          errors: result.errors,
+          timeouts: result.timeouts,
+          usersIssued: issued,
+        });
+      },
+    );
+
+    instance.on('response', (_client, statusCode, _bytes, responseTime) => {
+      responses++;
+      lastAnswerAt = Date.now();
+      const code = String(statusCode);
+      statusCounts[code] = (statusCounts[code] ?? 0) + 1;
+      if (statusCode === 201) {
+        created++;
+        latencies.push(responseTime);
+        lastCreatedAtMs = lastAnswerAt - started;
+      }
+    });
+
+    const onAbort = () => instance.stop();
+    spec.signal?.addEventListener('abort', onAbort, { once: true });
+
+  });
+}

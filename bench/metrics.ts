@@ -1,0 +1,159 @@
+// Reads the service's Prometheus counters around a scenario and turns them into per-scenario
+// deltas. With WORKERS > 1 every worker keeps its own prom-client registry, and one GET /metrics
+// reaches one worker, so the deltas are checked against the orders PostgreSQL really holds and
+// labelled with how complete they are.
+import http from 'node:http';
+
+/** One sample line: name, labels, value. Only what the benchmark reads is kept. */
+export type Samples = Map<string, number>;
+
+export interface MetricsSnapshot {
+  /** One parsed scrape per request; with per-worker registries each is one worker's view. */
+  scrapes: Samples[];
+}
+
+export type MetricsSource =
+  /** One scrape already covered every worker (one process, or aggregation in the service). */
+  | 'all-workers'
+  /** Per-worker registries, one scrape per worker (the cluster hands new connections round-robin), summed. */
+  | 'summed-per-worker'
+  /** The counters cover only part of the traffic; the figures are one worker's. */
+  | 'partial'
+  | 'unavailable';
+
+export interface MetricDeltas {
+  source: MetricsSource;
+  /** Why the source was chosen, for the report. */
+  note: string;
+  ordersCreated: number | null;
+  lockBusy: number | null;
+  falloversBusy: number | null;
+  falloversEmpty: number | null;
+  /** Orders that had to wait for a busy segment lock, and their mean wait. */
+  lockWaitCount: number | null;
+  lockWaitMeanMs: number | null;
+}
+
+const WANTED = [
+  'flashsale_orders_total',
+  'flashsale_segment_lock_busy_total',
+  'flashsale_segment_fallovers_total',
+  'flashsale_lock_wait_seconds_sum',
+  'flashsale_lock_wait_seconds_count',
+];
+
+/** Parses the lines of the wanted families; key = `name{labels as printed}`. */
+export function parsePrometheus(text: string): Samples {
+  const out: Samples = new Map();
+  for (const line of text.split('\n')) {
+    if (line === '' || line.startsWith('#')) continue;
+    const name = line.match(/^[a-zA-Z_:][a-zA-Z0-9_:]*/)?.[0];
+    if (!name || !WANTED.includes(name)) continue;
+    const m = line.match(/^([^{\s]+)(\{[^}]*\})?\s+(\S+)/);
+    if (!m) continue;
+    const value = Number(m[3]);
+    if (!Number.isFinite(value)) continue;
+    // prom-client may print labels in any order; sort them so keys compare across scrapes.
+    const labels = (m[2] ?? '')
+      .replace(/^\{|\}$/g, '')
+      .split(/,(?=[a-zA-Z_]+=")/)
+      .filter(Boolean)
+      .sort()
+      .join(',');
+    out.set(labels ? `${m[1]}{${labels}}` : m[1], value);
+  }
+  return out;
+}
+
+function get(text: string, url: string, timeoutMs: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    // agent:false = a new connection per scrape, so the cluster's round-robin moves to the next worker.
+    const req = http.get(url, { agent: false, headers: { connection: 'close' }, timeout: timeoutMs }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => (res.statusCode === 200 ? resolve(Buffer.concat(chunks).toString()) : reject(new Error(`${text}: HTTP ${res.statusCode}`))));
+      res.on('error', reject);
+    });
+    req.on('timeout', () => req.destroy(new Error(`${text}: timed out`)));
+    req.on('error', reject);
+  });
+}
+
+/** Scrapes /metrics once per worker, one after another, each on a fresh connection. */
+export async function snapshot(baseUrl: string, workers: number): Promise<MetricsSnapshot | null> {
+  const scrapes: Samples[] = [];
+  try {
+    for (let i = 0; i < workers; i++) scrapes.push(parsePrometheus(await get('GET /metrics', `${baseUrl}/metrics`, 5000)));
+  } catch {
+    return null;
+  }
+  return { scrapes };
+}
+
+function sumOf(s: Samples, name: string, label?: string): number {
+  let total = 0;
+  for (const [key, v] of s) {
+    const bare = key.split('{')[0];
+    if (bare !== name) continue;
+    if (label && !key.includes(label)) continue;
+    total += v;
+  }
+  return total;
+}
+
+function merge(list: Samples[]): Samples {
+  const out: Samples = new Map();
+  for (const s of list) for (const [k, v] of s) out.set(k, (out.get(k) ?? 0) + v);
+  return out;
+}
+
+function deltasOf(before: Samples, after: Samples) {
+  const d = (name: string, label?: string) => sumOf(after, name, label) - sumOf(before, name, label);
+  const waitCount = d('flashsale_lock_wait_seconds_count');
+  const waitSum = d('flashsale_lock_wait_seconds_sum');
+  return {
+    ordersCreated: d('flashsale_orders_total', 'outcome="created"'),
+    lockBusy: d('flashsale_segment_lock_busy_total'),
+    falloversBusy: d('flashsale_segment_fallovers_total', 'reason="busy"'),
+    falloversEmpty: d('flashsale_segment_fallovers_total', 'reason="empty"'),
+    lockWaitCount: waitCount,
+    lockWaitMeanMs: waitCount > 0 ? (waitSum / waitCount) * 1000 : 0,
+  };
+}
+
+const EMPTY: Omit<MetricDeltas, 'source' | 'note'> = {
+  ordersCreated: null,
+  lockBusy: null,
+  falloversBusy: null,
+  falloversEmpty: null,
+  lockWaitCount: null,
+  lockWaitMeanMs: null,
+};
+
+/**
+ * Picks the reading whose created-orders delta matches the orders PostgreSQL holds for the
+ * scenario's product (only that product had traffic): one scrape (aggregated or one process) or
+ * the sum over one scrape per worker. Anything else is labelled partial, not scaled up.
+ */
+export function scenarioDeltas(before: MetricsSnapshot | null, after: MetricsSnapshot | null, ordersInDb: number): MetricDeltas {
+  if (!before || !after || before.scrapes.length === 0 || after.scrapes.length === 0) {
+    return { source: 'unavailable', note: 'GET /metrics did not answer', ...EMPTY };
+  }
+  const close = (n: number) => Math.abs(n - ordersInDb) <= Math.max(1, ordersInDb * 0.005);
+  const single = deltasOf(before.scrapes[0], after.scrapes[0]);
+  if (close(single.ordersCreated)) {
+    return { source: 'all-workers', note: `one scrape covers all ${ordersInDb} orders`, ...single };
+  }
+  if (before.scrapes.length > 1) {
+    const summed = deltasOf(merge(before.scrapes), merge(after.scrapes));
+    if (close(summed.ordersCreated)) {
+      return { source: 'summed-per-worker', note: `per-worker counters, ${before.scrapes.length} scrapes summed = ${summed.ordersCreated} of ${ordersInDb} orders`, ...summed };
+    }
+  }
+  // A one-worker view is still useful for the shape (busy vs empty fallovers), as long as it says so.
+  const share = ordersInDb > 0 ? single.ordersCreated / ordersInDb : 0;
+  if (single.ordersCreated >= 0 && share <= 1) {
+    return { source: 'partial', note: `one worker's counters: ${single.ordersCreated} of ${ordersInDb} orders (${(share * 100).toFixed(0)}%)`, ...single };
+  }
+  return { source: 'unavailable', note: `counters inconsistent with PostgreSQL (${single.ordersCreated} vs ${ordersInDb} orders)`, ...EMPTY };
+}
