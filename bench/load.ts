@@ -86,7 +86,16 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
     }, 1000);
     ticker.unref();
 
-    const instance = autocannon(
+    if (spec.signal?.aborted) {
+      clearInterval(ticker);
+      return reject(new Error('aborted'));
+    }
+    // Declared before autocannon() because it may call back synchronously (a bad option).
+    let instance: autocannon.Instance | undefined;
+    const onAbort = () => instance?.stop();
+    spec.signal?.addEventListener('abort', onAbort, { once: true });
+
+    instance = autocannon(
       {
         url: spec.url,
         connections: Math.min(spec.connections, spec.amount ?? Infinity),
@@ -95,8 +104,6 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
         timeout: spec.timeoutS,
         // autocannon notices the end (duration, or every answer in) on this tick; 1 s would overshoot.
         sampleInt: 200,
-        // Non-2xx answers (409/410/503) are expected outcomes, not connection trouble.
-        bailout: undefined,
         requests: [
           {
             method: 'POST',
@@ -138,9 +145,5 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
         lastCreatedAtMs = lastAnswerAt - started;
       }
     });
-
-    const onAbort = () => instance.stop();
-    spec.signal?.addEventListener('abort', onAbort, { once: true });
-
   });
 }
