@@ -3,7 +3,7 @@
 // cost, and a release wakes one local waiter at once instead of leaving the lock idle until that
 // waiter's backoff timer fires. Other processes still contend through Redis as before.
 
-type Waiter = { wake: () => void; done: boolean };
+type Waiter = { wake: (segment: number) => void; done: boolean };
 
 export class LocalLockBoard {
   private readonly held = new Set<string>();
@@ -22,31 +22,34 @@ export class LocalLockBoard {
     this.held.delete(key);
   }
 
-  /** Forgets the hold and hands the turn to the longest-waiting local request for the product. */
-  release(key: string, productId: number): void {
+  /** Forgets the hold and hands the segment to the longest-waiting local request for the product. */
+  release(key: string, productId: number, segment: number): void {
     this.held.delete(key);
     const queue = this.waiters.get(productId);
     while (queue && queue.length > 0) {
       const next = queue.shift() as Waiter;
       if (next.done) continue;
       next.done = true;
-      next.wake();
+      next.wake(segment);
       break;
     }
     if (queue && queue.length === 0) this.waiters.delete(productId);
   }
 
-  /** Resolves when a segment of the product is released here, or after `ms`, whichever is first. */
-  waitForRelease(productId: number, ms: number): Promise<void> {
+  /**
+   * Resolves with the index of a segment of the product released here, or with null after `ms`,
+   * whichever is first.
+   */
+  waitForRelease(productId: number, ms: number): Promise<number | null> {
     return new Promise((resolve) => {
       const waiter: Waiter = { wake: () => undefined, done: false };
       const timer = setTimeout(() => {
         waiter.done = true;
-        resolve();
+        resolve(null);
       }, ms);
-      waiter.wake = () => {
+      waiter.wake = (segment) => {
         clearTimeout(timer);
-        resolve();
+        resolve(segment);
       };
       const queue = this.waiters.get(productId) ?? [];
       queue.push(waiter);

@@ -16,7 +16,7 @@ import { sleep } from '../common/sleep';
 import { ProductCatalogService, ProductInfo } from '../inventory/product-catalog.service';
 import { pickSegmentsFor, randomStart, visitOrder } from '../inventory/segment-plan';
 import { Hints, StockHintsService } from '../inventory/stock-hints.service';
-import { OrderRow, StockRepository } from '../inventory/stock.repository';
+import { OrderRow, SegmentAttempt, StockRepository } from '../inventory/stock.repository';
 import { lockKeys } from '../locks/lock-keys';
 import { HeldLock, LockService } from '../locks/lock.service';
 import { LocalLockBoard } from '../locks/local-lock-board';
@@ -114,64 +114,94 @@ export class OrdersService {
     throw new BusyError('the stock layout kept changing under this order', this.config.retryAfterS);
   }
 
-  /** Visits segments from a random one; busy ones are retried after a jittered pause, until LOCK_WAIT_MS. */
+  /**
+   * Visits every segment once from a random one, falling over past busy and empty ones. When all
+   * live segments were busy, it waits: each wake-up (a local release, or the jittered retry delay)
+   * makes one attempt, on the segment just released here or on the next busy one, so a waiting
+   * order costs one Redis round trip per retry rather than one per segment. Until LOCK_WAIT_MS.
+   */
   private async trySingleSegments(product: ProductInfo, req: PlaceOrder, skip: ReadonlySet<number>): Promise<OrderRow | null> {
     const deadline = Date.now() + this.config.lockWaitMs;
-    const started = Date.now();
-    let pending = visitOrder(product.segmentCount, randomStart(product.segmentCount), skip);
-    let waited = false;
-    while (pending.length > 0) {
-      const busy: number[] = [];
-      for (const idx of pending) {
-        const outcome = await this.attemptSegment(product, idx, req);
-        if (outcome === 'busy') {
-          busy.push(idx);
-          this.metrics.lockBusy.inc();
-          this.metrics.fallovers.inc({ reason: 'busy' });
-          continue;
-        }
-        if (outcome.remaining === null || outcome.remaining === 0) this.rememberEmpty(product, idx);
-        if (outcome.order) {
-          if (waited) this.metrics.lockWaitSeconds.observe((Date.now() - started) / 1000);
-          return outcome.order;
-        }
+    const busy: number[] = [];
+    for (const idx of visitOrder(product.segmentCount, randomStart(product.segmentCount), skip)) {
+      const outcome = await this.attemptSegment(product, idx, req);
+      if (outcome === 'busy') {
+        busy.push(idx);
+        this.metrics.fallovers.inc({ reason: 'busy' });
+      } else if (outcome.order) {
+        return outcome.order;
+      } else {
         this.metrics.fallovers.inc({ reason: 'empty' });
       }
-      if (busy.length === 0) return null;
+    }
+    if (busy.length === 0) return null;
+
+    const started = Date.now();
+    let turn = 0;
+    while (busy.length > 0) {
       if (Date.now() >= deadline) {
         throw new BusyError(`every segment with stock stayed locked for ${this.config.lockWaitMs} ms`, this.config.retryAfterS);
       }
-      waited = true;
-      await this.board.waitForRelease(product.id, this.locks.backoffMs());
-      pending = busy;
+      const released = await this.board.waitForRelease(product.id, this.locks.backoffMs());
+      const free = busy.filter((i) => !this.board.isHeld(lockKeys.segment(product.id, i)));
+      if (free.length === 0) continue;
+      // The segment just released here if it is one of ours, else the busy ones in turn.
+      const idx = released !== null && free.includes(released) ? released : free[turn++ % free.length];
+      const outcome = await this.attemptSegment(product, idx, req);
+      if (outcome === 'busy') continue;
+      if (outcome.order) {
+        this.metrics.lockWaitSeconds.observe((Date.now() - started) / 1000);
+        return outcome.order;
+      }
+      busy.splice(busy.indexOf(idx), 1);
+      this.metrics.fallovers.inc({ reason: 'empty' });
     }
     return null;
   }
 
-  /** One segment: under its Redis lock (redlock mode) or under PostgreSQL's row lock alone. */
-  private async attemptSegment(product: ProductInfo, idx: number, req: PlaceOrder) {
+  /**
+   * One segment: under its Redis lock (redlock mode) or under PostgreSQL's row lock alone.
+   * Remembers a segment found empty, so later orders skip it.
+   */
+  private async attemptSegment(product: ProductInfo, idx: number, req: PlaceOrder): Promise<SegmentAttempt | 'busy'> {
     const hold = this.config.orderHoldMs;
     if (this.config.stockLocking === 'database') {
       return this.stock.takeFromSegment(product.id, idx, req.quantity, req.userId, hold);
     }
     const key = lockKeys.segment(product.id, idx);
-    // Held by another request of this very process: busy, and no Redis round trip to learn it.
-    if (this.board.isHeld(key)) return 'busy' as const;
+    // Held (or being taken) by another request of this very process: busy, no Redis round trip.
+    if (this.board.isHeld(key)) return 'busy';
     this.board.hold(key);
     let held: HeldLock | null = null;
     try {
       held = await this.locks.tryAcquire(key, this.config.lockTtlMs);
-      if (!held) return 'busy' as const;
-      if (hold > 0) await sleep(hold);
-      return await this.stock.takeFromSegment(product.id, idx, req.quantity, req.userId);
+      if (!held) {
+        this.metrics.lockBusy.inc();
+        return 'busy';
+      }
+      let outcome: SegmentAttempt;
+      if (hold > 0) {
+        // The simulated work is only worth doing for a sale that can happen: look before holding.
+        const remaining = await this.stock.segmentStock(product.id, idx);
+        outcome = remaining !== null && remaining >= req.quantity ? await this.holdThenTake(product, idx, req, hold) : { remaining };
+      } else {
+        outcome = await this.stock.takeFromSegment(product.id, idx, req.quantity, req.userId);
+      }
+      if (outcome.remaining === null || outcome.remaining === 0) this.rememberEmpty(product, idx);
+      return outcome;
     } finally {
       if (held) {
         await this.locks.release(held);
-        this.board.release(key, product.id);
+        this.board.release(key, product.id, idx);
       } else {
         this.board.abandon(key);
       }
     }
+  }
+
+  private async holdThenTake(product: ProductInfo, idx: number, req: PlaceOrder, hold: number): Promise<SegmentAttempt> {
+    await sleep(hold);
+    return this.stock.takeFromSegment(product.id, idx, req.quantity, req.userId);
   }
 
   /** q over several segments: locks in ascending index order, then one transaction. */
