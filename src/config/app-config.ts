@@ -56,11 +56,11 @@ export class EnvironmentVariables {
   @IsIn(['redlock', 'database']) STOCK_LOCKING: StockLocking = 'redlock';
 
   @Transform(toInt) @IsInt() @Min(50) @Max(60_000) LOCK_TTL_MS = 2000;
-  @Transform(toInt) @IsInt() @Min(50) @Max(60_000) USER_LOCK_TTL_MS = 5000;
+  @Transform(toInt) @IsInt() @Min(50) @Max(120_000) USER_LOCK_TTL_MS = 15_000;
   /** Extend a held lock before it expires, so a slow critical section keeps it. */
   @Transform(toBool) @IsBoolean() LOCK_EXTEND = true;
   /** Longest an order waits for a segment lock when every live segment is busy. */
-  @Transform(toInt) @IsInt() @Min(0) @Max(60_000) LOCK_WAIT_MS = 3000;
+  @Transform(toInt) @IsInt() @Min(0) @Max(60_000) LOCK_WAIT_MS = 5000;
   @Transform(toInt) @IsInt() @Min(1) @Max(10_000) LOCK_RETRY_DELAY_MS = 4;
   @Transform(toInt) @IsInt() @Min(0) @Max(10_000) LOCK_RETRY_JITTER_MS = 8;
   /** Longest a rebalance waits for the segment row locks (capped by DB_TIMEOUT_MS). */

@@ -1,16 +1,12 @@
 // Redis hints on the order path: which segments are empty (per layout version) and whether the
-// product is sold out. Hints only save work; PostgreSQL decides every sale, and a lost or stale
-// hint costs at most a wasted attempt or an authoritative read.
+// product is sold out (read by OrderGateService in the same script that takes the user lock).
+// Hints only save work; PostgreSQL decides every sale, and a lost or stale hint costs at most a
+// wasted attempt or an authoritative read.
 import { Inject, Injectable } from '@nestjs/common';
 import type Redis from 'ioredis';
 import { REDIS_CLIENT } from '../infrastructure/redis.providers';
 
 const EMPTY_HINT_TTL_MS = 6 * 60 * 60 * 1000;
-
-export interface Hints {
-  soldOut: boolean;
-  empty: Set<number>;
-}
 
 export const hintKeys = {
   soldOut: (productId: number) => `hint:soldout:${productId}`,
@@ -20,11 +16,6 @@ export const hintKeys = {
 @Injectable()
 export class StockHintsService {
   constructor(@Inject(REDIS_CLIENT) private readonly redis: Redis) {}
-
-  async read(productId: number, layoutVersion: number): Promise<Hints> {
-    const reply = await this.redis.readHints(hintKeys.soldOut(productId), hintKeys.empty(productId, layoutVersion));
-    return { soldOut: reply[0] === 1, empty: new Set(reply.slice(1)) };
-  }
 
   async markEmpty(productId: number, layoutVersion: number, segment: number): Promise<void> {
     await this.redis.markSegmentEmpty(hintKeys.empty(productId, layoutVersion), segment, EMPTY_HINT_TTL_MS);

@@ -55,7 +55,7 @@ function world(opts: { stocks: number[]; limitPerUser?: number; config?: Partial
   const onWait = jest.fn();
   const catalog = { get: jest.fn(async () => ({ ...info })), remember: jest.fn((p: ProductInfo) => p) };
   const hints = {
-    read: jest.fn(async () => ({ soldOut: false, empty: new Set<number>() })),
+    read: jest.fn(async (_productId: number, _layoutVersion: number) => ({ soldOut: false, empty: new Set<number>() })),
     markEmpty: jest.fn(async () => undefined),
     markSoldOut: jest.fn(async () => undefined),
   };
@@ -79,12 +79,12 @@ function world(opts: { stocks: number[]; limitPerUser?: number; config?: Partial
     })),
   };
   const locks = {
-    tryAcquire: jest.fn(async (key: string) => (busy.has(key) ? null : { key })),
+    tryAcquire: jest.fn(async (key: string, _ttlMs?: number) => (busy.has(key) ? null : { key })),
     acquireWithin: jest.fn(async (key: string) => {
       if (busy.has(key)) throw new BusyError(`lock ${key} stayed busy`, config.retryAfterS);
       return { key };
     }),
-    release: jest.fn(async () => undefined),
+    release: jest.fn(async (_held: unknown) => undefined),
     // The pause is either slept by the lock service or timed by the caller from backoffMs().
     backoff: jest.fn(async () => {
       onWait();
@@ -111,8 +111,31 @@ function world(opts: { stocks: number[]; limitPerUser?: number; config?: Partial
   ]) {
     metrics[name] = metric();
   }
+  // The gate is one Lua call in Redis (sold-out flag, user lock, hints); here it is faked from the
+  // same lock table and hints, with the real gate's degraded pass when the hints cannot be read.
+  const gate = {
+    enter: jest.fn(async (p: ProductInfo, userId: string, q: number) => {
+      let h: { soldOut: boolean; empty: Set<number> };
+      try {
+        h = await hints.read(p.id, p.layoutVersion);
+      } catch {
+        metrics.dependencyErrors.inc({ dependency: 'redis' });
+        return { userId, token: null, empty: new Set<number>() };
+      }
+      if (h.soldOut) {
+        metrics.soldOutShortCircuits.inc();
+        throw new SoldOutError(0, q);
+      }
+      const held = await locks.tryAcquire(`lock:order:${userId}`, config.userLockTtlMs);
+      if (!held) throw new OrderInProgressError();
+      return { userId, token: held, empty: h.empty };
+    }),
+    leave: jest.fn(async (pass: { token: unknown }) => {
+      if (pass.token) await locks.release(pass.token);
+    }),
+  };
   const db = { query: jest.fn() };
-  const service = new OrdersService(config, catalog as never, hints as never, stock as never, locks as never, metrics as never, db as never);
+  const service = new OrdersService(config, catalog as never, hints as never, gate as never, stock as never, locks as never, metrics as never, db as never);
   return { service, config, stocks, busy, catalog, hints, stock, locks, metrics, onWait };
 }
 
@@ -361,8 +384,8 @@ describe('OrdersService.place', () => {
       expect(order.allocations).toEqual([{ segment: 2, quantity: 1 }]);
       // segment 0 was tried once (empty); after that only 1 and 2 were attempted
       expect(triedSegments(w)).toEqual([0, 2]);
-      const attempts = w.locks.tryAcquire.mock.calls.map((c: unknown[]) => c[0]).filter((k: string) => k.startsWith('lock:stock:'));
-      expect(attempts.slice(3).every((k: string) => k === seg(1) || k === seg(2))).toBe(true);
+      const attempts = w.locks.tryAcquire.mock.calls.map((c: unknown[]) => c[0] as string).filter((k) => k.startsWith('lock:stock:'));
+      expect(attempts.slice(3).every((k) => k === seg(1) || k === seg(2))).toBe(true);
       // the first pass tries all three; every wake-up after it makes exactly one attempt
       expect(attempts.length).toBe(3 + w.onWait.mock.calls.length);
       expect(w.metrics.lockWaitSeconds.observe).toHaveBeenCalled();
@@ -394,7 +417,7 @@ describe('OrdersService.place', () => {
       expect(w.metrics.dependencyErrors.inc).toHaveBeenCalledWith({ dependency: 'redis' });
     });
 
-    it('should answer UNAVAILABLE naming Redis when the user lock cannot be taken, touching no segment', async () => {
+    it('should answer UNAVAILABLE naming Redis when neither the gate nor the segment locks can reach Redis, touching no segment', async () => {
       const w = world({ stocks: [5] });
       w.hints.read.mockRejectedValue(new Error('Connection is closed.'));
       w.locks.tryAcquire.mockRejectedValue(new UnavailableError('redis', 3, new Error('Connection is closed.')));

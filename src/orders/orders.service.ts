@@ -15,12 +15,13 @@ import {
 import { sleep } from '../common/sleep';
 import { ProductCatalogService, ProductInfo } from '../inventory/product-catalog.service';
 import { pickSegmentsFor, randomStart, visitOrder } from '../inventory/segment-plan';
-import { Hints, StockHintsService } from '../inventory/stock-hints.service';
+import { StockHintsService } from '../inventory/stock-hints.service';
 import { OrderRow, SegmentAttempt, StockRepository } from '../inventory/stock.repository';
 import { lockKeys } from '../locks/lock-keys';
 import { HeldLock, LockService } from '../locks/lock.service';
 import { LocalLockBoard } from '../locks/local-lock-board';
 import { MetricsService } from '../metrics/metrics.service';
+import { OrderGateService } from './order-gate.service';
 
 export interface PlaceOrder {
   userId: string;
@@ -40,6 +41,7 @@ export class OrdersService {
     @Inject(APP_CONFIG) private readonly config: ResolvedConfig,
     private readonly catalog: ProductCatalogService,
     private readonly hints: StockHintsService,
+    private readonly gate: OrderGateService,
     private readonly stock: StockRepository,
     private readonly locks: LockService,
     private readonly metrics: MetricsService,
@@ -51,17 +53,11 @@ export class OrdersService {
     if (req.quantity > product.limitPerUser) throw new QuantityOverLimitError(product.limitPerUser);
     if (this.config.stockLocking === 'database') return this.allocate(product, req, new Set());
 
-    const hints = await this.readHints(product);
-    if (hints.soldOut) {
-      this.metrics.soldOutShortCircuits.inc();
-      throw new SoldOutError(0, req.quantity);
-    }
-    const userLock = await this.locks.tryAcquire(lockKeys.user(req.userId), this.config.userLockTtlMs);
-    if (!userLock) throw new OrderInProgressError();
+    const pass = await this.gate.enter(product, req.userId, req.quantity);
     try {
-      return await this.allocate(product, req, hints.empty);
+      return await this.allocate(product, req, pass.empty);
     } finally {
-      await this.locks.release(userLock);
+      await this.gate.leave(pass);
     }
   }
 
@@ -226,19 +222,5 @@ export class OrdersService {
   private rememberEmpty(product: ProductInfo, idx: number): void {
     if (this.config.stockLocking !== 'redlock') return;
     this.hints.markEmpty(product.id, product.layoutVersion, idx).catch(() => this.metrics.dependencyErrors.inc({ dependency: 'redis' }));
-  }
-
-  /**
-   * Hints only save work, so an unreachable hint Redis is no reason to refuse an order: with
-   * several lock masters the Redlock quorum may still stand without it. When the only Redis is
-   * down the user lock right after this answers UNAVAILABLE.
-   */
-  private async readHints(product: ProductInfo): Promise<Hints> {
-    try {
-      return await this.hints.read(product.id, product.layoutVersion);
-    } catch {
-      this.metrics.dependencyErrors.inc({ dependency: 'redis' });
-      return { soldOut: false, empty: new Set() };
-    }
   }
 }
