@@ -26,6 +26,8 @@ export class AppModule {
               return id;
             },
             redact: ['req.headers.authorization', 'req.headers.cookie'],
+            // Lines of a request carry its id only, not the whole request serialised again.
+            quietReqLogger: true,
             // Access lines are debug: at thousands of orders a second they would cost more than the order.
             customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'warn' : 'debug'),
           },

@@ -6,25 +6,30 @@
 type Waiter = { wake: (segment: number) => void; done: boolean };
 
 export class LocalLockBoard {
-  private readonly held = new Set<string>();
+  private readonly held = new Map<number, Set<number>>();
   private readonly waiters = new Map<number, Waiter[]>();
 
-  isHeld(key: string): boolean {
-    return this.held.has(key);
+  /** Held here, or being taken by a request of this process. */
+  isHeld(productId: number, segment: number): boolean {
+    return this.held.get(productId)?.has(segment) ?? false;
   }
 
-  hold(key: string): void {
-    this.held.add(key);
+  hold(productId: number, segment: number): void {
+    const set = this.held.get(productId);
+    if (set) set.add(segment);
+    else this.held.set(productId, new Set([segment]));
   }
 
   /** Forgets a hold that never became a lock (Redis said busy): nobody is woken for it. */
-  abandon(key: string): void {
-    this.held.delete(key);
+  abandon(productId: number, segment: number): void {
+    const set = this.held.get(productId);
+    set?.delete(segment);
+    if (set?.size === 0) this.held.delete(productId);
   }
 
   /** Forgets the hold and hands the segment to the longest-waiting local request for the product. */
-  release(key: string, productId: number, segment: number): void {
-    this.held.delete(key);
+  release(productId: number, segment: number): void {
+    this.abandon(productId, segment);
     const queue = this.waiters.get(productId);
     while (queue && queue.length > 0) {
       const next = queue.shift() as Waiter;

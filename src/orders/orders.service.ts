@@ -139,7 +139,7 @@ export class OrdersService {
         throw new BusyError(`every segment with stock stayed locked for ${this.config.lockWaitMs} ms`, this.config.retryAfterS);
       }
       const released = await this.board.waitForRelease(product.id, this.locks.backoffMs());
-      const free = busy.filter((i) => !this.board.isHeld(lockKeys.segment(product.id, i)));
+      const free = busy.filter((i) => !this.board.isHeld(product.id, i));
       if (free.length === 0) continue;
       // The segment just released here if it is one of ours, else the busy ones in turn.
       const idx = released !== null && free.includes(released) ? released : free[turn++ % free.length];
@@ -164,10 +164,10 @@ export class OrdersService {
     if (this.config.stockLocking === 'database') {
       return this.stock.takeFromSegment(product.id, idx, req.quantity, req.userId, hold);
     }
-    const key = lockKeys.segment(product.id, idx);
     // Held (or being taken) by another request of this very process: busy, no Redis round trip.
-    if (this.board.isHeld(key)) return 'busy';
-    this.board.hold(key);
+    if (this.board.isHeld(product.id, idx)) return 'busy';
+    this.board.hold(product.id, idx);
+    const key = lockKeys.segment(product.id, idx);
     let held: HeldLock | null = null;
     try {
       held = await this.locks.tryAcquire(key, this.config.lockTtlMs);
@@ -188,9 +188,9 @@ export class OrdersService {
     } finally {
       if (held) {
         await this.locks.release(held);
-        this.board.release(key, product.id, idx);
+        this.board.release(product.id, idx);
       } else {
-        this.board.abandon(key);
+        this.board.abandon(product.id, idx);
       }
     }
   }
