@@ -3,7 +3,7 @@
 // sweep chart), plus latest.json with every figure for tooling.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ScenarioResult, StockLocking } from './scenarios';
+import { PlanOptions, ScenarioResult, StockLocking } from './scenarios';
 import { ProcessPeak } from './service';
 
 export interface ServiceRun {
@@ -19,18 +19,11 @@ export interface BenchmarkReport {
   finishedAt: string;
   command: string;
   machine: { cores: number; cpuModel: string; memoryGb: number; os: string; node: string; postgres: string; redis: string };
-  settings: {
+  settings: PlanOptions & {
     quick: boolean;
     durationS: number;
     connections: number;
     workers: number;
-    holds: number[];
-    segments: number[];
-    sweep: number[] | null;
-    sweepHold: number;
-    peer: boolean;
-    sale: { stock: number; segments: number; buyers: number; holdMs: number } | null;
-    steadyStock: number;
     warmUpS: number;
     lock: { ttlMs: number; waitMs: number; retryDelayMs: number; retryJitterMs: number };
     dependencies: { postgres: string; redis: string };
