@@ -126,14 +126,6 @@ export class StockRepository {
     );
   }
 
-  /** One segment's stock; null when the segment does not exist (any more). */
-  async segmentStock(productId: number, idx: number): Promise<number | null> {
-    return this.guard(async () => {
-      const rows = (await this.db.query('SELECT stock FROM stock_segments WHERE product_id = $1 AND idx = $2', [productId, idx])) as Array<{ stock: string }>;
-      return rows.length === 0 ? null : Number(rows[0].stock);
-    });
-  }
-
   /** The authoritative stock of a product: its layout version and every segment. */
   async readLayout(productId: number): Promise<Layout | null> {
     return this.guard(async () => {

@@ -8,6 +8,7 @@ type Waiter = { wake: (segment: number) => void; done: boolean };
 export class LocalLockBoard {
   private readonly held = new Map<number, Set<number>>();
   private readonly waiters = new Map<number, Waiter[]>();
+  private readonly live = new Map<number, number>();
 
   /** Held here, or being taken by a request of this process. */
   isHeld(productId: number, segment: number): boolean {
@@ -35,6 +36,7 @@ export class LocalLockBoard {
       const next = queue.shift() as Waiter;
       if (next.done) continue;
       next.done = true;
+      this.count(productId, -1);
       next.wake(segment);
       break;
     }
@@ -50,6 +52,7 @@ export class LocalLockBoard {
       const waiter: Waiter = { wake: () => undefined, done: false };
       const timer = setTimeout(() => {
         waiter.done = true;
+        this.count(productId, -1);
         resolve(null);
       }, ms);
       waiter.wake = (segment) => {
@@ -59,11 +62,18 @@ export class LocalLockBoard {
       const queue = this.waiters.get(productId) ?? [];
       queue.push(waiter);
       this.waiters.set(productId, queue);
+      this.count(productId, 1);
     });
   }
 
-  /** Requests waiting in this process (for tests and metrics). */
+  /** Requests of this process waiting for a segment of the product. */
   waiting(productId: number): number {
-    return (this.waiters.get(productId) ?? []).filter((w) => !w.done).length;
+    return this.live.get(productId) ?? 0;
+  }
+
+  private count(productId: number, delta: number): void {
+    const n = (this.live.get(productId) ?? 0) + delta;
+    if (n === 0) this.live.delete(productId);
+    else this.live.set(productId, n);
   }
 }

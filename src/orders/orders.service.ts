@@ -118,8 +118,13 @@ export class OrdersService {
    */
   private async trySingleSegments(product: ProductInfo, req: PlaceOrder, skip: ReadonlySet<number>): Promise<OrderRow | null> {
     const deadline = Date.now() + this.config.lockWaitMs;
-    const busy: number[] = [];
-    for (const idx of visitOrder(product.segmentCount, randomStart(product.segmentCount), skip)) {
+    const order = visitOrder(product.segmentCount, randomStart(product.segmentCount), skip);
+    // Requests of this process already wait for this product: every live segment was busy a
+    // moment ago, and each release goes to them first. Queue behind them instead of trying every
+    // segment again (and asking Redis about the ones held elsewhere).
+    const queued = this.config.stockLocking === 'redlock' && this.board.waiting(product.id) > 0;
+    const busy: number[] = queued ? order : [];
+    for (const idx of queued ? [] : order) {
       const outcome = await this.attemptSegment(product, idx, req);
       if (outcome === 'busy') {
         busy.push(idx);
@@ -175,14 +180,9 @@ export class OrdersService {
         this.metrics.lockBusy.inc();
         return 'busy';
       }
-      let outcome: SegmentAttempt;
-      if (hold > 0) {
-        // The simulated work is only worth doing for a sale that can happen: look before holding.
-        const remaining = await this.stock.segmentStock(product.id, idx);
-        outcome = remaining !== null && remaining >= req.quantity ? await this.holdThenTake(product, idx, req, hold) : { remaining };
-      } else {
-        outcome = await this.stock.takeFromSegment(product.id, idx, req.quantity, req.userId);
-      }
+      const outcome = await this.stock.takeFromSegment(product.id, idx, req.quantity, req.userId);
+      // The simulated downstream work of a sale, still inside the lock; an empty segment is let go at once.
+      if (hold > 0 && outcome.order) await sleep(hold);
       if (outcome.remaining === null || outcome.remaining === 0) this.rememberEmpty(product, idx);
       return outcome;
     } finally {
@@ -193,11 +193,6 @@ export class OrdersService {
         this.board.abandon(product.id, idx);
       }
     }
-  }
-
-  private async holdThenTake(product: ProductInfo, idx: number, req: PlaceOrder, hold: number): Promise<SegmentAttempt> {
-    await sleep(hold);
-    return this.stock.takeFromSegment(product.id, idx, req.quantity, req.userId);
   }
 
   /** q over several segments: locks in ascending index order, then one transaction. */
