@@ -1,6 +1,7 @@
 // Entry point: validates the configuration, starts embedded PostgreSQL/Redis when their URLs are
 // unset, applies migrations, then serves HTTP in this process (WORKERS=1) or in a cluster of
-// WORKERS processes sharing the port. SIGTERM/SIGINT stop everything gracefully.
+// WORKERS processes sharing the port. SIGTERM/SIGINT stop everything gracefully: each serving
+// process drains its requests before it closes Redis and PostgreSQL (infrastructure/graceful-shutdown.ts).
 import cluster from 'node:cluster';
 import { Logger, LogLevel } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
@@ -13,6 +14,7 @@ import { jsonBody } from './common/json-body.middleware';
 import { validationPipe } from './common/validation.pipe';
 import { AppConfig, ConfigurationError, loadConfig, ResolvedConfig } from './config/app-config';
 import { resolveDependencies } from './infrastructure/dependencies';
+import { closeOnSignals } from './infrastructure/graceful-shutdown';
 import { runMigrations } from './infrastructure/migrate';
 import { serveClusterMetrics } from './metrics/metrics.service';
 
@@ -26,7 +28,6 @@ export async function createApp(config: ResolvedConfig): Promise<NestExpressAppl
   app.use(jsonBody());
   app.useGlobalPipes(validationPipe());
   app.useGlobalFilters(new AllExceptionsFilter(config.retryAfterS));
-  app.enableShutdownHooks();
   const doc = new DocumentBuilder()
     .setTitle('Flash-sale inventory service')
     .setDescription('Orders over segmented stock locks; errors are { statusCode, code, message }.')
@@ -37,8 +38,10 @@ export async function createApp(config: ResolvedConfig): Promise<NestExpressAppl
   return app;
 }
 
+/** A cluster worker: serves until SIGTERM (sent by the primary), then drains and exits 0. */
 async function serve(config: ResolvedConfig): Promise<void> {
   const app = await createApp(config);
+  closeOnSignals(app);
   await app.listen(config.port, config.host);
 }
 
@@ -79,18 +82,10 @@ async function primary(config: AppConfig): Promise<void> {
 
   if (config.workers === 1) {
     const app = await createApp(resolved);
+    // The app is drained and closed first; the embedded servers it used are stopped after it.
+    closeOnSignals(app, () => deps.stop());
     await app.listen(resolved.port, resolved.host);
     logger.log(`listening on ${resolved.host}:${resolved.port} (1 process, stock locking: ${resolved.stockLocking})`);
-    // Nest's own hooks close the app on the signal; the embedded servers are stopped after it.
-    for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-      process.once(signal, () => {
-        void app
-          .close()
-          .catch(() => undefined)
-          .then(() => deps.stop())
-          .then(() => process.exit(0));
-      });
-    }
     return;
   }
 
