@@ -1,5 +1,5 @@
-// GET /health (readiness: PostgreSQL and Redis answer), GET /health/live (the process runs) and
-// GET /metrics (Prometheus).
+// GET /health (readiness: PostgreSQL and a quorum of Redis lock masters answer; each one reported),
+// GET /health/live (the process runs) and GET /metrics (Prometheus).
 import { Controller, Get, Header, Res } from '@nestjs/common';
 import { ApiExcludeEndpoint, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { HealthCheck, HealthCheckService, TypeOrmHealthIndicator } from '@nestjs/terminus';
@@ -19,7 +19,7 @@ export class HealthController {
 
   @Get('health')
   @HealthCheck()
-  @ApiOperation({ summary: 'Readiness: 200 when PostgreSQL and Redis answer, 503 otherwise' })
+  @ApiOperation({ summary: 'Readiness per dependency: 200 when PostgreSQL and a quorum of Redis lock masters answer, 503 otherwise' })
   async ready(@Res({ passthrough: true }) res: Response) {
     try {
       return await this.health.check([() => this.db.pingCheck('postgres', { timeout: 1000 }), () => this.redis.check('redis')]);
