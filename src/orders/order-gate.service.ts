@@ -7,13 +7,14 @@
 // makes one order per user durable. Folding it into the hint read saves a round trip per order.
 // For the same reason an unreachable hint Redis does not stop orders: they go on without hints
 // and without the user lock (duplicates then meet the unique index: 409 ALREADY_ORDERED), as
-// long as the Redlock quorum of segment locks stands. With a single Redis the segment lock right
-// after answers 503 UNAVAILABLE.
+// long as the Redlock quorum of segment locks stands. When the hint Redis is also the only lock
+// master its failure is the lock's failure: 503 UNAVAILABLE at once, rather than a second and
+// third wait (segment lock, Redlock's cleanup) for the same dead or frozen server.
 import { randomBytes } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import type Redis from 'ioredis';
 import { APP_CONFIG, ResolvedConfig } from '../config/app-config';
-import { OrderInProgressError, SoldOutError } from '../common/domain-errors';
+import { OrderInProgressError, SoldOutError, UnavailableError } from '../common/domain-errors';
 import { REDIS_CLIENT } from '../infrastructure/redis.providers';
 import { hintKeys } from '../inventory/stock-hints.service';
 import { ProductInfo } from '../inventory/product-catalog.service';
@@ -34,13 +35,18 @@ export class OrderGateService {
   private readonly prefix = `${process.pid}.${randomBytes(6).toString('hex')}.`;
   private counter = 0;
 
+  /** True when REDIS_URL is the one Redlock master: no order can go on without it. */
+  private readonly hintRedisIsTheLock: boolean;
+
   constructor(
     @Inject(REDIS_CLIENT) private readonly redis: Redis,
     @Inject(APP_CONFIG) private readonly config: ResolvedConfig,
     private readonly metrics: MetricsService,
-  ) {}
+  ) {
+    this.hintRedisIsTheLock = config.redisLockUrls.length === 1 && config.redisLockUrls[0] === config.redisUrl;
+  }
 
-  /** SoldOutError, OrderInProgressError, or the pass to go on with (degraded when Redis fails). */
+  /** SoldOutError, OrderInProgressError, UnavailableError, or the pass to go on with (degraded when the hint Redis fails). */
   async enter(product: ProductInfo, userId: string, quantity: number): Promise<Pass> {
     const token = this.prefix + (++this.counter).toString(36);
     let reply: number[];
@@ -52,8 +58,9 @@ export class OrderGateService {
         token,
         this.config.userLockTtlMs,
       );
-    } catch {
+    } catch (err) {
       this.metrics.dependencyErrors.inc({ dependency: 'redis' });
+      if (this.hintRedisIsTheLock) throw new UnavailableError('redis', this.config.retryAfterS, err);
       return { userId, token: null, empty: new Set() };
     }
     if (reply[0] === -1) {
