@@ -1,0 +1,124 @@
+// Fault: a service process is told to stop (SIGTERM: a deploy, a scale-down) in the middle of a
+// sale. It must stop taking connections, finish its in-flight orders, release their locks, close
+// Redis and PostgreSQL after the last one, and exit 0 promptly. No client told 201 may be missing
+// from the database, and no client told "failed" (an error body) may have an order; a client
+// whose connection was refused or cut does not know, and either way is allowed.
+import { join } from 'node:path';
+import { createProduct, ServiceProcess } from '../support/service';
+import { brief, expectPromisesKept, FaultPostgres, FaultRedis, Outcome, placeOrder, scratchDir, sleep, startFaultService, stopAll, waitFor } from './support';
+
+// Held inside the segment lock after each sale: orders are in flight when the signal comes.
+const ORDER_HOLD_MS = 200;
+const EXIT_BOUND_MS = 5000;
+// Locks that outlive their request would stay this long: any left behind shows in Redis.
+const LONG_TTL = { LOCK_TTL_MS: '60000', USER_LOCK_TTL_MS: '60000' };
+
+describe('SIGTERM to a service process during a sale', () => {
+  const scratch = scratchDir('sigterm');
+  let pg: FaultPostgres;
+  let redis: FaultRedis;
+  const started: ServiceProcess[] = [];
+
+  beforeAll(async () => {
+    [pg, redis] = await Promise.all([FaultPostgres.start(join(scratch.dir, 'pg')), FaultRedis.start()]);
+  });
+  afterAll(async () => {
+    await stopAll(...started.map((s) => () => s.stop('SIGKILL')), () => redis?.stop(), () => pg?.stop());
+    scratch.cleanup();
+  });
+
+  async function service(env: Record<string, string> = {}): Promise<ServiceProcess> {
+    const s = await startFaultService(pg, redis, { ORDER_HOLD_MS: String(ORDER_HOLD_MS), ...LONG_TTL, LOG_LEVEL: 'warn', ...env });
+    started.push(s);
+    return s;
+  }
+
+  /**
+   * Orders from 40 clients at once, each of a new user; `route` picks the target of each (it may
+   * change while the load runs). Stops when `until` settles.
+   */
+  async function load(productId: number, prefix: string, route: (i: number) => string, until: Promise<unknown>): Promise<Outcome[]> {
+    const outcomes: Outcome[] = [];
+    let running = true;
+    const stop = () => (running = false);
+    until.then(stop, stop);
+    let n = 0;
+    await Promise.all(
+      Array.from({ length: 40 }, async () => {
+        while (running) {
+          const i = n++;
+          outcomes.push(await placeOrder(route(i), `${prefix}-${i}`, productId));
+        }
+      }),
+    );
+    return outcomes;
+  }
+
+  /** What the stopped process's clients saw around the signal. */
+  function around(outcomes: Outcome[], target: string, signalledAt: number) {
+    const mine = outcomes.filter((o) => o.target === target);
+    return {
+      // Sent before the signal, answered after it: the in-flight orders it had to finish.
+      inFlight: mine.filter((o) => o.sentAt < signalledAt && o.doneAt > signalledAt),
+    };
+  }
+
+  it('should finish in-flight orders, release every lock and exit 0 promptly, with every 201 persisted and no failed client holding an order', async () => {
+    const [a, b] = await Promise.all([service(), service()]);
+    const product = await createProduct(b.url, { stock: 5000, segments: 50 });
+    let aGone = false;
+    let signalledAt = 0;
+    const stopper = (async () => {
+      await sleep(1000);
+      signalledAt = Date.now();
+      const code = await a.stop('SIGTERM');
+      const at = Date.now();
+      aGone = true;
+      await sleep(1000); // orders go on at the other process
+      return { code, at };
+    })();
+    // Spread over both processes; once the stopped one is gone, its share goes to the other.
+    const outcomes = await load(product.id, 'buyer', (i) => (i % 2 === 0 && !aGone ? a.url : b.url), stopper);
+    const { code, at } = await stopper;
+
+    expect(code).toBe(0);
+    expect(at - signalledAt).toBeLessThan(EXIT_BOUND_MS);
+    const seen = around(outcomes, a.url, signalledAt);
+    // It finished what it had started: in-flight orders got their 201, no 5xx at all.
+    expect(seen.inFlight.filter((o) => o.status === 201).length).toBeGreaterThan(0);
+    expect(seen.inFlight.filter((o) => o.status !== 201).map(brief)).toEqual([]);
+    expect(outcomes.filter((o) => o.status >= 400).map(brief)).toEqual([]);
+    // Its log has no error or warning (no request cut, no failed close).
+    expect(a.output()).not.toMatch(/"level":(40|50|60)/);
+    // Every lock was released (with 60 s TTLs a forgotten one would still be there).
+    await waitFor('the load to settle', async () => (await redis.with((r) => r.keys('lock:*'))).length === 0, 3000);
+    const books = await expectPromisesKept(pg.url, product.id, outcomes, { failedMeansNoOrder: true });
+    // Every order in the books was told 201, except possibly those of cut connections.
+    const unknown = new Set(outcomes.filter((o) => o.status === 0).map((o) => o.userId));
+    expect(books.orders - outcomes.filter((o) => o.status === 201).length).toBeLessThanOrEqual(unknown.size);
+    expect(outcomes.filter((o) => o.status === 201 && o.target === b.url && o.sentAt > at).length).toBeGreaterThan(0);
+  });
+
+  it('should drain every worker and exit 0 when the cluster primary (WORKERS=2) gets SIGTERM', async () => {
+    const c = await service({ WORKERS: '2' });
+    const product = await createProduct(c.url, { stock: 5000, segments: 50 });
+    let signalledAt = 0;
+    const stopper = (async () => {
+      await sleep(1000);
+      signalledAt = Date.now();
+      const code = await c.stop('SIGTERM');
+      return { code, at: Date.now() };
+    })();
+    const outcomes = await load(product.id, 'worker-buyer', () => c.url, stopper);
+    const { code, at } = await stopper;
+
+    expect(code).toBe(0);
+    expect(at - signalledAt).toBeLessThan(EXIT_BOUND_MS);
+    const seen = around(outcomes, c.url, signalledAt);
+    expect(seen.inFlight.filter((o) => o.status === 201).length).toBeGreaterThan(0);
+    expect(outcomes.filter((o) => o.status >= 400).map(brief)).toEqual([]);
+    expect(c.output()).not.toMatch(/"level":(40|50|60)/);
+    expect(await redis.with((r) => r.keys('lock:*'))).toEqual([]);
+    await expectPromisesKept(pg.url, product.id, outcomes, { failedMeansNoOrder: true });
+  });
+});

