@@ -153,14 +153,18 @@ describe('HTTP API', () => {
 
     it('should sell every unit and answer SOLD_OUT only once the stock is really gone', async () => {
       const p = await createProduct(svc.url, { stock: 3, segments: 2 });
+      const buyers: string[] = [];
       for (let i = 0; i < 3; i++) {
-        const res = await order({ userId: user('buyer'), productId: p.id });
+        buyers.push(user('buyer'));
+        const res = await order({ userId: buyers[i], productId: p.id });
         expect(res.status).toBe(201);
         expect(await auditProduct(p.id)).toMatchObject({ remaining: 2 - i, ordered: i + 1 });
       }
       const before = await dbSnapshot();
       expectError(await order({ userId: user('late'), productId: p.id }), 410, 'SOLD_OUT');
       expectError(await order({ userId: user('later'), productId: p.id }), 410, 'SOLD_OUT');
+      // A buyer retrying after the sell-out learns that its order exists.
+      expectError(await order({ userId: buyers[0], productId: p.id }), 409, 'ALREADY_ORDERED');
       expect(await dbSnapshot()).toEqual(before);
       expect(await auditProduct(p.id)).toEqual({ totalStock: 3, remaining: 0, ordered: 3, negativeSegments: 0, orders: 3, duplicateUsers: 0 });
     });

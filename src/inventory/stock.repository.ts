@@ -126,6 +126,14 @@ export class StockRepository {
     );
   }
 
+  /** Whether the user already holds an order for the product (the unique index answers). */
+  async hasOrder(productId: number, userId: string): Promise<boolean> {
+    return this.guard(async () => {
+      const rows = (await this.db.query('SELECT 1 FROM orders WHERE product_id = $1 AND user_id = $2', [productId, userId])) as unknown[];
+      return rows.length > 0;
+    });
+  }
+
   /** The authoritative stock of a product: its layout version and every segment. */
   async readLayout(productId: number): Promise<Layout | null> {
     return this.guard(async () => {

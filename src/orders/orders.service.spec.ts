@@ -23,14 +23,14 @@ interface World {
   busy: Set<string>;
   catalog: { get: jest.Mock; remember: jest.Mock };
   hints: { read: jest.Mock; markEmpty: jest.Mock; markSoldOut: jest.Mock };
-  stock: { takeFromSegment: jest.Mock; takeFromSegments: jest.Mock; readLayout: jest.Mock };
+  stock: { takeFromSegment: jest.Mock; takeFromSegments: jest.Mock; readLayout: jest.Mock; hasOrder: jest.Mock };
   locks: { tryAcquire: jest.Mock; acquireWithin: jest.Mock; release: jest.Mock; backoff: jest.Mock; backoffMs: jest.Mock };
   /** Called once per pause between retries of busy segments, however the service pauses. */
   onWait: jest.Mock;
   metrics: Record<string, { inc: jest.Mock; observe: jest.Mock }>;
 }
 
-function world(opts: { stocks: number[]; limitPerUser?: number; config?: Partial<ResolvedConfig>; info?: Partial<ProductInfo>; layoutVersion?: number }): World {
+function world(opts: { stocks: number[]; limitPerUser?: number; config?: Partial<ResolvedConfig>; info?: Partial<ProductInfo>; layoutVersion?: number; ordered?: string[] }): World {
   const config = {
     stockLocking: 'redlock',
     lockWaitMs: 30,
@@ -52,6 +52,7 @@ function world(opts: { stocks: number[]; limitPerUser?: number; config?: Partial
     createdAt: new Date(),
   });
   const busy = new Set<string>();
+  const orders = new Set<string>(opts.ordered ?? []);
   const onWait = jest.fn();
   const catalog = { get: jest.fn(async () => ({ ...info })), remember: jest.fn((p: ProductInfo) => p) };
   const hints = {
@@ -72,6 +73,7 @@ function world(opts: { stocks: number[]; limitPerUser?: number; config?: Partial
       for (const t of takes) stocks[t.segment] -= t.quantity;
       return row(userId, q, takes);
     }),
+    hasOrder: jest.fn(async (_productId: number, userId: string) => orders.has(userId)),
     readLayout: jest.fn(async () => ({
       version: opts.layoutVersion ?? 1,
       segmentCount: stocks.length,
@@ -272,6 +274,20 @@ describe('OrdersService.place', () => {
       expect(w.locks.tryAcquire).not.toHaveBeenCalled();
       expect(w.stock.takeFromSegment).not.toHaveBeenCalled();
       expect(w.metrics.soldOutShortCircuits.inc).toHaveBeenCalled();
+    });
+
+    it('should answer ALREADY_ORDERED instead of SOLD_OUT to a user who holds an order of the sold-out product', async () => {
+      const w = world({ stocks: [5], ordered: ['u1'] });
+      w.hints.read.mockResolvedValue({ soldOut: true, empty: new Set() });
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(AlreadyOrderedError);
+      await expect(w.service.place({ userId: 'u2', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(SoldOutError);
+      expect(w.stock.hasOrder).toHaveBeenCalledTimes(2);
+    });
+
+    it('should not look for an existing order on the selling path', async () => {
+      const w = world({ stocks: [5] });
+      await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 });
+      expect(w.stock.hasOrder).not.toHaveBeenCalled();
     });
 
     it('should answer SOLD_OUT when the product vanished under the order', async () => {

@@ -6,6 +6,7 @@ import { DataSource } from 'typeorm';
 import { APP_CONFIG, ResolvedConfig } from '../config/app-config';
 import { mapDatabaseError } from '../common/database-errors';
 import {
+  AlreadyOrderedError,
   BusyError,
   OrderInProgressError,
   OrderNotFoundError,
@@ -49,6 +50,17 @@ export class OrdersService {
   ) {}
 
   async place(req: PlaceOrder): Promise<OrderRow> {
+    try {
+      return await this.sell(req);
+    } catch (err) {
+      // A client retrying after a lost answer must learn that its order exists, also once the
+      // product is sold out. Costs one index lookup, on the sold-out path only.
+      if (err instanceof SoldOutError && (await this.stock.hasOrder(req.productId, req.userId))) throw new AlreadyOrderedError();
+      throw err;
+    }
+  }
+
+  private async sell(req: PlaceOrder): Promise<OrderRow> {
     const product = await this.catalog.get(req.productId);
     if (req.quantity > product.limitPerUser) throw new QuantityOverLimitError(product.limitPerUser);
     if (this.config.stockLocking === 'database') return this.allocate(product, req, new Set());
