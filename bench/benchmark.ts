@@ -253,7 +253,11 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
     const report: BenchmarkReport = {
       startedAt: started.toISOString(),
       finishedAt: new Date().toISOString(),
-      command: process.argv.slice(1).join(' '),
+      // How a user repeats this run: through npm when npm started it, else the node command line.
+      command:
+        process.env.npm_lifecycle_event === 'bench'
+          ? ['npm run bench', ...(process.argv.length > 2 ? ['--', ...process.argv.slice(2)] : [])].join(' ')
+          : process.argv.slice(1).join(' '),
       machine,
       settings: {
         quick: opts.quick,
