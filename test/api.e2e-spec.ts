@@ -1,5 +1,6 @@
 // The HTTP API of DESIGN.md, row by row: each success and each error code that can be produced
 // deterministically, with the database checked after every error to prove it changed nothing.
+import type { ProductView } from '../src/inventory/inventory.service';
 import Redis from 'ioredis';
 import { freePort } from '../src/infrastructure/free-port';
 import { auditProduct, resetState, withDb } from './support/database';
@@ -9,15 +10,6 @@ const LOCK_WAIT_MS = 200;
 const RETRY_AFTER_S = 2;
 const REBALANCE_WAIT_MS = 300;
 
-interface ProductView {
-  id: number;
-  name: string;
-  stock: number;
-  sold: number;
-  limitPerUser: number;
-  segmentCount: number;
-  segments: Array<{ index: number; stock: number }>;
-}
 
 /** Every row that an order or a product touches, to compare before and after a refused call. */
 async function dbSnapshot() {

@@ -73,7 +73,7 @@ describe('segment lock expiring under a stalled holder', () => {
       expect(stale).toMatchObject({ status: 410, code: 'SOLD_OUT' });
       expect(stale.doneAt).toBeGreaterThanOrEqual(stalledAt + STALL_MS);
       const books = await expectPromisesKept(pg.url, product.id, [stale, second], { failedMeansNoOrder: true });
-      expect(books).toMatchObject({ stocked: 1, ordered: 1, remaining: 0, orders: 1, negativeSegments: 0 });
+      expect(books).toMatchObject({ totalStock: 1, ordered: 1, remaining: 0, orders: 1, negativeSegments: 0 });
       expect([...books.users]).toEqual(['prompt-buyer']);
       const segments = await withPg(pg.url, async (db) => (await db.query('SELECT stock::int AS stock FROM stock_segments WHERE product_id = $1', [product.id])).rows);
       expect(segments).toEqual([{ stock: 0 }]);
@@ -127,7 +127,7 @@ describe('segment lock expiring under a stalled holder', () => {
       expect(slow).toMatchObject({ status: 201 });
       expect(waiting).toMatchObject({ status: 410, code: 'SOLD_OUT' });
       const books = await expectPromisesKept(pg.url, product.id, [slow, waiting], { failedMeansNoOrder: true });
-      expect(books).toMatchObject({ stocked: 1, ordered: 1, remaining: 0, orders: 1, negativeSegments: 0 });
+      expect(books).toMatchObject({ totalStock: 1, ordered: 1, remaining: 0, orders: 1, negativeSegments: 0 });
       expect([...books.users]).toEqual(['slow-buyer']);
     });
   });

@@ -80,7 +80,7 @@ describe('Redis flushed and restarted empty during a sale, across two service pr
     expect(outcomes.some((o) => o.code === 'UNAVAILABLE')).toBe(true); // the restart was felt
     // Sold out exactly, nobody twice, every 201 persisted, nobody told "failed" holds an order.
     const books = await expectPromisesKept(pg.url, product.id, outcomes, { failedMeansNoOrder: true });
-    expect(books).toMatchObject({ stocked: STOCK, remaining: 0, ordered: STOCK, orders: STOCK });
+    expect(books).toMatchObject({ totalStock: STOCK, remaining: 0, ordered: STOCK, orders: STOCK });
     expect(outcomes.filter((o) => o.status === 201)).toHaveLength(STOCK);
 
     // The sold-out flag is a hint: after a flush the next order asks PostgreSQL and sets it again.

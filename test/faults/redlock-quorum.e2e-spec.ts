@@ -64,7 +64,7 @@ describe('Redlock quorum over three Redis masters, across two service processes'
     expect(outcomes.filter((o) => o.status >= 500 || o.status === 0).map(brief)).toEqual([]);
     expect(outcomes.filter((o) => o.status === 201)).toHaveLength(100);
     const books = await expectPromisesKept(pg.url, product.id, outcomes, { failedMeansNoOrder: true });
-    expect(books).toMatchObject({ stocked: 100, remaining: 0, ordered: 100, orders: 100 });
+    expect(books).toMatchObject({ totalStock: 100, remaining: 0, ordered: 100, orders: 100 });
   });
 
   it('should answer 503 UNAVAILABLE fast with two masters of three down, sell nothing, and resume when they are back', async () => {
@@ -89,7 +89,7 @@ describe('Redlock quorum over three Redis masters, across two service processes'
     expect(back.filter((o) => o.status >= 500 || o.status === 0).map(brief)).toEqual([]);
     expect(back.filter((o) => o.status === 201)).toHaveLength(50);
     const books = await expectPromisesKept(pg.url, product.id, [...down, ...back], { failedMeansNoOrder: true });
-    expect(books).toMatchObject({ stocked: 100, remaining: 50, ordered: 50, orders: 50 });
+    expect(books).toMatchObject({ totalStock: 100, remaining: 50, ordered: 50, orders: 50 });
   });
 
   it('should keep selling, bounded by the timeouts, with one master of three frozen and segments contended', async () => {

@@ -1,6 +1,7 @@
 // Helpers of the fault specs: private PostgreSQL and Redis servers that a spec may stop and restart
 // on the same port (never the shared ones of global setup), a load generator that records when
 // each reply came, and the invariant checks read from PostgreSQL afterwards.
+import { Audit as StockAudit, auditProduct } from '../../bench/verify';
 import { ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -369,37 +370,18 @@ export function tally(outcomes: Outcome[]): Record<string, number> {
   return counts;
 }
 
-export interface Audit {
-  stocked: number;
-  remaining: number;
-  ordered: number;
-  negativeSegments: number;
-  orders: number;
-  usersTwice: number;
+/** The benchmark's stock audit plus the ids and users of every order, for "every 201 is persisted". */
+export interface Audit extends StockAudit {
   orderIds: Set<number>;
   users: Set<string>;
 }
 
 export async function audit(url: string, productId: number): Promise<Audit> {
   return withPg(url, async (db) => {
-    const { rows } = await db.query(
-      `SELECT p.total_stock::bigint AS stocked,
-              (SELECT COALESCE(sum(stock), 0) FROM stock_segments WHERE product_id = p.id)::bigint AS remaining,
-              (SELECT COALESCE(sum(quantity), 0) FROM orders WHERE product_id = p.id)::bigint AS ordered,
-              (SELECT count(*) FROM stock_segments WHERE product_id = p.id AND stock < 0)::int AS negative_segments,
-              (SELECT count(*) FROM (SELECT user_id FROM orders WHERE product_id = p.id GROUP BY user_id HAVING count(*) > 1) d)::int AS users_twice
-         FROM products p WHERE p.id = $1`,
-      [productId],
-    );
+    const stock = await auditProduct(db, productId);
     const orders = await db.query('SELECT id::text AS id, user_id FROM orders WHERE product_id = $1', [productId]);
-    const r = rows[0];
     return {
-      stocked: Number(r.stocked),
-      remaining: Number(r.remaining),
-      ordered: Number(r.ordered),
-      negativeSegments: r.negative_segments,
-      orders: orders.rowCount ?? 0,
-      usersTwice: r.users_twice,
+      ...stock,
       orderIds: new Set(orders.rows.map((o) => Number(o.id))),
       users: new Set(orders.rows.map((o) => o.user_id as string)),
     };
@@ -413,8 +395,8 @@ export async function audit(url: string, productId: number): Promise<Audit> {
 export async function expectPromisesKept(url: string, productId: number, outcomes: Outcome[], opts: { failedMeansNoOrder?: boolean } = {}): Promise<Audit> {
   const a = await audit(url, productId);
   expect(a.negativeSegments).toBe(0);
-  expect(a.ordered + a.remaining).toBe(a.stocked);
-  expect(a.usersTwice).toBe(0);
+  expect(a.ordered + a.remaining).toBe(a.totalStock);
+  expect(a.duplicateUsers).toBe(0);
   const created = outcomes.filter((o) => o.status === 201);
   expect(created.filter((o) => !a.orderIds.has(o.orderId as number))).toEqual([]);
   // Nobody was told "created" twice, and the 201s are not more than what was sold.
