@@ -199,7 +199,9 @@ export class OrdersService {
       return outcome;
     } finally {
       if (held) {
-        await this.locks.release(held);
+        // Sent now, its reply not awaited: on each master's connection the release is queued ahead
+        // of any acquire that a woken local waiter sends next, and the order needs nothing from it.
+        void this.locks.release(held);
         this.board.release(product.id, idx);
       } else {
         this.board.abandon(product.id, idx);
