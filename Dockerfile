@@ -18,4 +18,4 @@ COPY --from=build /app/dist ./dist
 COPY lua ./lua
 USER node
 EXPOSE 3000
-CMD ["node", "--max-old-space-size=192", "dist/src/main.js"]
+CMD ["node", "--max-old-space-size=128", "dist/src/main.js"]

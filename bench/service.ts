@@ -33,7 +33,7 @@ export async function startService(root: string, env: ServiceEnv, signal?: Abort
   const port = await freePort();
   let out = '';
   // The same heap bound as `npm start` (package.json), so memory is measured as users run it.
-  const child = spawn(process.execPath, ['--max-old-space-size=192', main], {
+  const child = spawn(process.execPath, ['--max-old-space-size=128', main], {
     cwd: root,
     // Only what the service needs: an inherited DATABASE_URL etc. must not leak past the bench's choice.
     env: {

@@ -1,5 +1,5 @@
 // The local lock board: holds known without Redis, and releases handed to local waiters in order.
-import { LocalLockBoard } from './local-lock-board';
+import { LocalLockBoard, MAX_LOCAL_STREAK } from './local-lock-board';
 
 describe('LocalLockBoard', () => {
   it('should report a segment as held only between hold and release, per product', () => {
@@ -24,6 +24,23 @@ describe('LocalLockBoard', () => {
     board.release(1, 6);
     await expect(second).resolves.toBe(6);
     expect(board.waiting(1)).toBe(0);
+  });
+
+  it('should let a segment go to anyone after MAX_LOCAL_STREAK local hand-offs in a row, so other processes get their turn', async () => {
+    const board = new LocalLockBoard();
+    const woken: Array<number | null> = [];
+    for (let i = 0; i <= MAX_LOCAL_STREAK; i++) {
+      const waiting = board.waitForRelease(1, 30);
+      board.hold(1, 0);
+      board.release(1, 0);
+      woken.push(await waiting);
+    }
+    // the first MAX_LOCAL_STREAK releases were handed on; the next one woke nobody (timer ended it)
+    expect(woken).toEqual([...Array(MAX_LOCAL_STREAK).fill(0), null]);
+    // and the streak starts again after that
+    const again = board.waitForRelease(1, 10_000);
+    board.release(1, 0);
+    await expect(again).resolves.toBe(0);
   });
 
   it('should not wake anyone when a hold is abandoned (Redis said busy)', async () => {
