@@ -9,9 +9,8 @@ import { MetricsService } from '../metrics/metrics.service';
 import { REDIS_LOCK_CLIENTS } from '../infrastructure/redis.providers';
 import { sleep } from '../common/sleep';
 
-/** A lock this process holds; `extended` counts automatic extensions. */
+/** A lock this process holds, and its pending automatic extension. */
 export class HeldLock {
-  extended = 0;
   released = false;
   timer?: NodeJS.Timeout;
   constructor(
@@ -83,11 +82,6 @@ export class LockService {
     }
   }
 
-  /** True when the lock is still ours by our own clock (Redlock's validity time). */
-  stillHeld(held: HeldLock): boolean {
-    return held.lock.expiration > Date.now();
-  }
-
   private scheduleExtension(held: HeldLock): void {
     // Extend at half the TTL: a slow holder keeps its lock as long as it is alive.
     held.timer = setTimeout(() => {
@@ -97,7 +91,6 @@ export class LockService {
         .then((lock) => {
           if (held.released) return;
           held.lock = lock;
-          held.extended += 1;
           this.metrics.lockExtensions.inc();
           this.scheduleExtension(held);
         })
