@@ -202,7 +202,6 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
       checkAbort();
       log(`service: STOCK_LOCKING=${config.locking} ORDER_HOLD_MS=${config.holdMs} WORKERS=${opts.workers}`);
       const svc = await startService(
-        root,
         {
           databaseUrl,
           redisUrl,
