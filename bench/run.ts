@@ -55,16 +55,18 @@ function num(flag: string, v: string, min = 0): number {
   return n;
 }
 
-export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env): BenchmarkOptions & { help?: boolean } {
-  let values;
+function readFlags(argv: string[]) {
   try {
-    ({ values } = parseFlags({ args: argv, options: FLAGS, strict: true, allowPositionals: false }));
+    return parseFlags({ args: argv, options: FLAGS, strict: true, allowPositionals: false }).values;
   } catch (err) {
     // parseArgs' own messages (unknown flag, missing value) are clear; only their kind changes.
     if ((err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) throw new UsageError((err as Error).message);
     throw err;
   }
-  const v = values;
+}
+
+export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env): BenchmarkOptions & { help?: boolean } {
+  const v = readFlags(argv);
   const opt = <T>(x: string | undefined, f: (x: string) => T): T | undefined => (x === undefined ? undefined : f(x));
   if (v.sweep !== undefined && v['no-sweep']) throw new UsageError('--sweep and --no-sweep contradict each other');
   return {
