@@ -1,4 +1,5 @@
 # The service image: build with dev dependencies, run with production ones as an unprivileged user.
+# The benchmark (bench/) and the tests are dev tools: neither is copied, built or installed here.
 FROM node:20-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
@@ -6,7 +7,6 @@ RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json nest-cli.json ./
 COPY src ./src
 COPY migrations ./migrations
-COPY bench ./bench
 RUN npx nest build
 
 FROM node:20-bookworm-slim

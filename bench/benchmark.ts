@@ -48,7 +48,7 @@ export interface BenchmarkOptions {
   /** Use these instead of starting PostgreSQL / Redis. */
   databaseUrl?: string;
   redisUrl?: string;
-  /** Where latest.json / latest.md / latest.svg go (default bench/results). */
+  /** Where latest.json and latest.md go (default bench/results). */
   outDir?: string;
   /** Progress lines (default: stderr). */
   log?: (line: string) => void;
@@ -94,7 +94,7 @@ export function resolveOptions(o: BenchmarkOptions, root = projectRoot(__dirname
 
 export interface BenchmarkResult {
   report: BenchmarkReport;
-  files: { json: string; md: string; svg: string };
+  files: { json: string; md: string };
 }
 
 function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T | void> {
@@ -202,7 +202,6 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
       checkAbort();
       log(`service: STOCK_LOCKING=${config.locking} ORDER_HOLD_MS=${config.holdMs} WORKERS=${opts.workers}`);
       const svc = await startService(
-        root,
         {
           databaseUrl,
           redisUrl,

@@ -1,6 +1,7 @@
 // Drives POST /orders with autocannon's programmatic API: every request carries a userId of its
 // own. Answers are counted per status code here and only 201 latencies go into the percentiles:
 // autocannon's own histogram would mix in every 2xx and its rate counts refusals as throughput.
+import { createHistogram, RecordableHistogram } from 'node:perf_hooks';
 import autocannon from 'autocannon';
 
 export interface LoadSpec {
@@ -42,19 +43,11 @@ export interface LoadResult {
   usersIssued: number;
 }
 
-/** Nearest-rank percentile of an ascending array. */
-function percentile(sorted: Float64Array, p: number): number {
-  if (sorted.length === 0) return NaN;
-  const rank = Math.ceil((p / 100) * sorted.length);
-  return sorted[Math.min(sorted.length - 1, Math.max(0, rank - 1))];
-}
-
-export function summarise(latencies: number[]): Latency | null {
-  if (latencies.length === 0) return null;
-  const sorted = Float64Array.from(latencies).sort();
-  let sum = 0;
-  for (const v of sorted) sum += v;
-  return { p50: percentile(sorted, 50), p99: percentile(sorted, 99), max: sorted[sorted.length - 1], mean: sum / sorted.length };
+/** Node's own HDR histogram holds whole numbers, so latencies are recorded in microseconds. */
+function summarise(h: RecordableHistogram): Latency | null {
+  if (h.count === 0) return null;
+  const ms = (us: number) => us / 1000;
+  return { p50: ms(h.percentile(50)), p99: ms(h.percentile(99)), max: ms(h.max), mean: ms(h.mean) };
 }
 
 export function runLoad(spec: LoadSpec): Promise<LoadResult> {
@@ -62,7 +55,7 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
     let issued = 0;
     const body = () => JSON.stringify({ userId: `${spec.userPrefix}${issued++}`, productId: spec.productId });
     const statusCounts: Record<string, number> = {};
-    const latencies: number[] = [];
+    const latencies = createHistogram();
     let responses = 0;
     let created = 0;
     let lastCreatedAtMs: number | null = null;
@@ -141,7 +134,7 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
       statusCounts[code] = (statusCounts[code] ?? 0) + 1;
       if (statusCode === 201) {
         created++;
-        latencies.push(responseTime);
+        latencies.record(Math.max(1, Math.round(responseTime * 1000)));
         lastCreatedAtMs = lastAnswerAt - started;
       }
     });

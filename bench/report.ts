@@ -1,6 +1,6 @@
 // Turns a benchmark run into what people read: the console table, latest.md (with the machine,
-// settings, per-hold tables, ratios against the ideal, the sale, memory) and latest.svg (the
-// sweep chart), plus latest.json with every figure for tooling.
+// settings, per-hold tables, ratios against the ideal, the sweep with its Mermaid charts, the
+// sale, memory), plus latest.json with every figure for tooling.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PlanOptions, ScenarioResult, StockLocking } from './scenarios';
@@ -164,7 +164,7 @@ function peakRss(report: BenchmarkReport): number | null {
   return all.length > 0 ? Math.max(...all) : null;
 }
 
-export function renderMarkdown(report: BenchmarkReport, svgName: string): string {
+export function renderMarkdown(report: BenchmarkReport): string {
   const s = report.settings;
   const m = report.machine;
   const out: string[] = [];
@@ -234,9 +234,8 @@ export function renderMarkdown(report: BenchmarkReport, svgName: string): string
   if (s.sweep) {
     out.push(`## Segment sweep (ORDER_HOLD_MS=${s.sweepHold})`);
     out.push('');
-    out.push(`![orders/s against segments](${svgName})`);
-    out.push('');
     const modes: StockLocking[] = s.peer ? ['redlock', 'database'] : ['redlock'];
+    out.push(...sweepCharts(report, modes));
     out.push(`| segments | ${modes.map((mo) => `${MODE_NAME[mo]} orders/s | vs 1 segment`).join(' | ')} | ideal | verified |`);
     out.push(`|--:|${modes.map(() => '--:|--:').join('|')}|--:|---|`);
     for (const n of s.sweep) {
@@ -319,97 +318,60 @@ export function renderMarkdown(report: BenchmarkReport, svgName: string): string
   return out.join('\n');
 }
 
-/** 1, 2 or 5 times a power of ten, the smallest not below `raw`: round tick labels. */
-function niceStep(raw: number): number {
+/** A round top for an axis: `v` rounded up to a step of 1, 2 or 5 times a power of ten, about a fifth of `v`. */
+function axisTop(v: number): number {
+  const raw = Math.max(v, 1) / 5;
   const p = 10 ** Math.floor(Math.log10(raw));
-  return [1, 2, 5, 10].map((m) => m * p).find((s) => s >= raw) ?? 10 * p;
+  const step = [1, 2, 5, 10].map((m) => m * p).find((x) => x >= raw) ?? 10 * p;
+  return Math.ceil(v / step) * step;
 }
 
-const esc = (t: string) => t.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
-
-/** Orders/s against segments (log x axis), one line per locking mode, the ideal N x single dashed. */
-export function renderSvg(report: BenchmarkReport): string {
+/**
+ * One Mermaid xychart per locking mode of the sweep: bars are what was measured, the line is the
+ * ideal (N x that mode's single lock). Mermaid draws it where the report is read (GitHub, most
+ * Markdown viewers); a chart per mode keeps each one readable. Newer Mermaid also draws a legend
+ * from the series titles; the caption under the chart says the same for older ones.
+ */
+function sweepCharts(report: BenchmarkReport, modes: StockLocking[]): string[] {
   const s = report.settings;
-  const W = 800;
-  const H = 440;
-  const pad = { l: 70, r: 200, t: 50, b: 60 };
-  const pw = W - pad.l - pad.r;
-  const ph = H - pad.t - pad.b;
-  const xs = s.sweep ?? [];
-  const modes: Array<{ mode: StockLocking; color: string }> = [
-    { mode: 'redlock', color: '#1f77b4' },
-    { mode: 'database', color: '#ff7f0e' },
-  ];
-  const series = modes
-    .map(({ mode, color }) => ({
-      mode,
-      color,
-      points: xs
-        .map((n) => ({ n, r: find(report, mode, s.sweepHold, n) }))
-        .filter((p): p is { n: number; r: ScenarioResult } => p.r !== undefined && Number.isFinite(p.r.ordersPerSec)),
-    }))
-    .filter((x) => x.points.length > 0);
-  const body: string[] = [];
-  body.push(`<text x="${W / 2 - pad.r / 2}" y="24" text-anchor="middle" font-size="16" font-weight="bold">Orders/s against stock segments (ORDER_HOLD_MS=${s.sweepHold}, ${s.connections} connections)</text>`);
-  if (xs.length === 0 || series.length === 0) {
-    body.push(`<text x="${W / 2}" y="${H / 2}" text-anchor="middle" font-size="14">no sweep in this run</text>`);
-  } else {
-    const minX = Math.log(Math.min(...xs));
-    const maxX = Math.log(Math.max(...xs));
-    const x = (n: number) => pad.l + (maxX === minX ? pw / 2 : ((Math.log(n) - minX) / (maxX - minX)) * pw);
-    const highest = Math.max(...series.flatMap((se) => se.points.map((p) => p.r.ordersPerSec)), 1) * 1.1;
-    const step = niceStep(highest / 5);
-    const top = Math.ceil(highest / step) * step;
-    // Not clamped: the ideal line may run far above the plot, the clip path cuts it at the frame.
-    const y = (v: number) => pad.t + ph - (v / top) * ph;
-    body.push(`<defs><clipPath id="plot"><rect x="${pad.l}" y="${pad.t}" width="${pw}" height="${ph}"/></clipPath></defs>`);
-    for (let v = 0; v <= top + step / 2; v += step) {
-      body.push(`<line x1="${pad.l}" x2="${pad.l + pw}" y1="${y(v)}" y2="${y(v)}" stroke="#ddd"/>`);
-      body.push(`<text x="${pad.l - 8}" y="${y(v) + 4}" text-anchor="end" font-size="12">${Number(v.toPrecision(6))}</text>`);
-    }
-    for (const n of xs) {
-      body.push(`<line x1="${x(n)}" x2="${x(n)}" y1="${pad.t}" y2="${pad.t + ph}" stroke="#eee"/>`);
-      body.push(`<text x="${x(n)}" y="${pad.t + ph + 18}" text-anchor="middle" font-size="12">${n}</text>`);
-    }
-    body.push(`<rect x="${pad.l}" y="${pad.t}" width="${pw}" height="${ph}" fill="none" stroke="#333"/>`);
-    body.push(`<text x="${pad.l + pw / 2}" y="${H - 18}" text-anchor="middle" font-size="13">segments (log scale)</text>`);
-    body.push(`<text transform="translate(18 ${pad.t + ph / 2}) rotate(-90)" text-anchor="middle" font-size="13">successful orders/s (201 only)</text>`);
-    const legend: Array<{ label: string; color: string; dash?: boolean }> = [];
-    const base = series.find((se) => se.mode === 'redlock')?.points.find((p) => p.n === 1);
-    if (base) {
-      const ideal = xs.map((n) => `${x(n).toFixed(1)},${y(base.r.ordersPerSec * n).toFixed(1)}`).join(' ');
-      body.push(`<polyline clip-path="url(#plot)" points="${ideal}" fill="none" stroke="#999" stroke-width="1.5" stroke-dasharray="6 4"/>`);
-      legend.push({ label: 'ideal: N x single lock', color: '#999', dash: true });
-    }
-    for (const se of series) {
-      const pts = se.points.map((p) => `${x(p.n).toFixed(1)},${y(p.r.ordersPerSec).toFixed(1)}`).join(' ');
-      body.push(`<polyline points="${pts}" fill="none" stroke="${se.color}" stroke-width="2.5"/>`);
-      for (const p of se.points) {
-        const failedPoint = p.r.status !== 'ok';
-        body.push(
-          `<circle cx="${x(p.n).toFixed(1)}" cy="${y(p.r.ordersPerSec).toFixed(1)}" r="${failedPoint ? 6 : 4}" fill="${failedPoint ? '#d62728' : se.color}"><title>${esc(`${p.r.id}: ${rate(p.r.ordersPerSec)} orders/s${failedPoint ? ' FAILED' : ''}`)}</title></circle>`,
-        );
-        body.push(`<text x="${x(p.n).toFixed(1)}" y="${(y(p.r.ordersPerSec) - 9).toFixed(1)}" text-anchor="middle" font-size="10" fill="${se.color}">${rate(p.r.ordersPerSec)}</text>`);
-      }
-      legend.push({ label: MODE_NAME[se.mode], color: se.color });
-    }
-    if (report.scenarios.some((r) => r.status !== 'ok' && r.groups.includes('sweep'))) legend.push({ label: 'FAILED scenario', color: '#d62728' });
-    legend.forEach((l, i) => {
-      const ly = pad.t + 10 + i * 22;
-      const lx = pad.l + pw + 16;
-      body.push(`<line x1="${lx}" x2="${lx + 26}" y1="${ly}" y2="${ly}" stroke="${l.color}" stroke-width="${l.dash ? 1.5 : 2.5}"${l.dash ? ' stroke-dasharray="6 4"' : ''}/>`);
-      body.push(`<text x="${lx + 32}" y="${ly + 4}" font-size="12">${esc(l.label)}</text>`);
-    });
-    body.push(`<text x="${pad.l + pw + 16}" y="${pad.t + ph}" font-size="11" fill="#555">${esc(`${report.machine.cores} cores, ${s.workers} worker(s)`)}</text>`);
+  const value = (v: number) => Number(rate(v));
+  const charts = modes.map((mode) => {
+    const one = find(report, mode, s.sweepHold, 1);
+    const points = (s.sweep ?? []).map((n) => ({ n, r: find(report, mode, s.sweepHold, n) })).filter((p): p is { n: number; r: ScenarioResult } => p.r !== undefined && Number.isFinite(p.r.ordersPerSec));
+    return { mode, points, measured: points.map((p) => value(p.r.ordersPerSec)), ideal: one ? points.map((p) => value(one.ordersPerSec * p.n)) : [] };
+  });
+  // One y scale for every chart, so the modes compare by eye.
+  const top = axisTop(Math.max(1, ...charts.flatMap((c) => [...c.measured, ...c.ideal])) * 1.05);
+  const out: string[] = [];
+  for (const { mode, points, measured, ideal } of charts) {
+    if (points.length === 0) continue;
+    const failedAt = points.filter((p) => p.r.status !== 'ok').map((p) => p.n);
+    out.push('```mermaid');
+    out.push('---');
+    out.push('config:');
+    out.push('  xyChart: { width: 720, height: 360, showLegend: true }');
+    out.push('  themeVariables: { xyChart: { plotColorPalette: "#4e79a7, #e15759" } }');
+    out.push('---');
+    out.push('xychart-beta');
+    out.push(`  title "${MODE_NAME[mode]}, hold ${s.sweepHold} ms"`);
+    out.push(`  x-axis "segments" [${points.map((p) => p.n).join(', ')}]`);
+    out.push(`  y-axis "orders/s" 0 --> ${top}`);
+    out.push(`  bar "measured" [${measured.join(', ')}]`);
+    if (ideal.length > 0) out.push(`  line "ideal (N x 1 segment)" [${ideal.join(', ')}]`);
+    out.push('```');
+    out.push('');
+    out.push(
+      `*${MODE_NAME[mode]}: blue bars = orders/s measured (201s only, ${s.connections} connections, ${s.workers} worker(s)); red line = the ideal, N x its own 1-segment rate.${failedAt.length > 0 ? ` **FAILED at ${failedAt.join(', ')} segments.**` : ''}*`,
+    );
+    out.push('');
   }
-  return `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif">\n<rect width="100%" height="100%" fill="#fff"/>\n${body.join('\n')}\n</svg>\n`;
+  return out;
 }
 
-export function writeReports(report: BenchmarkReport, outDir: string): { json: string; md: string; svg: string } {
+export function writeReports(report: BenchmarkReport, outDir: string): { json: string; md: string } {
   mkdirSync(outDir, { recursive: true });
-  const files = { json: join(outDir, 'latest.json'), md: join(outDir, 'latest.md'), svg: join(outDir, 'latest.svg') };
+  const files = { json: join(outDir, 'latest.json'), md: join(outDir, 'latest.md') };
   writeFileSync(files.json, `${JSON.stringify(report, null, 2)}\n`);
-  writeFileSync(files.svg, renderSvg(report));
-  writeFileSync(files.md, `${renderMarkdown(report, 'latest.svg')}\n`);
+  writeFileSync(files.md, `${renderMarkdown(report)}\n`);
   return files;
 }

@@ -1,144 +1,99 @@
 // CLI entry of `npm run bench`: parses the flags, runs runBenchmark() (bench/benchmark.ts), prints
 // the table, and exits non-zero when a scenario FAILED. Ctrl-C stops the load and everything the
 // benchmark started before exiting; a second Ctrl-C exits at once.
+import { parseArgs as parseFlags } from 'node:util';
 import { BenchmarkOptions, runBenchmark } from './benchmark';
 import { renderTable } from './report';
 
-const HELP = `Usage: npm run bench -- [flags]      (or: node dist/bench/run.js [flags] after a build)
+// Every flag once: parseArgs reads them, --help prints them.
+const FLAGS = {
+  duration: { type: 'string', arg: 'S', help: 'seconds of load per steady-state scenario (default 10; --quick: 3)' },
+  connections: { type: 'string', arg: 'N', help: 'autocannon connections (default 100)' },
+  workers: { type: 'string', arg: 'N', help: 'service processes, WORKERS (default 2)' },
+  segments: { type: 'string', arg: 'LIST', help: 'segmented layouts compared with 1 segment (default 20)' },
+  hold: { type: 'string', arg: 'LIST', help: 'ORDER_HOLD_MS values of the comparison (default 0,20)' },
+  sweep: { type: 'string', arg: 'LIST', help: 'segment counts of the sweep (default 1,2,5,10,20,50; --quick: 1,5,20)' },
+  'sweep-hold': { type: 'string', arg: 'MS', help: 'hold time of the sweep and of the sale (default 20)' },
+  'no-sweep': { type: 'boolean', help: 'skip the sweep' },
+  'no-peer': { type: 'boolean', help: 'skip the no-Redis-lock peer (STOCK_LOCKING=database)' },
+  'no-sale': { type: 'boolean', help: 'skip the literal sale' },
+  'sale-stock': { type: 'string', arg: 'N', help: 'units of the sale (default 1000; --quick: 200)' },
+  'sale-segments': { type: 'string', arg: 'N', help: 'segments of the segmented sale (default 20)' },
+  buyers: { type: 'string', arg: 'N', help: 'distinct buyers of the sale (default 5000; --quick: 1000)' },
+  stock: { type: 'string', arg: 'N', help: 'steady-state stock (default 1000000)' },
+  'warm-up': { type: 'string', arg: 'S', help: 'unmeasured load after each service start (default 3; --quick: 1)' },
+  'lock-ttl': { type: 'string', arg: 'MS', help: 'LOCK_TTL_MS (default 2000)' },
+  'lock-wait': { type: 'string', arg: 'MS', help: 'LOCK_WAIT_MS (default 30000, so the single lock queues rather than refuses)' },
+  'lock-retry-delay': { type: 'string', arg: 'MS', help: 'LOCK_RETRY_DELAY_MS (default 4)' },
+  'lock-retry-jitter': { type: 'string', arg: 'MS', help: 'LOCK_RETRY_JITTER_MS (default 8)' },
+  'database-url': { type: 'string', arg: 'URL', help: 'use this PostgreSQL (default: DATABASE_URL, else an embedded one)' },
+  'redis-url': { type: 'string', arg: 'URL', help: 'use this Redis (default: REDIS_URL, else redis-server from PATH)' },
+  out: { type: 'string', arg: 'DIR', help: 'where latest.md and latest.json go (default bench/results)' },
+  quick: { type: 'boolean', help: 'smoke run: a few seconds per scenario, small sweep and sale' },
+  help: { type: 'boolean', short: 'h', help: 'this text' },
+} as const satisfies Record<string, { type: 'string' | 'boolean'; short?: string; arg?: string; help: string }>;
 
-  --duration S           seconds of load per steady-state scenario (default 10; --quick: 3)
-  --connections N        autocannon connections (default 100)
-  --workers N            service processes, WORKERS (default 2)
-  --segments LIST        segmented layouts compared with 1 segment (default 20)
-  --hold LIST            ORDER_HOLD_MS values of the comparison (default 0,20)
-  --sweep [LIST]         segment sweep (default on: 1,2,5,10,20,50; --quick: 1,5,20)
-  --sweep-hold MS        hold time of the sweep and of the sale (default 20)
-  --no-sweep             skip the sweep
-  --no-peer              skip the no-Redis-lock peer (STOCK_LOCKING=database)
-  --no-sale              skip the literal sale
-  --sale-stock N         units of the sale (default 1000; --quick: 200)
-  --sale-segments N      segments of the segmented sale (default 20)
-  --buyers N             distinct buyers of the sale (default 5000; --quick: 1000)
-  --stock N              steady-state stock (default 1000000)
-  --warm-up S            unmeasured load after each service start (default 3; --quick: 1)
-  --lock-ttl MS          LOCK_TTL_MS (default 2000)
-  --lock-wait MS         LOCK_WAIT_MS (default 30000, so the single lock queues rather than refuses)
-  --lock-retry-delay MS  LOCK_RETRY_DELAY_MS (default 4)
-  --lock-retry-jitter MS LOCK_RETRY_JITTER_MS (default 8)
-  --database-url URL     use this PostgreSQL (default: DATABASE_URL, else an embedded one)
-  --redis-url URL        use this Redis (default: REDIS_URL, else redis-server from PATH)
-  --out DIR              where latest.json/.md/.svg go (default bench/results)
-  --quick                smoke run: a few seconds per scenario, small sweep and sale
-  -h, --help             this text
-`;
+function helpText(): string {
+  const rows = Object.entries(FLAGS).map(([name, f]) => {
+    const left = `${'short' in f ? `-${f.short}, ` : ''}--${name}${'arg' in f ? ` ${f.arg}` : ''}`;
+    return `  ${left.padEnd(23)}${f.help}`;
+  });
+  return `Usage: npm run bench -- [flags]      (or: node dist/bench/run.js [flags] after npm run bench:build)\n\n${rows.join('\n')}\n`;
+}
 
 class UsageError extends Error {}
 
-function list(flag: string, v: string | undefined): number[] {
-  if (v === undefined) throw new UsageError(`${flag} needs a value`);
+function list(flag: string, v: string): number[] {
   const xs = v.split(',').map((x) => Number(x.trim()));
-  if (xs.length === 0 || xs.some((x) => !Number.isInteger(x) || x < 0)) throw new UsageError(`${flag}: expected a comma-separated list of whole numbers, got "${v}"`);
+  if (xs.some((x) => !Number.isInteger(x) || x < 0)) throw new UsageError(`--${flag}: expected a comma-separated list of whole numbers, got "${v}"`);
   return xs;
 }
 
-function num(flag: string, v: string | undefined, min = 0): number {
+function num(flag: string, v: string, min = 0): number {
   const n = Number(v);
-  if (v === undefined || v.trim() === '' || !Number.isFinite(n) || n < min) throw new UsageError(`${flag}: expected a number >= ${min}, got "${v ?? ''}"`);
+  if (v.trim() === '' || !Number.isFinite(n) || n < min) throw new UsageError(`--${flag}: expected a number >= ${min}, got "${v}"`);
   return n;
 }
 
-export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env): BenchmarkOptions & { help?: boolean } {
-  const o: BenchmarkOptions & { help?: boolean } = {};
-  for (let i = 0; i < argv.length; i++) {
-    const raw = argv[i];
-    const [flag, inline] = raw.includes('=') ? [raw.slice(0, raw.indexOf('=')), raw.slice(raw.indexOf('=') + 1)] : [raw, undefined];
-    const value = () => (inline !== undefined ? inline : argv[++i]);
-    switch (flag) {
-      case '-h':
-      case '--help':
-        o.help = true;
-        break;
-      case '--quick':
-        o.quick = true;
-        break;
-      case '--duration':
-        o.duration = num(flag, value(), 1);
-        break;
-      case '--connections':
-        o.connections = num(flag, value(), 1);
-        break;
-      case '--workers':
-        o.workers = num(flag, value(), 1);
-        break;
-      case '--segments':
-        o.segments = list(flag, value()).filter((n) => n >= 1);
-        break;
-      case '--hold':
-        o.holds = list(flag, value());
-        break;
-      case '--sweep': {
-        // The list is optional: `--sweep` alone keeps the default sweep.
-        const next = inline ?? argv[i + 1];
-        if (next !== undefined && /^\d[\d,\s]*$/.test(next)) {
-          o.sweep = list(flag, inline ?? argv[++i]).filter((n) => n >= 1);
-        }
-        break;
-      }
-      case '--no-sweep':
-        o.sweep = null;
-        break;
-      case '--sweep-hold':
-        o.sweepHold = num(flag, value());
-        break;
-      case '--no-peer':
-        o.peer = false;
-        break;
-      case '--no-sale':
-        o.sale = false;
-        break;
-      case '--sale-stock':
-        o.saleStock = num(flag, value(), 1);
-        break;
-      case '--sale-segments':
-        o.saleSegments = num(flag, value(), 1);
-        break;
-      case '--buyers':
-        o.saleBuyers = num(flag, value(), 1);
-        break;
-      case '--stock':
-        o.steadyStock = num(flag, value(), 1);
-        break;
-      case '--warm-up':
-        o.warmUp = num(flag, value());
-        break;
-      case '--lock-ttl':
-        o.lockTtlMs = num(flag, value(), 50);
-        break;
-      case '--lock-wait':
-        o.lockWaitMs = num(flag, value());
-        break;
-      case '--lock-retry-delay':
-        o.lockRetryDelayMs = num(flag, value(), 1);
-        break;
-      case '--lock-retry-jitter':
-        o.lockRetryJitterMs = num(flag, value());
-        break;
-      case '--database-url':
-        o.databaseUrl = value();
-        break;
-      case '--redis-url':
-        o.redisUrl = value();
-        break;
-      case '--out':
-        o.outDir = value();
-        break;
-      default:
-        throw new UsageError(`unknown flag ${raw} (see --help)`);
-    }
+function readFlags(argv: string[]) {
+  try {
+    return parseFlags({ args: argv, options: FLAGS, strict: true, allowPositionals: false }).values;
+  } catch (err) {
+    // parseArgs' own messages (unknown flag, missing value) are clear; only their kind changes.
+    if ((err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) throw new UsageError((err as Error).message);
+    throw err;
   }
-  o.databaseUrl ??= env.DATABASE_URL || undefined;
-  o.redisUrl ??= env.REDIS_URL || undefined;
-  return o;
+}
+
+export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env): BenchmarkOptions & { help?: boolean } {
+  const v = readFlags(argv);
+  const opt = <T>(x: string | undefined, f: (x: string) => T): T | undefined => (x === undefined ? undefined : f(x));
+  if (v.sweep !== undefined && v['no-sweep']) throw new UsageError('--sweep and --no-sweep contradict each other');
+  return {
+    help: v.help,
+    quick: v.quick,
+    duration: opt(v.duration, (x) => num('duration', x, 1)),
+    connections: opt(v.connections, (x) => num('connections', x, 1)),
+    workers: opt(v.workers, (x) => num('workers', x, 1)),
+    segments: opt(v.segments, (x) => list('segments', x).filter((n) => n >= 1)),
+    holds: opt(v.hold, (x) => list('hold', x)),
+    sweep: v['no-sweep'] ? null : opt(v.sweep, (x) => list('sweep', x).filter((n) => n >= 1)),
+    sweepHold: opt(v['sweep-hold'], (x) => num('sweep-hold', x)),
+    peer: v['no-peer'] ? false : undefined,
+    sale: v['no-sale'] ? false : undefined,
+    saleStock: opt(v['sale-stock'], (x) => num('sale-stock', x, 1)),
+    saleSegments: opt(v['sale-segments'], (x) => num('sale-segments', x, 1)),
+    saleBuyers: opt(v.buyers, (x) => num('buyers', x, 1)),
+    steadyStock: opt(v.stock, (x) => num('stock', x, 1)),
+    warmUp: opt(v['warm-up'], (x) => num('warm-up', x)),
+    lockTtlMs: opt(v['lock-ttl'], (x) => num('lock-ttl', x, 50)),
+    lockWaitMs: opt(v['lock-wait'], (x) => num('lock-wait', x)),
+    lockRetryDelayMs: opt(v['lock-retry-delay'], (x) => num('lock-retry-delay', x, 1)),
+    lockRetryJitterMs: opt(v['lock-retry-jitter'], (x) => num('lock-retry-jitter', x)),
+    databaseUrl: v['database-url'] ?? (env.DATABASE_URL || undefined),
+    redisUrl: v['redis-url'] ?? (env.REDIS_URL || undefined),
+    outDir: v.out,
+  };
 }
 
 async function main(): Promise<number> {
@@ -147,13 +102,13 @@ async function main(): Promise<number> {
     options = parseArgs(process.argv.slice(2));
   } catch (err) {
     if (err instanceof UsageError) {
-      process.stderr.write(`${err.message}\n\n${HELP}`);
+      process.stderr.write(`${err.message}\n\n${helpText()}`);
       return 2;
     }
     throw err;
   }
   if (options.help) {
-    process.stdout.write(HELP);
+    process.stdout.write(helpText());
     return 0;
   }
   const abort = new AbortController();
@@ -167,7 +122,7 @@ async function main(): Promise<number> {
   process.on('SIGTERM', onSignal);
   try {
     const { report, files } = await runBenchmark({ ...options, signal: abort.signal });
-    process.stdout.write(`\n${renderTable(report)}\n\nWrote ${files.md}, ${files.svg}, ${files.json}\n`);
+    process.stdout.write(`\n${renderTable(report)}\n\nWrote ${files.md}, ${files.json}\n`);
     return report.scenarios.every((s) => s.status === 'ok') ? 0 : 1;
   } catch (err) {
     if (abort.signal.aborted) {

@@ -1,6 +1,5 @@
 // The benchmark's scenarios: which ones a run holds (the comparison, the segment sweep, the
 // no-Redis-lock peer, the literal sale) and how one is run: a fresh product, load, quiet, verify.
-import http from 'node:http';
 import { Client } from 'pg';
 import { runLoad, Latency } from './load';
 import { MetricDeltas, scenarioDeltas, snapshot } from './metrics';
@@ -104,27 +103,14 @@ export interface RunContext {
 }
 
 export async function createProduct(url: string, adminToken: string, p: { name: string; stock: number; segments: number }): Promise<number> {
-  const payload = JSON.stringify(p);
-  const { status, text } = await new Promise<{ status: number; text: string }>((resolve, reject) => {
-    const req = http.request(
-      `${url}/admin/products`,
-      {
-        method: 'POST',
-        agent: false,
-        timeout: 30_000,
-        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), authorization: `Bearer ${adminToken}` },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString() }));
-      },
-    );
-    req.on('timeout', () => req.destroy(new Error('POST /admin/products timed out')));
-    req.on('error', reject);
-    req.end(payload);
+  const res = await fetch(`${url}/admin/products`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${adminToken}` },
+    body: JSON.stringify(p),
+    signal: AbortSignal.timeout(30_000),
   });
-  if (status !== 201) throw new Error(`POST /admin/products answered ${status}: ${text}`);
+  const text = await res.text();
+  if (res.status !== 201) throw new Error(`POST /admin/products answered ${res.status}: ${text}`);
   return (JSON.parse(text) as { id: number }).id;
 }
 

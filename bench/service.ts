@@ -1,10 +1,7 @@
-// Starts the built service (node dist/src/main.js, WORKERS processes on one port) for one
-// benchmark configuration, and samples the resident memory of its primary and worker processes.
-import { ChildProcess, spawn } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import http from 'node:http';
-import { join } from 'node:path';
-import { freePort } from '../src/infrastructure/free-port';
+// Starts the built service (WORKERS processes on one port) for one benchmark configuration, and
+// samples the resident memory of its primary and worker processes.
+import { existsSync, readFileSync } from 'node:fs';
+import { childrenOf, launchService, ServiceProcess } from './launcher';
 
 export interface ServiceEnv {
   databaseUrl: string;
@@ -19,29 +16,15 @@ export interface ServiceEnv {
   lockRetryJitterMs: number;
 }
 
-export interface RunningService {
-  url: string;
-  pid: number;
-  child: ChildProcess;
-  output(): string;
-  stop(): Promise<void>;
-}
-
-export async function startService(root: string, env: ServiceEnv, signal?: AbortSignal): Promise<RunningService> {
-  const main = join(root, 'dist', 'src', 'main.js');
-  if (!existsSync(main)) throw new Error(`${main} is missing: build first (npm run bench builds; or npx nest build)`);
-  const port = await freePort();
-  let out = '';
-  // The same heap bound as `npm start` (package.json), so memory is measured as users run it.
-  const child = spawn(process.execPath, ['--max-old-space-size=128', main], {
-    cwd: root,
-    // Only what the service needs: an inherited DATABASE_URL etc. must not leak past the bench's choice.
+/** One benchmark configuration of the service, through the launcher the e2e tests use too. */
+export function startService(env: ServiceEnv, signal?: AbortSignal): Promise<ServiceProcess> {
+  return launchService({
+    // The same heap bound as `npm start` (package.json), so memory is measured as users run it.
+    heapMb: 128,
+    startTimeoutMs: 90_000,
+    signal,
     env: {
-      PATH: process.env.PATH,
-      HOME: process.env.HOME,
       NODE_ENV: 'production',
-      HOST: '127.0.0.1',
-      PORT: String(port),
       DATABASE_URL: env.databaseUrl,
       REDIS_URL: env.redisUrl,
       ADMIN_TOKEN: env.adminToken,
@@ -55,94 +38,8 @@ export async function startService(root: string, env: ServiceEnv, signal?: Abort
       DB_TIMEOUT_MS: String(env.lockWaitMs),
       LOCK_RETRY_DELAY_MS: String(env.lockRetryDelayMs),
       LOCK_RETRY_JITTER_MS: String(env.lockRetryJitterMs),
-      LOG_LEVEL: 'warn',
     },
-    stdio: ['ignore', 'pipe', 'pipe'],
   });
-  child.stdout?.on('data', (c: Buffer) => (out = (out + c.toString()).slice(-100_000)));
-  child.stderr?.on('data', (c: Buffer) => (out = (out + c.toString()).slice(-100_000)));
-  const stop = () => stopProcess(child);
-  const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 90_000;
-  try {
-    for (;;) {
-      if (signal?.aborted) throw new Error('aborted');
-      if (child.exitCode !== null || child.signalCode !== null) throw new Error(`service exited (${child.exitCode ?? child.signalCode}) before serving:\n${out}`);
-      if (await live(url)) break;
-      if (Date.now() > deadline) throw new Error(`service did not serve within 90 s:\n${out}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    // /health/live answers as soon as one worker listens; wait until every worker has.
-    if (env.workers > 1) await untilWorkers(child.pid!, env.workers, 30_000);
-  } catch (err) {
-    await stop();
-    throw err;
-  }
-  return { url, pid: child.pid!, child, output: () => out, stop };
-}
-
-function live(url: string): Promise<boolean> {
-  return new Promise((resolve) => {
-    const req = http.get(`${url}/health/live`, { agent: false, timeout: 1000 }, (res) => {
-      res.resume();
-      resolve(res.statusCode === 200);
-    });
-    req.on('timeout', () => req.destroy());
-    req.on('error', () => resolve(false));
-  });
-}
-
-async function untilWorkers(pid: number, workers: number, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (childrenOf(pid).length < workers && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-  // A forked worker still boots Nest for a moment after it exists.
-  await new Promise((r) => setTimeout(r, 1500));
-}
-
-/** SIGTERM (the service stops its workers itself), SIGKILL for the whole group after 20 s. */
-export function stopProcess(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
-    const kids = child.pid ? childrenOf(child.pid) : [];
-    const kill = setTimeout(() => {
-      child.kill('SIGKILL');
-      for (const k of kids) {
-        try {
-          process.kill(k, 'SIGKILL');
-        } catch {
-          /* already gone */
-        }
-      }
-    }, 20_000);
-    child.once('exit', () => {
-      clearTimeout(kill);
-      resolve();
-    });
-    child.kill('SIGTERM');
-  });
-}
-
-/** Pids whose parent is `pid`, from /proc/<pid>/stat (Linux); [] elsewhere. */
-export function childrenOf(pid: number): number[] {
-  let entries: string[];
-  try {
-    entries = readdirSync('/proc');
-  } catch {
-    return [];
-  }
-  const kids: number[] = [];
-  for (const e of entries) {
-    if (!/^\d+$/.test(e)) continue;
-    try {
-      const stat = readFileSync(`/proc/${e}/stat`, 'utf8');
-      // The command name may hold spaces and parentheses; the fields after the last ')' do not.
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (Number(fields[1]) === pid) kids.push(Number(e));
-    } catch {
-      /* the process ended while we looked */
-    }
-  }
-  return kids;
 }
 
 function rssKb(pid: number): number | null {

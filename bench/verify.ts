@@ -1,6 +1,7 @@
 // Checks after every scenario, from PostgreSQL (the source of truth) and the answers seen: no
 // oversell (I1), no user twice (I2), no false sold-out (I3), no 5xx. A scenario that breaks any of
 // them is FAILED however fast it was.
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from 'pg';
 
 export interface Audit {
@@ -62,7 +63,7 @@ export async function waitQuiet(db: Client, productId: number, quietMs: number, 
   let last = await orderCount(db, productId);
   let stableSince = Date.now();
   while (Date.now() < deadline && !signal?.aborted) {
-    await new Promise((r) => setTimeout(r, 100));
+    await sleep(100);
     const n = await orderCount(db, productId);
     if (n !== last) {
       last = n;

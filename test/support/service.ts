@@ -1,20 +1,10 @@
-// Starts built service processes (node dist/src/main.js) against the test run's PostgreSQL and
-// Redis, and talks to them over real HTTP.
-import { ChildProcess, spawn } from 'node:child_process';
+// Starts built service processes (node dist/src/main.js, through the launcher the benchmark uses
+// too) against the test run's PostgreSQL and Redis, and talks to them over real HTTP.
 import http from 'node:http';
-import { join } from 'node:path';
-import { freePort } from '../../src/infrastructure/free-port';
+import { launchService, ServiceProcess } from '../../bench/launcher';
 
+export type { ServiceProcess };
 export const ADMIN_TOKEN = 'test-admin-token-0123456789';
-const root = join(__dirname, '..', '..');
-
-export interface ServiceProcess {
-  url: string;
-  port: number;
-  child: ChildProcess;
-  output: () => string;
-  stop(signal?: NodeJS.Signals): Promise<number | null>;
-}
 
 export function testUrls(): { databaseUrl: string; redisUrl: string } {
   const databaseUrl = process.env.TEST_DATABASE_URL;
@@ -23,59 +13,11 @@ export function testUrls(): { databaseUrl: string; redisUrl: string } {
   return { databaseUrl, redisUrl };
 }
 
-/** Starts one service process (WORKERS=1 unless env says otherwise) and waits until it serves. */
-export async function startService(env: Record<string, string> = {}): Promise<ServiceProcess> {
+/** Starts one service process (WORKERS=1 unless env says otherwise) on the test run's servers and waits until it serves. */
+export function startService(env: Record<string, string> = {}): Promise<ServiceProcess> {
   const { databaseUrl, redisUrl } = testUrls();
-  const port = env.PORT ? Number(env.PORT) : await freePort();
-  let out = '';
-  const child = spawn(process.execPath, [join(root, 'dist', 'src', 'main.js')], {
-    cwd: root,
-    env: {
-      PATH: process.env.PATH,
-      HOME: process.env.HOME,
-      DATABASE_URL: databaseUrl,
-      REDIS_URL: redisUrl,
-      ADMIN_TOKEN,
-      HOST: '127.0.0.1',
-      LOG_LEVEL: 'warn',
-      ...env,
-      PORT: String(port),
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  child.stdout?.on('data', (c: Buffer) => (out = (out + c.toString()).slice(-200_000)));
-  child.stderr?.on('data', (c: Buffer) => (out = (out + c.toString()).slice(-200_000)));
-  const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`service exited with ${child.exitCode} before serving:\n${out}`);
-    const ok = await request(url, 'GET', '/health/live').then(
-      (r) => r.status === 200,
-      () => false,
-    );
-    if (ok) break;
-    if (Date.now() > deadline) {
-      child.kill('SIGKILL');
-      throw new Error(`service did not serve within 60 s:\n${out}`);
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return {
-    url,
-    port,
-    child,
-    output: () => out,
-    stop: (signal: NodeJS.Signals = 'SIGTERM') =>
-      new Promise((resolve) => {
-        if (child.exitCode !== null || child.signalCode !== null) return resolve(child.exitCode);
-        const kill = setTimeout(() => child.kill('SIGKILL'), 20_000);
-        child.once('exit', (code) => {
-          clearTimeout(kill);
-          resolve(code);
-        });
-        child.kill(signal);
-      }),
-  };
+  const { PORT, ...rest } = env;
+  return launchService({ env: { DATABASE_URL: databaseUrl, REDIS_URL: redisUrl, ADMIN_TOKEN, ...rest }, port: PORT ? Number(PORT) : undefined });
 }
 
 export interface Reply<T = any> {

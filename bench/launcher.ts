@@ -1,0 +1,136 @@
+// Starts the built service (node dist/src/main.js) as its own process and waits until it serves:
+// the one launcher of the e2e tests (test/support/service.ts) and of the benchmark (bench/service.ts).
+import { ChildProcess, spawn } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import http from 'node:http';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { freePort } from '../src/infrastructure/free-port';
+import { projectRoot } from '../src/infrastructure/project-root';
+
+export interface LaunchOptions {
+  /** The service's environment on top of PATH and HOME; nothing else is inherited, so a stray DATABASE_URL cannot leak in. */
+  env: Record<string, string>;
+  /** Listen here instead of on a free port. */
+  port?: number;
+  /** --max-old-space-size, as `npm start` sets it; unset = Node's default. */
+  heapMb?: number;
+  /** How long the service may take to answer GET /health/live. */
+  startTimeoutMs?: number;
+  signal?: AbortSignal;
+}
+
+export interface ServiceProcess {
+  url: string;
+  port: number;
+  pid: number;
+  child: ChildProcess;
+  /** The last 200 kB of stdout and stderr together. */
+  output(): string;
+  /** Sends `signal` (the service drains and stops its workers itself), SIGKILL to it and its workers after 20 s; resolves with the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+const OUTPUT_KEPT = 200_000;
+
+export async function launchService(options: LaunchOptions): Promise<ServiceProcess> {
+  const root = projectRoot(__dirname);
+  const main = join(root, 'dist', 'src', 'main.js');
+  if (!existsSync(main)) throw new Error(`${main} is missing: build first (npm run build)`);
+  const port = options.port ?? (await freePort());
+  const startTimeoutMs = options.startTimeoutMs ?? 60_000;
+  const env: Record<string, string | undefined> = { PATH: process.env.PATH, HOME: process.env.HOME, HOST: '127.0.0.1', LOG_LEVEL: 'warn', ...options.env, PORT: String(port) };
+  const child = spawn(process.execPath, [...(options.heapMb ? [`--max-old-space-size=${options.heapMb}`] : []), main], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  const keep = (c: Buffer) => (out = (out + c.toString()).slice(-OUTPUT_KEPT));
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
+  const service: ServiceProcess = {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    pid: child.pid ?? 0,
+    child,
+    output: () => out,
+    stop: (signal = 'SIGTERM') => stopProcess(child, signal),
+  };
+  const exited = () => child.exitCode !== null || child.signalCode !== null;
+  try {
+    const deadline = Date.now() + startTimeoutMs;
+    while (!(await live(service.url))) {
+      if (exited()) throw new Error(`service exited (${child.exitCode ?? child.signalCode}) before serving:\n${out}`);
+      if (Date.now() > deadline) throw new Error(`service did not serve within ${startTimeoutMs / 1000} s:\n${out}`);
+      await sleep(100, undefined, { signal: options.signal });
+    }
+    // /health/live answers as soon as one worker listens; a cluster is ready when every worker is.
+    const workers = Number(env.WORKERS ?? 1);
+    if (workers > 1) {
+      while (childrenOf(service.pid).length < workers && Date.now() < deadline) await sleep(100, undefined, { signal: options.signal });
+      // A forked worker still boots Nest for a moment after it exists.
+      await sleep(1500, undefined, { signal: options.signal });
+    }
+  } catch (err) {
+    await service.stop();
+    throw err;
+  }
+  return service;
+}
+
+function live(url: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    // agent:false: no kept-alive socket to a process that may be about to exit.
+    const req = http.get(`${url}/health/live`, { agent: false, timeout: 1000 }, (res) => {
+      res.resume();
+      resolve(res.statusCode === 200);
+    });
+    req.on('timeout', () => req.destroy());
+    req.on('error', () => resolve(false));
+  });
+}
+
+function stopProcess(child: ChildProcess, signal: NodeJS.Signals): Promise<number | null> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode);
+  return new Promise((resolve) => {
+    // Taken now: once the primary is gone its workers are re-parented and no longer found.
+    const workers = child.pid ? childrenOf(child.pid) : [];
+    const killAll = () => {
+      for (const pid of [child.pid, ...workers]) {
+        try {
+          if (pid) process.kill(pid, 'SIGKILL');
+        } catch {
+          /* already gone */
+        }
+      }
+    };
+    const kill = setTimeout(killAll, 20_000);
+    child.once('exit', (code) => {
+      clearTimeout(kill);
+      resolve(code);
+    });
+    // A killed primary cannot stop its workers, so they go with it.
+    if (signal === 'SIGKILL') killAll();
+    else child.kill(signal);
+  });
+}
+
+/** Pids whose parent is `pid`, from /proc/<pid>/stat (Linux); [] elsewhere. */
+export function childrenOf(pid: number): number[] {
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return [];
+  }
+  const kids: number[] = [];
+  for (const e of entries) {
+    if (!/^\d+$/.test(e)) continue;
+    try {
+      const stat = readFileSync(`/proc/${e}/stat`, 'utf8');
+      // The command name may hold spaces and parentheses; the fields after the last ')' do not.
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (Number(fields[1]) === pid) kids.push(Number(e));
+    } catch {
+      /* the process ended while we looked */
+    }
+  }
+  return kids;
+}
