@@ -78,6 +78,28 @@ describe('log format', () => {
     expect(parsed).toContainEqual(expect.objectContaining({ msg: expect.stringMatching(/^SIGTERM: /) }));
   });
 
+  it('should log requests only at debug, one JSON line each, with the request id and without the Authorization header', async () => {
+    const port = await freePort();
+    const base = `http://127.0.0.1:${port}`;
+    run = launch(process.execPath, [main], { PORT: String(port), LOG_LEVEL: 'info' });
+    await waitFor(run, (out) => out.includes('listening on'));
+    await request(base, 'GET', '/health/live', undefined, { 'x-request-id': 'quiet-at-info', authorization: 'Bearer secret-at-info' });
+    await stop(run);
+    expect(run.stdout()).not.toContain('quiet-at-info');
+
+    run = launch(process.execPath, [main], { PORT: String(port), LOG_LEVEL: 'debug' });
+    await waitFor(run, (out) => out.includes('listening on'));
+    await request(base, 'GET', '/health/live', undefined, { 'x-request-id': 'seen-at-debug', authorization: 'Bearer secret-at-debug' });
+    await waitFor(run, (out) => out.includes('request completed'));
+    await stop(run);
+    const completed = lines(run.stdout())
+      .map((l) => JSON.parse(l) as { msg?: string; req?: { id?: string; headers?: Record<string, string> }; res?: { statusCode?: number } })
+      .filter((e) => e.msg === 'request completed');
+    expect(completed).toEqual([expect.objectContaining({ req: expect.objectContaining({ id: 'seen-at-debug' }), res: expect.objectContaining({ statusCode: 200 }) })]);
+    expect(completed[0].req?.headers?.authorization).toBe('[Redacted]');
+    expect(run.stdout()).not.toContain('secret-at-debug');
+  });
+
   it('should print coloured, readable lines when stdout is a terminal', async () => {
     const port = await freePort();
     // script(1) runs the service on a pseudo-terminal and copies what it prints to our pipe.
