@@ -3,11 +3,11 @@
 // WORKERS processes sharing the port. SIGTERM/SIGINT stop everything gracefully: each serving
 // process drains its requests before it closes Redis and PostgreSQL (infrastructure/graceful-shutdown.ts).
 import cluster from 'node:cluster';
-import { Logger, LogLevel } from '@nestjs/common';
+import { Logger } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
-import { Logger as PinoLogger } from 'nestjs-pino';
+import type { Logger as Pino } from 'pino';
 import { AppModule } from './app.module';
 import { AllExceptionsFilter } from './common/all-exceptions.filter';
 import { jsonBody } from './common/json-body.middleware';
@@ -16,18 +16,18 @@ import { AppConfig, ConfigurationError, loadConfig, ResolvedConfig } from './con
 import { resolveDependencies } from './infrastructure/dependencies';
 import { closeOnSignals } from './infrastructure/graceful-shutdown';
 import { runMigrations } from './infrastructure/migrate';
+import { createLogger, nestLogger } from './logging/logger';
 import { serveClusterMetrics } from './metrics/metrics.service';
 
 const logger = new Logger('Main');
 
-export async function createApp(config: ResolvedConfig): Promise<NestExpressApplication> {
-  const app = await NestFactory.create<NestExpressApplication>(AppModule.forRoot(config), { bodyParser: false, bufferLogs: true });
-  app.useLogger(app.get(PinoLogger));
+export async function createApp(config: ResolvedConfig, root: Pino = createLogger(config.logging)): Promise<NestExpressApplication> {
+  const app = await NestFactory.create<NestExpressApplication>(AppModule.forRoot(config, root), { bodyParser: false, logger: nestLogger(root) });
   app.disable('x-powered-by');
   app.set('trust proxy', false);
   app.use(jsonBody());
   app.useGlobalPipes(validationPipe());
-  app.useGlobalFilters(new AllExceptionsFilter(config.retryAfterS));
+  app.useGlobalFilters(new AllExceptionsFilter(config.http.retryAfterS));
   const doc = new DocumentBuilder()
     .setTitle('Flash-sale inventory service')
     .setDescription('Orders over segmented stock locks; errors are { statusCode, code, message }.')
@@ -39,23 +39,23 @@ export async function createApp(config: ResolvedConfig): Promise<NestExpressAppl
 }
 
 /** A cluster worker: serves until SIGTERM (sent by the primary), then drains and exits 0. */
-async function serve(config: ResolvedConfig): Promise<void> {
-  const app = await createApp(config);
+async function serve(config: ResolvedConfig, root: Pino): Promise<void> {
+  const app = await createApp(config, root);
   closeOnSignals(app);
-  await app.listen(config.port, config.host);
+  await app.listen(config.http.port, config.http.host);
 }
 
 /** Resolved settings travel to workers as plain environment variables. */
 function workerEnv(c: ResolvedConfig): NodeJS.ProcessEnv {
-  return { DATABASE_URL: c.databaseUrl, REDIS_URL: c.redisUrl, REDIS_LOCK_URLS: c.redisLockUrls.join(','), ADMIN_TOKEN: c.adminToken };
+  return { DATABASE_URL: c.database.url, REDIS_URL: c.redis.url, REDIS_LOCK_URLS: c.redis.lockUrls.join(','), ADMIN_TOKEN: c.admin.token };
 }
 
-async function primary(config: AppConfig): Promise<void> {
+async function primary(config: AppConfig, root: Pino): Promise<void> {
   const deps = await resolveDependencies(config);
   const resolved = deps.config;
-  const applied = await runMigrations(resolved.databaseUrl);
+  const applied = await runMigrations(resolved.database.url);
   if (applied.length > 0) logger.log(`migrations applied: ${applied.join(', ')}`);
-  if (deps.generatedAdminToken) logger.warn(`ADMIN_TOKEN unset: this run's admin token is ${resolved.adminToken}`);
+  if (deps.generatedAdminToken) logger.warn(`ADMIN_TOKEN unset: this run's admin token is ${resolved.admin.token}`);
 
   let stopping = false;
   const shutdown = async (signal: string) => {
@@ -80,12 +80,12 @@ async function primary(config: AppConfig): Promise<void> {
     process.exit(0);
   };
 
-  if (config.workers === 1) {
-    const app = await createApp(resolved);
+  if (config.http.workers === 1) {
+    const app = await createApp(resolved, root);
     // The app is drained and closed first; the embedded servers it used are stopped after it.
     closeOnSignals(app, () => deps.stop());
-    await app.listen(resolved.port, resolved.host);
-    logger.log(`listening on ${resolved.host}:${resolved.port} (1 process, stock locking: ${resolved.stockLocking})`);
+    await app.listen(resolved.http.port, resolved.http.host);
+    logger.log(`listening on ${resolved.http.host}:${resolved.http.port} (1 process, stock locking: ${resolved.locks.stockLocking})`);
     return;
   }
 
@@ -97,17 +97,15 @@ async function primary(config: AppConfig): Promise<void> {
     logger.error(`worker ${worker.process.pid} exited (${signal ?? code}); starting another`);
     setTimeout(fork, 500);
   });
-  for (let i = 0; i < config.workers; i++) fork();
+  for (let i = 0; i < config.http.workers; i++) fork();
   let listening = 0;
   cluster.on('listening', () => {
-    if (++listening === config.workers) logger.log(`listening on ${resolved.host}:${resolved.port} (${config.workers} processes, stock locking: ${resolved.stockLocking})`);
+    if (++listening === config.http.workers)
+      logger.log(`listening on ${resolved.http.host}:${resolved.http.port} (${config.http.workers} processes, stock locking: ${resolved.locks.stockLocking})`);
   });
   process.once('SIGTERM', () => void shutdown('SIGTERM'));
   process.once('SIGINT', () => void shutdown('SIGINT'));
 }
-
-const NEST_LEVELS: LogLevel[] = ['fatal', 'error', 'warn', 'log', 'debug', 'verbose'];
-const PINO_TO_NEST: Record<string, number> = { fatal: 0, error: 1, warn: 2, info: 3, debug: 4, trace: 5, silent: -1 };
 
 async function main(): Promise<void> {
   let config: AppConfig;
@@ -120,10 +118,11 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  // Lines written before Nest's pino logger takes over follow LOG_LEVEL too.
-  Logger.overrideLogger(NEST_LEVELS.slice(0, PINO_TO_NEST[config.logLevel] + 1));
-  if (cluster.isPrimary) await primary(config);
-  else await serve(config as ResolvedConfig);
+  // Every `new Logger(context)` line, from the first, goes through this process's one pino logger.
+  const root = createLogger(config.logging);
+  Logger.overrideLogger(nestLogger(root));
+  if (cluster.isPrimary) await primary(config, root);
+  else await serve(config as ResolvedConfig, root);
 }
 
 if (require.main === module) {

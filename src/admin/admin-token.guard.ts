@@ -2,7 +2,7 @@
 import { CanActivate, ExecutionContext, Inject, Injectable } from '@nestjs/common';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Request } from 'express';
-import { APP_CONFIG, ResolvedConfig } from '../config/app-config';
+import { AdminConfig, ResolvedAdminConfig } from '../config/app-config';
 import { UnauthorizedError } from '../common/domain-errors';
 
 const digest = (s: string) => createHash('sha256').update(s, 'utf8').digest();
@@ -11,8 +11,8 @@ const digest = (s: string) => createHash('sha256').update(s, 'utf8').digest();
 export class AdminTokenGuard implements CanActivate {
   private readonly expected: Buffer;
 
-  constructor(@Inject(APP_CONFIG) config: ResolvedConfig) {
-    this.expected = digest(config.adminToken);
+  constructor(@Inject(AdminConfig) config: ResolvedAdminConfig) {
+    this.expected = digest(config.token);
   }
 
   canActivate(context: ExecutionContext): boolean {

@@ -1,5 +1,5 @@
 // Configuration from the environment: defaults, parsing, and refusals that name the variable.
-import { ConfigurationError, loadConfig } from './app-config';
+import { CONFIG_AREAS, ConfigurationError, loadConfig } from './app-config';
 
 function refusal(env: NodeJS.ProcessEnv): ConfigurationError {
   try {
@@ -14,33 +14,24 @@ function refusal(env: NodeJS.ProcessEnv): ConfigurationError {
 describe('loadConfig', () => {
   it('should use the documented defaults for an empty environment', () => {
     expect(loadConfig({})).toEqual({
-      port: 3000,
-      host: '0.0.0.0',
-      databaseUrl: undefined,
-      redisUrl: undefined,
-      redisLockUrls: undefined,
-      adminToken: undefined,
-      workers: 1,
-      orderHoldMs: 0,
-      stockLocking: 'redlock',
-      lockTtlMs: 2000,
-      userLockTtlMs: 15_000,
-      lockExtend: true,
-      lockWaitMs: 5000,
-      lockRetryDelayMs: 4,
-      lockRetryJitterMs: 8,
-      rebalanceWaitMs: 10_000,
-      dbPoolSize: 20,
-      dbTimeoutMs: 5000,
-      redisTimeoutMs: 1000,
-      retryAfterS: 1,
-      productCacheMs: 1000,
-      dataDir: '.data',
-      logLevel: 'info',
+      http: { port: 3000, host: '0.0.0.0', workers: 1, retryAfterS: 1 },
+      database: { url: undefined, poolSize: 20, timeoutMs: 5000 },
+      redis: { url: undefined, lockUrls: undefined, timeoutMs: 1000 },
+      locks: { stockLocking: 'redlock', ttlMs: 2000, userTtlMs: 15_000, extend: true, waitMs: 5000, retryDelayMs: 4, retryJitterMs: 8 },
+      inventory: { productCacheMs: 1000, rebalanceWaitMs: 10_000 },
+      benchmark: { orderHoldMs: 0 },
+      admin: { token: undefined },
+      logging: { level: 'info' },
+      embedded: { dataDir: '.data' },
     });
   });
 
-  it('should read every variable it is given', () => {
+  it('should give each area as an instance of its own class, the injection token of that slice', () => {
+    const c = loadConfig({});
+    for (const [key, area] of Object.entries(CONFIG_AREAS)) expect(c[key as keyof typeof c]).toBeInstanceOf(area);
+  });
+
+  it('should read every variable it is given into its area', () => {
     const c = loadConfig({
       PORT: '8080',
       HOST: '127.0.0.1',
@@ -51,40 +42,45 @@ describe('loadConfig', () => {
       ORDER_HOLD_MS: '20',
       STOCK_LOCKING: 'database',
       LOCK_TTL_MS: '500',
+      USER_LOCK_TTL_MS: '900',
       LOCK_WAIT_MS: '0',
       LOCK_EXTEND: 'off',
+      LOCK_RETRY_DELAY_MS: '7',
+      LOCK_RETRY_JITTER_MS: '0',
+      REBALANCE_WAIT_MS: '300',
+      DB_POOL_SIZE: '3',
+      DB_TIMEOUT_MS: '700',
+      REDIS_TIMEOUT_MS: '200',
       RETRY_AFTER_S: '3',
+      PRODUCT_CACHE_MS: '0',
+      DATA_DIR: '/var/lib/flashsale',
       LOG_LEVEL: 'warn',
     });
-    expect(c).toMatchObject({
-      port: 8080,
-      host: '127.0.0.1',
-      databaseUrl: 'postgres://u:p@db:5432/flashsale',
-      redisUrl: 'redis://cache:6379',
-      adminToken: 'a-long-enough-admin-token',
-      workers: 4,
-      orderHoldMs: 20,
-      stockLocking: 'database',
-      lockTtlMs: 500,
-      lockWaitMs: 0,
-      lockExtend: false,
-      retryAfterS: 3,
-      logLevel: 'warn',
+    expect(c).toEqual({
+      http: { port: 8080, host: '127.0.0.1', workers: 4, retryAfterS: 3 },
+      database: { url: 'postgres://u:p@db:5432/flashsale', poolSize: 3, timeoutMs: 700 },
+      redis: { url: 'redis://cache:6379', lockUrls: undefined, timeoutMs: 200 },
+      locks: { stockLocking: 'database', ttlMs: 500, userTtlMs: 900, extend: false, waitMs: 0, retryDelayMs: 7, retryJitterMs: 0 },
+      inventory: { productCacheMs: 0, rebalanceWaitMs: 300 },
+      benchmark: { orderHoldMs: 20 },
+      admin: { token: 'a-long-enough-admin-token' },
+      logging: { level: 'warn' },
+      embedded: { dataDir: '/var/lib/flashsale' },
     });
   });
 
   it('should parse REDIS_LOCK_URLS as a comma-separated list, trimming spaces', () => {
     const c = loadConfig({ REDIS_LOCK_URLS: 'redis://a:6379, redis://b:6380,rediss://c:6381' });
-    expect(c.redisLockUrls).toEqual(['redis://a:6379', 'redis://b:6380', 'rediss://c:6381']);
-    expect(loadConfig({ REDIS_LOCK_URLS: 'redis://only:6379' }).redisLockUrls).toEqual(['redis://only:6379']);
+    expect(c.redis.lockUrls).toEqual(['redis://a:6379', 'redis://b:6380', 'rediss://c:6381']);
+    expect(loadConfig({ REDIS_LOCK_URLS: 'redis://only:6379' }).redis.lockUrls).toEqual(['redis://only:6379']);
   });
 
   it('should trim integers and treat empty URLs and tokens as unset', () => {
     const c = loadConfig({ PORT: ' 4000 ', DATABASE_URL: '', REDIS_URL: '  ', ADMIN_TOKEN: '' });
-    expect(c.port).toBe(4000);
-    expect(c.databaseUrl).toBeUndefined();
-    expect(c.redisUrl).toBeUndefined();
-    expect(c.adminToken).toBeUndefined();
+    expect(c.http.port).toBe(4000);
+    expect(c.database.url).toBeUndefined();
+    expect(c.redis.url).toBeUndefined();
+    expect(c.admin.token).toBeUndefined();
   });
 
   it.each([
@@ -96,11 +92,11 @@ describe('loadConfig', () => {
     ['no', false],
     ['False', false],
   ])('should read LOCK_EXTEND=%s as %s', (value, expected) => {
-    expect(loadConfig({ LOCK_EXTEND: value }).lockExtend).toBe(expected);
+    expect(loadConfig({ LOCK_EXTEND: value }).locks.extend).toBe(expected);
   });
 
   it('should ignore variables that are not its own', () => {
-    expect(loadConfig({ PATH: '/usr/bin', HOME: '/root', NODE_ENV: 'production' }).port).toBe(3000);
+    expect(loadConfig({ PATH: '/usr/bin', HOME: '/root', NODE_ENV: 'production' }).http.port).toBe(3000);
   });
 
   it.each([
@@ -133,6 +129,11 @@ describe('loadConfig', () => {
     expect(err.message).toContain(JSON.stringify(value));
   });
 
+  it('should speak of the variable, not of the property it is read into', () => {
+    expect(refusal({ PORT: '70000' }).message).toContain('PORT="70000": PORT must not be greater than 65535');
+    expect(refusal({ LOCK_TTL_MS: '10' }).message).toContain('LOCK_TTL_MS must not be less than 50');
+  });
+
   it('should name every bad variable at once', () => {
     const err = refusal({ PORT: 'abc', WORKERS: '0', STOCK_LOCKING: 'foo', PRODUCT_CACHE_MS: '1000' });
     expect(err.message).toMatch(/PORT=/);
@@ -142,11 +143,7 @@ describe('loadConfig', () => {
   });
 
   it('should accept the bounds of each range', () => {
-    expect(loadConfig({ PORT: '0', WORKERS: '64', ADMIN_TOKEN: 'x'.repeat(16), LOCK_WAIT_MS: '60000' })).toMatchObject({
-      port: 0,
-      workers: 64,
-      adminToken: 'x'.repeat(16),
-      lockWaitMs: 60_000,
-    });
+    const c = loadConfig({ PORT: '0', WORKERS: '64', ADMIN_TOKEN: 'x'.repeat(16), LOCK_WAIT_MS: '60000' });
+    expect([c.http.port, c.http.workers, c.admin.token, c.locks.waitMs]).toEqual([0, 64, 'x'.repeat(16), 60_000]);
   });
 });

@@ -1,7 +1,10 @@
-// The service's whole configuration: read from the environment once, validated with
-// class-validator, and refused at start with a message that names every bad variable.
-import { plainToInstance, Transform } from 'class-transformer';
+// The service's configuration, grouped by area. Each area is one class-validator class: it is the
+// schema (decorators), the type (the class) and the Nest injection token (the class again), so a
+// service asks for the slice it uses by its constructor parameter type. `@Env` ties a property to
+// its environment variable; a bad value stops the start with a message that names the variable.
+import { Expose, plainToInstance, Transform } from 'class-transformer';
 import {
+  ArrayMinSize,
   IsBoolean,
   IsIn,
   IsInt,
@@ -14,7 +17,21 @@ import {
   validateSync,
 } from 'class-validator';
 
-export type StockLocking = 'redlock' | 'database';
+type AreaClass = new () => object;
+
+/** Property name -> environment variable, per area class; read back to name bad variables. */
+const envNames = new Map<AreaClass, Map<string, string>>();
+
+/** Reads this property from the environment variable `name`. */
+function Env(name: string): PropertyDecorator {
+  return (target, property) => {
+    Expose({ name })(target, property);
+    const area = target.constructor as AreaClass;
+    const names = envNames.get(area) ?? new Map<string, string>();
+    names.set(String(property), name);
+    envNames.set(area, names);
+  };
+}
 
 const toInt = ({ value }: { value: unknown }) =>
   typeof value === 'string' && /^-?\d+$/.test(value.trim()) ? Number(value.trim()) : value;
@@ -27,129 +44,140 @@ const toBool = ({ value }: { value: unknown }) => {
 };
 const emptyToUndefined = ({ value }: { value: unknown }) =>
   typeof value === 'string' && value.trim() === '' ? undefined : value;
+const toList = ({ value }: { value: unknown }) =>
+  typeof value === 'string' && value.trim() !== '' ? value.split(',').map((part) => part.trim()) : emptyToUndefined({ value });
 
-/** The environment as the operator writes it; names match the variables one to one. */
-export class EnvironmentVariables {
-  @Transform(toInt) @IsInt() @Min(0) @Max(65535) PORT = 3000;
-  @IsString() HOST = '0.0.0.0';
+export type StockLocking = 'redlock' | 'database';
 
-  @Transform(emptyToUndefined) @IsOptional() @Matches(/^postgres(ql)?:\/\/.+/, { message: 'DATABASE_URL must be a postgres:// URL' })
-  DATABASE_URL?: string;
+/** The HTTP server and its processes. */
+export class HttpConfig {
+  @Env('PORT') @Transform(toInt) @IsInt() @Min(0) @Max(65535) port = 3000;
+  @Env('HOST') @IsString() host = '0.0.0.0';
+  /** Serving processes sharing the port (a cluster when > 1). */
+  @Env('WORKERS') @Transform(toInt) @IsInt() @Min(1) @Max(64) workers = 1;
+  /** The Retry-After of every 503 answer. */
+  @Env('RETRY_AFTER_S') @Transform(toInt) @IsInt() @Min(1) @Max(3600) retryAfterS = 1;
+}
 
-  @Transform(emptyToUndefined) @IsOptional() @Matches(/^rediss?:\/\/.+/, { message: 'REDIS_URL must be a redis:// URL' })
-  REDIS_URL?: string;
+export class DatabaseConfig {
+  /** Unset: an embedded PostgreSQL is started (see EmbeddedConfig). */
+  @Env('DATABASE_URL')
+  @Transform(emptyToUndefined)
+  @IsOptional()
+  @Matches(/^postgres(ql)?:\/\/.+/, { message: 'DATABASE_URL must be a postgres:// URL' })
+  url?: string;
+  @Env('DB_POOL_SIZE') @Transform(toInt) @IsInt() @Min(1) @Max(500) poolSize = 20;
+  @Env('DB_TIMEOUT_MS') @Transform(toInt) @IsInt() @Min(100) @Max(120_000) timeoutMs = 5000;
+}
 
-  @Transform(emptyToUndefined) @IsOptional() @Matches(/^rediss?:\/\/[^,]+(,\s*rediss?:\/\/[^,]+)*$/, {
-    message: 'REDIS_LOCK_URLS must be a comma-separated list of redis:// URLs',
-  })
-  REDIS_LOCK_URLS?: string;
+export class RedisConfig {
+  /** Unset: a redis-server from PATH is started. */
+  @Env('REDIS_URL')
+  @Transform(emptyToUndefined)
+  @IsOptional()
+  @Matches(/^rediss?:\/\/.+/, { message: 'REDIS_URL must be a redis:// URL' })
+  url?: string;
+  /** Redlock masters; unset: the one at `url`. */
+  @Env('REDIS_LOCK_URLS')
+  @Transform(toList)
+  @IsOptional()
+  @ArrayMinSize(1)
+  @Matches(/^rediss?:\/\/\S+$/, { each: true, message: 'REDIS_LOCK_URLS must be a comma-separated list of redis:// URLs' })
+  lockUrls?: string[];
+  @Env('REDIS_TIMEOUT_MS') @Transform(toInt) @IsInt() @Min(50) @Max(60_000) timeoutMs = 1000;
+}
 
-  @Transform(emptyToUndefined) @IsOptional() @IsString() @MinLength(16, { message: 'ADMIN_TOKEN must be at least 16 characters' })
-  ADMIN_TOKEN?: string;
-
-  @Transform(toInt) @IsInt() @Min(1) @Max(64) WORKERS = 1;
-
-  /** Simulated downstream work held inside the segment lock (benchmarks). */
-  @Transform(toInt) @IsInt() @Min(0) @Max(10_000) ORDER_HOLD_MS = 0;
-
+export class LocksConfig {
   /** redlock: Redis segment and user locks (the product); database: only PostgreSQL row locks (the benchmark's peer). */
-  @IsIn(['redlock', 'database']) STOCK_LOCKING: StockLocking = 'redlock';
-
-  @Transform(toInt) @IsInt() @Min(50) @Max(60_000) LOCK_TTL_MS = 2000;
-  @Transform(toInt) @IsInt() @Min(50) @Max(120_000) USER_LOCK_TTL_MS = 15_000;
+  @Env('STOCK_LOCKING') @IsIn(['redlock', 'database']) stockLocking: StockLocking = 'redlock';
+  @Env('LOCK_TTL_MS') @Transform(toInt) @IsInt() @Min(50) @Max(60_000) ttlMs = 2000;
+  @Env('USER_LOCK_TTL_MS') @Transform(toInt) @IsInt() @Min(50) @Max(120_000) userTtlMs = 15_000;
   /** Extend a held lock before it expires, so a slow critical section keeps it. */
-  @Transform(toBool) @IsBoolean() LOCK_EXTEND = true;
+  @Env('LOCK_EXTEND') @Transform(toBool) @IsBoolean() extend = true;
   /** Longest an order waits for a segment lock when every live segment is busy. */
-  @Transform(toInt) @IsInt() @Min(0) @Max(60_000) LOCK_WAIT_MS = 5000;
-  @Transform(toInt) @IsInt() @Min(1) @Max(10_000) LOCK_RETRY_DELAY_MS = 4;
-  @Transform(toInt) @IsInt() @Min(0) @Max(10_000) LOCK_RETRY_JITTER_MS = 8;
+  @Env('LOCK_WAIT_MS') @Transform(toInt) @IsInt() @Min(0) @Max(60_000) waitMs = 5000;
+  @Env('LOCK_RETRY_DELAY_MS') @Transform(toInt) @IsInt() @Min(1) @Max(10_000) retryDelayMs = 4;
+  @Env('LOCK_RETRY_JITTER_MS') @Transform(toInt) @IsInt() @Min(0) @Max(10_000) retryJitterMs = 8;
+}
+
+export class InventoryConfig {
+  /** How long a product's row is served from memory. */
+  @Env('PRODUCT_CACHE_MS') @Transform(toInt) @IsInt() @Min(0) @Max(60_000) productCacheMs = 1000;
   /** Longest a rebalance waits for the segment row locks (capped by DB_TIMEOUT_MS). */
-  @Transform(toInt) @IsInt() @Min(100) @Max(120_000) REBALANCE_WAIT_MS = 10_000;
-
-  @Transform(toInt) @IsInt() @Min(1) @Max(500) DB_POOL_SIZE = 20;
-  @Transform(toInt) @IsInt() @Min(100) @Max(120_000) DB_TIMEOUT_MS = 5000;
-  @Transform(toInt) @IsInt() @Min(50) @Max(60_000) REDIS_TIMEOUT_MS = 1000;
-  @Transform(toInt) @IsInt() @Min(1) @Max(3600) RETRY_AFTER_S = 1;
-  @Transform(toInt) @IsInt() @Min(0) @Max(60_000) PRODUCT_CACHE_MS = 1000;
-
-  /** Where the embedded PostgreSQL keeps its data when DATABASE_URL is unset. */
-  @IsString() DATA_DIR = '.data';
-  @IsIn(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) LOG_LEVEL = 'info';
+  @Env('REBALANCE_WAIT_MS') @Transform(toInt) @IsInt() @Min(100) @Max(120_000) rebalanceWaitMs = 10_000;
 }
 
-export interface AppConfig {
-  port: number;
-  host: string;
-  databaseUrl?: string;
-  redisUrl?: string;
-  redisLockUrls?: string[];
-  adminToken?: string;
-  workers: number;
-  orderHoldMs: number;
-  stockLocking: StockLocking;
-  lockTtlMs: number;
-  userLockTtlMs: number;
-  lockExtend: boolean;
-  lockWaitMs: number;
-  lockRetryDelayMs: number;
-  lockRetryJitterMs: number;
-  rebalanceWaitMs: number;
-  dbPoolSize: number;
-  dbTimeoutMs: number;
-  redisTimeoutMs: number;
-  retryAfterS: number;
-  productCacheMs: number;
-  dataDir: string;
-  logLevel: string;
+/** Knobs that exist only for the benchmark. */
+export class BenchmarkConfig {
+  /** Simulated downstream work held inside the segment lock. */
+  @Env('ORDER_HOLD_MS') @Transform(toInt) @IsInt() @Min(0) @Max(10_000) orderHoldMs = 0;
 }
 
-/** Config with every dependency URL resolved (after embedded servers have started). */
-export type ResolvedConfig = AppConfig & { databaseUrl: string; redisUrl: string; redisLockUrls: string[]; adminToken: string };
+export class AdminConfig {
+  /** Unset: a random token is made at start and logged once. */
+  @Env('ADMIN_TOKEN')
+  @Transform(emptyToUndefined)
+  @IsOptional()
+  @IsString()
+  @MinLength(16, { message: 'ADMIN_TOKEN must be at least 16 characters' })
+  token?: string;
+}
+
+export class LoggingConfig {
+  @Env('LOG_LEVEL') @IsIn(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) level = 'info';
+}
+
+/** The embedded servers started when DATABASE_URL / REDIS_URL are unset. */
+export class EmbeddedConfig {
+  /** Where the embedded PostgreSQL keeps its data. */
+  @Env('DATA_DIR') @IsString() dataDir = '.data';
+}
+
+/** Every area, by the key it has in the configuration object. */
+export const CONFIG_AREAS = {
+  http: HttpConfig,
+  database: DatabaseConfig,
+  redis: RedisConfig,
+  locks: LocksConfig,
+  inventory: InventoryConfig,
+  benchmark: BenchmarkConfig,
+  admin: AdminConfig,
+  logging: LoggingConfig,
+  embedded: EmbeddedConfig,
+} as const;
+
+type Areas = typeof CONFIG_AREAS;
+export type AppConfig = { [K in keyof Areas]: InstanceType<Areas[K]> };
+
+// After the embedded servers have started every URL is known and the admin token is set.
+export type ResolvedDatabaseConfig = DatabaseConfig & { url: string };
+export type ResolvedRedisConfig = RedisConfig & { url: string; lockUrls: string[] };
+export type ResolvedAdminConfig = AdminConfig & { token: string };
+export type ResolvedConfig = Omit<AppConfig, 'database' | 'redis' | 'admin'> & {
+  database: ResolvedDatabaseConfig;
+  redis: ResolvedRedisConfig;
+  admin: ResolvedAdminConfig;
+};
 
 export class ConfigurationError extends Error {}
 
-/** Validates the environment; throws ConfigurationError naming each bad variable. */
+/** Validates the environment, area by area; throws ConfigurationError naming each bad variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
-  const known = Object.keys(new EnvironmentVariables());
-  const picked: Record<string, unknown> = {};
-  for (const key of [...known, 'DATABASE_URL', 'REDIS_URL', 'REDIS_LOCK_URLS', 'ADMIN_TOKEN']) {
-    if (env[key] !== undefined) picked[key] = env[key];
+  const problems: string[] = [];
+  const config: Record<string, object> = {};
+  for (const [key, area] of Object.entries(CONFIG_AREAS) as Array<[keyof Areas, AreaClass]>) {
+    const names = envNames.get(area) ?? new Map<string, string>();
+    const given: Record<string, string> = {};
+    for (const name of names.values()) if (env[name] !== undefined) given[name] = env[name];
+    const slice = plainToInstance(area, given, { exposeDefaultValues: true });
+    for (const e of validateSync(slice, { whitelist: true })) {
+      const name = names.get(e.property) ?? e.property;
+      // class-validator's own messages start with the property; the operator knows the variable.
+      const messages = Object.values(e.constraints ?? {}).map((m) => (m.startsWith(`${e.property} `) ? name + m.slice(e.property.length) : m));
+      problems.push(`  ${name}=${JSON.stringify(given[name])}: ${messages.join('; ')}`);
+    }
+    config[key] = slice;
   }
-  const vars = plainToInstance(EnvironmentVariables, picked, { exposeDefaultValues: true });
-  const errors = validateSync(vars, { whitelist: true });
-  if (errors.length > 0) {
-    const lines = errors.map((e) => {
-      const given = JSON.stringify(picked[e.property]);
-      return `  ${e.property}=${given}: ${Object.values(e.constraints ?? {}).join('; ')}`;
-    });
-    throw new ConfigurationError(`Invalid configuration:\n${lines.join('\n')}`);
-  }
-  return {
-    port: vars.PORT,
-    host: vars.HOST,
-    databaseUrl: vars.DATABASE_URL,
-    redisUrl: vars.REDIS_URL,
-    redisLockUrls: vars.REDIS_LOCK_URLS?.split(',').map((u) => u.trim()),
-    adminToken: vars.ADMIN_TOKEN,
-    workers: vars.WORKERS,
-    orderHoldMs: vars.ORDER_HOLD_MS,
-    stockLocking: vars.STOCK_LOCKING,
-    lockTtlMs: vars.LOCK_TTL_MS,
-    userLockTtlMs: vars.USER_LOCK_TTL_MS,
-    lockExtend: vars.LOCK_EXTEND,
-    lockWaitMs: vars.LOCK_WAIT_MS,
-    lockRetryDelayMs: vars.LOCK_RETRY_DELAY_MS,
-    lockRetryJitterMs: vars.LOCK_RETRY_JITTER_MS,
-    rebalanceWaitMs: vars.REBALANCE_WAIT_MS,
-    dbPoolSize: vars.DB_POOL_SIZE,
-    dbTimeoutMs: vars.DB_TIMEOUT_MS,
-    redisTimeoutMs: vars.REDIS_TIMEOUT_MS,
-    retryAfterS: vars.RETRY_AFTER_S,
-    productCacheMs: vars.PRODUCT_CACHE_MS,
-    dataDir: vars.DATA_DIR,
-    logLevel: vars.LOG_LEVEL,
-  };
+  if (problems.length > 0) throw new ConfigurationError(`Invalid configuration:\n${problems.join('\n')}`);
+  return config as AppConfig;
 }
-
-/** Nest injection token for the resolved configuration. */
-export const APP_CONFIG = Symbol('APP_CONFIG');

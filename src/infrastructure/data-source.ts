@@ -1,9 +1,6 @@
 // TypeORM DataSource options, shared by the service and the migration CLI (`npm run migration:run`).
 import { join } from 'node:path';
 import { DataSource, DataSourceOptions } from 'typeorm';
-import { OrderEntity } from '../orders/order.entity';
-import { ProductEntity } from '../inventory/product.entity';
-import { StockSegmentEntity } from '../inventory/stock-segment.entity';
 
 export const MIGRATIONS_GLOB = join(__dirname, '..', '..', 'migrations', '*.{ts,js}');
 
@@ -12,7 +9,8 @@ export function dataSourceOptions(url: string, opts: { poolSize?: number; timeou
   return {
     type: 'postgres',
     url,
-    entities: [ProductEntity, StockSegmentEntity, OrderEntity],
+    // Every query is SQL; the migrations are the schema, so there are no entity classes to keep.
+    entities: [],
     migrations: [MIGRATIONS_GLOB],
     migrationsTableName: 'migrations',
     synchronize: false,

@@ -19,9 +19,9 @@ export async function resolveDependencies(config: AppConfig, logger = new Logger
     for (const s of stops.reverse()) await s().catch((err: Error) => logger.warn(`stopping: ${err.message}`));
   };
   try {
-    let databaseUrl = config.databaseUrl;
+    let databaseUrl = config.database.url;
     if (!databaseUrl) {
-      const dataDir = resolve(config.dataDir, 'postgres');
+      const dataDir = resolve(config.embedded.dataDir, 'postgres');
       const pg = await startEmbeddedPostgres({
         dataDir,
         database: 'flashsale',
@@ -29,19 +29,24 @@ export async function resolveDependencies(config: AppConfig, logger = new Logger
       });
       stops.push(() => pg.stop());
       databaseUrl = pg.url;
-      logger.log(`DATABASE_URL unset: started embedded PostgreSQL on 127.0.0.1:${pg.port} (data in ${join(config.dataDir, 'postgres')})`);
+      logger.log(`DATABASE_URL unset: started embedded PostgreSQL on 127.0.0.1:${pg.port} (data in ${join(config.embedded.dataDir, 'postgres')})`);
     }
-    let redisUrl = config.redisUrl;
+    let redisUrl = config.redis.url;
     if (!redisUrl) {
       const redis = await startEmbeddedRedis();
       stops.push(() => redis.stop());
       redisUrl = redis.url;
       logger.log(`REDIS_URL unset: started redis-server on ${redis.url} (no persistence)`);
     }
-    const generatedAdminToken = !config.adminToken;
-    const adminToken = config.adminToken ?? randomBytes(24).toString('base64url');
+    const generatedAdminToken = !config.admin.token;
+    const adminToken = config.admin.token ?? randomBytes(24).toString('base64url');
     return {
-      config: { ...config, databaseUrl, redisUrl, redisLockUrls: config.redisLockUrls ?? [redisUrl], adminToken },
+      config: {
+        ...config,
+        database: { ...config.database, url: databaseUrl },
+        redis: { ...config.redis, url: redisUrl, lockUrls: config.redis.lockUrls ?? [redisUrl] },
+        admin: { ...config.admin, token: adminToken },
+      },
       generatedAdminToken,
       stop,
     };

@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Logger, Provider } from '@nestjs/common';
 import Redis, { RedisOptions, Result } from 'ioredis';
-import { APP_CONFIG, ResolvedConfig } from '../config/app-config';
+import { RedisConfig, ResolvedRedisConfig } from '../config/app-config';
 import { projectRoot } from './project-root';
 
 export const REDIS_CLIENT = Symbol('REDIS_CLIENT');
@@ -20,13 +20,13 @@ declare module 'ioredis' {
 
 const logger = new Logger('Redis');
 
-function redisOptions(config: ResolvedConfig): RedisOptions {
+function redisOptions(config: RedisConfig): RedisOptions {
   return {
     // Commands fail at once while disconnected: the order path answers 503 rather than hang.
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
-    commandTimeout: config.redisTimeoutMs,
-    connectTimeout: config.redisTimeoutMs,
+    commandTimeout: config.timeoutMs,
+    connectTimeout: config.timeoutMs,
     // Reconnect forever, backing off to one attempt per second.
     retryStrategy: (times) => Math.min(50 * times, 1000),
     lazyConnect: true,
@@ -53,9 +53,9 @@ async function connect(client: Redis, name: string): Promise<void> {
 export const redisProviders: Provider[] = [
   {
     provide: REDIS_CLIENT,
-    inject: [APP_CONFIG],
-    useFactory: async (config: ResolvedConfig) => {
-      const client = new Redis(config.redisUrl, redisOptions(config));
+    inject: [RedisConfig],
+    useFactory: async (config: ResolvedRedisConfig) => {
+      const client = new Redis(config.url, redisOptions(config));
       defineScripts(client);
       await connect(client, 'redis');
       return client;
@@ -63,11 +63,11 @@ export const redisProviders: Provider[] = [
   },
   {
     provide: REDIS_LOCK_CLIENTS,
-    inject: [APP_CONFIG, REDIS_CLIENT],
-    useFactory: async (config: ResolvedConfig, main: Redis) =>
+    inject: [RedisConfig, REDIS_CLIENT],
+    useFactory: async (config: ResolvedRedisConfig, main: Redis) =>
       Promise.all(
-        config.redisLockUrls.map(async (url, i) => {
-          if (url === config.redisUrl) return main;
+        config.lockUrls.map(async (url, i) => {
+          if (url === config.url) return main;
           const client = new Redis(url, redisOptions(config));
           await connect(client, `redis lock master ${i}`);
           return client;

@@ -1,8 +1,8 @@
 // Products and their stock layout: create (stock split evenly into N segments), view, and
 // rebalance (every segment row locked, remaining units redistributed in one transaction).
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Injectable, Logger } from '@nestjs/common';
 import { DataSource, EntityManager } from 'typeorm';
-import { APP_CONFIG, ResolvedConfig } from '../config/app-config';
+import { DatabaseConfig, HttpConfig, InventoryConfig } from '../config/app-config';
 import { mapDatabaseError } from '../common/database-errors';
 import { DomainError, ProductNotFoundError } from '../common/domain-errors';
 import { MetricsService } from '../metrics/metrics.service';
@@ -33,7 +33,9 @@ export class InventoryService {
 
   constructor(
     private readonly db: DataSource,
-    @Inject(APP_CONFIG) private readonly config: ResolvedConfig,
+    private readonly inventory: InventoryConfig,
+    private readonly database: DatabaseConfig,
+    private readonly http: HttpConfig,
     private readonly hints: StockHintsService,
     private readonly catalog: ProductCatalogService,
     private readonly metrics: MetricsService,
@@ -72,7 +74,7 @@ export class InventoryService {
     const result = await this.guard(() =>
       this.db.transaction(async (tx) => {
         // Waiting longer than REBALANCE_WAIT_MS for a row lock fails with 55P03, answered as BUSY.
-        await tx.query(`SET LOCAL lock_timeout = ${Math.max(1, Math.min(this.config.rebalanceWaitMs, this.config.dbTimeoutMs - 100))}`);
+        await tx.query(`SET LOCAL lock_timeout = ${Math.max(1, Math.min(this.inventory.rebalanceWaitMs, this.database.timeoutMs - 100))}`);
         // NO KEY UPDATE: order inserts hold KEY SHARE on the product (foreign key) while they hold a
         // segment row; a plain FOR UPDATE here would deadlock with them.
         const [product] = (await tx.query('SELECT layout_version, segment_count FROM products WHERE id = $1 FOR NO KEY UPDATE', [productId])) as Array<{
@@ -134,7 +136,7 @@ export class InventoryService {
       return await work();
     } catch (err) {
       if (err instanceof DomainError) throw err;
-      throw mapDatabaseError(err, this.config.retryAfterS);
+      throw mapDatabaseError(err, this.http.retryAfterS);
     }
   }
 }

@@ -1,8 +1,8 @@
 // What the order path needs to know of a product, cached in this process for PRODUCT_CACHE_MS.
 // A stale entry is safe: a wrong layout only leads to an authoritative read, which refreshes it.
-import { Inject, Injectable } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { APP_CONFIG, ResolvedConfig } from '../config/app-config';
+import { HttpConfig, InventoryConfig } from '../config/app-config';
 import { mapDatabaseError } from '../common/database-errors';
 import { ProductNotFoundError } from '../common/domain-errors';
 
@@ -19,7 +19,8 @@ export class ProductCatalogService {
 
   constructor(
     private readonly db: DataSource,
-    @Inject(APP_CONFIG) private readonly config: ResolvedConfig,
+    private readonly http: HttpConfig,
+    private readonly inventory: InventoryConfig,
   ) {}
 
   /** The product, or ProductNotFoundError. Unknown ids are never cached, so a new product shows at once. */
@@ -30,7 +31,7 @@ export class ProductCatalogService {
     try {
       rows = await this.db.query('SELECT id, limit_per_user, segment_count, layout_version FROM products WHERE id = $1', [productId]);
     } catch (err) {
-      throw mapDatabaseError(err, this.config.retryAfterS);
+      throw mapDatabaseError(err, this.http.retryAfterS);
     }
     if (rows.length === 0) throw new ProductNotFoundError(productId);
     const r = rows[0];
@@ -39,7 +40,7 @@ export class ProductCatalogService {
 
   remember(info: ProductInfo): ProductInfo {
     if (this.cache.size > 10_000) this.cache.clear();
-    this.cache.set(info.id, { info, until: Date.now() + this.config.productCacheMs });
+    this.cache.set(info.id, { info, until: Date.now() + this.inventory.productCacheMs });
     return info;
   }
 

@@ -1,12 +1,12 @@
 // The SQL of selling and moving stock. Every deduction is conditional (`stock >= q`) and the
 // schema has CHECK (stock >= 0), so no path can oversell even if a Redis lock was lost.
-import { Inject, Injectable } from '@nestjs/common';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Injectable } from '@nestjs/common';
 import { DataSource, EntityManager } from 'typeorm';
-import { APP_CONFIG, ResolvedConfig } from '../config/app-config';
+import { HttpConfig } from '../config/app-config';
 import { mapDatabaseError } from '../common/database-errors';
-import { sleep } from '../common/sleep';
 import { MetricsService } from '../metrics/metrics.service';
-import { Allocation } from '../orders/order.entity';
+import { Allocation } from './allocation';
 import { takeFrom } from './segment-plan';
 
 export interface OrderRow {
@@ -56,7 +56,7 @@ const INSERT_ORDER_SQL = `
 export class StockRepository {
   constructor(
     private readonly db: DataSource,
-    @Inject(APP_CONFIG) private readonly config: ResolvedConfig,
+    private readonly http: HttpConfig,
     private readonly metrics: MetricsService,
   ) {}
 
@@ -160,7 +160,7 @@ export class StockRepository {
     try {
       return await work();
     } catch (err) {
-      const mapped = mapDatabaseError(err, this.config.retryAfterS);
+      const mapped = mapDatabaseError(err, this.http.retryAfterS);
       if (mapped !== err && (mapped as { code?: string }).code === 'UNAVAILABLE') this.metrics.dependencyErrors.inc({ dependency: 'postgres' });
       throw mapped;
     }

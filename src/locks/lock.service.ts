@@ -1,13 +1,13 @@
 // Redlock locks (segment, user, rebalance) over the configured lock masters, with the two ways this
 // service takes a lock: one try (fall over to another segment when busy) and a bounded wait.
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject, Injectable } from '@nestjs/common';
 import { ExecutionError, Lock, Redlock, ResourceLockedError } from '@sesamecare-oss/redlock';
 import type Redis from 'ioredis';
-import { APP_CONFIG, ResolvedConfig } from '../config/app-config';
+import { HttpConfig, LocksConfig } from '../config/app-config';
 import { BusyError, UnavailableError } from '../common/domain-errors';
 import { MetricsService } from '../metrics/metrics.service';
 import { REDIS_LOCK_CLIENTS } from '../infrastructure/redis.providers';
-import { sleep } from '../common/sleep';
 
 /** A lock this process holds, and its pending automatic extension. */
 export class HeldLock {
@@ -25,7 +25,8 @@ export class LockService {
   private readonly redlock: Redlock;
 
   constructor(
-    @Inject(APP_CONFIG) private readonly config: ResolvedConfig,
+    private readonly config: LocksConfig,
+    private readonly http: HttpConfig,
     @Inject(REDIS_LOCK_CLIENTS) clients: Redis[],
     private readonly metrics: MetricsService,
   ) {
@@ -37,12 +38,12 @@ export class LockService {
   async tryAcquire(key: string, ttlMs: number): Promise<HeldLock | null> {
     try {
       const held = new HeldLock(await this.redlock.acquire([key], ttlMs), key, ttlMs);
-      if (this.config.lockExtend) this.scheduleExtension(held);
+      if (this.config.extend) this.scheduleExtension(held);
       return held;
     } catch (err) {
       if (await this.lockedByOther(err)) return null;
       this.metrics.dependencyErrors.inc({ dependency: 'redis' });
-      throw new UnavailableError('redis', this.config.retryAfterS, err);
+      throw new UnavailableError('redis', this.http.retryAfterS, err);
     }
   }
 
@@ -56,14 +57,14 @@ export class LockService {
         this.metrics.lockWaitSeconds.observe((Date.now() - started) / 1000);
         return held;
       }
-      if (Date.now() >= deadline) throw new BusyError(`lock ${key} stayed busy for ${waitMs} ms`, this.config.retryAfterS);
+      if (Date.now() >= deadline) throw new BusyError(`lock ${key} stayed busy for ${waitMs} ms`, this.http.retryAfterS);
       await this.backoff();
     }
   }
 
   /** The configured retry delay plus random jitter, so waiters do not retry in step. */
   backoffMs(): number {
-    return this.config.lockRetryDelayMs + Math.floor(Math.random() * (this.config.lockRetryJitterMs + 1));
+    return this.config.retryDelayMs + Math.floor(Math.random() * (this.config.retryJitterMs + 1));
   }
 
   backoff(): Promise<void> {

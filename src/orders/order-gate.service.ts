@@ -13,7 +13,7 @@
 import { randomBytes } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import type Redis from 'ioredis';
-import { APP_CONFIG, ResolvedConfig } from '../config/app-config';
+import { HttpConfig, LocksConfig, RedisConfig, ResolvedRedisConfig } from '../config/app-config';
 import { OrderInProgressError, SoldOutError, UnavailableError } from '../common/domain-errors';
 import { REDIS_CLIENT } from '../infrastructure/redis.providers';
 import { hintKeys } from '../inventory/stock-hints.service';
@@ -40,10 +40,12 @@ export class OrderGateService {
 
   constructor(
     @Inject(REDIS_CLIENT) private readonly redis: Redis,
-    @Inject(APP_CONFIG) private readonly config: ResolvedConfig,
+    @Inject(RedisConfig) redisConfig: ResolvedRedisConfig,
+    private readonly locks: LocksConfig,
+    private readonly http: HttpConfig,
     private readonly metrics: MetricsService,
   ) {
-    this.hintRedisIsTheLock = config.redisLockUrls.length === 1 && config.redisLockUrls[0] === config.redisUrl;
+    this.hintRedisIsTheLock = redisConfig.lockUrls.length === 1 && redisConfig.lockUrls[0] === redisConfig.url;
   }
 
   /** SoldOutError, OrderInProgressError, UnavailableError, or the pass to go on with (degraded when the hint Redis fails). */
@@ -56,11 +58,11 @@ export class OrderGateService {
         lockKeys.user(userId),
         hintKeys.empty(product.id, product.layoutVersion),
         token,
-        this.config.userLockTtlMs,
+        this.locks.userTtlMs,
       );
     } catch (err) {
       this.metrics.dependencyErrors.inc({ dependency: 'redis' });
-      if (this.hintRedisIsTheLock) throw new UnavailableError('redis', this.config.retryAfterS, err);
+      if (this.hintRedisIsTheLock) throw new UnavailableError('redis', this.http.retryAfterS, err);
       return { userId, token: null, empty: new Set() };
     }
     if (reply[0] === -1) {

@@ -1,11 +1,12 @@
 import { Module } from '@nestjs/common';
 import { InventoryModule } from '../inventory/inventory.module';
+import { LocksModule } from '../locks/locks.module';
 import { OrdersController } from './orders.controller';
 import { OrderGateService } from './order-gate.service';
 import { OrdersService } from './orders.service';
 
 @Module({
-  imports: [InventoryModule],
+  imports: [InventoryModule, LocksModule],
   controllers: [OrdersController],
   providers: [OrdersService, OrderGateService],
 })

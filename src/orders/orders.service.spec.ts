@@ -1,6 +1,6 @@
 // The order path against fakes: a small in-memory stock of segments, a lock table where a test can
 // hold any key, and hints. Math.random is stubbed wherever the start segment matters.
-import { ResolvedConfig } from '../config/app-config';
+import { BenchmarkConfig, HttpConfig, LocksConfig } from '../config/app-config';
 import {
   AlreadyOrderedError,
   BusyError,
@@ -18,7 +18,7 @@ const PRODUCT = 7;
 
 interface World {
   service: OrdersService;
-  config: ResolvedConfig;
+  config: Slices;
   stocks: number[];
   busy: Set<string>;
   catalog: { get: jest.Mock; remember: jest.Mock };
@@ -30,16 +30,20 @@ interface World {
   metrics: Record<string, { inc: jest.Mock; observe: jest.Mock }>;
 }
 
-function world(opts: { stocks: number[]; limitPerUser?: number; config?: Partial<ResolvedConfig>; info?: Partial<ProductInfo>; layoutVersion?: number; ordered?: string[] }): World {
+/** The configuration slices OrdersService reads; a test overrides single fields. */
+interface Slices {
+  locks: LocksConfig;
+  http: HttpConfig;
+  benchmark: BenchmarkConfig;
+}
+type SliceOverrides = { [K in keyof Slices]?: Partial<Slices[K]> };
+
+function world(opts: { stocks: number[]; limitPerUser?: number; config?: SliceOverrides; info?: Partial<ProductInfo>; layoutVersion?: number; ordered?: string[] }): World {
   const config = {
-    stockLocking: 'redlock',
-    lockWaitMs: 30,
-    lockTtlMs: 1000,
-    userLockTtlMs: 1000,
-    orderHoldMs: 0,
-    retryAfterS: 3,
-    ...opts.config,
-  } as ResolvedConfig;
+    locks: { stockLocking: 'redlock', waitMs: 30, ttlMs: 1000, userTtlMs: 1000, ...opts.config?.locks },
+    http: { retryAfterS: 3, ...opts.config?.http },
+    benchmark: { orderHoldMs: 0, ...opts.config?.benchmark },
+  } as Slices;
   const stocks = [...opts.stocks];
   const info: ProductInfo = { id: PRODUCT, limitPerUser: opts.limitPerUser ?? 1, segmentCount: stocks.length, layoutVersion: 1, ...opts.info };
   let nextId = 100;
@@ -83,7 +87,7 @@ function world(opts: { stocks: number[]; limitPerUser?: number; config?: Partial
   const locks = {
     tryAcquire: jest.fn(async (key: string, _ttlMs?: number) => (busy.has(key) ? null : { key })),
     acquireWithin: jest.fn(async (key: string) => {
-      if (busy.has(key)) throw new BusyError(`lock ${key} stayed busy`, config.retryAfterS);
+      if (busy.has(key)) throw new BusyError(`lock ${key} stayed busy`, config.http.retryAfterS);
       return { key };
     }),
     release: jest.fn(async (_held: unknown) => undefined),
@@ -128,7 +132,7 @@ function world(opts: { stocks: number[]; limitPerUser?: number; config?: Partial
         metrics.soldOutShortCircuits.inc();
         throw new SoldOutError(0, q);
       }
-      const held = await locks.tryAcquire(`lock:order:${userId}`, config.userLockTtlMs);
+      const held = await locks.tryAcquire(`lock:order:${userId}`, config.locks.userTtlMs);
       if (!held) throw new OrderInProgressError();
       return { userId, token: held, empty: h.empty };
     }),
@@ -137,7 +141,7 @@ function world(opts: { stocks: number[]; limitPerUser?: number; config?: Partial
     }),
   };
   const db = { query: jest.fn() };
-  const service = new OrdersService(config, catalog as never, hints as never, gate as never, stock as never, locks as never, metrics as never, db as never);
+  const service = new OrdersService(config.locks, config.http, config.benchmark, catalog as never, hints as never, gate as never, stock as never, locks as never, metrics as never, db as never);
   return { service, config, stocks, busy, catalog, hints, stock, locks, metrics, onWait };
 }
 
@@ -364,7 +368,7 @@ describe('OrdersService.place', () => {
 
   describe('bounded wait', () => {
     it('should answer BUSY with Retry-After when every segment stays locked past lockWaitMs', async () => {
-      const w = world({ stocks: [5, 5, 5], config: { lockWaitMs: 30, retryAfterS: 4 } });
+      const w = world({ stocks: [5, 5, 5], config: { locks: { waitMs: 30 }, http: { retryAfterS: 4 } } });
       for (let i = 0; i < 3; i++) w.busy.add(seg(i));
       startAt(0, 3);
       const started = Date.now();
@@ -381,7 +385,7 @@ describe('OrdersService.place', () => {
     });
 
     it('should answer BUSY at once with lockWaitMs 0, after one pass over the segments', async () => {
-      const w = world({ stocks: [5, 5], config: { lockWaitMs: 0 } });
+      const w = world({ stocks: [5, 5], config: { locks: { waitMs: 0 } } });
       w.busy.add(seg(0)).add(seg(1));
       startAt(0, 2);
       await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(BusyError);
@@ -390,7 +394,7 @@ describe('OrdersService.place', () => {
     });
 
     it('should retry only the busy segments, one per wake-up, and sell from one that frees up within the wait', async () => {
-      const w = world({ stocks: [0, 5, 5], config: { lockWaitMs: 1000 } });
+      const w = world({ stocks: [0, 5, 5], config: { locks: { waitMs: 1000 } } });
       w.busy.add(seg(1)).add(seg(2));
       w.onWait.mockImplementation(() => {
         if (w.onWait.mock.calls.length === 2) w.busy.delete(seg(2));
@@ -445,7 +449,7 @@ describe('OrdersService.place', () => {
     });
 
     it('should use no Redis lock or hint at all in database locking mode', async () => {
-      const w = world({ stocks: [0, 5], config: { stockLocking: 'database', orderHoldMs: 3 } });
+      const w = world({ stocks: [0, 5], config: { locks: { stockLocking: 'database' }, benchmark: { orderHoldMs: 3 } } });
       startAt(0, 2);
       const order = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 });
       expect(order.allocations).toEqual([{ segment: 1, quantity: 1 }]);

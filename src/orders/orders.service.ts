@@ -1,9 +1,10 @@
 // The order path: user lock, random segment, fall over when busy or empty, bounded wait when every
 // live segment is busy, an authoritative read before SOLD_OUT, and several segments when no single
 // one holds the quantity. See README "Design" for why each step is there.
-import { Inject, Injectable } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { DataSource } from 'typeorm';
-import { APP_CONFIG, ResolvedConfig } from '../config/app-config';
+import { BenchmarkConfig, HttpConfig, LocksConfig } from '../config/app-config';
 import { mapDatabaseError } from '../common/database-errors';
 import {
   AlreadyOrderedError,
@@ -13,7 +14,6 @@ import {
   QuantityOverLimitError,
   SoldOutError,
 } from '../common/domain-errors';
-import { sleep } from '../common/sleep';
 import { ProductCatalogService, ProductInfo } from '../inventory/product-catalog.service';
 import { pickSegmentsFor, randomStart, visitOrder } from '../inventory/segment-plan';
 import { StockHintsService } from '../inventory/stock-hints.service';
@@ -39,7 +39,9 @@ export class OrdersService {
   private readonly board = new LocalLockBoard();
 
   constructor(
-    @Inject(APP_CONFIG) private readonly config: ResolvedConfig,
+    private readonly lockConfig: LocksConfig,
+    private readonly http: HttpConfig,
+    private readonly benchmark: BenchmarkConfig,
     private readonly catalog: ProductCatalogService,
     private readonly hints: StockHintsService,
     private readonly gate: OrderGateService,
@@ -63,7 +65,7 @@ export class OrdersService {
   private async sell(req: PlaceOrder): Promise<OrderRow> {
     const product = await this.catalog.get(req.productId);
     if (req.quantity > product.limitPerUser) throw new QuantityOverLimitError(product.limitPerUser);
-    if (this.config.stockLocking === 'database') return this.allocate(product, req, new Set());
+    if (this.lockConfig.stockLocking === 'database') return this.allocate(product, req, new Set());
 
     const pass = await this.gate.enter(product, req.userId, req.quantity);
     try {
@@ -79,7 +81,7 @@ export class OrdersService {
     try {
       rows = await this.db.query('SELECT id, product_id, user_id, quantity, allocations, created_at FROM orders WHERE id = $1', [id]);
     } catch (err) {
-      throw mapDatabaseError(err, this.config.retryAfterS);
+      throw mapDatabaseError(err, this.http.retryAfterS);
     }
     if (rows.length === 0) throw new OrderNotFoundError(id);
     const r = rows[0];
@@ -101,7 +103,7 @@ export class OrdersService {
       if (!layout) throw new SoldOutError(0, req.quantity); // deleted under us: nothing to sell
       const remaining = layout.segments.reduce((sum, s) => sum + s.stock, 0);
       if (remaining < req.quantity) {
-        if (remaining === 0 && this.config.stockLocking === 'redlock') {
+        if (remaining === 0 && this.lockConfig.stockLocking === 'redlock') {
           await this.hints.markSoldOut(product.id).catch(() => this.metrics.dependencyErrors.inc({ dependency: 'redis' }));
         }
         throw new SoldOutError(remaining, req.quantity);
@@ -119,7 +121,7 @@ export class OrdersService {
       const spread = await this.tryManySegments(product, req, layout.segments);
       if (spread) return spread;
     }
-    throw new BusyError('the stock layout kept changing under this order', this.config.retryAfterS);
+    throw new BusyError('the stock layout kept changing under this order', this.http.retryAfterS);
   }
 
   /**
@@ -129,12 +131,12 @@ export class OrdersService {
    * order costs one Redis round trip per retry rather than one per segment. Until LOCK_WAIT_MS.
    */
   private async trySingleSegments(product: ProductInfo, req: PlaceOrder, skip: ReadonlySet<number>): Promise<OrderRow | null> {
-    const deadline = Date.now() + this.config.lockWaitMs;
+    const deadline = Date.now() + this.lockConfig.waitMs;
     const order = visitOrder(product.segmentCount, randomStart(product.segmentCount), skip);
     // Requests of this process already wait for this product: every live segment was busy a
     // moment ago, and each release goes to them first. Queue behind them instead of trying every
     // segment again (and asking Redis about the ones held elsewhere).
-    const queued = this.config.stockLocking === 'redlock' && this.board.waiting(product.id) > 0;
+    const queued = this.lockConfig.stockLocking === 'redlock' && this.board.waiting(product.id) > 0;
     const busy: number[] = queued ? order : [];
     for (const idx of queued ? [] : order) {
       const outcome = await this.attemptSegment(product, idx, req);
@@ -153,7 +155,7 @@ export class OrdersService {
     let turn = 0;
     while (busy.length > 0) {
       if (Date.now() >= deadline) {
-        throw new BusyError(`every segment with stock stayed locked for ${this.config.lockWaitMs} ms`, this.config.retryAfterS);
+        throw new BusyError(`every segment with stock stayed locked for ${this.lockConfig.waitMs} ms`, this.http.retryAfterS);
       }
       const released = await this.board.waitForRelease(product.id, this.locks.backoffMs());
       const free = busy.filter((i) => !this.board.isHeld(product.id, i));
@@ -177,8 +179,8 @@ export class OrdersService {
    * Remembers a segment found empty, so later orders skip it.
    */
   private async attemptSegment(product: ProductInfo, idx: number, req: PlaceOrder): Promise<SegmentAttempt | 'busy'> {
-    const hold = this.config.orderHoldMs;
-    if (this.config.stockLocking === 'database') {
+    const hold = this.benchmark.orderHoldMs;
+    if (this.lockConfig.stockLocking === 'database') {
       return this.stock.takeFromSegment(product.id, idx, req.quantity, req.userId, hold);
     }
     // Held (or being taken) by another request of this very process: busy, no Redis round trip.
@@ -187,7 +189,7 @@ export class OrdersService {
     const key = lockKeys.segment(product.id, idx);
     let held: HeldLock | null = null;
     try {
-      held = await this.locks.tryAcquire(key, this.config.lockTtlMs);
+      held = await this.locks.tryAcquire(key, this.lockConfig.ttlMs);
       if (!held) {
         this.metrics.lockBusy.inc();
         return 'busy';
@@ -213,15 +215,15 @@ export class OrdersService {
   private async tryManySegments(product: ProductInfo, req: PlaceOrder, segments: Array<{ idx: number; stock: number }>): Promise<OrderRow | null> {
     const picked = pickSegmentsFor(req.quantity, segments);
     if (!picked) return null;
-    if (this.config.stockLocking === 'database') {
-      return this.stock.takeFromSegments(product.id, picked, req.quantity, req.userId, this.config.orderHoldMs);
+    if (this.lockConfig.stockLocking === 'database') {
+      return this.stock.takeFromSegments(product.id, picked, req.quantity, req.userId, this.benchmark.orderHoldMs);
     }
     const held: HeldLock[] = [];
     try {
       for (const idx of picked) {
-        held.push(await this.locks.acquireWithin(lockKeys.segment(product.id, idx), this.config.lockTtlMs, this.config.lockWaitMs));
+        held.push(await this.locks.acquireWithin(lockKeys.segment(product.id, idx), this.lockConfig.ttlMs, this.lockConfig.waitMs));
       }
-      if (this.config.orderHoldMs > 0) await sleep(this.config.orderHoldMs);
+      if (this.benchmark.orderHoldMs > 0) await sleep(this.benchmark.orderHoldMs);
       return await this.stock.takeFromSegments(product.id, picked, req.quantity, req.userId);
     } finally {
       await Promise.all(held.map((h) => this.locks.release(h)));
@@ -229,7 +231,7 @@ export class OrdersService {
   }
 
   private rememberEmpty(product: ProductInfo, idx: number): void {
-    if (this.config.stockLocking !== 'redlock') return;
+    if (this.lockConfig.stockLocking !== 'redlock') return;
     this.hints.markEmpty(product.id, product.layoutVersion, idx).catch(() => this.metrics.dependencyErrors.inc({ dependency: 'redis' }));
   }
 }

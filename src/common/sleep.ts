@@ -1,2 +1,0 @@
-// A promise that resolves after ms milliseconds.
-export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));

@@ -1,0 +1,118 @@
+// The service's log format, as an operator meets it: piped (a log collector), every line on stdout
+// is one JSON object from the very first; on a terminal, readable coloured lines instead.
+import { ChildProcess, spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { freePort } from '../src/infrastructure/free-port';
+import { ADMIN_TOKEN, request, testUrls } from './support/service';
+
+const root = join(__dirname, '..');
+const main = join(root, 'dist', 'src', 'main.js');
+
+interface Run {
+  child: ChildProcess;
+  stdout: () => string;
+  stderr: () => string;
+}
+
+function launch(command: string, args: string[], env: Record<string, string>): Run {
+  const { databaseUrl, redisUrl } = testUrls();
+  let stdout = '';
+  let stderr = '';
+  const child = spawn(command, args, {
+    cwd: root,
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, DATABASE_URL: databaseUrl, REDIS_URL: redisUrl, ADMIN_TOKEN, HOST: '127.0.0.1', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  child.stdout?.on('data', (c: Buffer) => (stdout += c.toString()));
+  child.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
+  return { child, stdout: () => stdout, stderr: () => stderr };
+}
+
+/** Resolves once `seen` holds for the output; fails with the output when the process exits or a minute passes. */
+async function waitFor(run: Run, seen: (stdout: string) => boolean): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  while (!seen(run.stdout())) {
+    if (run.child.exitCode !== null) throw new Error(`exited with ${run.child.exitCode}:\n${run.stdout()}\n${run.stderr()}`);
+    if (Date.now() > deadline) throw new Error(`not seen within 60 s:\n${run.stdout()}\n${run.stderr()}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+function stop(run: Run): Promise<void> {
+  return new Promise((resolve) => {
+    if (run.child.exitCode !== null || run.child.signalCode !== null) return resolve();
+    const kill = setTimeout(() => run.child.kill('SIGKILL'), 20_000);
+    run.child.once('exit', () => {
+      clearTimeout(kill);
+      resolve();
+    });
+    run.child.kill('SIGTERM');
+  });
+}
+
+const lines = (text: string) => text.split('\n').filter((l) => l.trim() !== '');
+
+describe('log format', () => {
+  let run: Run | undefined;
+  afterEach(async () => run && (await stop(run)));
+
+  it.each([1, 2])('should print only JSON lines on a piped stdout, from Nest start-up to shutdown, with WORKERS=%i', async (workers) => {
+    const port = await freePort();
+    run = launch(process.execPath, [main], { PORT: String(port), WORKERS: String(workers), LOG_LEVEL: 'info' });
+    await waitFor(run, (out) => out.includes('listening on'));
+    expect((await request(`http://127.0.0.1:${port}`, 'GET', '/health/live')).status).toBe(200);
+    await stop(run);
+
+    const all = lines(run.stdout());
+    const parsed = all.map((line) => {
+      try {
+        return JSON.parse(line) as { level?: number; time?: number; msg?: string; context?: string };
+      } catch {
+        throw new Error(`not a JSON line: ${line}\nwhole output:\n${run?.stdout()}`);
+      }
+    });
+    for (const entry of parsed) expect(entry).toEqual(expect.objectContaining({ level: expect.any(Number), time: expect.any(Number), msg: expect.any(String) }));
+    // Nest's own start-up lines and the primary's lines are among them, not printed in Nest's text format.
+    expect(parsed).toContainEqual(expect.objectContaining({ context: 'NestFactory', msg: 'Starting Nest application...' }));
+    expect(parsed).toContainEqual(expect.objectContaining({ context: 'Main', msg: expect.stringMatching(/^listening on .*\(\d+ process/) }));
+    expect(parsed).toContainEqual(expect.objectContaining({ msg: expect.stringMatching(/^SIGTERM: /) }));
+  });
+
+  it('should log requests only at debug, one JSON line each, with the request id and without the Authorization header', async () => {
+    const port = await freePort();
+    const base = `http://127.0.0.1:${port}`;
+    run = launch(process.execPath, [main], { PORT: String(port), LOG_LEVEL: 'info' });
+    await waitFor(run, (out) => out.includes('listening on'));
+    await request(base, 'GET', '/health/live', undefined, { 'x-request-id': 'quiet-at-info', authorization: 'Bearer secret-at-info' });
+    await stop(run);
+    expect(run.stdout()).not.toContain('quiet-at-info');
+
+    run = launch(process.execPath, [main], { PORT: String(port), LOG_LEVEL: 'debug' });
+    await waitFor(run, (out) => out.includes('listening on'));
+    await request(base, 'GET', '/health/live', undefined, { 'x-request-id': 'seen-at-debug', authorization: 'Bearer secret-at-debug' });
+    await waitFor(run, (out) => out.includes('request completed'));
+    await stop(run);
+    const completed = lines(run.stdout())
+      .map((l) => JSON.parse(l) as { msg?: string; req?: { id?: string; headers?: Record<string, string> }; res?: { statusCode?: number } })
+      .filter((e) => e.msg === 'request completed');
+    expect(completed).toEqual([expect.objectContaining({ req: expect.objectContaining({ id: 'seen-at-debug' }), res: expect.objectContaining({ statusCode: 200 }) })]);
+    expect(completed[0].req?.headers?.authorization).toBe('[Redacted]');
+    expect(run.stdout()).not.toContain('secret-at-debug');
+  });
+
+  it('should print coloured, readable lines when stdout is a terminal', async () => {
+    const port = await freePort();
+    // script(1) runs the service on a pseudo-terminal and copies what it prints to our pipe.
+    run = launch('script', ['-q', '-f', '-e', '-c', `${JSON.stringify(process.execPath)} ${JSON.stringify(main)}`, '/dev/null'], {
+      PORT: String(port),
+      LOG_LEVEL: 'info',
+    });
+    await waitFor(run, (out) => out.includes('listening on'));
+    const listening = lines(run.stdout()).find((l) => l.includes('listening on')) ?? '';
+    expect(() => JSON.parse(listening)).toThrow();
+    // eslint-disable-next-line no-control-regex
+    expect(listening).toMatch(/\u001b\[\d+m/);
+    // eslint-disable-next-line no-control-regex
+    expect(listening.replace(/\u001b\[\d+m/g, '')).toMatch(/INFO.*\[Main\] listening on 127\.0\.0\.1:\d+/);
+  });
+});
