@@ -4,6 +4,7 @@
 import Redis from 'ioredis';
 import { LuaPeerAudit, auditLuaPeer, luaPeerAuditProblems, PeerEnv, PeerKind, RunningPeer, startPeer } from '../bench/peers';
 import { auditProduct, resetState, withDb } from './support/database';
+import { freePort } from '../src/infrastructure/free-port';
 import { pooled, Reply, request, testUrls } from './support/service';
 
 const STOCK = 40;
@@ -163,6 +164,24 @@ describe('benchmark peers', () => {
       expect([bad.status, bad.body.code, typeof bad.body.message]).toEqual([400, 'VALIDATION_FAILED', 'string']);
       const missing = await request(peer.url, 'POST', '/orders', { userId: 'u1', productId: 999_999 });
       expect([missing.status, missing.body.code]).toEqual([404, 'PRODUCT_NOT_FOUND']);
+    }
+  });
+
+  it('should answer 503 UNAVAILABLE with Retry-After, not hang, when Redis or PostgreSQL does not answer', async () => {
+    const productId = await createProduct(5, 1);
+    const nowhere = await freePort();
+    const cases: Array<[PeerKind, Partial<PeerEnv>]> = [
+      ['bare', { redisUrl: `redis://127.0.0.1:${nowhere}` }],
+      ['bare', { databaseUrl: `postgres://nobody@127.0.0.1:${nowhere}/flashsale_test` }],
+      ['bare-lua', { redisUrl: `redis://127.0.0.1:${nowhere}` }],
+      ['bare-lua', { databaseUrl: `postgres://nobody@127.0.0.1:${nowhere}/flashsale_test` }],
+    ];
+    for (const [kind, env] of cases) {
+      const peer = await start(kind, env);
+      const started = Date.now();
+      const r = await request(peer.url, 'POST', '/orders', { userId: 'stranded', productId });
+      expect({ kind, env, status: r.status, code: r.body.code, retryAfter: r.headers['retry-after'] }).toEqual({ kind, env, status: 503, code: 'UNAVAILABLE', retryAfter: '1' });
+      expect(Date.now() - started).toBeLessThan(10_000);
     }
   });
 });

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import Redis, { Result } from 'ioredis';
 import { Pool } from 'pg';
 import { projectRoot } from '../../src/infrastructure/project-root';
-import { alreadyOrdered, busy, env, fromPostgres, OrderRequest, PeerError, required, serve, sleep, soldOut, unavailable } from './common';
+import { alreadyOrdered, busy, env, fromPostgres, OrderRequest, PeerError, REDIS_OPTIONS, required, serve, sleep, soldOut, unavailable } from './common';
 import { luaPeerKeys } from './lua-keys';
 
 declare module 'ioredis' {
@@ -20,7 +20,7 @@ declare module 'ioredis' {
 
 const HOLD_MS = env('ORDER_HOLD_MS', 0);
 const pool = new Pool({ connectionString: required('DATABASE_URL'), max: env('DB_POOL_SIZE', 20) });
-const redis = new Redis(required('REDIS_URL'), { enableAutoPipelining: true, maxRetriesPerRequest: 1 });
+const redis = new Redis(required('REDIS_URL'), REDIS_OPTIONS).on('error', (err: Error) => console.error(`redis: ${err.message}`));
 const lua = (name: string) => readFileSync(join(projectRoot(__dirname), 'lua', name), 'utf8');
 redis.defineCommand('peerTakeStock', { numberOfKeys: 2, lua: lua('peer-take-stock.lua') });
 redis.defineCommand('peerReturnStock', { numberOfKeys: 2, lua: lua('peer-return-stock.lua') });
@@ -88,7 +88,11 @@ async function place(req: OrderRequest): Promise<object> {
   }
 }
 
-serve(place, async () => {
-  redis.disconnect();
-  await pool.end();
+serve({
+  redis,
+  order: place,
+  close: async () => {
+    redis.disconnect();
+    await pool.end();
+  },
 });

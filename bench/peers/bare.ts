@@ -11,7 +11,7 @@ import { ExecutionError, Lock, Redlock, ResourceLockedError } from '@sesamecare-
 import Redis, { Result } from 'ioredis';
 import { Pool } from 'pg';
 import { projectRoot } from '../../src/infrastructure/project-root';
-import { busy, env, fromPostgres, OrderRequest, PeerError, required, serve, sleep, soldOut, unavailable, alreadyOrdered } from './common';
+import { alreadyOrdered, busy, env, fromPostgres, OrderRequest, PeerError, REDIS_OPTIONS, required, serve, sleep, soldOut, unavailable } from './common';
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {
@@ -23,10 +23,12 @@ const HOLD_MS = env('ORDER_HOLD_MS', 0);
 const LOCK_TTL_MS = env('LOCK_TTL_MS', 2000);
 const USER_LOCK_TTL_MS = env('USER_LOCK_TTL_MS', 15_000);
 const LOCK_WAIT_MS = env('LOCK_WAIT_MS', 5000);
-const retryDelay = () => env('LOCK_RETRY_DELAY_MS', 4) + Math.floor(Math.random() * (env('LOCK_RETRY_JITTER_MS', 8) + 1));
+const RETRY_DELAY_MS = env('LOCK_RETRY_DELAY_MS', 4);
+const RETRY_JITTER_MS = env('LOCK_RETRY_JITTER_MS', 8);
+const retryDelay = () => RETRY_DELAY_MS + Math.floor(Math.random() * (RETRY_JITTER_MS + 1));
 
 const pool = new Pool({ connectionString: required('DATABASE_URL'), max: env('DB_POOL_SIZE', 20) });
-const redis = process.env.STOCK_LOCKING === 'database' ? null : new Redis(required('REDIS_URL'), { enableAutoPipelining: true, maxRetriesPerRequest: 1 });
+const redis = process.env.STOCK_LOCKING === 'database' ? null : new Redis(required('REDIS_URL'), REDIS_OPTIONS).on('error', (err: Error) => console.error(`redis: ${err.message}`));
 redis?.defineCommand('peerReleaseUserLock', { numberOfKeys: 1, lua: readFileSync(join(projectRoot(__dirname), 'lua', 'end-order.lua'), 'utf8') });
 const redlock = redis && new Redlock([redis], { retryCount: 0, driftFactor: 0.01 });
 
@@ -158,7 +160,14 @@ async function place(req: OrderRequest): Promise<object> {
   }
 }
 
-serve(place, async () => {
-  redis?.disconnect();
-  await pool.end();
+serve({
+  redis,
+  // Redlock defines its scripts on the client at its first acquire; with auto-pipelining, a pipeline
+  // opened earlier in that tick lacks them and ioredis crashes (redis/ioredis#1931). Define them now.
+  warmUp: async () => redlock?.acquire(['lock:peer:warm-up'], 1000).then((lock) => lock.release()),
+  order: place,
+  close: async () => {
+    redis?.disconnect();
+    await pool.end();
+  },
 });

@@ -2,6 +2,8 @@
 // the service's error shape ({ statusCode, code, message }, Retry-After on 503) and a bare
 // node:http server with GET /health/live. No framework, on purpose: the peers are the floor.
 import http from 'node:http';
+import type Redis from 'ioredis';
+import type { RedisOptions } from 'ioredis';
 import type { DatabaseError } from 'pg';
 
 export function env(name: string, fallback: number): number {
@@ -10,6 +12,17 @@ export function env(name: string, fallback: number): number {
   return value;
 }
 export const RETRY_AFTER_S = env('RETRY_AFTER_S', 1);
+
+// As the service's clients: commands of one tick share a write; while disconnected a command fails
+// at once and a Redis that does not answer times out, both a 503 rather than a hang. `serve` connects first.
+export const REDIS_OPTIONS: RedisOptions = {
+  enableAutoPipelining: true,
+  enableOfflineQueue: false,
+  maxRetriesPerRequest: 1,
+  commandTimeout: env('REDIS_TIMEOUT_MS', 1000),
+  connectTimeout: env('REDIS_TIMEOUT_MS', 1000),
+  lazyConnect: true,
+};
 
 export function required(name: string): string {
   const value = process.env[name];
@@ -79,8 +92,18 @@ function sendError(res: http.ServerResponse, err: unknown): void {
 
 const BODY_LIMIT = 16 * 1024;
 
-/** Serves POST /orders with `order` (its result is the 201 body) and GET /health/live; stops on SIGTERM/SIGINT. */
-export function serve(order: (req: OrderRequest) => Promise<unknown>, close: () => Promise<void>): void {
+export interface Peer {
+  /** Connected before the server listens; a peer whose Redis is down still starts, and answers 503. */
+  redis: Redis | null;
+  /** Runs once Redis is connected (or failed to), before the first request. */
+  warmUp?: () => Promise<unknown>;
+  /** POST /orders: its result is the 201 body, a PeerError the error answer. */
+  order: (req: OrderRequest) => Promise<unknown>;
+  close: () => Promise<void>;
+}
+
+/** Serves POST /orders and GET /health/live; stops on SIGTERM/SIGINT. */
+export function serve({ redis, warmUp, order, close }: Peer): void {
   const server = http.createServer((req, res) => {
     if (req.method === 'GET' && req.url === '/health/live') return send(res, 200, { status: 'ok' });
     if (req.method !== 'POST' || req.url !== '/orders') return sendError(res, new PeerError(404, 'NOT_FOUND', 'no such route'));
@@ -108,7 +131,10 @@ export function serve(order: (req: OrderRequest) => Promise<unknown>, close: () 
   };
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
-  server.listen(env('PORT', 3000), process.env.HOST ?? '127.0.0.1');
+  const report = (what: string) => (err: Error) => console.error(`${what}: ${err.message}`);
+  void (redis ? redis.connect().catch(report('redis not reachable at start')) : Promise.resolve())
+    .then(() => warmUp?.().catch(report('warm-up')))
+    .then(() => server.listen(env('PORT', 3000), process.env.HOST ?? '127.0.0.1'));
 }
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
