@@ -2,7 +2,7 @@
 // as the benchmark starts it, must sell exactly the stock under a storm of concurrent orders with
 // duplicate users, answer in the service's status codes and error shape, and pass its audit.
 import Redis from 'ioredis';
-import { LuaPeerAudit, auditLuaPeer, luaPeerAuditProblems, PeerEnv, PeerKind, RunningPeer, startPeer } from '../bench/peers';
+import { LuaPeerAudit, auditLuaPeer, insertProduct, luaPeerAuditProblems, PeerEnv, PeerKind, RunningPeer, startPeer } from '../bench/peers';
 import { auditProduct, resetState, withDb } from './support/database';
 import { freePort } from '../src/infrastructure/free-port';
 import { pooled, Reply, request, testUrls } from './support/service';
@@ -12,18 +12,7 @@ const BUYERS = 240;
 /** Buyers 0..59 send two orders at the same moment. */
 const DOUBLE_SENDERS = 60;
 
-/** A product straight in PostgreSQL, its stock spread evenly over `segments` rows. */
-async function createProduct(stock: number, segments: number): Promise<number> {
-  return withDb(async (db) => {
-    const { rows } = await db.query('INSERT INTO products (name, total_stock, segment_count) VALUES ($1, $2, $3) RETURNING id', ['peer test', stock, segments]);
-    const id = rows[0].id as number;
-    for (let idx = 0; idx < segments; idx++) {
-      const share = Math.floor(stock / segments) + (idx < stock % segments ? 1 : 0);
-      await db.query('INSERT INTO stock_segments (product_id, idx, stock) VALUES ($1, $2, $3)', [id, idx, share]);
-    }
-    return id;
-  });
-}
+const createProduct = (stock: number, segments: number) => withDb((db) => insertProduct(db, { name: 'peer test', stock, segments }));
 
 type Timed = Reply & { userId: string; sentAt: number; receivedAt: number };
 

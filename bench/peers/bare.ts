@@ -27,6 +27,7 @@ const RETRY_DELAY_MS = env('LOCK_RETRY_DELAY_MS', 4);
 const RETRY_JITTER_MS = env('LOCK_RETRY_JITTER_MS', 8);
 const retryDelay = () => RETRY_DELAY_MS + Math.floor(Math.random() * (RETRY_JITTER_MS + 1));
 
+if (![undefined, 'redlock', 'database'].includes(process.env.STOCK_LOCKING)) throw new Error(`STOCK_LOCKING must be redlock or database, not ${process.env.STOCK_LOCKING}`);
 const pool = new Pool({ connectionString: required('DATABASE_URL'), max: env('DB_POOL_SIZE', 20) });
 const redis = process.env.STOCK_LOCKING === 'database' ? null : new Redis(required('REDIS_URL'), REDIS_OPTIONS).on('error', (err: Error) => console.error(`redis: ${err.message}`));
 redis?.defineCommand('peerReleaseUserLock', { numberOfKeys: 1, lua: readFileSync(join(projectRoot(__dirname), 'lua', 'end-order.lua'), 'utf8') });

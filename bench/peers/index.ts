@@ -1,6 +1,6 @@
 // Starts a benchmark peer (bare, bare-lua) as a child process, the way the benchmark starts the
 // service: `node dist/bench/peers/<kind>.js`, settings through the environment, ready once
-// GET /health/live answers 200. Also exports the bare-lua peer's audit.
+// GET /health/live answers 200. Also exports the bare-lua peer's audit and a product insert.
 import { ChildProcess, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import http from 'node:http';
@@ -11,6 +11,7 @@ import { projectRoot } from '../../src/infrastructure/project-root';
 export { auditLuaPeer, luaPeerAuditProblems } from './audit';
 export type { LuaPeerAudit } from './audit';
 export { luaPeerKeys } from './lua-keys';
+export { insertProduct } from './products';
 
 export type PeerKind = 'bare' | 'bare-lua';
 
