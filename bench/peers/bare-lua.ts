@@ -1,0 +1,98 @@
+// The "bare-lua" benchmark peer: the design many shops pick instead of the service's. The stock
+// is held in Redis (loaded once per product from PostgreSQL), one Lua script checks the buyer and
+// the stock and takes the units, then one PostgreSQL INSERT writes the order. It never deducts
+// stock_segments, so PostgreSQL alone cannot say what is left: audit it with auditLuaPeer (audit.ts).
+// ORDER_HOLD_MS is slept between the script and the INSERT: there is no lock to hold it in.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import Redis, { Result } from 'ioredis';
+import { Pool } from 'pg';
+import { projectRoot } from '../../src/infrastructure/project-root';
+import { alreadyOrdered, busy, env, fromPostgres, OrderRequest, PeerError, REDIS_OPTIONS, required, serve, sleep, soldOut, unavailable } from './common';
+import { luaPeerKeys } from './lua-keys';
+
+declare module 'ioredis' {
+  interface RedisCommander<Context> {
+    peerTakeStock(stockKey: string, buyersKey: string, userId: string, quantity: number): Result<number, Context>;
+    peerReturnStock(stockKey: string, buyersKey: string, userId: string, quantity: number, forgetBuyer: '0' | '1'): Result<number, Context>;
+  }
+}
+
+const HOLD_MS = env('ORDER_HOLD_MS', 0);
+const pool = new Pool({ connectionString: required('DATABASE_URL'), max: env('DB_POOL_SIZE', 20) });
+const redis = new Redis(required('REDIS_URL'), REDIS_OPTIONS).on('error', (err: Error) => console.error(`redis: ${err.message}`));
+const lua = (name: string) => readFileSync(join(projectRoot(__dirname), 'lua', name), 'utf8');
+redis.defineCommand('peerTakeStock', { numberOfKeys: 2, lua: lua('peer-take-stock.lua') });
+redis.defineCommand('peerReturnStock', { numberOfKeys: 2, lua: lua('peer-return-stock.lua') });
+
+const fromRedis = () => Promise.reject(unavailable('redis'));
+const fromPg = (err: unknown) => Promise.reject(fromPostgres(err));
+
+/** limit_per_user of each product, read once; the first read also puts the product's stock into Redis. */
+const products = new Map<number, Promise<number>>();
+
+function load(id: number): Promise<number> {
+  let p = products.get(id);
+  if (!p) {
+    // What is left = what the segments were stocked with (never deducted here) - what orders hold.
+    // SET NX: the first process to load wins, a later load never overwrites a live count.
+    p = pool
+      .query(
+        `SELECT limit_per_user,
+                (SELECT COALESCE(sum(stock), 0) FROM stock_segments WHERE product_id = $1)
+                  - (SELECT COALESCE(sum(quantity), 0) FROM orders WHERE product_id = $1) AS left_units
+           FROM products WHERE id = $1`,
+        [id],
+      )
+      .catch(fromPg)
+      .then(async ({ rows }) => {
+        if (rows.length === 0) throw new PeerError(404, 'PRODUCT_NOT_FOUND', `product ${id} does not exist`);
+        await redis.set(luaPeerKeys.stock(id), String(rows[0].left_units), 'NX').catch(fromRedis);
+        return rows[0].limit_per_user as number;
+      });
+    products.set(id, p);
+    p.catch(() => products.delete(id));
+  }
+  return p;
+}
+
+async function place(req: OrderRequest): Promise<object> {
+  const { userId, productId, quantity } = req;
+  const limitPerUser = await load(productId);
+  if (quantity > limitPerUser) throw new PeerError(400, 'QUANTITY_OVER_LIMIT', `quantity is over this product's limit of ${limitPerUser} per user`);
+  const keys = [luaPeerKeys.stock(productId), luaPeerKeys.buyers(productId)] as const;
+  let taken = await redis.peerTakeStock(...keys, userId, quantity).catch(fromRedis);
+  if (taken === -2) {
+    // Redis lost the count since this process loaded it: load again, once.
+    products.delete(productId);
+    await load(productId);
+    taken = await redis.peerTakeStock(...keys, userId, quantity).catch(fromRedis);
+  }
+  if (taken === -1) throw alreadyOrdered();
+  if (taken === 0) throw soldOut();
+  if (taken !== 1) throw busy('the stock count kept disappearing from Redis');
+
+  if (HOLD_MS > 0) await sleep(HOLD_MS);
+  try {
+    const { rows } = await pool.query(
+      "INSERT INTO orders (product_id, user_id, quantity, allocations) VALUES ($1, $2, $3, '[]'::jsonb) RETURNING id, created_at",
+      [productId, userId, quantity],
+    );
+    return { id: Number(rows[0].id), productId, userId, quantity, allocations: [], createdAt: rows[0].created_at as Date };
+  } catch (err) {
+    const answer = fromPostgres(err);
+    // The units go back on sale; the buyer too, unless PostgreSQL says they hold an order already.
+    const forget = answer.code === 'ALREADY_ORDERED' ? '0' : '1';
+    await redis.peerReturnStock(...keys, userId, quantity, forget).catch(() => console.error(`could not give ${quantity} unit(s) of product ${productId} back`));
+    throw answer;
+  }
+}
+
+serve({
+  redis,
+  order: place,
+  close: async () => {
+    redis.disconnect();
+    await pool.end();
+  },
+});

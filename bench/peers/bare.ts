@@ -1,0 +1,174 @@
+// The "bare" benchmark peer: the service's order algorithm on plain node:http, ioredis and pg, so
+// the benchmark can show what the service's own code costs on top of the locks and PostgreSQL.
+// User lock, random segment, fall over past busy and empty ones, one SQL statement per order
+// inside a Redlock segment lock, a bounded jittered wait when all are busy, SOLD_OUT only after
+// reading PostgreSQL. STOCK_LOCKING=database drops the Redis locks (PostgreSQL row locks only).
+// Not here: the service's in-process lock hand-off, Redis hints, several segments for one order.
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { ExecutionError, Lock, Redlock, ResourceLockedError } from '@sesamecare-oss/redlock';
+import Redis, { Result } from 'ioredis';
+import { Pool } from 'pg';
+import { projectRoot } from '../../src/infrastructure/project-root';
+import { alreadyOrdered, busy, env, fromPostgres, OrderRequest, PeerError, REDIS_OPTIONS, required, serve, sleep, soldOut, unavailable } from './common';
+
+declare module 'ioredis' {
+  interface RedisCommander<Context> {
+    peerReleaseUserLock(key: string, token: string): Result<number, Context>;
+  }
+}
+
+const HOLD_MS = env('ORDER_HOLD_MS', 0);
+const LOCK_TTL_MS = env('LOCK_TTL_MS', 2000);
+const USER_LOCK_TTL_MS = env('USER_LOCK_TTL_MS', 15_000);
+const LOCK_WAIT_MS = env('LOCK_WAIT_MS', 5000);
+const RETRY_DELAY_MS = env('LOCK_RETRY_DELAY_MS', 4);
+const RETRY_JITTER_MS = env('LOCK_RETRY_JITTER_MS', 8);
+const retryDelay = () => RETRY_DELAY_MS + Math.floor(Math.random() * (RETRY_JITTER_MS + 1));
+
+if (![undefined, 'redlock', 'database'].includes(process.env.STOCK_LOCKING)) throw new Error(`STOCK_LOCKING must be redlock or database, not ${process.env.STOCK_LOCKING}`);
+const pool = new Pool({ connectionString: required('DATABASE_URL'), max: env('DB_POOL_SIZE', 20) });
+const redis = process.env.STOCK_LOCKING === 'database' ? null : new Redis(required('REDIS_URL'), REDIS_OPTIONS).on('error', (err: Error) => console.error(`redis: ${err.message}`));
+redis?.defineCommand('peerReleaseUserLock', { numberOfKeys: 1, lua: readFileSync(join(projectRoot(__dirname), 'lua', 'end-order.lua'), 'utf8') });
+const redlock = redis && new Redlock([redis], { retryCount: 0, driftFactor: 0.01 });
+
+// The service's statement: deduct if the segment holds q, insert the order, report what is left.
+// Without a Redis lock the row lock is the only lock, so the simulated work (`nap`) sleeps inside it.
+const NAP = !redis && HOLD_MS > 0;
+const TAKE_SQL = `
+  WITH seg AS (
+    UPDATE stock_segments SET stock = stock - $3::int WHERE product_id = $1 AND idx = $2 AND stock >= $3::int RETURNING idx, stock
+  )${NAP ? `, nap AS (SELECT pg_sleep(${HOLD_MS / 1000}) FROM seg)` : ''}, ins AS (
+    INSERT INTO orders (product_id, user_id, quantity, allocations)
+    SELECT $1, $4, $3::int, jsonb_build_array(jsonb_build_object('segment', seg.idx, 'quantity', $3::int)) FROM seg${NAP ? ', nap' : ''}
+    RETURNING id, created_at
+  )
+  SELECT ins.id, ins.created_at, COALESCE((SELECT stock FROM seg), (SELECT stock FROM stock_segments WHERE product_id = $1 AND idx = $2)) AS remaining
+    FROM (SELECT 1) AS one LEFT JOIN ins ON true`;
+
+interface Product {
+  segments: number;
+  limitPerUser: number;
+  /** Segments seen empty; stock never comes back in a benchmark, and SOLD_OUT still reads PostgreSQL. */
+  empty: Set<number>;
+}
+const products = new Map<number, Promise<Product>>();
+
+function product(id: number): Promise<Product> {
+  let p = products.get(id);
+  if (!p) {
+    p = pool
+      .query('SELECT limit_per_user, (SELECT count(*) FROM stock_segments WHERE product_id = $1)::int AS n FROM products WHERE id = $1', [id])
+      .then(({ rows }) => {
+        if (rows.length === 0) throw new PeerError(404, 'PRODUCT_NOT_FOUND', `product ${id} does not exist`);
+        return { segments: rows[0].n as number, limitPerUser: rows[0].limit_per_user as number, empty: new Set<number>() };
+      }, (err) => { throw fromPostgres(err); });
+    products.set(id, p);
+    p.catch(() => products.delete(id));
+  }
+  return p;
+}
+
+/** One attempt on one segment: the order, 'empty' (fall over) or 'busy' (locked elsewhere). */
+async function attempt(p: Product, idx: number, req: OrderRequest): Promise<object | 'empty' | 'busy'> {
+  let lock: Lock | null = null;
+  if (redlock) {
+    try {
+      lock = await redlock.acquire([`lock:stock:${req.productId}:${idx}`], LOCK_TTL_MS);
+    } catch (err) {
+      const stats = err instanceof ExecutionError && err.attempts.length > 0 ? await err.attempts[err.attempts.length - 1] : null;
+      if (stats && [...stats.votesAgainst.values()].every((e) => e instanceof ResourceLockedError)) return 'busy';
+      throw unavailable('redis');
+    }
+  }
+  try {
+    const { rows } = await pool.query(TAKE_SQL, [req.productId, idx, req.quantity, req.userId]).catch((err) => Promise.reject(fromPostgres(err)));
+    const row = rows[0] as { id: string | null; created_at: Date; remaining: string | null };
+    if (row.remaining === null || Number(row.remaining) === 0) p.empty.add(idx);
+    if (row.id === null) return 'empty';
+    if (lock && HOLD_MS > 0) await sleep(HOLD_MS);
+    const { userId, productId, quantity } = req;
+    return { id: Number(row.id), productId, userId, quantity, allocations: [{ segment: idx, quantity }], createdAt: row.created_at };
+  } finally {
+    // Not awaited, as in the service: the order needs nothing from the reply.
+    if (lock) redlock!.release(lock).catch(() => undefined);
+  }
+}
+
+/** Every segment once from a random one; then, while some were busy, one retry per jittered wait. */
+async function trySegments(p: Product, req: OrderRequest, skip: ReadonlySet<number>): Promise<object | null> {
+  const start = Math.floor(Math.random() * p.segments);
+  const busyOnes: number[] = [];
+  for (let k = 0; k < p.segments; k++) {
+    const idx = (start + k) % p.segments;
+    if (skip.has(idx)) continue;
+    const out = await attempt(p, idx, req);
+    if (out === 'busy') busyOnes.push(idx);
+    else if (out !== 'empty') return out;
+  }
+  const deadline = Date.now() + LOCK_WAIT_MS;
+  for (let turn = 0; busyOnes.length > 0; turn++) {
+    if (Date.now() >= deadline) throw busy(`every segment with stock stayed locked for ${LOCK_WAIT_MS} ms`);
+    await sleep(retryDelay());
+    const i = turn % busyOnes.length;
+    const out = await attempt(p, busyOnes[i], req);
+    if (out === 'empty') busyOnes.splice(i, 1);
+    else if (out !== 'busy') return out;
+  }
+  return null;
+}
+
+/** Segments first; when none sold, PostgreSQL says whether the stock is gone or which segments to retry. */
+async function sell(req: OrderRequest): Promise<object> {
+  const p = await product(req.productId);
+  if (req.quantity > p.limitPerUser) throw new PeerError(400, 'QUANTITY_OVER_LIMIT', `quantity is over this product's limit of ${p.limitPerUser} per user`);
+  let skip: ReadonlySet<number> = p.empty;
+  for (let round = 0; round < 4; round++) {
+    const order = await trySegments(p, req, skip);
+    if (order) return order;
+    const { rows } = await pool
+      .query(
+        `SELECT (SELECT COALESCE(array_agg(idx), '{}') FROM stock_segments WHERE product_id = $1 AND stock >= $3) AS fits,
+                (SELECT COALESCE(sum(stock), 0) FROM stock_segments WHERE product_id = $1)::bigint AS remaining,
+                EXISTS (SELECT 1 FROM orders WHERE product_id = $1 AND user_id = $2) AS ordered`,
+        [req.productId, req.userId, req.quantity],
+      )
+      .catch((err) => Promise.reject(fromPostgres(err)));
+    const { fits, remaining, ordered } = rows[0] as { fits: number[]; remaining: string; ordered: boolean };
+    if (fits.length > 0) {
+      skip = new Set([...Array(p.segments).keys()].filter((i) => !fits.includes(i)));
+      continue;
+    }
+    if (ordered) throw alreadyOrdered();
+    if (Number(remaining) < req.quantity) throw soldOut();
+    throw busy(`no single segment holds ${req.quantity} units (this peer does not spread an order over segments)`);
+  }
+  throw busy('the stock kept moving under this order');
+}
+
+/** The user lock turns a user's concurrent duplicates into 409 ORDER_IN_PROGRESS; the unique index keeps one order per user. */
+async function place(req: OrderRequest): Promise<object> {
+  if (!redis) return sell(req);
+  const key = `lock:order:${req.userId}`;
+  const token = randomBytes(9).toString('base64');
+  const taken = await redis.set(key, token, 'PX', USER_LOCK_TTL_MS, 'NX').catch(() => Promise.reject(unavailable('redis')));
+  if (taken === null) throw new PeerError(409, 'ORDER_IN_PROGRESS', 'another order of this user is in progress');
+  try {
+    return await sell(req);
+  } finally {
+    await redis.peerReleaseUserLock(key, token).catch(() => undefined);
+  }
+}
+
+serve({
+  redis,
+  // Redlock defines its scripts on the client at its first acquire; with auto-pipelining, a pipeline
+  // opened earlier in that tick lacks them and ioredis crashes (redis/ioredis#1931). Define them now.
+  warmUp: async () => redlock?.acquire(['lock:peer:warm-up'], 1000).then((lock) => lock.release()),
+  order: place,
+  close: async () => {
+    redis?.disconnect();
+    await pool.end();
+  },
+});

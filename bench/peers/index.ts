@@ -1,0 +1,107 @@
+// Starts a benchmark peer (bare, bare-lua) as a child process, the way the benchmark starts the
+// service: `node dist/bench/peers/<kind>.js`, settings through the environment, ready once
+// GET /health/live answers 200. Also exports the bare-lua peer's audit and a product insert.
+import { ChildProcess, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import http from 'node:http';
+import { join } from 'node:path';
+import { freePort } from '../../src/infrastructure/free-port';
+import { projectRoot } from '../../src/infrastructure/project-root';
+
+export { auditLuaPeer, luaPeerAuditProblems } from './audit';
+export type { LuaPeerAudit } from './audit';
+export { luaPeerKeys } from './lua-keys';
+export { insertProduct } from './products';
+
+export type PeerKind = 'bare' | 'bare-lua';
+
+export interface PeerEnv {
+  databaseUrl: string;
+  redisUrl: string;
+  /** bare only: 'database' drops the Redis user and segment locks (PostgreSQL row locks only). Default 'redlock'. */
+  locking?: 'redlock' | 'database';
+  /** ORDER_HOLD_MS: bare sleeps it inside the segment lock (or the row lock), bare-lua before its INSERT. Default 0. */
+  holdMs?: number;
+  /** bare only, as the service's LOCK_TTL_MS, LOCK_WAIT_MS, LOCK_RETRY_DELAY_MS, LOCK_RETRY_JITTER_MS (2000, 5000, 4, 8). */
+  lockTtlMs?: number;
+  lockWaitMs?: number;
+  lockRetryDelayMs?: number;
+  lockRetryJitterMs?: number;
+  /** pg pool size, as the service's DB_POOL_SIZE (20). */
+  dbPoolSize?: number;
+}
+
+export interface RunningPeer {
+  kind: PeerKind;
+  url: string;
+  pid: number;
+  /** The last 100 kB of the peer's stdout and stderr. */
+  output(): string;
+  /** SIGTERM, then SIGKILL after 10 s. */
+  stop(): Promise<void>;
+}
+
+export async function startPeer(kind: PeerKind, env: PeerEnv, signal?: AbortSignal): Promise<RunningPeer> {
+  const root = projectRoot(__dirname);
+  const main = join(root, 'dist', 'bench', 'peers', `${kind}.js`);
+  if (!existsSync(main)) throw new Error(`${main} is missing: build first (npx nest build)`);
+  const port = await freePort();
+  const settings: Record<string, number | string | undefined> = {
+    PORT: port,
+    DATABASE_URL: env.databaseUrl,
+    REDIS_URL: env.redisUrl,
+    STOCK_LOCKING: env.locking,
+    ORDER_HOLD_MS: env.holdMs,
+    LOCK_TTL_MS: env.lockTtlMs,
+    LOCK_WAIT_MS: env.lockWaitMs,
+    LOCK_RETRY_DELAY_MS: env.lockRetryDelayMs,
+    LOCK_RETRY_JITTER_MS: env.lockRetryJitterMs,
+    DB_POOL_SIZE: env.dbPoolSize,
+  };
+  const childEnv: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, NODE_ENV: 'production', HOST: '127.0.0.1' };
+  for (const [name, value] of Object.entries(settings)) if (value !== undefined) childEnv[name] = String(value);
+  // The same heap bound as the service, so their memory compares.
+  const child = spawn(process.execPath, ['--max-old-space-size=128', main], { cwd: root, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  const keep = (c: Buffer) => (out = (out + c.toString()).slice(-100_000));
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
+  const url = `http://127.0.0.1:${port}`;
+  const stop = () => stopChild(child);
+  const deadline = Date.now() + 30_000;
+  try {
+    while (!(await live(url))) {
+      if (signal?.aborted) throw new Error('aborted');
+      if (child.exitCode !== null || child.signalCode !== null) throw new Error(`peer ${kind} exited (${child.exitCode ?? child.signalCode}) before serving:\n${out}`);
+      if (Date.now() > deadline) throw new Error(`peer ${kind} did not serve within 30 s:\n${out}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return { kind, url, pid: child.pid!, output: () => out, stop };
+}
+
+function live(url: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const req = http.get(`${url}/health/live`, { agent: false, timeout: 1000 }, (res) => {
+      res.resume();
+      resolve(res.statusCode === 200);
+    });
+    req.on('timeout', () => req.destroy());
+    req.on('error', () => resolve(false));
+  });
+}
+
+function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const kill = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    child.once('exit', () => {
+      clearTimeout(kill);
+      resolve();
+    });
+    child.kill('SIGTERM');
+  });
+}
