@@ -1,10 +1,6 @@
 // An order: at most one per (product, user), enforced by the unique constraint orders_one_per_user.
 import { Column, CreateDateColumn, Entity, PrimaryGeneratedColumn } from 'typeorm';
-
-export interface Allocation {
-  segment: number;
-  quantity: number;
-}
+import type { Allocation } from './orders.repository';
 
 @Entity('orders')
 export class OrderEntity {
