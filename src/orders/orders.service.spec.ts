@@ -362,6 +362,26 @@ describe('OrdersService.place', () => {
       expect(released).toEqual([seg(0), userLock('u1')]);
     });
 
+    it('should settle a sale whose reply was lost before answering, still inside the user lock', async () => {
+      const w = world({ stocks: [5] });
+      const uncertain = new UncertainWrite(PRODUCT, 'u1', 1, [0], 'tag', process.hrtime.bigint(), new Error('lost'));
+      w.orders.sellFromSegment.mockRejectedValue(uncertain);
+      const settled = { id: 9, productId: PRODUCT, userId: 'u1', quantity: 1, allocations: [{ segment: 0, quantity: 1 }], createdAt: new Date() };
+      w.orders.settle.mockResolvedValue(settled);
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).resolves.toBe(settled);
+      expect(w.orders.settle).toHaveBeenCalledWith(uncertain);
+      const userLockReleased = w.locks.release.mock.invocationCallOrder[w.locks.release.mock.calls.findIndex((c) => c[0].key === userLock('u1'))];
+      expect(w.orders.settle.mock.invocationCallOrder[0]).toBeLessThan(userLockReleased);
+    });
+
+    it('should name the existing order in ALREADY_ORDERED when the unique key refused the sale', async () => {
+      const w = world({ stocks: [5], ordered: ['u1'] });
+      w.orders.sellFromSegment.mockRejectedValue(new AlreadyOrderedError());
+      const err = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(AlreadyOrderedError);
+      expect((err as AlreadyOrderedError).orderId).toEqual(expect.any(Number));
+    });
+
     it('should release the user lock when the authoritative read fails', async () => {
       const w = world({ stocks: [0] });
       w.stock.readLayout.mockRejectedValue(new UnavailableError('postgres', 3));
