@@ -22,7 +22,9 @@ async function dbSnapshot() {
 
 function expectError(res: Reply, status: number, code: string): void {
   expect({ status: res.status, code: res.body?.code }).toEqual({ status, code });
-  expect(res.body).toEqual({ statusCode: status, code, message: expect.any(String) });
+  // ALREADY_ORDERED names the order the user holds.
+  const extra = code === 'ALREADY_ORDERED' ? { orderId: expect.any(Number) } : {};
+  expect(res.body).toEqual({ statusCode: status, code, message: expect.any(String), ...extra });
   expect(res.text).not.toMatch(/\n\s+at |Error:/);
 }
 
@@ -113,9 +115,12 @@ describe('HTTP API', () => {
     it('should refuse a second order of the same user with ALREADY_ORDERED and deduct the stock once', async () => {
       const p = await createProduct(svc.url, { stock: 10, segments: 3 });
       const u = user('twice');
-      expect((await order({ userId: u, productId: p.id })).status).toBe(201);
+      const first = await order({ userId: u, productId: p.id });
+      expect(first.status).toBe(201);
       const before = await dbSnapshot();
-      expectError(await order({ userId: u, productId: p.id }), 409, 'ALREADY_ORDERED');
+      const again = await order({ userId: u, productId: p.id });
+      expectError(again, 409, 'ALREADY_ORDERED');
+      expect(again.body.orderId).toBe(first.body.id);
       expect(await dbSnapshot()).toEqual(before);
       expect(await auditProduct(p.id)).toMatchObject({ totalStock: 10, remaining: 9, ordered: 1, orders: 1, duplicateUsers: 0 });
     });

@@ -13,6 +13,7 @@ import {
   QuantityOverLimitError,
   SoldOutError,
   UnauthorizedError,
+  OutcomeUnknownError,
   UnavailableError,
   ValidationFailedError,
 } from './domain-errors';
@@ -31,6 +32,17 @@ describe('toErrorResponse', () => {
     const out = toErrorResponse(err, 5);
     expect(out.body).toEqual({ statusCode: status, code, message: err.message });
     expect(out.retryAfterS).toBeUndefined();
+  });
+
+  it('should name the existing order in ALREADY_ORDERED when it is known', () => {
+    expect(toErrorResponse(new AlreadyOrderedError(41)).body).toMatchObject({ statusCode: 409, code: 'ALREADY_ORDERED', orderId: 41 });
+  });
+
+  it('should answer OutcomeUnknownError with 503 OUTCOME_UNKNOWN, its Retry-After, and not the cause', () => {
+    const out = toErrorResponse(new OutcomeUnknownError(3, new Error('Connection terminated unexpectedly')), 1);
+    expect(out.body).toMatchObject({ statusCode: 503, code: 'OUTCOME_UNKNOWN' });
+    expect(out.body.message).not.toMatch(/terminated/);
+    expect(out.retryAfterS).toBe(3);
   });
 
   it('should answer BusyError with 503 BUSY and its own Retry-After', () => {

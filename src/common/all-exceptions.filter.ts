@@ -2,12 +2,14 @@
 // on 503s, and never a stack trace or an internal detail in the body.
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger } from '@nestjs/common';
 import type { Response } from 'express';
-import { DomainError, ERROR_STATUS, ErrorCode, UnavailableError } from './domain-errors';
+import { AlreadyOrderedError, DomainError, ERROR_STATUS, ErrorCode, OutcomeUnknownError, UnavailableError } from './domain-errors';
 
 export interface ErrorBody {
   statusCode: number;
   code: ErrorCode;
   message: string;
+  /** With ALREADY_ORDERED, when known: the order the user holds. */
+  orderId?: number;
 }
 
 const HTTP_CODES: Record<number, ErrorCode> = {
@@ -23,7 +25,9 @@ export function toErrorResponse(err: unknown, defaultRetryAfterS = 1): { body: E
   if (err instanceof DomainError) {
     const statusCode = ERROR_STATUS[err.code];
     const retryAfterS = err.retryAfterS ?? (statusCode === 503 ? defaultRetryAfterS : undefined);
-    return { body: { statusCode, code: err.code, message: err.message }, retryAfterS };
+    const body: ErrorBody = { statusCode, code: err.code, message: err.message };
+    if (err instanceof AlreadyOrderedError && err.orderId !== undefined) body.orderId = err.orderId;
+    return { body, retryAfterS };
   }
   if (err instanceof HttpException) {
     const statusCode = err.getStatus();
@@ -50,6 +54,8 @@ export class AllExceptionsFilter implements ExceptionFilter {
     const res = host.switchToHttp().getResponse<Response>();
     if (err instanceof UnavailableError) {
       this.logger.warn(`${err.dependency} unavailable: ${String((err.cause as Error)?.message ?? err.cause)}`);
+    } else if (err instanceof OutcomeUnknownError) {
+      this.logger.warn(`order outcome unknown: ${String((err.cause as Error)?.message ?? err.cause)}`);
     } else if (!(err instanceof DomainError) && !(err instanceof HttpException)) {
       this.logger.error(err instanceof Error ? (err.stack ?? err.message) : String(err));
     }

@@ -1,5 +1,7 @@
 // Turns pg/TypeORM failures into domain errors: a unique violation on orders is a fact (already
 // ordered), a lost or refused connection is a dependency outage (503), anything else stays a bug.
+// Also tells, for a failed write, whether PostgreSQL may have committed it (see writeFailure).
+import { QueryFailedError } from 'typeorm';
 import { AlreadyOrderedError, BusyError, UnavailableError } from './domain-errors';
 
 const UNAVAILABLE_SQLSTATE_CLASSES = ['08', '53', '57', '58'];
@@ -33,4 +35,28 @@ export function mapDatabaseError(err: unknown, retryAfterS: number): unknown {
   if (state === '40P01' || state === '40001' || state === '55P03') return new BusyError('the stock was contended, retry', retryAfterS);
   if (isDatabaseOutage(err)) return new UnavailableError('postgres', retryAfterS, err);
   return err;
+}
+
+/**
+ * What a failed statement says about its own effect:
+ * - `not-sent`: it never reached PostgreSQL (the pool could not connect or timed out waiting, the
+ *   client was already broken). TypeORM throws these unwrapped; pg refuses with "not queryable".
+ * - `rejected`: PostgreSQL answered it with an ERROR (constraint, statement_timeout 57014, deadlock,
+ *   ...): the statement, and in autocommit its transaction, was rolled back.
+ * - `unknown`: it was sent and then the connection broke (terminated, reset, a FATAL such as
+ *   57P01/57P02 from a shutting down server) or the client stopped waiting (pg's query_timeout):
+ *   PostgreSQL may have run it to the end, commit included.
+ * A statement inside an open transaction that fails `unknown` cannot have committed by itself;
+ * only for an autocommit statement or the COMMIT does `unknown` mean "maybe committed".
+ */
+export type WriteFailure = 'not-sent' | 'rejected' | 'unknown';
+
+export function writeFailure(err: unknown): WriteFailure {
+  // TypeORM wraps only what pg's client.query reported; a failure to get a connection arrives bare.
+  if (!(err instanceof QueryFailedError)) return 'not-sent';
+  const driver = (err as QueryFailedError & { driverError?: unknown }).driverError as { severity?: unknown; message?: unknown } | undefined;
+  // pg's DatabaseError carries the server's severity: ERROR ends the statement, FATAL/PANIC the session.
+  if (typeof driver?.severity === 'string') return driver.severity === 'ERROR' ? 'rejected' : 'unknown';
+  if (typeof driver?.message === 'string' && /not queryable/.test(driver.message)) return 'not-sent';
+  return 'unknown';
 }

@@ -15,6 +15,7 @@ export type ErrorCode =
   | 'SOLD_OUT'
   | 'BUSY'
   | 'UNAVAILABLE'
+  | 'OUTCOME_UNKNOWN'
   | 'INTERNAL';
 
 export const ERROR_STATUS: Record<ErrorCode, number> = {
@@ -32,6 +33,7 @@ export const ERROR_STATUS: Record<ErrorCode, number> = {
   INTERNAL: 500,
   BUSY: 503,
   UNAVAILABLE: 503,
+  OUTCOME_UNKNOWN: 503,
 };
 
 export abstract class DomainError extends Error {
@@ -69,7 +71,8 @@ export class OrderNotFoundError extends DomainError {
 }
 export class AlreadyOrderedError extends DomainError {
   readonly code = 'ALREADY_ORDERED';
-  constructor() {
+  /** The existing order, when the service looked it up (sent as `orderId`). */
+  constructor(readonly orderId?: number) {
     super('this user already has an order for this product');
   }
 }
@@ -104,5 +107,19 @@ export class UnavailableError extends DomainError {
     override readonly cause?: unknown,
   ) {
     super(`${dependency === 'redis' ? 'the lock service' : 'the database'} is unavailable, retry later`);
+  }
+}
+/**
+ * PostgreSQL failed after the order's write was sent, and within the request's budget the service
+ * could not learn whether it committed. Unlike BUSY and UNAVAILABLE this does not say "nothing
+ * happened": retrying the same request is safe (one order per user and product) and tells.
+ */
+export class OutcomeUnknownError extends DomainError {
+  readonly code = 'OUTCOME_UNKNOWN';
+  constructor(
+    override readonly retryAfterS: number,
+    override readonly cause?: unknown,
+  ) {
+    super('the database failed while the order was being written; whether it was placed is unknown: retry the same request to learn it');
   }
 }

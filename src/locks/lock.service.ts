@@ -34,7 +34,10 @@ export class LockService {
     this.redlock = new Redlock(clients, { retryCount: 0, driftFactor: 0.01 });
   }
 
-  /** One attempt. Resolves null when another holder has the lock; throws UnavailableError when the masters fail. */
+  /**
+   * One attempt. Resolves null when another holder has the lock or the vote was cut short by
+   * timeouts; throws UnavailableError when too many masters are unreachable for a quorum.
+   */
   async tryAcquire(key: string, ttlMs: number): Promise<HeldLock | null> {
     try {
       const held = new HeldLock(await this.redlock.acquire([key], ttlMs), key, ttlMs);
@@ -100,12 +103,25 @@ export class LockService {
     held.timer.unref();
   }
 
-  /** Reads Redlock's votes: did the attempt fail because the key is held, or because masters failed? */
+  /**
+   * Reads Redlock's votes: did the attempt fail because the key is held (or might be), or because
+   * too many masters are unreachable for any quorum? Only a master that refused the command at
+   * once (disconnected: ioredis fails fast with enableOfflineQueue off) counts as lost. A vote that
+   * hit the command timeout is not proof of a dead master: on a loaded machine a live master's
+   * reply, queued behind others by auto-pipelining, can miss REDIS_TIMEOUT_MS. Such an attempt is
+   * retried like a busy one, within the caller's lock wait, which then ends in BUSY: nothing
+   * happened either way, and a slow quorum is not reported as a lost one.
+   */
   private async lockedByOther(err: unknown): Promise<boolean> {
     if (!(err instanceof ExecutionError) || err.attempts.length === 0) return false;
     const stats = await err.attempts[err.attempts.length - 1];
-    let failed = 0;
-    for (const e of stats.votesAgainst.values()) if (!(e instanceof ResourceLockedError)) failed += 1;
-    return stats.membershipSize - failed >= stats.quorumSize;
+    let lost = 0;
+    for (const e of stats.votesAgainst.values()) if (!(e instanceof ResourceLockedError) && !isTimeout(e)) lost += 1;
+    return stats.membershipSize - lost >= stats.quorumSize;
   }
+}
+
+/** ioredis's commandTimeout rejection (ioredis/built/Command.js). */
+function isTimeout(err: Error): boolean {
+  return err.message === 'Command timed out';
 }

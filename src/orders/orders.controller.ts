@@ -3,7 +3,7 @@ import { Body, Controller, Get, HttpCode, Param, Post } from '@nestjs/common';
 import { ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { DomainError } from '../common/domain-errors';
 import { MetricsService } from '../metrics/metrics.service';
-import { OrderRow } from '../inventory/stock.repository';
+import { OrderRow } from './orders.repository';
 import { CreateOrderDto } from './dto/create-order.dto';
 import { OrdersService } from './orders.service';
 
@@ -23,7 +23,7 @@ export class OrdersController {
   @ApiResponse({ status: 404, description: 'PRODUCT_NOT_FOUND' })
   @ApiResponse({ status: 409, description: 'ALREADY_ORDERED or ORDER_IN_PROGRESS' })
   @ApiResponse({ status: 410, description: 'SOLD_OUT' })
-  @ApiResponse({ status: 503, description: 'BUSY or UNAVAILABLE, with Retry-After' })
+  @ApiResponse({ status: 503, description: 'BUSY or UNAVAILABLE (nothing happened) or OUTCOME_UNKNOWN (retry the same request to learn), with Retry-After' })
   async create(@Body() dto: CreateOrderDto): Promise<OrderRow> {
     const started = process.hrtime.bigint();
     let outcome = 'created';

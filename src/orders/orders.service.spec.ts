@@ -11,7 +11,8 @@ import {
 } from '../common/domain-errors';
 import { ProductInfo } from '../inventory/product-catalog.service';
 import { takeFrom } from '../inventory/segment-plan';
-import { OrderRow } from '../inventory/stock.repository';
+import { Layout, StockRepository } from '../inventory/stock.repository';
+import { OrderRow, OrdersRepository, SegmentAttempt, UncertainWrite } from './orders.repository';
 import { OrdersService } from './orders.service';
 
 const PRODUCT = 7;
@@ -23,7 +24,8 @@ interface World {
   busy: Set<string>;
   catalog: { get: jest.Mock; remember: jest.Mock };
   hints: { read: jest.Mock; markEmpty: jest.Mock; markSoldOut: jest.Mock };
-  stock: { takeFromSegment: jest.Mock; takeFromSegments: jest.Mock; readLayout: jest.Mock; hasOrder: jest.Mock };
+  stock: jest.Mocked<Pick<StockRepository, 'readLayout'>>;
+  orders: jest.Mocked<Pick<OrdersRepository, 'sellFromSegment' | 'sellFromSegments' | 'findByKey' | 'findById' | 'settle'>>;
   locks: { tryAcquire: jest.Mock; acquireWithin: jest.Mock; release: jest.Mock; backoff: jest.Mock; backoffMs: jest.Mock };
   /** Called once per pause between retries of busy segments, however the service pauses. */
   onWait: jest.Mock;
@@ -64,25 +66,32 @@ function world(opts: { stocks: number[]; limitPerUser?: number; config?: SliceOv
     markEmpty: jest.fn(async () => undefined),
     markSoldOut: jest.fn(async () => undefined),
   };
-  const stock = {
-    takeFromSegment: jest.fn(async (_p: number, idx: number, q: number, userId: string) => {
+  const existing = (userId: string): OrderRow | null => (orders.has(userId) ? row(userId, 1, [{ segment: 0, quantity: 1 }]) : null);
+  const stock: World['stock'] = {
+    readLayout: jest.fn(async (_productId: number): Promise<Layout | null> => ({
+      version: opts.layoutVersion ?? 1,
+      segmentCount: stocks.length,
+      segments: stocks.map((s, idx) => ({ idx, stock: s })),
+    })),
+  };
+  const ordersRepo: World['orders'] = {
+    sellFromSegment: jest.fn(async (_p: number, idx: number, q: number, userId: string): Promise<SegmentAttempt> => {
       if (idx >= stocks.length) return { remaining: null };
       if (stocks[idx] < q) return { remaining: stocks[idx] };
       stocks[idx] -= q;
       return { order: row(userId, q, [{ segment: idx, quantity: q }]), remaining: stocks[idx] };
     }),
-    takeFromSegments: jest.fn(async (_p: number, indexes: number[], q: number, userId: string) => {
+    sellFromSegments: jest.fn(async (_p: number, indexes: number[], q: number, userId: string) => {
       const takes = takeFrom(q, indexes.map((idx) => ({ idx, stock: stocks[idx] })));
       if (!takes) return null;
       for (const t of takes) stocks[t.segment] -= t.quantity;
       return row(userId, q, takes);
     }),
-    hasOrder: jest.fn(async (_productId: number, userId: string) => orders.has(userId)),
-    readLayout: jest.fn(async () => ({
-      version: opts.layoutVersion ?? 1,
-      segmentCount: stocks.length,
-      segments: stocks.map((s, idx) => ({ idx, stock: s })),
-    })),
+    findByKey: jest.fn(async (_productId: number, userId: string) => existing(userId)),
+    findById: jest.fn(async (_id: string): Promise<OrderRow | null> => null),
+    settle: jest.fn(async (_w: UncertainWrite): Promise<OrderRow> => {
+      throw new Error('settle is not expected in this test');
+    }),
   };
   const locks = {
     tryAcquire: jest.fn(async (key: string, _ttlMs?: number) => (busy.has(key) ? null : { key })),
@@ -140,14 +149,13 @@ function world(opts: { stocks: number[]; limitPerUser?: number; config?: SliceOv
       if (pass.token) await locks.release(pass.token);
     }),
   };
-  const db = { query: jest.fn() };
-  const service = new OrdersService(config.locks, config.http, config.benchmark, catalog as never, hints as never, gate as never, stock as never, locks as never, metrics as never, db as never);
-  return { service, config, stocks, busy, catalog, hints, stock, locks, metrics, onWait };
+  const service = new OrdersService(config.locks, config.http, config.benchmark, catalog as never, hints as never, gate as never, stock as never, ordersRepo as never, locks as never, metrics as never);
+  return { service, config, stocks, busy, catalog, hints, stock, orders: ordersRepo, locks, metrics, onWait };
 }
 
 const seg = (idx: number) => `lock:stock:${PRODUCT}:${idx}`;
 const userLock = (userId: string) => `lock:order:${userId}`;
-const triedSegments = (w: World) => w.stock.takeFromSegment.mock.calls.map((c) => c[1] as number);
+const triedSegments = (w: World) => w.orders.sellFromSegment.mock.calls.map((c) => c[1] as number);
 const acquiredKeys = (w: World) => w.locks.tryAcquire.mock.calls.map((c) => c[0] as string);
 
 /** Makes randomStart pick `start` of `count` segments. */
@@ -245,7 +253,7 @@ describe('OrdersService.place', () => {
       await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(SoldOutError);
       expect(triedSegments(w)).toEqual([1, 2, 0]);
       expect(w.stock.readLayout).toHaveBeenCalledTimes(1);
-      const lastTake = Math.max(...w.stock.takeFromSegment.mock.invocationCallOrder);
+      const lastTake = Math.max(...w.orders.sellFromSegment.mock.invocationCallOrder);
       expect(w.stock.readLayout.mock.invocationCallOrder[0]).toBeGreaterThan(lastTake);
       expect(w.hints.markSoldOut).toHaveBeenCalledWith(PRODUCT);
       expect(w.locks.release.mock.calls.map((c) => c[0].key)).toContain(userLock('u1'));
@@ -276,7 +284,7 @@ describe('OrdersService.place', () => {
       w.hints.read.mockResolvedValue({ soldOut: true, empty: new Set() });
       await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(SoldOutError);
       expect(w.locks.tryAcquire).not.toHaveBeenCalled();
-      expect(w.stock.takeFromSegment).not.toHaveBeenCalled();
+      expect(w.orders.sellFromSegment).not.toHaveBeenCalled();
       expect(w.metrics.soldOutShortCircuits.inc).toHaveBeenCalled();
     });
 
@@ -285,13 +293,13 @@ describe('OrdersService.place', () => {
       w.hints.read.mockResolvedValue({ soldOut: true, empty: new Set() });
       await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(AlreadyOrderedError);
       await expect(w.service.place({ userId: 'u2', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(SoldOutError);
-      expect(w.stock.hasOrder).toHaveBeenCalledTimes(2);
+      expect(w.orders.findByKey).toHaveBeenCalledTimes(2);
     });
 
     it('should not look for an existing order on the selling path', async () => {
       const w = world({ stocks: [5] });
       await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 });
-      expect(w.stock.hasOrder).not.toHaveBeenCalled();
+      expect(w.orders.findByKey).not.toHaveBeenCalled();
     });
 
     it('should answer SOLD_OUT when the product vanished under the order', async () => {
@@ -307,7 +315,7 @@ describe('OrdersService.place', () => {
       startAt(0, 4);
       const order = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 3 });
       expect(w.locks.acquireWithin.mock.calls.map((c) => c[0])).toEqual([seg(1), seg(3)]);
-      expect(w.stock.takeFromSegments).toHaveBeenCalledWith(PRODUCT, [1, 3], 3, 'u1');
+      expect(w.orders.sellFromSegments).toHaveBeenCalledWith(PRODUCT, [1, 3], 3, 'u1');
       expect(order.quantity).toBe(3);
       expect(order.allocations).toEqual([
         { segment: 1, quantity: 2 },
@@ -331,7 +339,7 @@ describe('OrdersService.place', () => {
       expect(w.locks.acquireWithin.mock.calls.map((c) => c[0])).toEqual([seg(0), seg(1)]);
       expect(released.filter((k) => k === seg(0))).toHaveLength(2); // once after the single try, once after the spread
       expect(released).toContain(userLock('u1'));
-      expect(w.stock.takeFromSegments).not.toHaveBeenCalled();
+      expect(w.orders.sellFromSegments).not.toHaveBeenCalled();
       expect(w.stocks).toEqual([2, 2, 0]);
     });
   });
@@ -341,7 +349,7 @@ describe('OrdersService.place', () => {
       const w = world({ stocks: [5, 5] });
       w.busy.add(userLock('u1'));
       await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(OrderInProgressError);
-      expect(w.stock.takeFromSegment).not.toHaveBeenCalled();
+      expect(w.orders.sellFromSegment).not.toHaveBeenCalled();
       expect(w.locks.release).not.toHaveBeenCalled();
       expect(w.stocks).toEqual([5, 5]);
     });
@@ -351,11 +359,31 @@ describe('OrdersService.place', () => {
       ['an unexpected error', new Error('boom')],
     ])('should release the user lock and the segment lock when the sale fails with %s', async (_name, failure) => {
       const w = world({ stocks: [5, 5] });
-      w.stock.takeFromSegment.mockRejectedValue(failure);
+      w.orders.sellFromSegment.mockRejectedValue(failure);
       startAt(0, 2);
       await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBe(failure);
       const released = w.locks.release.mock.calls.map((c) => c[0].key);
       expect(released).toEqual([seg(0), userLock('u1')]);
+    });
+
+    it('should settle a sale whose reply was lost before answering, still inside the user lock', async () => {
+      const w = world({ stocks: [5] });
+      const uncertain = new UncertainWrite(PRODUCT, 'u1', 1, [0], 'tag', process.hrtime.bigint(), new Error('lost'));
+      w.orders.sellFromSegment.mockRejectedValue(uncertain);
+      const settled = { id: 9, productId: PRODUCT, userId: 'u1', quantity: 1, allocations: [{ segment: 0, quantity: 1 }], createdAt: new Date() };
+      w.orders.settle.mockResolvedValue(settled);
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).resolves.toBe(settled);
+      expect(w.orders.settle).toHaveBeenCalledWith(uncertain);
+      const userLockReleased = w.locks.release.mock.invocationCallOrder[w.locks.release.mock.calls.findIndex((c) => c[0].key === userLock('u1'))];
+      expect(w.orders.settle.mock.invocationCallOrder[0]).toBeLessThan(userLockReleased);
+    });
+
+    it('should name the existing order in ALREADY_ORDERED when the unique key refused the sale', async () => {
+      const w = world({ stocks: [5], ordered: ['u1'] });
+      w.orders.sellFromSegment.mockRejectedValue(new AlreadyOrderedError());
+      const err = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(AlreadyOrderedError);
+      expect((err as AlreadyOrderedError).orderId).toEqual(expect.any(Number));
     });
 
     it('should release the user lock when the authoritative read fails', async () => {
@@ -379,7 +407,7 @@ describe('OrdersService.place', () => {
       expect(w.onWait).toHaveBeenCalled();
       const segmentTries = acquiredKeys(w).filter((k) => k.startsWith('lock:stock:'));
       expect(segmentTries.length).toBeGreaterThan(3);
-      expect(w.stock.takeFromSegment).not.toHaveBeenCalled();
+      expect(w.orders.sellFromSegment).not.toHaveBeenCalled();
       expect(w.stock.readLayout).not.toHaveBeenCalled();
       expect(w.locks.release.mock.calls.map((c) => c[0].key)).toEqual([userLock('u1')]);
     });
@@ -444,7 +472,7 @@ describe('OrdersService.place', () => {
       const err = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 }).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(UnavailableError);
       expect((err as UnavailableError).dependency).toBe('redis');
-      expect(w.stock.takeFromSegment).not.toHaveBeenCalled();
+      expect(w.orders.sellFromSegment).not.toHaveBeenCalled();
       expect(w.stocks).toEqual([5]);
     });
 
@@ -453,7 +481,7 @@ describe('OrdersService.place', () => {
       startAt(0, 2);
       const order = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 });
       expect(order.allocations).toEqual([{ segment: 1, quantity: 1 }]);
-      expect(w.stock.takeFromSegment).toHaveBeenLastCalledWith(PRODUCT, 1, 1, 'u1', 3);
+      expect(w.orders.sellFromSegment).toHaveBeenLastCalledWith(PRODUCT, 1, 1, 'u1', 3);
       expect(w.locks.tryAcquire).not.toHaveBeenCalled();
       expect(w.hints.read).not.toHaveBeenCalled();
       expect(w.hints.markEmpty).not.toHaveBeenCalled();

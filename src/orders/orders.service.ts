@@ -1,11 +1,9 @@
 // The order path: user lock, random segment, fall over when busy or empty, bounded wait when every
 // live segment is busy, an authoritative read before SOLD_OUT, and several segments when no single
 // one holds the quantity. See README "Design" for why each step is there.
-import { Injectable } from '@nestjs/common';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { DataSource } from 'typeorm';
+import { Injectable } from '@nestjs/common';
 import { BenchmarkConfig, HttpConfig, LocksConfig } from '../config/app-config';
-import { mapDatabaseError } from '../common/database-errors';
 import {
   AlreadyOrderedError,
   BusyError,
@@ -17,12 +15,13 @@ import {
 import { ProductCatalogService, ProductInfo } from '../inventory/product-catalog.service';
 import { pickSegmentsFor, randomStart, visitOrder } from '../inventory/segment-plan';
 import { StockHintsService } from '../inventory/stock-hints.service';
-import { OrderRow, SegmentAttempt, StockRepository } from '../inventory/stock.repository';
+import { StockRepository } from '../inventory/stock.repository';
 import { lockKeys } from '../locks/lock-keys';
 import { HeldLock, LockService } from '../locks/lock.service';
 import { LocalLockBoard } from '../locks/local-lock-board';
 import { MetricsService } from '../metrics/metrics.service';
 import { OrderGateService } from './order-gate.service';
+import { OrderRow, OrdersRepository, SegmentAttempt, UncertainWrite } from './orders.repository';
 
 export interface PlaceOrder {
   userId: string;
@@ -46,18 +45,38 @@ export class OrdersService {
     private readonly hints: StockHintsService,
     private readonly gate: OrderGateService,
     private readonly stock: StockRepository,
+    private readonly orders: OrdersRepository,
     private readonly locks: LockService,
     private readonly metrics: MetricsService,
-    private readonly db: DataSource,
   ) {}
 
   async place(req: PlaceOrder): Promise<OrderRow> {
     try {
       return await this.sell(req);
     } catch (err) {
-      // A client retrying after a lost answer must learn that its order exists, also once the
-      // product is sold out. Costs one index lookup, on the sold-out path only.
-      if (err instanceof SoldOutError && (await this.stock.hasOrder(req.productId, req.userId))) throw new AlreadyOrderedError();
+      // A client retrying after a lost answer must learn that its order exists, and which, also
+      // once the product is sold out. Costs one index lookup, on these two paths only.
+      if (err instanceof SoldOutError) {
+        const existing = await this.orders.findByKey(req.productId, req.userId);
+        if (existing) throw new AlreadyOrderedError(existing.id);
+      } else if (err instanceof AlreadyOrderedError && err.orderId === undefined) {
+        // The unique key refused the insert: the order is there; its id is a courtesy.
+        const existing = await this.orders.findByKey(req.productId, req.userId).catch(() => null);
+        if (existing) throw new AlreadyOrderedError(existing.id);
+      }
+      throw err;
+    }
+  }
+
+  /**
+   * Runs a sale; a write that PostgreSQL may have committed without telling is settled before
+   * the answer (still inside the user lock), so that BUSY and UNAVAILABLE mean nothing happened.
+   */
+  private async settled(sale: () => Promise<OrderRow>): Promise<OrderRow> {
+    try {
+      return await sale();
+    } catch (err) {
+      if (err instanceof UncertainWrite) return this.orders.settle(err);
       throw err;
     }
   }
@@ -65,11 +84,11 @@ export class OrdersService {
   private async sell(req: PlaceOrder): Promise<OrderRow> {
     const product = await this.catalog.get(req.productId);
     if (req.quantity > product.limitPerUser) throw new QuantityOverLimitError(product.limitPerUser);
-    if (this.lockConfig.stockLocking === 'database') return this.allocate(product, req, new Set());
+    if (this.lockConfig.stockLocking === 'database') return this.settled(() => this.allocate(product, req, new Set()));
 
     const pass = await this.gate.enter(product, req.userId, req.quantity);
     try {
-      return await this.allocate(product, req, pass.empty);
+      return await this.settled(() => this.allocate(product, req, pass.empty));
     } finally {
       await this.gate.leave(pass);
     }
@@ -77,15 +96,9 @@ export class OrdersService {
 
   async get(id: string): Promise<OrderRow> {
     if (!/^[1-9][0-9]{0,17}$/.test(id)) throw new OrderNotFoundError(id);
-    let rows: Array<{ id: string; product_id: number; user_id: string; quantity: number; allocations: OrderRow['allocations']; created_at: Date }>;
-    try {
-      rows = await this.db.query('SELECT id, product_id, user_id, quantity, allocations, created_at FROM orders WHERE id = $1', [id]);
-    } catch (err) {
-      throw mapDatabaseError(err, this.http.retryAfterS);
-    }
-    if (rows.length === 0) throw new OrderNotFoundError(id);
-    const r = rows[0];
-    return { id: Number(r.id), productId: r.product_id, userId: r.user_id, quantity: r.quantity, allocations: r.allocations, createdAt: r.created_at };
+    const order = await this.orders.findById(id);
+    if (!order) throw new OrderNotFoundError(id);
+    return order;
   }
 
   /**
@@ -181,7 +194,7 @@ export class OrdersService {
   private async attemptSegment(product: ProductInfo, idx: number, req: PlaceOrder): Promise<SegmentAttempt | 'busy'> {
     const hold = this.benchmark.orderHoldMs;
     if (this.lockConfig.stockLocking === 'database') {
-      return this.stock.takeFromSegment(product.id, idx, req.quantity, req.userId, hold);
+      return this.orders.sellFromSegment(product.id, idx, req.quantity, req.userId, hold);
     }
     // Held (or being taken) by another request of this very process: busy, no Redis round trip.
     if (this.board.isHeld(product.id, idx)) return 'busy';
@@ -194,7 +207,7 @@ export class OrdersService {
         this.metrics.lockBusy.inc();
         return 'busy';
       }
-      const outcome = await this.stock.takeFromSegment(product.id, idx, req.quantity, req.userId);
+      const outcome = await this.orders.sellFromSegment(product.id, idx, req.quantity, req.userId);
       // The simulated downstream work of a sale, still inside the lock; an empty segment is let go at once.
       if (hold > 0 && outcome.order) await sleep(hold);
       if (outcome.remaining === null || outcome.remaining === 0) this.rememberEmpty(product, idx);
@@ -216,7 +229,7 @@ export class OrdersService {
     const picked = pickSegmentsFor(req.quantity, segments);
     if (!picked) return null;
     if (this.lockConfig.stockLocking === 'database') {
-      return this.stock.takeFromSegments(product.id, picked, req.quantity, req.userId, this.benchmark.orderHoldMs);
+      return this.orders.sellFromSegments(product.id, picked, req.quantity, req.userId, this.benchmark.orderHoldMs);
     }
     const held: HeldLock[] = [];
     try {
@@ -224,7 +237,7 @@ export class OrdersService {
         held.push(await this.locks.acquireWithin(lockKeys.segment(product.id, idx), this.lockConfig.ttlMs, this.lockConfig.waitMs));
       }
       if (this.benchmark.orderHoldMs > 0) await sleep(this.benchmark.orderHoldMs);
-      return await this.stock.takeFromSegments(product.id, picked, req.quantity, req.userId);
+      return await this.orders.sellFromSegments(product.id, picked, req.quantity, req.userId);
     } finally {
       await Promise.all(held.map((h) => this.locks.release(h)));
     }

@@ -424,3 +424,35 @@ export async function metric(base: string, name: string): Promise<number> {
   }
   return sum;
 }
+
+/**
+ * An immediate shutdown, as `pg_ctl -m immediate` does it (SIGQUIT to the postmaster): no session
+ * is told, and a commit may land while its reply is lost. Resolves once the server is gone and its
+ * runner reaped; `pg.start()` brings it back with crash recovery.
+ */
+export async function crashPostgres(pg: FaultPostgres): Promise<void> {
+  const postmaster = Number(readFileSync(join(pg.dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+  pg.thaw();
+  process.kill(postmaster, 'SIGQUIT');
+  await waitFor('the postmaster to exit', () => {
+    try {
+      process.kill(postmaster, 0);
+      return false;
+    } catch {
+      return true;
+    }
+  });
+  await pg.stop();
+}
+
+/**
+ * I7 for orders, from PostgreSQL: a client told BUSY or UNAVAILABLE has no order (every order
+ * here is of its own user, so any order of that user came from that attempt), every 201 has its
+ * order; OUTCOME_UNKNOWN may be either. Returns the users told OUTCOME_UNKNOWN.
+ */
+export function expectNothingHappenedOn503(books: Audit, outcomes: Outcome[]): string[] {
+  const nothing = outcomes.filter((o) => o.status === 503 && (o.code === 'BUSY' || o.code === 'UNAVAILABLE'));
+  expect(nothing.filter((o) => books.users.has(o.userId)).map(brief)).toEqual([]);
+  expect(outcomes.filter((o) => o.status === 201 && !books.orderIds.has(o.orderId as number)).map(brief)).toEqual([]);
+  return outcomes.filter((o) => o.code === 'OUTCOME_UNKNOWN').map((o) => o.userId);
+}
