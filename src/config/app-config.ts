@@ -98,6 +98,8 @@ export class LocksConfig {
   @Env('LOCK_WAIT_MS') @Transform(toInt) @IsInt() @Min(0) @Max(60_000) waitMs = 5000;
   @Env('LOCK_RETRY_DELAY_MS') @Transform(toInt) @IsInt() @Min(1) @Max(10_000) retryDelayMs = 4;
   @Env('LOCK_RETRY_JITTER_MS') @Transform(toInt) @IsInt() @Min(0) @Max(10_000) retryJitterMs = 8;
+  /** Group commit: most orders of one process sold in one segment lock hold and one statement (1 = one order per hold). */
+  @Env('ORDER_BATCH_MAX') @Transform(toInt) @IsInt() @Min(1) @Max(1000) batchMax = 32;
 }
 
 export class InventoryConfig {

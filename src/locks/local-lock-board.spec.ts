@@ -18,17 +18,17 @@ describe('LocalLockBoard', () => {
     const second = board.waitForRelease(1, 10_000);
     board.hold(1, 5);
     board.release(1, 5);
-    await expect(first).resolves.toBe(5);
+    await expect(first).resolves.toEqual({ released: 5 });
     expect(board.waiting(1)).toBe(1);
     board.hold(1, 6);
     board.release(1, 6);
-    await expect(second).resolves.toBe(6);
+    await expect(second).resolves.toEqual({ released: 6 });
     expect(board.waiting(1)).toBe(0);
   });
 
   it('should let a segment go to anyone after MAX_LOCAL_STREAK local hand-offs in a row, so other processes get their turn', async () => {
     const board = new LocalLockBoard();
-    const woken: Array<number | null> = [];
+    const woken: unknown[] = [];
     for (let i = 0; i <= MAX_LOCAL_STREAK; i++) {
       const waiting = board.waitForRelease(1, 30);
       board.hold(1, 0);
@@ -36,11 +36,11 @@ describe('LocalLockBoard', () => {
       woken.push(await waiting);
     }
     // the first MAX_LOCAL_STREAK releases were handed on; the next one woke nobody (timer ended it)
-    expect(woken).toEqual([...Array(MAX_LOCAL_STREAK).fill(0), null]);
+    expect(woken).toEqual([...Array(MAX_LOCAL_STREAK).fill({ released: 0 }), { timedOut: true }]);
     // and the streak starts again after that
     const again = board.waitForRelease(1, 10_000);
     board.release(1, 0);
-    await expect(again).resolves.toBe(0);
+    await expect(again).resolves.toEqual({ released: 0 });
   });
 
   it('should not wake anyone when a hold is abandoned (Redis said busy)', async () => {
@@ -50,22 +50,63 @@ describe('LocalLockBoard', () => {
     board.abandon(1, 2);
     expect(board.isHeld(1, 2)).toBe(false);
     // the timer, not the abandon, ends the wait
-    await expect(waiting).resolves.toBeNull();
+    await expect(waiting).resolves.toEqual({ timedOut: true });
   });
 
   it('should skip waiters whose timer already fired and wake the next one', async () => {
     const board = new LocalLockBoard();
     const timedOut = board.waitForRelease(1, 1);
-    await expect(timedOut).resolves.toBeNull();
+    await expect(timedOut).resolves.toEqual({ timedOut: true });
     const live = board.waitForRelease(1, 10_000);
     board.release(1, 0);
-    await expect(live).resolves.toBe(0);
+    await expect(live).resolves.toEqual({ released: 0 });
   });
 
   it('should keep products apart: a release wakes only waiters of its product', async () => {
     const board = new LocalLockBoard();
     const other = board.waitForRelease(2, 30);
     board.release(1, 0);
-    await expect(other).resolves.toBeNull();
+    await expect(other).resolves.toEqual({ timedOut: true });
+  });
+
+  describe('riders (group commit)', () => {
+    it('should hand at most max riders to a holder, longest-waiting first, and answer each with what the holder served', async () => {
+      const board = new LocalLockBoard<string, string>();
+      const a = board.waitForRelease(1, 10_000, 'a');
+      const b = board.waitForRelease(1, 10_000, 'b');
+      const c = board.waitForRelease(1, 10_000, 'c');
+      const riders = board.takeRiders(1, 2);
+      expect(riders.map((r) => r.ride)).toEqual(['a', 'b']);
+      expect(board.waiting(1)).toBe(1);
+      riders[1].serve('sold b');
+      riders[0].serve('sold a');
+      await expect(a).resolves.toEqual({ served: 'sold a' });
+      await expect(b).resolves.toEqual({ served: 'sold b' });
+      // the one left still waits for a release
+      board.release(1, 4);
+      await expect(c).resolves.toEqual({ released: 4 });
+    });
+
+    it('should not take waiters without a ride, waiters of another product, or waiters whose timer fired', async () => {
+      const board = new LocalLockBoard<string, string>();
+      const plain = board.waitForRelease(1, 30);
+      const other = board.waitForRelease(2, 30, 'other');
+      const late = board.waitForRelease(1, 1, 'late');
+      await expect(late).resolves.toEqual({ timedOut: true });
+      expect(board.takeRiders(1, 10)).toEqual([]);
+      await expect(plain).resolves.toEqual({ timedOut: true });
+      await expect(other).resolves.toEqual({ timedOut: true });
+    });
+
+    it('should not wake a rider on a release once a holder has taken it', async () => {
+      const board = new LocalLockBoard<string, string>();
+      const ride = board.waitForRelease(1, 50, 'r');
+      const [rider] = board.takeRiders(1, 5);
+      board.release(1, 0);
+      // neither the release nor the timer ends a taken ride: only its answer does
+      await new Promise((r) => setTimeout(r, 80));
+      rider.serve('answered');
+      await expect(ride).resolves.toEqual({ served: 'answered' });
+    });
   });
 });

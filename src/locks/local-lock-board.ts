@@ -7,14 +7,27 @@
 // segment to itself and starve the waiters of other processes (a 1-segment sale saw 503 BUSY that
 // way). After MAX_LOCAL_STREAK hand-offs in a row the next release wakes nobody: the lock is then
 // free for whoever asks Redis first, in any process.
+//
+// Group commit: a waiter may carry a ride (what it wants to buy). A request that has just taken a
+// segment lock takes riders off the queue and serves them in its own lock hold; a rider is then
+// answered with the holder's result for it instead of being woken.
 
-type Waiter = { wake: (segment: number) => void; done: boolean };
+/** How a wait ended: a segment released here, the timer, or a holder that served the ride. */
+export type WaitEnd<A> = { released: number } | { timedOut: true } | { served: A };
+
+/** A waiting request taken by a lock holder: what it asked for, and how to answer it. */
+export interface Rider<R, A> {
+  readonly ride: R;
+  serve(answer: A): void;
+}
+
+type Waiter<R, A> = { end: (how: WaitEnd<A>) => void; done: boolean; ride?: R; timer?: NodeJS.Timeout };
 
 export const MAX_LOCAL_STREAK = 3;
 
-export class LocalLockBoard {
+export class LocalLockBoard<R = unknown, A = unknown> {
   private readonly held = new Map<number, Set<number>>();
-  private readonly waiters = new Map<number, Waiter[]>();
+  private readonly waiters = new Map<number, Array<Waiter<R, A>>>();
   private readonly live = new Map<number, number>();
   /** Consecutive local hand-offs per `${productId}:${segment}`. */
   private readonly streaks = new Map<string, number>();
@@ -52,11 +65,11 @@ export class LocalLockBoard {
     const queue = this.waiters.get(productId);
     let woke = false;
     while (queue && queue.length > 0 && !woke) {
-      const next = queue.shift() as Waiter;
+      const next = queue.shift() as Waiter<R, A>;
       if (next.done) continue;
       next.done = true;
       this.count(productId, -1);
-      next.wake(segment);
+      next.end({ released: segment });
       woke = true;
     }
     if (queue && queue.length === 0) this.waiters.delete(productId);
@@ -65,26 +78,53 @@ export class LocalLockBoard {
   }
 
   /**
-   * Resolves with the index of a segment of the product released here, or with null after `ms`,
-   * whichever is first.
+   * Waits until a segment of the product is released here ({ released }), a holder serves the
+   * ride ({ served }), or `ms` pass ({ timedOut }), whichever is first.
    */
-  waitForRelease(productId: number, ms: number): Promise<number | null> {
+  waitForRelease(productId: number, ms: number, ride?: R): Promise<WaitEnd<A>> {
     return new Promise((resolve) => {
-      const waiter: Waiter = { wake: () => undefined, done: false };
-      const timer = setTimeout(() => {
+      const waiter: Waiter<R, A> = { end: () => undefined, done: false, ride };
+      waiter.timer = setTimeout(() => {
         waiter.done = true;
         this.count(productId, -1);
-        resolve(null);
+        resolve({ timedOut: true });
       }, ms);
-      waiter.wake = (segment) => {
-        clearTimeout(timer);
-        resolve(segment);
+      waiter.end = (how) => {
+        clearTimeout(waiter.timer);
+        resolve(how);
       };
       const queue = this.waiters.get(productId) ?? [];
       queue.push(waiter);
       this.waiters.set(productId, queue);
       this.count(productId, 1);
     });
+  }
+
+  /**
+   * Takes up to `max` waiters of the product that carry a ride, longest-waiting first, off the
+   * queue. Each must then be answered exactly once through `serve`.
+   */
+  takeRiders(productId: number, max: number): Array<Rider<R, A>> {
+    const queue = this.waiters.get(productId);
+    if (!queue || max <= 0) return [];
+    const riders: Array<Rider<R, A>> = [];
+    const rest: Array<Waiter<R, A>> = [];
+    for (const w of queue) {
+      if (w.done) continue;
+      if (riders.length < max && w.ride !== undefined) {
+        // Taken: only its answer ends the wait now, not its timer.
+        clearTimeout(w.timer);
+        w.done = true;
+        this.count(productId, -1);
+        const ride = w.ride;
+        riders.push({ ride, serve: (answer) => w.end({ served: answer }) });
+      } else {
+        rest.push(w);
+      }
+    }
+    if (rest.length === 0) this.waiters.delete(productId);
+    else this.waiters.set(productId, rest);
+    return riders;
   }
 
   /** Requests of this process waiting for a segment of the product. */

@@ -1,7 +1,7 @@
 // Redlock locks (segment, user, rebalance) over the configured lock masters, with the two ways this
 // service takes a lock: one try (fall over to another segment when busy) and a bounded wait.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
 import { ExecutionError, Lock, Redlock, ResourceLockedError } from '@sesamecare-oss/redlock';
 import type Redis from 'ioredis';
 import { HttpConfig, LocksConfig } from '../config/app-config';
@@ -21,7 +21,7 @@ export class HeldLock {
 }
 
 @Injectable()
-export class LockService {
+export class LockService implements OnModuleInit {
   private readonly redlock: Redlock;
 
   constructor(
@@ -32,6 +32,19 @@ export class LockService {
   ) {
     // Retries are this service's own (fall over first, then a bounded wait), so Redlock tries once.
     this.redlock = new Redlock(clients, { retryCount: 0, driftFactor: 0.01 });
+  }
+
+  /**
+   * Redlock defines its scripts on each client at the first acquire. With auto-pipelining on,
+   * ioredis can fail a pipeline opened in the same tick as that definition (ioredis#1931), so one
+   * throwaway acquire at start defines them before any order is in flight. Its outcome is irrelevant.
+   */
+  async onModuleInit(): Promise<void> {
+    const key = `lock:warmup:${process.pid}:${Date.now()}`;
+    await this.redlock.acquire([key], 100).then(
+      (lock) => this.redlock.release(lock),
+      () => undefined,
+    ).catch(() => undefined);
   }
 
   /**

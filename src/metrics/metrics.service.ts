@@ -74,6 +74,12 @@ export class MetricsService {
     labelNames: ['dependency'] as const,
     registers: [this.registry],
   });
+  readonly batchSize = new Histogram({
+    name: 'flashsale_order_batch_size',
+    help: 'Orders sold in one segment lock hold and one statement (group commit), for holds that served riders',
+    buckets: [2, 4, 8, 16, 32, 64, 128],
+    registers: [this.registry],
+  });
   readonly lockExtensions = new Counter({
     name: 'flashsale_lock_extensions_total',
     help: 'Locks extended because their holder was still working',

@@ -26,6 +26,29 @@ export interface OrderRow {
   createdAt: Date;
 }
 
+/** One order of a batch: what it asks for. */
+export interface BatchEntry {
+  userId: string;
+  quantity: number;
+}
+
+/** The answer for one entry of a batch. */
+export type BatchResult = { order: OrderRow } | { alreadyOrdered: true } | { short: true };
+
+export interface BatchAttempt {
+  /** One per entry, in the entries' order. */
+  results: BatchResult[];
+  /** Units left in the segment afterwards; null when the segment no longer exists. */
+  remaining: number | null;
+}
+
+/** A batch whose statement lost its reply: one UncertainWrite per entry, to settle each on its own. */
+export class UncertainBatch extends Error {
+  constructor(readonly writes: UncertainWrite[]) {
+    super('the outcome of a batch of order writes is unknown');
+  }
+}
+
 export interface SegmentAttempt {
   /** The order, when the segment held enough. */
   order?: OrderRow;
@@ -70,6 +93,45 @@ const SELL_FROM_SEGMENT_SQL = `
          COALESCE((SELECT stock FROM seg),
                   (SELECT stock FROM stock_segments WHERE product_id = $1 AND idx = $2)) AS remaining
     FROM (SELECT 1) AS one LEFT JOIN ins ON true`;
+
+// Group commit: several orders from one segment in one statement. The segment row is locked
+// first; the orders that fit (smallest quantities first, then in arrival order) are inserted,
+// skipping users who already hold an order (also one inserted concurrently: ON CONFLICT), and the
+// segment is deducted by exactly what was inserted; CHECK (stock >= 0) still refuses any deduction
+// past zero. Rows: one per sold order, one per user found holding an order ('held'), one per
+// order chosen to fit ('chosen'), and one 'left' with the segment's stock afterwards (null when
+// the segment no longer exists).
+const SELL_BATCH_SQL = `
+  WITH req AS (
+    SELECT r.user_id, r.quantity, r.ord
+      FROM unnest($3::varchar[], $4::int[]) WITH ORDINALITY AS r(user_id, quantity, ord)
+  ), seg AS (
+    SELECT stock FROM stock_segments WHERE product_id = $1 AND idx = $2 FOR UPDATE
+  ), fresh AS (
+    SELECT req.* FROM req
+     WHERE NOT EXISTS (SELECT 1 FROM orders o WHERE o.product_id = $1 AND o.user_id = req.user_id)
+  ), chosen AS (
+    SELECT f.user_id, f.quantity, f.ord
+      FROM (SELECT fresh.*, sum(fresh.quantity) OVER (ORDER BY fresh.quantity, fresh.ord) AS running FROM fresh) f, seg
+     WHERE f.running <= seg.stock
+  ), ins AS (
+    INSERT INTO orders (product_id, user_id, quantity, allocations)
+    SELECT $1, c.user_id, c.quantity, jsonb_build_array(jsonb_build_object('segment', $2::int, 'quantity', c.quantity))
+      FROM chosen c ORDER BY c.ord
+    ON CONFLICT ON CONSTRAINT orders_one_per_user DO NOTHING
+    RETURNING id, user_id, quantity, created_at
+  ), upd AS (
+    UPDATE stock_segments SET stock = stock - (SELECT sum(quantity) FROM ins)
+     WHERE product_id = $1 AND idx = $2 AND EXISTS (SELECT 1 FROM ins)
+    RETURNING stock
+  )
+  SELECT 'sold' AS kind, user_id, id, created_at, NULL::bigint AS stock FROM ins
+  UNION ALL
+  SELECT 'held', user_id, NULL, NULL, NULL FROM req WHERE NOT EXISTS (SELECT 1 FROM fresh WHERE fresh.ord = req.ord)
+  UNION ALL
+  SELECT 'chosen', user_id, NULL, NULL, NULL FROM chosen
+  UNION ALL
+  SELECT 'left', NULL, NULL, NULL, COALESCE((SELECT stock FROM upd), (SELECT stock FROM seg))`;
 
 const INSERT_ORDER_SQL = `
   INSERT INTO orders (product_id, user_id, quantity, allocations) VALUES ($1, $2, $3, $4::jsonb)
@@ -152,6 +214,46 @@ export class OrdersRepository {
       const [ins] = await this.insertOrder(tx, tag, productId, userId, q, [{ segment: idx, quantity: q }]);
       return { order: order(ins.id, ins.created_at), remaining: Number(updated[0][0].stock) };
     });
+  }
+
+  /**
+   * Sells as many of the entries as the segment holds, in one statement (group commit). An entry
+   * whose user already holds an order is answered alreadyOrdered without failing the others; the
+   * entries that do not fit are answered short and fall over to another segment. Throws
+   * UncertainBatch when PostgreSQL may have committed without telling.
+   */
+  async sellBatch(productId: number, idx: number, entries: BatchEntry[]): Promise<BatchAttempt> {
+    const tag = randomUUID();
+    const sentAt = process.hrtime.bigint();
+    let rows: Array<{ kind: 'sold' | 'held' | 'chosen' | 'left'; user_id: string | null; id: string | null; created_at: Date | null; stock: string | null }>;
+    try {
+      rows = (await this.db.query(tagged(tag, SELL_BATCH_SQL), [productId, idx, entries.map((e) => e.userId), entries.map((e) => e.quantity)])) as typeof rows;
+    } catch (err) {
+      if (writeFailure(err) !== 'unknown') throw this.mapped(err);
+      throw new UncertainBatch(entries.map((e) => new UncertainWrite(productId, e.userId, e.quantity, [idx], tag, sentAt, err)));
+    }
+    const sold = new Map<string, { id: string; createdAt: Date }>();
+    const held = new Set<string>();
+    const chosen = new Set<string>();
+    let remaining: number | null = null;
+    for (const r of rows) {
+      if (r.kind === 'sold') sold.set(r.user_id as string, { id: r.id as string, createdAt: r.created_at as Date });
+      else if (r.kind === 'held') held.add(r.user_id as string);
+      else if (r.kind === 'chosen') chosen.add(r.user_id as string);
+      else remaining = r.stock === null ? null : Number(r.stock);
+    }
+    const results = entries.map((e): BatchResult => {
+      const s = sold.get(e.userId);
+      if (s) {
+        sold.delete(e.userId); // a second entry of the same user (no user lock) is a duplicate
+        const allocations = [{ segment: idx, quantity: e.quantity }];
+        return { order: { id: Number(s.id), productId, userId: e.userId, quantity: e.quantity, allocations, createdAt: s.createdAt } };
+      }
+      // Held before this statement, or inserted concurrently (chosen, then skipped by ON CONFLICT).
+      if (held.has(e.userId) || chosen.has(e.userId)) return { alreadyOrdered: true };
+      return { short: true };
+    });
+    return { results, remaining };
   }
 
   /**

@@ -12,7 +12,7 @@ import {
 import { ProductInfo } from '../inventory/product-catalog.service';
 import { takeFrom } from '../inventory/segment-plan';
 import { Layout, StockRepository } from '../inventory/stock.repository';
-import { OrderRow, OrdersRepository, SegmentAttempt, UncertainWrite } from './orders.repository';
+import { BatchAttempt, BatchResult, OrderRow, OrdersRepository, SegmentAttempt, UncertainBatch, UncertainWrite } from './orders.repository';
 import { OrdersService } from './orders.service';
 
 const PRODUCT = 7;
@@ -25,7 +25,7 @@ interface World {
   catalog: { get: jest.Mock; remember: jest.Mock };
   hints: { read: jest.Mock; markEmpty: jest.Mock; markSoldOut: jest.Mock };
   stock: jest.Mocked<Pick<StockRepository, 'readLayout'>>;
-  orders: jest.Mocked<Pick<OrdersRepository, 'sellFromSegment' | 'sellFromSegments' | 'findByKey' | 'findById' | 'settle'>>;
+  orders: jest.Mocked<Pick<OrdersRepository, 'sellFromSegment' | 'sellFromSegments' | 'sellBatch' | 'findByKey' | 'findById' | 'settle'>>;
   locks: { tryAcquire: jest.Mock; acquireWithin: jest.Mock; release: jest.Mock; backoff: jest.Mock; backoffMs: jest.Mock };
   /** Called once per pause between retries of busy segments, however the service pauses. */
   onWait: jest.Mock;
@@ -42,7 +42,7 @@ type SliceOverrides = { [K in keyof Slices]?: Partial<Slices[K]> };
 
 function world(opts: { stocks: number[]; limitPerUser?: number; config?: SliceOverrides; info?: Partial<ProductInfo>; layoutVersion?: number; ordered?: string[] }): World {
   const config = {
-    locks: { stockLocking: 'redlock', waitMs: 30, ttlMs: 1000, userTtlMs: 1000, ...opts.config?.locks },
+    locks: { stockLocking: 'redlock', waitMs: 30, ttlMs: 1000, userTtlMs: 1000, batchMax: 32, ...opts.config?.locks },
     http: { retryAfterS: 3, ...opts.config?.http },
     benchmark: { orderHoldMs: 0, ...opts.config?.benchmark },
   } as Slices;
@@ -75,6 +75,26 @@ function world(opts: { stocks: number[]; limitPerUser?: number; config?: SliceOv
     })),
   };
   const ordersRepo: World['orders'] = {
+    // The batch statement's contract: smallest quantities first while they fit, users who hold an
+    // order refused without failing the rest, the segment deducted by what was sold.
+    sellBatch: jest.fn(async (_p: number, idx: number, entries: Array<{ userId: string; quantity: number }>): Promise<BatchAttempt> => {
+      if (idx >= stocks.length) return { results: entries.map(() => ({ short: true as const })), remaining: null };
+      const results: BatchResult[] = entries.map(() => ({ short: true as const }));
+      const byQuantity = entries.map((e, i) => ({ ...e, i })).sort((a, b) => a.quantity - b.quantity || a.i - b.i);
+      let left = stocks[idx];
+      for (const e of byQuantity) {
+        if (orders.has(e.userId)) {
+          results[e.i] = { alreadyOrdered: true };
+          continue;
+        }
+        if (e.quantity > left) break;
+        left -= e.quantity;
+        orders.add(e.userId);
+        results[e.i] = { order: row(e.userId, e.quantity, [{ segment: idx, quantity: e.quantity }]) };
+      }
+      stocks[idx] = left;
+      return { results, remaining: left };
+    }),
     sellFromSegment: jest.fn(async (_p: number, idx: number, q: number, userId: string): Promise<SegmentAttempt> => {
       if (idx >= stocks.length) return { remaining: null };
       if (stocks[idx] < q) return { remaining: stocks[idx] };
@@ -123,6 +143,7 @@ function world(opts: { stocks: number[]; limitPerUser?: number; config?: SliceOv
     'rebalances',
     'dependencyErrors',
     'lockExtensions',
+    'batchSize',
   ]) {
     metrics[name] = metric();
   }
@@ -486,5 +507,115 @@ describe('OrdersService.place', () => {
       expect(w.hints.read).not.toHaveBeenCalled();
       expect(w.hints.markEmpty).not.toHaveBeenCalled();
     });
+  });
+});
+
+describe('OrdersService.place with group commit', () => {
+  /** Places one order per user at once; the segment locks a test holds play "another process". */
+  function storm(w: World, users: string[], quantity = 1) {
+    return Promise.allSettled(users.map((userId) => w.service.place({ userId, productId: PRODUCT, quantity })));
+  }
+  const sold = (results: Array<PromiseSettledResult<OrderRow>>) =>
+    results.filter((r): r is PromiseFulfilledResult<OrderRow> => r.status === 'fulfilled').map((r) => r.value);
+  /** Frees the given segment locks after the orders have queued up behind them. */
+  const freeLater = (w: World, ...idx: number[]) => setTimeout(() => idx.forEach((i) => w.busy.delete(seg(i))), 20);
+  const releasedKeys = (w: World) => w.locks.release.mock.calls.map((c) => (c[0] as { key: string }).key);
+
+  it('should sell the orders of this process that wait for the product in one lock hold and one statement, each with its own order', async () => {
+    const w = world({ stocks: [10], config: { locks: { waitMs: 2000 } } });
+    w.busy.add(seg(0));
+    freeLater(w, 0);
+    const orders = sold(await storm(w, ['u1', 'u2', 'u3', 'u4']));
+    expect(orders.map((o) => o.userId).sort()).toEqual(['u1', 'u2', 'u3', 'u4']);
+    expect(new Set(orders.map((o) => o.id)).size).toBe(4);
+    expect(w.orders.sellBatch).toHaveBeenCalledTimes(1);
+    expect(w.orders.sellBatch.mock.calls[0][2]).toHaveLength(4);
+    expect(w.orders.sellFromSegment).not.toHaveBeenCalled();
+    expect(w.stocks).toEqual([6]);
+    // one segment lock for all four, and every user lock released
+    expect(releasedKeys(w).filter((k) => k.startsWith('lock:stock:'))).toEqual([seg(0)]);
+    expect(releasedKeys(w).filter((k) => k.startsWith('lock:order:'))).toHaveLength(4);
+    expect(w.metrics.batchSize.observe).toHaveBeenCalledWith(4);
+  });
+
+  it('should sell the orders that fit when the segment runs short and let the rest fall over to another segment', async () => {
+    const w = world({ stocks: [2, 10], config: { locks: { waitMs: 2000 } } });
+    w.busy.add(seg(0)).add(seg(1));
+    freeLater(w, 0);
+    // segment 1 frees up only once the first batch has been served
+    const batch = w.orders.sellBatch.getMockImplementation() as NonNullable<ReturnType<typeof w.orders.sellBatch.getMockImplementation>>;
+    w.orders.sellBatch.mockImplementationOnce(async (...args) => {
+      const first = await batch(...args);
+      w.busy.delete(seg(1));
+      return first;
+    });
+    const orders = sold(await storm(w, ['u1', 'u2', 'u3', 'u4']));
+    expect(orders).toHaveLength(4);
+    expect(orders.filter((o) => o.allocations[0].segment === 0)).toHaveLength(2);
+    expect(orders.filter((o) => o.allocations[0].segment === 1)).toHaveLength(2);
+    expect(w.stocks).toEqual([0, 8]);
+    expect(w.hints.markEmpty).toHaveBeenCalledWith(PRODUCT, 1, 0);
+  });
+
+  it('should answer ALREADY_ORDERED to a user in the batch who holds an order, and sell to the others', async () => {
+    const w = world({ stocks: [10], ordered: ['u2'], config: { locks: { waitMs: 2000 } } });
+    w.busy.add(seg(0));
+    freeLater(w, 0);
+    const results = await storm(w, ['u1', 'u2', 'u3']);
+    expect(results[1]).toEqual({ status: 'rejected', reason: expect.any(AlreadyOrderedError) });
+    expect(sold(results).map((o) => o.userId).sort()).toEqual(['u1', 'u3']);
+    expect(w.orders.sellBatch).toHaveBeenCalledTimes(1);
+    expect(w.stocks).toEqual([8]);
+  });
+
+  it('should answer every order of a failed batch with the failure, and release every lock', async () => {
+    const w = world({ stocks: [10], config: { locks: { waitMs: 2000 } } });
+    w.orders.sellBatch.mockRejectedValue(new UnavailableError('postgres', 3));
+    w.busy.add(seg(0));
+    freeLater(w, 0);
+    const results = await storm(w, ['u1', 'u2', 'u3']);
+    expect(results.every((r) => r.status === 'rejected' && r.reason instanceof UnavailableError)).toBe(true);
+    expect(releasedKeys(w).filter((k) => k.startsWith('lock:order:')).sort()).toEqual([userLock('u1'), userLock('u2'), userLock('u3')]);
+    expect(releasedKeys(w).filter((k) => k.startsWith('lock:stock:'))).toEqual([seg(0)]);
+    expect(w.stocks).toEqual([10]);
+  });
+
+  it('should settle each order of a batch whose reply was lost on its own, answering each with its own outcome', async () => {
+    const w = world({ stocks: [10], config: { locks: { waitMs: 2000 } } });
+    w.orders.sellBatch.mockImplementation(async (p: number, idx: number, entries: Array<{ userId: string; quantity: number }>) => {
+      throw new UncertainBatch(entries.map((e) => new UncertainWrite(p, e.userId, e.quantity, [idx], 'tag', 0n, new Error('Connection terminated'))));
+    });
+    // u2's write committed; the others' did not
+    w.orders.settle.mockImplementation(async (u: UncertainWrite) => {
+      if (u.userId === 'u2') return { id: 900, productId: PRODUCT, userId: 'u2', quantity: 1, allocations: [{ segment: 0, quantity: 1 }], createdAt: new Date() };
+      throw new UnavailableError('postgres', 3);
+    });
+    w.busy.add(seg(0));
+    freeLater(w, 0);
+    const results = await storm(w, ['u1', 'u2', 'u3']);
+    expect(w.orders.settle.mock.calls.map((c) => c[0].userId).sort()).toEqual(['u1', 'u2', 'u3']);
+    expect(results[1]).toEqual({ status: 'fulfilled', value: expect.objectContaining({ userId: 'u2' }) });
+    expect(results[0]).toEqual({ status: 'rejected', reason: expect.any(UnavailableError) });
+    expect(results[2]).toEqual({ status: 'rejected', reason: expect.any(UnavailableError) });
+  });
+
+  it('should sell one order per lock hold with ORDER_BATCH_MAX=1 (the seed design)', async () => {
+    const w = world({ stocks: [10], config: { locks: { waitMs: 2000, batchMax: 1 } } });
+    w.busy.add(seg(0));
+    freeLater(w, 0);
+    expect(sold(await storm(w, ['u1', 'u2', 'u3']))).toHaveLength(3);
+    expect(w.orders.sellBatch).not.toHaveBeenCalled();
+    expect(w.orders.sellFromSegment).toHaveBeenCalledTimes(3);
+    expect(w.stocks).toEqual([7]);
+  });
+
+  it('should take at most ORDER_BATCH_MAX orders into one hold', async () => {
+    const w = world({ stocks: [10], config: { locks: { waitMs: 2000, batchMax: 3 } } });
+    w.busy.add(seg(0));
+    freeLater(w, 0);
+    expect(sold(await storm(w, ['u1', 'u2', 'u3', 'u4', 'u5', 'u6', 'u7']))).toHaveLength(7);
+    const sizes = w.orders.sellBatch.mock.calls.map((c) => c[2].length);
+    expect(Math.max(...sizes)).toBeLessThanOrEqual(3);
+    expect(w.stocks).toEqual([3]);
   });
 });

@@ -21,7 +21,7 @@ import { HeldLock, LockService } from '../locks/lock.service';
 import { LocalLockBoard } from '../locks/local-lock-board';
 import { MetricsService } from '../metrics/metrics.service';
 import { OrderGateService } from './order-gate.service';
-import { OrderRow, OrdersRepository, SegmentAttempt, UncertainWrite } from './orders.repository';
+import { BatchAttempt, BatchEntry, BatchResult, OrderRow, OrdersRepository, SegmentAttempt, UncertainBatch, UncertainWrite } from './orders.repository';
 
 export interface PlaceOrder {
   userId: string;
@@ -29,13 +29,16 @@ export interface PlaceOrder {
   quantity: number;
 }
 
+/** What a lock holder tells an order it served in its hold (group commit). */
+type RideAnswer = { segment: number; result: BatchResult; remaining: number | null } | { error: unknown };
+
 /** How many times the layout may change under one order before it gives up with BUSY. */
 const MAX_LAYOUT_ROUNDS = 4;
 
 @Injectable()
 export class OrdersService {
   /** Segment locks this process holds, and its requests waiting for one. */
-  private readonly board = new LocalLockBoard();
+  private readonly board = new LocalLockBoard<BatchEntry, RideAnswer>();
 
   constructor(
     private readonly lockConfig: LocksConfig,
@@ -170,7 +173,24 @@ export class OrdersService {
       if (Date.now() >= deadline) {
         throw new BusyError(`every segment with stock stayed locked for ${this.lockConfig.waitMs} ms`, this.http.retryAfterS);
       }
-      const released = await this.board.waitForRelease(product.id, this.locks.backoffMs());
+      const end = await this.board.waitForRelease(product.id, this.locks.backoffMs(), { userId: req.userId, quantity: req.quantity });
+      if ('served' in end) {
+        // A holder of this process sold (or refused) this order in its own lock hold.
+        const answer = end.served;
+        if ('error' in answer) throw answer.error;
+        if ('order' in answer.result) {
+          this.metrics.lockWaitSeconds.observe((Date.now() - started) / 1000);
+          return answer.result.order;
+        }
+        if ('alreadyOrdered' in answer.result) throw new AlreadyOrderedError();
+        if (answer.remaining === null || answer.remaining < req.quantity) {
+          const at = busy.indexOf(answer.segment);
+          if (at >= 0) busy.splice(at, 1);
+          this.metrics.fallovers.inc({ reason: 'empty' });
+        }
+        continue;
+      }
+      const released = 'released' in end ? end.released : null;
       const free = busy.filter((i) => !this.board.isHeld(product.id, i));
       if (free.length === 0) continue;
       // The segment just released here if it is one of ours, else the busy ones in turn.
@@ -207,9 +227,7 @@ export class OrdersService {
         this.metrics.lockBusy.inc();
         return 'busy';
       }
-      const outcome = await this.orders.sellFromSegment(product.id, idx, req.quantity, req.userId);
-      // The simulated downstream work of a sale, still inside the lock; an empty segment is let go at once.
-      if (hold > 0 && outcome.order) await sleep(hold);
+      const outcome = await this.sellInHold(product, idx, req);
       if (outcome.remaining === null || outcome.remaining === 0) this.rememberEmpty(product, idx);
       return outcome;
     } finally {
@@ -222,6 +240,40 @@ export class OrdersService {
         this.board.abandon(product.id, idx);
       }
     }
+  }
+
+  /**
+   * Inside a held segment lock: this order alone (one statement, as with ORDER_BATCH_MAX=1), or
+   * with up to ORDER_BATCH_MAX - 1 orders of this process that wait for the product (group
+   * commit): one statement for all, each answered on its own. ORDER_HOLD_MS is spent once per
+   * hold, after a sale and before any answer; an empty segment is let go at once.
+   */
+  private async sellInHold(product: ProductInfo, idx: number, req: PlaceOrder): Promise<SegmentAttempt> {
+    const hold = this.benchmark.orderHoldMs;
+    const riders = this.board.takeRiders(product.id, this.lockConfig.batchMax - 1);
+    if (riders.length === 0) {
+      const outcome = await this.orders.sellFromSegment(product.id, idx, req.quantity, req.userId);
+      if (hold > 0 && outcome.order) await sleep(hold);
+      return outcome;
+    }
+    let batch: BatchAttempt | undefined;
+    let failure = (_entry: number): unknown => new BusyError('the lock holder failed before serving this order', this.http.retryAfterS);
+    try {
+      batch = await this.orders.sellBatch(product.id, idx, [req, ...riders.map((r) => r.ride)]);
+      this.metrics.batchSize.observe(riders.length + 1);
+      if (hold > 0 && batch.results.some((r) => 'order' in r)) await sleep(hold);
+    } catch (err) {
+      // A lost reply: every order of the batch settles its own outcome, in its own request.
+      failure = (entry) => (err instanceof UncertainBatch ? err.writes[entry] : err);
+      throw failure(0);
+    } finally {
+      // Every rider is answered exactly once, whatever happened to the batch.
+      const done = batch;
+      riders.forEach((r, i) => r.serve(done ? { segment: idx, result: done.results[i + 1], remaining: done.remaining } : { error: failure(i + 1) }));
+    }
+    const own = batch.results[0];
+    if ('alreadyOrdered' in own) throw new AlreadyOrderedError();
+    return 'order' in own ? { order: own.order, remaining: batch.remaining } : { remaining: batch.remaining };
   }
 
   /** q over several segments: locks in ascending index order, then one transaction. */

@@ -27,7 +27,10 @@ export interface Reply<T = any> {
   text: string;
 }
 
-const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
+// Idle sockets are closed by the client after 2 s, well before the server's keep-alive timeout
+// (5 s): otherwise a request sent on a socket the server is closing at that moment fails with
+// ECONNRESET / "socket hang up" (the keep-alive race), which says nothing about the service.
+const agent = new http.Agent({ keepAlive: true, maxSockets: 256, timeout: 2000 });
 
 /** One HTTP request; `body` is sent as JSON unless it is a string (sent as given). */
 export function request<T = any>(base: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<Reply<T>> {

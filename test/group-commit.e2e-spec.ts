@@ -1,0 +1,122 @@
+// The group-commit statement against the real PostgreSQL: several orders sold from one segment in
+// one statement, each answered on its own, the segment deducted by exactly what was sold.
+import { DataSource } from 'typeorm';
+import { DatabaseConfig, HttpConfig } from '../src/config/app-config';
+import { dataSourceOptions } from '../src/infrastructure/data-source';
+import { MetricsService } from '../src/metrics/metrics.service';
+import { BatchResult, OrdersRepository } from '../src/orders/orders.repository';
+import { auditProduct, resetState, withDb } from './support/database';
+import { testUrls } from './support/service';
+
+describe('group commit: OrdersRepository.sellBatch on PostgreSQL', () => {
+  let db: DataSource;
+  let repo: OrdersRepository;
+
+  beforeAll(async () => {
+    db = await new DataSource(dataSourceOptions(testUrls().databaseUrl, { poolSize: 4 })).initialize();
+    repo = new OrdersRepository(db, { timeoutMs: 2000 } as DatabaseConfig, { retryAfterS: 1 } as HttpConfig, new MetricsService());
+  });
+  afterAll(async () => {
+    await db?.destroy();
+  });
+  beforeEach(() => resetState());
+
+  /** A product with the given segment sizes, straight in the tables. */
+  async function product(segments: number[]): Promise<number> {
+    return withDb(async (c) => {
+      const total = segments.reduce((a, b) => a + b, 0);
+      const { rows } = await c.query<{ id: number }>(
+        `INSERT INTO products (name, total_stock, limit_per_user, segment_count) VALUES ('gc', $1, 5, $2) RETURNING id`,
+        [total, segments.length],
+      );
+      const id = rows[0].id;
+      for (const [idx, stock] of segments.entries()) await c.query('INSERT INTO stock_segments (product_id, idx, stock) VALUES ($1, $2, $3)', [id, idx, stock]);
+      return id;
+    });
+  }
+  const segmentStock = (productId: number, idx: number) =>
+    withDb(async (c) => Number((await c.query('SELECT stock FROM stock_segments WHERE product_id = $1 AND idx = $2', [productId, idx])).rows[0].stock));
+  const kinds = (results: BatchResult[]) => results.map((r) => ('order' in r ? 'sold' : 'alreadyOrdered' in r ? 'already' : 'short'));
+
+  it('should sell every order of a batch that fits, each with its own order row, and deduct their sum once', async () => {
+    const p = await product([10, 10]);
+    const batch = await repo.sellBatch(p, 1, [
+      { userId: 'a', quantity: 1 },
+      { userId: 'b', quantity: 2 },
+      { userId: 'c', quantity: 3 },
+    ]);
+    expect(kinds(batch.results)).toEqual(['sold', 'sold', 'sold']);
+    expect(batch.remaining).toBe(4);
+    expect(await segmentStock(p, 1)).toBe(4);
+    expect(await segmentStock(p, 0)).toBe(10);
+    const ids = batch.results.map((r) => ('order' in r ? r.order.id : 0));
+    expect(new Set(ids).size).toBe(3);
+    const rows = await withDb(async (c) => (await c.query('SELECT id, user_id, quantity, allocations FROM orders WHERE product_id = $1 ORDER BY user_id', [p])).rows);
+    expect(rows.map((r: { user_id: string; quantity: number }) => [r.user_id, r.quantity])).toEqual([
+      ['a', 1],
+      ['b', 2],
+      ['c', 3],
+    ]);
+    expect(rows.map((r: { allocations: unknown }) => r.allocations)).toEqual([
+      [{ segment: 1, quantity: 1 }],
+      [{ segment: 1, quantity: 2 }],
+      [{ segment: 1, quantity: 3 }],
+    ]);
+    const audit = await auditProduct(p);
+    expect(audit.ordered + audit.remaining).toBe(audit.totalStock);
+  });
+
+  it('should sell the orders that fit, smallest first, and answer the rest short when the segment runs out', async () => {
+    const p = await product([4]);
+    const batch = await repo.sellBatch(p, 0, [
+      { userId: 'big', quantity: 3 },
+      { userId: 'one', quantity: 1 },
+      { userId: 'two', quantity: 2 },
+    ]);
+    // 1 + 2 fit in 4; the 3 would not fit after them
+    expect(kinds(batch.results)).toEqual(['short', 'sold', 'sold']);
+    expect(batch.remaining).toBe(1);
+    expect(await segmentStock(p, 0)).toBe(1);
+  });
+
+  it('should answer alreadyOrdered to a user who holds an order, and to a second entry of one user, without failing the others', async () => {
+    const p = await product([10]);
+    await repo.sellBatch(p, 0, [{ userId: 'holder', quantity: 1 }]);
+    const batch = await repo.sellBatch(p, 0, [
+      { userId: 'x', quantity: 1 },
+      { userId: 'holder', quantity: 1 },
+      { userId: 'y', quantity: 1 },
+      { userId: 'x', quantity: 1 },
+    ]);
+    expect(kinds(batch.results)).toEqual(['sold', 'already', 'sold', 'already']);
+    expect(batch.remaining).toBe(7);
+    const audit = await auditProduct(p);
+    expect(audit).toMatchObject({ orders: 3, ordered: 3, remaining: 7, duplicateUsers: 0 });
+  });
+
+  it('should sell nothing and change nothing from an empty segment, or a segment that no longer exists', async () => {
+    const p = await product([0, 5]);
+    const empty = await repo.sellBatch(p, 0, [{ userId: 'a', quantity: 1 }, { userId: 'b', quantity: 1 }]);
+    expect(kinds(empty.results)).toEqual(['short', 'short']);
+    expect(empty.remaining).toBe(0);
+    const gone = await repo.sellBatch(p, 7, [{ userId: 'a', quantity: 1 }]);
+    expect(kinds(gone.results)).toEqual(['short']);
+    expect(gone.remaining).toBeNull();
+    expect((await auditProduct(p)).orders).toBe(0);
+  });
+
+  it('should never oversell a segment when concurrent batches race for it without any Redis lock', async () => {
+    const p = await product([25]);
+    const batches = Array.from({ length: 12 }, (_, b) =>
+      repo.sellBatch(
+        p,
+        0,
+        Array.from({ length: 5 }, (_, i) => ({ userId: `u${b}-${i}`, quantity: 1 })),
+      ),
+    );
+    const results = (await Promise.all(batches)).flatMap((r) => r.results);
+    expect(results.filter((r) => 'order' in r)).toHaveLength(25);
+    const audit = await auditProduct(p);
+    expect(audit).toMatchObject({ orders: 25, remaining: 0, negativeSegments: 0, duplicateUsers: 0 });
+  });
+});
