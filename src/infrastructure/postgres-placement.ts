@@ -243,6 +243,8 @@ export interface PlaceOptions {
   /** Tests give the user here; unset: the `postgres` user when root, else this process's user. */
   runAs?: RunAs | null;
   binaries?: PostgresBinaries;
+  /** Tests replace the kernel's answers (which need root and a second user) here. */
+  checks?: { canRun: typeof canRun; canEnter: typeof canEnter };
 }
 
 /** Decides (and sets up) where PostgreSQL runs from and keeps its data, and as whom. */
@@ -251,16 +253,17 @@ export function placePostgres(opts: PlaceOptions): PostgresPlacement {
   const bins = opts.binaries ?? findPostgresBinaries();
   const requested = resolve(opts.dataDir);
   const runAs = opts.runAs === undefined ? (isRoot() ? postgresUser() : undefined) : (opts.runAs ?? undefined);
+  const { canRun: runs, canEnter: enters } = opts.checks ?? { canRun, canEnter };
   const notes: string[] = [];
   let binDir = bins.dir;
   let dataDir = requested;
   let link: string | undefined;
   mkdirSync(dirname(requested), { recursive: true });
   if (runAs) {
-    if (!canRun(runAs, binDir)) {
+    if (!runs(runAs, binDir)) {
       binDir = installBinaries(bins, root);
       notes.push(`binaries copied to ${binDir}, as the ${runAs.user} user cannot reach ${bins.dir}`);
-      if (!canRun(runAs, binDir))
+      if (!runs(runAs, binDir))
         throw new EmbeddedServerError(
           `the ${runAs.user} user, who runs PostgreSQL, cannot execute ${exe(binDir, 'postgres')} ` +
             `(is ${root} on a noexec mount?): fix its modes, or set DATABASE_URL`,
@@ -273,7 +276,7 @@ export function placePostgres(opts: PlaceOptions): PostgresPlacement {
       notes.push(`data in ${dataDir} (linked from ${requested})`);
       ownedFolder(dataDir, runAs);
       if (dataDir === relocatedDataDir(requested, root)) writeFileSync(join(dirname(dataDir), 'source'), `${requested}\n`);
-    } else if (canEnter(runAs, dirname(requested))) {
+    } else if (enters(runAs, dirname(requested))) {
       ownedFolder(requested, runAs);
     } else {
       dataDir = relocate(requested, runAs, root);
