@@ -21,7 +21,9 @@ import { serveClusterMetrics } from './metrics/metrics.service';
 const logger = new Logger('Main');
 
 export async function createApp(config: ResolvedConfig): Promise<NestExpressApplication> {
-  const app = await NestFactory.create<NestExpressApplication>(AppModule.forRoot(config), { bodyParser: false, bufferLogs: true });
+  // abortOnError false: a failing bootstrap throws to the caller, who stops the servers it started
+  // (Nest's default process.abort() would leave them running).
+  const app = await NestFactory.create<NestExpressApplication>(AppModule.forRoot(config), { bodyParser: false, bufferLogs: true, abortOnError: false });
   app.useLogger(app.get(PinoLogger));
   app.disable('x-powered-by');
   app.set('trust proxy', false);
