@@ -50,7 +50,7 @@ describe('postgres placement', () => {
     const copy = join(shared, `postgresql-17.10.0-test-${process.platform}-${process.arch}`);
     expect(place.binDir).toBe(copy);
     expect(ran).toEqual([bins.dir, copy]);
-    expect(place.notes.join()).toContain(`binaries copied to ${copy}`);
+    expect(place.notes.join()).toContain(`binaries run from a copy in ${copy}`);
     expect(readFileSync(exe(copy, 'postgres'), 'utf8')).toContain('(PostgreSQL) 17');
     expect(statSync(copy).mode & 0o755).toBe(0o755);
     expect(statSync(exe(copy, 'postgres')).mode & 0o755).toBe(0o755);

@@ -262,7 +262,7 @@ export function placePostgres(opts: PlaceOptions): PostgresPlacement {
   if (runAs) {
     if (!runs(runAs, binDir)) {
       binDir = installBinaries(bins, root);
-      notes.push(`binaries copied to ${binDir}, as the ${runAs.user} user cannot reach ${bins.dir}`);
+      notes.push(`binaries run from a copy in ${binDir}, as the ${runAs.user} user cannot reach ${bins.dir}`);
       if (!runs(runAs, binDir))
         throw new EmbeddedServerError(
           `the ${runAs.user} user, who runs PostgreSQL, cannot execute ${exe(binDir, 'postgres')} ` +
