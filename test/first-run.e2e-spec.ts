@@ -32,8 +32,10 @@ function privateProject(): { privateDir: string; app: string } {
   const source = join(ROOT, 'node_modules', BINARIES);
   const target = join(app, 'node_modules', BINARIES);
   try {
-    execFileSync('cp', ['-al', source, target]);
+    execFileSync('cp', ['-al', source, target], { stdio: 'ignore' });
   } catch {
+    // Another user's files cannot be hard-linked (fs.protected_hardlinks): a real copy then.
+    rmSync(target, { recursive: true, force: true });
     cpSync(source, target, { recursive: true, verbatimSymlinks: true });
   }
   return { privateDir, app };
