@@ -64,13 +64,8 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
   });
   const stop = once(async () => {
     await stopChild(child, 'SIGINT', STOP_TIMEOUT_MS);
-    process.removeListener('exit', killOnExit);
     place.discard();
   });
-  // Last resort when this process ends without stopping the server (an uncaught error, process.exit):
-  // SIGINT asks for PostgreSQL's fast shutdown, which it finishes on its own.
-  const killOnExit = () => child.kill('SIGINT');
-  process.on('exit', killOnExit);
   try {
     await createDatabase(port, opts.database);
   } catch (err) {
@@ -124,7 +119,7 @@ function run(file: string, args: string[], spawnOpts: SpawnOptions, log: (line: 
     };
     child.stdout?.on('data', onData);
     child.stderr?.on('data', onData);
-    child.once('error', (err) => reject(spawnFailure(file, err, spawnOpts)));
+    child.on('error', (err) => reject(spawnFailure(file, err, spawnOpts)));
     child.once('close', (code) => resolve({ code, output }));
   });
 }
@@ -142,6 +137,11 @@ function startServer(place: PostgresPlacement, port: number, spawnOpts: SpawnOpt
   const file = exe(place.binDir, 'postgres');
   const args = ['-D', place.dataDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=300'];
   const child = spawn(file, args, { ...spawnOpts, detached: true, stdio: ['ignore', 'ignore', 'pipe'] });
+  // Last resort when this process ends without stopping the server (an uncaught error, process.exit,
+  // a signal during the start): SIGINT asks for PostgreSQL's fast shutdown, which it finishes alone.
+  const killOnExit = () => child.kill('SIGINT');
+  process.on('exit', killOnExit);
+  child.once('exit', () => process.removeListener('exit', killOnExit));
   return new Promise((resolve, reject) => {
     let output = '';
     const timer = setTimeout(() => {
@@ -169,7 +169,7 @@ function startServer(place: PostgresPlacement, port: number, spawnOpts: SpawnOpt
     };
     child.stderr?.on('data', onData);
     child.once('exit', onExit);
-    child.once('error', (err) => {
+    child.on('error', (err) => {
       done();
       reject(spawnFailure(file, err, spawnOpts));
     });

@@ -31,12 +31,16 @@ export async function startEmbeddedRedis(opts: { port?: number; extraArgs?: stri
   const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...(opts.extraArgs ?? [])];
   // Its own process group: a terminal's Ctrl-C is for the service, which stops Redis after draining.
   const child = spawn('redis-server', args, { detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  // Last resort when this process ends without stopping the server (an uncaught error, process.exit,
+  // a signal during the start).
+  const killOnExit = () => child.kill('SIGTERM');
+  process.on('exit', killOnExit);
+  child.once('exit', () => process.removeListener('exit', killOnExit));
   await new Promise<void>((resolve, reject) => {
     let out = '';
     const done = () => {
       clearTimeout(timer);
-      child.removeAllListeners('exit');
-      child.removeAllListeners('error');
+      child.removeListener('exit', onExit);
     };
     const timer = setTimeout(() => {
       done();
@@ -52,11 +56,13 @@ export async function startEmbeddedRedis(opts: { port?: number; extraArgs?: stri
     };
     child.stdout?.on('data', onData);
     child.stderr?.on('data', onData);
-    child.once('exit', (code) => {
+    const onExit = (code: number | null) => {
       done();
       reject(explainRedisExit(port, code, out));
-    });
-    child.once('error', (err: NodeJS.ErrnoException) => {
+    };
+    child.once('exit', onExit);
+    // Stays attached: a settled promise ignores it, and an 'error' without a listener would throw.
+    child.on('error', (err: NodeJS.ErrnoException) => {
       done();
       reject(
         err.code === 'ENOENT'
@@ -69,10 +75,6 @@ export async function startEmbeddedRedis(opts: { port?: number; extraArgs?: stri
   child.stderr?.removeAllListeners('data');
   child.stdout?.resume();
   child.stderr?.resume();
-  // Last resort when this process ends without stopping the server (an uncaught error, process.exit).
-  const killOnExit = () => child.kill('SIGTERM');
-  process.on('exit', killOnExit);
-  child.once('exit', () => process.removeListener('exit', killOnExit));
   return {
     url: `redis://127.0.0.1:${port}`,
     port,
