@@ -1,7 +1,7 @@
 // Where the embedded PostgreSQL runs from and keeps its data, decided on a real temporary file tree.
 // The kernel's "can that user run / enter this" answers need root and a second user, so they are
 // given here; this process's own user stands in for `postgres`, so the chowns work without root.
-import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
 import { dirname, join } from 'node:path';
 import { EmbeddedServerError, exe, findPostgresBinaries, installBinaries, placePostgres, PostgresBinaries, relocatedDataDir, RunAs, sweepRelocatedData } from './postgres-placement';
@@ -85,6 +85,18 @@ describe('postgres placement', () => {
     const second = placePostgres({ dataDir: dataDir(), persistent: true, runAs: me, binaries: bins, sharedRoot: shared, checks });
     expect(second.dataDir).toBe(real);
     expect(readFileSync(join(real, 'PG_VERSION'), 'utf8')).toBe('17\n');
+  });
+
+  it('should keep the relocated data of a project moved with its link', () => {
+    const checks = { canRun: () => true, canEnter: () => false };
+    const before = placePostgres({ dataDir: dataDir(), persistent: true, runAs: me, binaries: bins, sharedRoot: shared, checks });
+    const movedTo = join(dir, 'moved');
+    renameSync(join(dir, 'project'), movedTo);
+    const moved = join(movedTo, '.data', 'postgres');
+    const after = placePostgres({ dataDir: moved, persistent: true, runAs: me, binaries: bins, sharedRoot: shared, checks });
+    expect(after.dataDir).toBe(before.dataDir);
+    expect(sweepRelocatedData(shared)).toEqual([]);
+    expect(existsSync(before.dataDir)).toBe(true);
   });
 
   it('should give each DATA_DIR its own relocated folder', () => {

@@ -275,7 +275,8 @@ export function placePostgres(opts: PlaceOptions): PostgresPlacement {
       link = requested;
       notes.push(`data in ${dataDir} (linked from ${requested})`);
       ownedFolder(dataDir, runAs);
-      if (dataDir === relocatedDataDir(requested, root)) writeFileSync(join(dirname(dataDir), 'source'), `${requested}\n`);
+      // A project moved with its link keeps its data: the entry now belongs to the link's new place.
+      if (dirname(dirname(dataDir)) === join(root, 'data')) writeFileSync(join(dirname(dataDir), 'source'), `${requested}\n`);
     } else if (enters(runAs, dirname(requested))) {
       ownedFolder(requested, runAs);
     } else {
