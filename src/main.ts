@@ -13,7 +13,7 @@ import { AllExceptionsFilter } from './common/all-exceptions.filter';
 import { jsonBody } from './common/json-body.middleware';
 import { validationPipe } from './common/validation.pipe';
 import { AppConfig, ConfigurationError, loadConfig, ResolvedConfig } from './config/app-config';
-import { resolveDependencies } from './infrastructure/dependencies';
+import { Dependencies, resolveDependencies } from './infrastructure/dependencies';
 import { closeOnSignals } from './infrastructure/graceful-shutdown';
 import { runMigrations } from './infrastructure/migrate';
 import { createLogger, nestLogger } from './logging/logger';
@@ -22,7 +22,13 @@ import { serveClusterMetrics } from './metrics/metrics.service';
 const logger = new Logger('Main');
 
 export async function createApp(config: ResolvedConfig, root: Pino = createLogger(config.logging)): Promise<NestExpressApplication> {
-  const app = await NestFactory.create<NestExpressApplication>(AppModule.forRoot(config, root), { bodyParser: false, logger: nestLogger(root) });
+  // abortOnError false: a failing bootstrap throws to the caller, who stops the servers it started
+  // (Nest's default process.abort() would leave them running).
+  const app = await NestFactory.create<NestExpressApplication>(AppModule.forRoot(config, root), {
+    bodyParser: false,
+    logger: nestLogger(root),
+    abortOnError: false,
+  });
   app.disable('x-powered-by');
   app.set('trust proxy', false);
   app.use(jsonBody());
@@ -50,18 +56,74 @@ function workerEnv(c: ResolvedConfig): NodeJS.ProcessEnv {
   return { DATABASE_URL: c.database.url, REDIS_URL: c.redis.url, REDIS_LOCK_URLS: c.redis.lockUrls.join(','), ADMIN_TOKEN: c.admin.token };
 }
 
-async function primary(config: AppConfig, root: Pino): Promise<void> {
-  const deps = await resolveDependencies(config);
-  const resolved = deps.config;
-  const applied = await runMigrations(resolved.database.url);
-  if (applied.length > 0) logger.log(`migrations applied: ${applied.join(', ')}`);
-  if (deps.generatedAdminToken) logger.warn(`ADMIN_TOKEN unset: this run's admin token is ${resolved.admin.token}`);
+/** Turns a failed start into what to do; the message of an error already written for a person stays. */
+export function startFailure(err: unknown, config: Pick<AppConfig['http'], 'port' | 'host'>): string {
+  const e = err as NodeJS.ErrnoException;
+  if (e?.code === 'EADDRINUSE') return `port ${config.port} is in use on ${config.host}: set PORT to a free port, or stop what listens there`;
+  if (e?.code === 'EACCES' && e.syscall === 'listen') return `port ${config.port} needs privileges on ${config.host}: set PORT to 1024 or above`;
+  if (e?.code === 'EADDRNOTAVAIL') return `HOST ${config.host} is no address of this machine: set HOST (0.0.0.0 for every address)`;
+  return e instanceof Error ? e.message : String(err);
+}
 
+/** Sent by a worker that could not start, so the primary can stop everything and say why. */
+interface StartFailedMessage {
+  startFailed: string;
+}
+
+async function primary(config: AppConfig, root: Pino): Promise<void> {
+  // Until the service is up, a signal stops what was started so far; servers still starting are
+  // stopped by their own on-exit hooks.
+  let deps: Dependencies | undefined;
+  let aborting = false;
+  const abortStart = (signal: NodeJS.Signals) => {
+    if (aborting) return;
+    aborting = true;
+    logger.warn(`${signal} before the service was up: stopping what was started`);
+    void Promise.resolve(deps?.stop()).finally(() => process.exit(130));
+  };
+  process.on('SIGINT', abortStart);
+  process.on('SIGTERM', abortStart);
+  const started = () => {
+    process.removeListener('SIGINT', abortStart);
+    process.removeListener('SIGTERM', abortStart);
+  };
+
+  deps = await resolveDependencies(config);
+  const resolved = deps.config;
+  let app: NestExpressApplication | undefined;
+  try {
+    const applied = await runMigrations(resolved.database.url);
+    if (applied.length > 0) logger.log(`migrations applied: ${applied.join(', ')}`);
+    if (deps.generatedAdminToken) logger.warn(`ADMIN_TOKEN unset: this run's admin token is ${resolved.admin.token}`);
+    if (config.http.workers === 1) {
+      app = await createApp(resolved, root);
+      await app.listen(resolved.http.port, resolved.http.host);
+    }
+  } catch (err) {
+    const message = startFailure(err, config.http);
+    await app?.close().catch(() => undefined);
+    await deps.stop();
+    throw new Error(message);
+  }
+  if (aborting) return;
+
+  if (app) {
+    started();
+    // The app is drained and closed first; the embedded servers it used are stopped after it.
+    const stopDeps = deps.stop;
+    closeOnSignals(app, () => stopDeps());
+    logger.log(`listening on ${resolved.http.host}:${resolved.http.port} (1 process, stock locking: ${resolved.locks.stockLocking})`);
+    return;
+  }
+  serveCluster(config, deps, started);
+}
+
+function serveCluster(config: AppConfig, deps: Dependencies, started: () => void): void {
+  const resolved = deps.config;
   let stopping = false;
-  const shutdown = async (signal: string) => {
-    if (stopping) return;
+  let up = false;
+  const stopAll = async (): Promise<void> => {
     stopping = true;
-    logger.log(`${signal}: stopping`);
     await Promise.all(
       Object.values(cluster.workers ?? {}).map(
         (w) =>
@@ -77,34 +139,45 @@ async function primary(config: AppConfig, root: Pino): Promise<void> {
       ),
     );
     await deps.stop();
+  };
+  const shutdown = async (signal: string) => {
+    if (stopping) return;
+    logger.log(`${signal}: stopping`);
+    await stopAll();
     process.exit(0);
   };
-
-  if (config.http.workers === 1) {
-    const app = await createApp(resolved, root);
-    // The app is drained and closed first; the embedded servers it used are stopped after it.
-    closeOnSignals(app, () => deps.stop());
-    await app.listen(resolved.http.port, resolved.http.host);
-    logger.log(`listening on ${resolved.http.host}:${resolved.http.port} (1 process, stock locking: ${resolved.locks.stockLocking})`);
-    return;
-  }
+  // A worker that cannot start (port taken, bootstrap failing) would fail the same way again:
+  // before the cluster is up, its failure ends the start instead of a restart loop.
+  let failure: string | undefined;
+  const failStart = async (why: string) => {
+    if (stopping) return;
+    await stopAll();
+    process.stderr.write(`failed to start: ${why}\n`);
+    process.exit(1);
+  };
 
   cluster.setupPrimary({ silent: false });
   serveClusterMetrics();
   const fork = () => cluster.fork(workerEnv(resolved));
+  cluster.on('message', (_worker, msg: Partial<StartFailedMessage>) => {
+    if (typeof msg?.startFailed === 'string') failure ??= msg.startFailed;
+  });
   cluster.on('exit', (worker, code, signal) => {
     if (stopping) return;
+    if (!up) return void failStart(failure ?? `worker ${worker.process.pid} exited (${signal ?? code})`);
     logger.error(`worker ${worker.process.pid} exited (${signal ?? code}); starting another`);
     setTimeout(fork, 500);
   });
   for (let i = 0; i < config.http.workers; i++) fork();
   let listening = 0;
   cluster.on('listening', () => {
-    if (++listening === config.http.workers)
-      logger.log(`listening on ${resolved.http.host}:${resolved.http.port} (${config.http.workers} processes, stock locking: ${resolved.locks.stockLocking})`);
+    if (++listening !== config.http.workers || up) return;
+    up = true;
+    logger.log(`listening on ${resolved.http.host}:${resolved.http.port} (${config.http.workers} processes, stock locking: ${resolved.locks.stockLocking})`);
   });
-  process.once('SIGTERM', () => void shutdown('SIGTERM'));
-  process.once('SIGINT', () => void shutdown('SIGINT'));
+  started();
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  process.on('SIGINT', () => void shutdown('SIGINT'));
 }
 
 async function main(): Promise<void> {
@@ -127,7 +200,10 @@ async function main(): Promise<void> {
 
 if (require.main === module) {
   main().catch((err: Error) => {
-    process.stderr.write(`failed to start: ${err.message}\n`);
+    const message = cluster.isWorker ? startFailure(err, loadConfig().http) : err.message;
+    // A worker tells the primary, which stops everything and says it once; exit only once it is sent.
+    if (cluster.isWorker && process.send) return void process.send({ startFailed: message } satisfies StartFailedMessage, () => process.exit(1));
+    process.stderr.write(`failed to start: ${message}\n`);
     process.exit(1);
   });
 }

