@@ -1,14 +1,31 @@
 import { Module } from '@nestjs/common';
+import { LocksConfig } from '../config/app-config';
 import { InventoryModule } from '../inventory/inventory.module';
 import { LocksModule } from '../locks/locks.module';
-import { OrdersController } from './orders.controller';
+import { RedlockSegmentLocking } from './locking/redlock-segment-locking';
+import { RowLockSegmentLocking } from './locking/row-lock-segment-locking';
+import { SegmentLocking } from './locking/segment-locking';
 import { OrderGateService } from './order-gate.service';
+import { OrdersController } from './orders.controller';
 import { OrdersRepository } from './orders.repository';
 import { OrdersService } from './orders.service';
 
 @Module({
   imports: [InventoryModule, LocksModule],
   controllers: [OrdersController],
-  providers: [OrdersService, OrderGateService, OrdersRepository],
+  providers: [
+    OrdersService,
+    OrderGateService,
+    OrdersRepository,
+    RedlockSegmentLocking,
+    RowLockSegmentLocking,
+    // The locking mode, chosen once from STOCK_LOCKING; the order path never asks which it is.
+    {
+      provide: SegmentLocking,
+      inject: [LocksConfig, RedlockSegmentLocking, RowLockSegmentLocking],
+      useFactory: (config: LocksConfig, redlock: RedlockSegmentLocking, rowLock: RowLockSegmentLocking) =>
+        config.stockLocking === 'database' ? rowLock : redlock,
+    },
+  ],
 })
 export class OrdersModule {}

@@ -14,6 +14,8 @@ import { takeFrom } from '../inventory/segment-plan';
 import { Layout, StockRepository } from '../inventory/stock.repository';
 import { BatchAttempt, BatchResult, OrderRow, OrdersRepository, SegmentAttempt, UncertainBatch, UncertainWrite } from './orders.repository';
 import { OrdersService } from './orders.service';
+import { RedlockSegmentLocking } from './locking/redlock-segment-locking';
+import { RowLockSegmentLocking } from './locking/row-lock-segment-locking';
 
 const PRODUCT = 7;
 
@@ -170,7 +172,12 @@ function world(opts: { stocks: number[]; limitPerUser?: number; config?: SliceOv
       if (pass.token) await locks.release(pass.token);
     }),
   };
-  const service = new OrdersService(config.locks, config.http, config.benchmark, catalog as never, hints as never, gate as never, stock as never, ordersRepo as never, locks as never, metrics as never);
+  // The locking mode the module would pick from STOCK_LOCKING, built over the same fakes.
+  const locking =
+    config.locks.stockLocking === 'database'
+      ? new RowLockSegmentLocking(config.locks, config.benchmark, ordersRepo as never)
+      : new RedlockSegmentLocking(config.locks, config.http, config.benchmark, gate as never, hints as never, locks as never, ordersRepo as never, metrics as never);
+  const service = new OrdersService(config.locks, config.http, catalog as never, locking, stock as never, ordersRepo as never, metrics as never);
   return { service, config, stocks, busy, catalog, hints, stock, orders: ordersRepo, locks, metrics, onWait };
 }
 

@@ -1,0 +1,138 @@
+// STOCK_LOCKING=redlock (the product): the user lock and hints in one Redis script (the gate), a
+// Redlock lock per segment, a board of what this process holds and who here waits, and group
+// commit: a holder sells the waiting orders of its process in its own hold and one statement.
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Injectable } from '@nestjs/common';
+import { BenchmarkConfig, HttpConfig, LocksConfig } from '../../config/app-config';
+import { AlreadyOrderedError, BusyError } from '../../common/domain-errors';
+import type { ProductInfo } from '../../inventory/product-catalog.service';
+import { StockHintsService } from '../../inventory/stock-hints.service';
+import { lockKeys } from '../../locks/lock-keys';
+import { HeldLock, LockService } from '../../locks/lock.service';
+import { LocalLockBoard, WaitEnd } from '../../locks/local-lock-board';
+import { MetricsService } from '../../metrics/metrics.service';
+import { OrderGateService } from '../order-gate.service';
+import { BatchAttempt, BatchEntry, OrderRow, OrdersRepository, SegmentAttempt, UncertainBatch } from '../orders.repository';
+import { OrderPass, PlaceOrder, RideAnswer, SegmentLocking } from './segment-locking';
+
+@Injectable()
+export class RedlockSegmentLocking extends SegmentLocking {
+  /** Segment locks this process holds, and its requests waiting for one (with their rides). */
+  private readonly board = new LocalLockBoard<BatchEntry, RideAnswer>();
+
+  constructor(
+    private readonly lockConfig: LocksConfig,
+    private readonly http: HttpConfig,
+    private readonly benchmark: BenchmarkConfig,
+    private readonly gate: OrderGateService,
+    private readonly hints: StockHintsService,
+    private readonly locks: LockService,
+    private readonly orders: OrdersRepository,
+    private readonly metrics: MetricsService,
+  ) {
+    super();
+  }
+
+  enter(product: ProductInfo, req: PlaceOrder): Promise<OrderPass> {
+    return this.gate.enter(product, req.userId, req.quantity);
+  }
+
+  leave(pass: OrderPass): Promise<void> {
+    return this.gate.leave(pass);
+  }
+
+  queueBehind(productId: number): boolean {
+    return this.board.waiting(productId) > 0;
+  }
+
+  heldHere(productId: number, idx: number): boolean {
+    return this.board.isHeld(productId, idx);
+  }
+
+  wait(productId: number, req: PlaceOrder): Promise<WaitEnd<RideAnswer>> {
+    return this.board.waitForRelease(productId, this.locks.backoffMs(), { userId: req.userId, quantity: req.quantity });
+  }
+
+  /** Under the segment's Redis lock; a segment found empty is remembered so later orders skip it. */
+  async attempt(product: ProductInfo, idx: number, req: PlaceOrder): Promise<SegmentAttempt | 'busy'> {
+    // Held (or being taken) by another request of this very process: busy, no Redis round trip.
+    if (this.board.isHeld(product.id, idx)) return 'busy';
+    this.board.hold(product.id, idx);
+    let held: HeldLock | null = null;
+    try {
+      held = await this.locks.tryAcquire(lockKeys.segment(product.id, idx), this.lockConfig.ttlMs);
+      if (!held) {
+        this.metrics.lockBusy.inc();
+        return 'busy';
+      }
+      const outcome = await this.sellInHold(product, idx, req);
+      if (outcome.remaining === null || outcome.remaining === 0) this.rememberEmpty(product, idx);
+      return outcome;
+    } finally {
+      if (held) {
+        // Sent now, its reply not awaited: on each master's connection the release is queued ahead
+        // of any acquire that a woken local waiter sends next, and the order needs nothing from it.
+        void this.locks.release(held);
+        this.board.release(product.id, idx);
+      } else {
+        this.board.abandon(product.id, idx);
+      }
+    }
+  }
+
+  /** Locks in ascending index order (no deadlock between two spreading orders), then one transaction. */
+  async sellSpread(product: ProductInfo, picked: number[], req: PlaceOrder): Promise<OrderRow | null> {
+    const held: HeldLock[] = [];
+    try {
+      for (const idx of picked) {
+        held.push(await this.locks.acquireWithin(lockKeys.segment(product.id, idx), this.lockConfig.ttlMs, this.lockConfig.waitMs));
+      }
+      if (this.benchmark.orderHoldMs > 0) await sleep(this.benchmark.orderHoldMs);
+      return await this.orders.sellFromSegments(product.id, picked, req.quantity, req.userId);
+    } finally {
+      await Promise.all(held.map((h) => this.locks.release(h)));
+    }
+  }
+
+  async soldOut(productId: number): Promise<void> {
+    await this.hints.markSoldOut(productId).catch(() => this.metrics.dependencyErrors.inc({ dependency: 'redis' }));
+  }
+
+  /**
+   * Inside a held segment lock: this order alone (one statement, as with ORDER_BATCH_MAX=1), or
+   * with up to ORDER_BATCH_MAX - 1 orders of this process that wait for the product (group
+   * commit): one statement for all, each answered on its own. ORDER_HOLD_MS is spent once per
+   * hold, after a sale and before any answer; an empty segment is let go at once.
+   */
+  private async sellInHold(product: ProductInfo, idx: number, req: PlaceOrder): Promise<SegmentAttempt> {
+    const hold = this.benchmark.orderHoldMs;
+    const riders = this.board.takeRiders(product.id, this.lockConfig.batchMax - 1);
+    if (riders.length === 0) {
+      const outcome = await this.orders.sellFromSegment(product.id, idx, req.quantity, req.userId);
+      if (hold > 0 && outcome.order) await sleep(hold);
+      return outcome;
+    }
+    let batch: BatchAttempt | undefined;
+    let failure = (_entry: number): unknown => new BusyError('the lock holder failed before serving this order', this.http.retryAfterS);
+    try {
+      batch = await this.orders.sellBatch(product.id, idx, [req, ...riders.map((r) => r.ride)]);
+      this.metrics.batchSize.observe(riders.length + 1);
+      if (hold > 0 && batch.results.some((r) => 'order' in r)) await sleep(hold);
+    } catch (err) {
+      // A lost reply: every order of the batch settles its own outcome, in its own request.
+      failure = (entry) => (err instanceof UncertainBatch ? err.writes[entry] : err);
+      throw failure(0);
+    } finally {
+      // Every rider is answered exactly once, whatever happened to the batch.
+      const done = batch;
+      riders.forEach((r, i) => r.serve(done ? { segment: idx, result: done.results[i + 1], remaining: done.remaining } : { error: failure(i + 1) }));
+    }
+    const own = batch.results[0];
+    if ('alreadyOrdered' in own) throw new AlreadyOrderedError();
+    return 'order' in own ? { order: own.order, remaining: batch.remaining } : { remaining: batch.remaining };
+  }
+
+  private rememberEmpty(product: ProductInfo, idx: number): void {
+    this.hints.markEmpty(product.id, product.layoutVersion, idx).catch(() => this.metrics.dependencyErrors.inc({ dependency: 'redis' }));
+  }
+}
