@@ -269,7 +269,7 @@ export function renderTable(report: BenchmarkReport): string {
 
   const steady = inGroup(report, 'compare');
   const holds = [...new Set(steady.map((s) => s.holdMs))].sort((a, b) => a - b);
-  const head = ['scenario', 'orders/s', 'vs 1 seg', 'ideal', 'vs peer', 'p50 ms', 'p99 ms', 'max ms', '5xx', 'codes', 'verified'];
+  const head = ['scenario', 'orders/s', 'vs 1 seg', 'ideal', 'vs nolock', 'p50 ms', 'p99 ms', 'max ms', '5xx', 'codes', 'verified'];
   const widths = [22, 9, 9, 6, 8, 8, 8, 8, 5, 30, 8];
   for (const hold of holds) {
     lines.push(

@@ -18,7 +18,7 @@ const FLAGS = {
   'batch-max': { type: 'string', arg: 'N', help: "ORDER_BATCH_MAX wherever a row names no other (default: unset, the service's default)" },
   'batch-sweep': { type: 'string', arg: 'LIST', help: 'also sweep these ORDER_BATCH_MAX values at every --hold, e.g. 1,8,32,128 (default: none)' },
   segments: { type: 'string', arg: 'LIST', help: 'segmented layouts compared with 1 segment (default 20)' },
-  hold: { type: 'string', arg: 'LIST', help: 'ORDER_HOLD_MS values of the comparison (default 0,20)' },
+  hold: { type: 'string', arg: 'LIST', help: 'ORDER_HOLD_MS values of the locking and group-commit comparisons (default 0,20)' },
   sweep: { type: 'string', arg: 'LIST', help: 'segment counts of the sweep (default 1,2,5,10,20,50; --quick: 1,5,20)' },
   'sweep-hold': { type: 'string', arg: 'MS', help: 'hold time of the sweep and of the sale (default 20)' },
   'no-sweep': { type: 'boolean', help: 'skip the sweep' },
