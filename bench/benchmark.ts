@@ -1,6 +1,7 @@
 // The whole benchmark as one call, runBenchmark(options): PostgreSQL and Redis (given URLs, or
-// started here the way the service starts them by default), one service start per configuration,
-// every scenario, the reports; everything it started is stopped again, also on errors and aborts.
+// started here the way the service starts them by default), one start of the service (per
+// environment) or of a bare peer per configuration, every scenario, the reports; everything it
+// started is stopped again, also on errors and aborts.
 // bench/run.ts is the CLI around it; test/bench.e2e-spec.ts calls it in-process.
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -12,15 +13,29 @@ import { startEmbeddedPostgres } from '../src/infrastructure/embedded-postgres';
 import { startEmbeddedRedis } from '../src/infrastructure/embedded-redis';
 import { runMigrations } from '../src/infrastructure/migrate';
 import { projectRoot } from '../src/infrastructure/project-root';
+import { startPeer } from './peers';
 import { BenchmarkReport, ServiceRun, writeReports } from './report';
-import { plan, PlanOptions, runScenario, ScenarioResult, warmUp } from './scenarios';
-import { ProcessPeak, RssSampler, startService } from './service';
+import { createProductInDb, createProductViaApi, PEER_NAMES, PeerName, plan, PlanOptions, ProcessConfig, runScenario, RunContext, ScenarioResult, warmUp } from './scenarios';
+import { ProcessPeak, RssSampler, serviceReads, startService } from './service';
 
 export interface BenchmarkOptions {
   /** Seconds of load per steady-state scenario. */
   duration?: number;
   connections?: number;
+  /** WORKERS of the locking comparison, the segment sweep and the sale. */
   workers?: number;
+  /** WORKERS of the service beside the peers and in the group-commit comparison (default 1: a peer is one process). */
+  speedWorkers?: number;
+  /** Segments of the peer and group-commit comparisons (default 20). */
+  speedSegments?: number;
+  /** The bare peers run beside the service (default all); [] = none, and no GET /health/live floor. */
+  peers?: PeerName[];
+  /** ORDER_BATCH_MAX=1 against group commit at every hold time (default true). */
+  batch?: boolean;
+  /** ORDER_BATCH_MAX of every service start but the ORDER_BATCH_MAX=1 and batch-sweep rows; null/unset = the service's default. */
+  batchMax?: number | null;
+  /** ORDER_BATCH_MAX values swept at every hold time, to choose the default; null/unset = no sweep. */
+  batchSweep?: number[] | null;
   /** Segmented layouts compared against the single lock at every hold time. */
   segments?: number[];
   /** ORDER_HOLD_MS values of the comparison. */
@@ -55,8 +70,10 @@ export interface BenchmarkOptions {
   signal?: AbortSignal;
 }
 
-export type ResolvedOptions = Required<Omit<BenchmarkOptions, 'databaseUrl' | 'redisUrl' | 'signal' | 'log' | 'sweep'>> & {
+export type ResolvedOptions = Required<Omit<BenchmarkOptions, 'databaseUrl' | 'redisUrl' | 'signal' | 'log' | 'sweep' | 'batchMax' | 'batchSweep'>> & {
   sweep: number[] | null;
+  batchMax: number | null;
+  batchSweep: number[] | null;
   databaseUrl?: string;
   redisUrl?: string;
 };
@@ -69,6 +86,12 @@ export function resolveOptions(o: BenchmarkOptions, root = projectRoot(__dirname
     duration: o.duration ?? (quick ? 3 : 10),
     connections: o.connections ?? 100,
     workers: o.workers ?? 2,
+    speedWorkers: o.speedWorkers ?? 1,
+    speedSegments: o.speedSegments ?? 20,
+    peers: o.peers ?? [...PEER_NAMES],
+    batch: o.batch ?? true,
+    batchMax: o.batchMax ?? null,
+    batchSweep: o.batchSweep ?? null,
     segments: o.segments ?? [20],
     holds: o.holds ?? [0, 20],
     sweep: o.sweep === undefined ? (quick ? [1, 5, 20] : [1, 2, 5, 10, 20, 50]) : o.sweep,
@@ -189,10 +212,20 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
       peer: opts.peer,
       sale: opts.sale ? { stock: opts.saleStock, segments: opts.saleSegments, buyers: opts.saleBuyers, holdMs: opts.sweepHold } : null,
       steadyStock: opts.steadyStock,
+      workers: opts.workers,
+      speedWorkers: opts.speedWorkers,
+      speedSegments: opts.speedSegments,
+      batchMax: opts.batchMax,
+      peers: opts.peers,
+      batch: opts.batch,
+      batchSweep: opts.batchSweep,
     };
     const configs = plan(planOptions);
     const total = configs.reduce((n, c) => n + c.scenarios.length, 0);
-    log(`${total} scenarios in ${configs.length} service configurations, ${opts.connections} connections, ${opts.duration} s each, ${opts.workers} worker(s)`);
+    log(`${total} scenarios in ${configs.length} process starts, ${opts.connections} connections, ${opts.duration} s each`);
+    // Until the service reads ORDER_BATCH_MAX, the group-commit rows measure the same code as ORDER_BATCH_MAX=1.
+    const batchMaxRead = serviceReads('ORDER_BATCH_MAX', root);
+    if (!batchMaxRead) log('note: the built service does not read ORDER_BATCH_MAX; its rows differ only in name');
 
     const adminToken = randomBytes(24).toString('base64url');
     const results: ScenarioResult[] = [];
@@ -200,31 +233,29 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
     let done = 0;
     for (const config of configs) {
       checkAbort();
-      log(`service: STOCK_LOCKING=${config.locking} ORDER_HOLD_MS=${config.holdMs} WORKERS=${opts.workers}`);
-      const svc = await startService(
-        {
-          databaseUrl,
-          redisUrl,
-          adminToken,
-          workers: opts.workers,
-          stockLocking: config.locking,
-          holdMs: config.holdMs,
-          lockTtlMs: opts.lockTtlMs,
-          lockWaitMs: opts.lockWaitMs,
-          lockRetryDelayMs: opts.lockRetryDelayMs,
-          lockRetryJitterMs: opts.lockRetryJitterMs,
-        },
-        signal,
-      );
-      const sampler = new RssSampler(svc.pid);
+      log(`${describe(config)}`);
+      const proc = await startTarget(config, { databaseUrl, redisUrl, adminToken, opts, signal });
+      const sampler = new RssSampler(proc.pid);
       let peaks: ProcessPeak[] = [];
-      const stopService = async () => {
+      const stopIt = async () => {
         peaks = sampler.stop();
-        await svc.stop();
+        await proc.stop();
       };
-      cleanups.push(stopService);
+      cleanups.push(stopIt);
       try {
-        const ctx = { url: svc.url, adminToken, db, workers: opts.workers, connections: opts.connections, durationS: opts.duration, lockWaitMs: opts.lockWaitMs, progress: log, signal };
+        const ctx: RunContext = {
+          url: proc.url,
+          target: config.target,
+          createProduct: config.target === 'service' ? (p) => createProductViaApi(proc.url, adminToken, p) : createProductInDb(db),
+          db,
+          redisUrl,
+          workers: config.workers,
+          connections: opts.connections,
+          durationS: opts.duration,
+          lockWaitMs: opts.lockWaitMs,
+          progress: log,
+          signal,
+        };
         if (opts.warmUp > 0) {
           log(`  warm-up ${opts.warmUp} s (not measured)`);
           await warmUp(ctx, opts.warmUp);
@@ -232,20 +263,21 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
         for (const spec of config.scenarios) {
           checkAbort();
           done++;
-          log(`[${done}/${total}] ${spec.id}: ${spec.kind === 'sale' ? `${spec.stock} units as ${spec.segments} segment(s), ${spec.buyers} buyers` : `${spec.segments} segment(s), ${opts.duration} s`}`);
+          const what = { health: `GET /health/live, ${opts.duration} s`, sale: `${spec.stock} units as ${spec.segments} segment(s), ${spec.buyers} buyers`, steady: `${spec.segments} segment(s), ${opts.duration} s` };
+          log(`[${done}/${total}] ${spec.id}: ${what[spec.kind]}`);
           const r = await runScenario(ctx, spec);
           results.push(r);
           const lat = r.latency201Ms;
           log(
-            `  => ${r.status === 'ok' ? 'ok' : 'FAILED'}  ${r.ordersPerSec.toFixed(1)} orders/s  p50 ${lat ? lat.p50.toFixed(1) : '-'} ms  p99 ${lat ? lat.p99.toFixed(1) : '-'} ms  ` +
+            `  => ${r.status === 'ok' ? 'ok' : 'FAILED'}  ${r.ordersPerSec.toFixed(1)} ${spec.kind === 'health' ? 'req' : 'orders'}/s  p50 ${lat ? lat.p50.toFixed(1) : '-'} ms  p99 ${lat ? lat.p99.toFixed(1) : '-'} ms  ` +
               `codes ${JSON.stringify(r.statusCounts)}${r.status === 'ok' ? '' : `  FAILED: ${r.verification.checks.filter((c) => !c.ok).map((c) => `${c.name} (${c.detail})`).join('; ')}`}`,
           );
           checkAbort();
         }
       } finally {
-        cleanups.splice(cleanups.indexOf(stopService), 1);
-        await stopService();
-        services.push({ locking: config.locking, holdMs: config.holdMs, workers: opts.workers, processes: peaks, rssSupported: sampler.supported });
+        cleanups.splice(cleanups.indexOf(stopIt), 1);
+        await stopIt();
+        services.push({ target: config.target, locking: config.locking, holdMs: config.holdMs, workers: config.workers, batchMax: config.batchMax, processes: peaks, rssSupported: sampler.supported });
       }
     }
 
@@ -263,6 +295,13 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
         durationS: opts.duration,
         connections: opts.connections,
         workers: opts.workers,
+        speedWorkers: opts.speedWorkers,
+        speedSegments: opts.speedSegments,
+        batchMax: opts.batchMax,
+        batchMaxRead,
+        peers: opts.peers,
+        batch: opts.batch,
+        batchSweep: opts.batchSweep,
         holds: opts.holds,
         segments: opts.segments,
         sweep: opts.sweep,
@@ -276,11 +315,34 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
       },
       scenarios: results,
       services,
-      rssTargetMb: 250,
+      // Issue 8's bound for one service process.
+      rssTargetMb: 200,
     };
     const files = writeReports(report, opts.outDir);
     return { report, files };
   } finally {
     await cleanup();
   }
+}
+
+function describe(c: ProcessConfig): string {
+  if (c.target !== 'service') return `peer ${c.target}${c.target === 'bare' ? `: STOCK_LOCKING=${c.locking}` : ':'} ORDER_HOLD_MS=${c.holdMs}`;
+  return `service: STOCK_LOCKING=${c.locking} ORDER_HOLD_MS=${c.holdMs} WORKERS=${c.workers} ORDER_BATCH_MAX=${c.batchMax ?? '(unset)'}`;
+}
+
+interface Started {
+  url: string;
+  pid: number;
+  stop(): Promise<unknown>;
+}
+
+/** The service with this configuration's environment, or the peer; the same lock settings for both. */
+function startTarget(c: ProcessConfig, x: { databaseUrl: string; redisUrl: string; adminToken: string; opts: ResolvedOptions; signal?: AbortSignal }): Promise<Started> {
+  const { opts } = x;
+  const locks = { lockTtlMs: opts.lockTtlMs, lockWaitMs: opts.lockWaitMs, lockRetryDelayMs: opts.lockRetryDelayMs, lockRetryJitterMs: opts.lockRetryJitterMs };
+  if (c.target === 'service') {
+    if (c.locking === 'lua') throw new Error('the service has no lua mode');
+    return startService({ databaseUrl: x.databaseUrl, redisUrl: x.redisUrl, adminToken: x.adminToken, workers: c.workers, stockLocking: c.locking, holdMs: c.holdMs, batchMax: c.batchMax, ...locks }, x.signal);
+  }
+  return startPeer(c.target, { databaseUrl: x.databaseUrl, redisUrl: x.redisUrl, locking: c.locking === 'database' ? 'database' : 'redlock', holdMs: c.holdMs, ...locks }, x.signal);
 }

@@ -1,14 +1,20 @@
 // Drives POST /orders with autocannon's programmatic API: every request carries a userId of its
 // own. Answers are counted per status code here and only 201 latencies go into the percentiles:
 // autocannon's own histogram would mix in every 2xx and its rate counts refusals as throughput.
+// A GET (the GET /health/live floor) goes through the same counting, its success status being 200.
 import { createHistogram, RecordableHistogram } from 'node:perf_hooks';
 import autocannon from 'autocannon';
 
 export interface LoadSpec {
   url: string;
-  productId: number;
+  /** POST /orders for this product, ... */
+  productId?: number;
   /** Prefix of this load's userIds; a counter makes each one unique. */
-  userPrefix: string;
+  userPrefix?: string;
+  /** ... or GET this path instead (no body). */
+  get?: string;
+  /** The answer that counts and whose latency is kept (default 201). */
+  okStatus?: number;
   connections: number;
   /** Seconds of load (steady state), or ... */
   durationS?: number;
@@ -33,6 +39,7 @@ export interface LoadResult {
   elapsedS: number;
   statusCounts: Record<string, number>;
   responses: number;
+  /** Answers with okStatus (201: orders created). */
   created: number;
   /** Milliseconds from the start to the last 201 (for the sale: the time to sell out). */
   lastCreatedAtMs: number | null;
@@ -53,7 +60,8 @@ function summarise(h: RecordableHistogram): Latency | null {
 export function runLoad(spec: LoadSpec): Promise<LoadResult> {
   return new Promise((resolve, reject) => {
     let issued = 0;
-    const body = () => JSON.stringify({ userId: `${spec.userPrefix}${issued++}`, productId: spec.productId });
+    const body = () => JSON.stringify({ userId: `${spec.userPrefix ?? 'u'}${issued++}`, productId: spec.productId });
+    const okStatus = spec.okStatus ?? 201;
     const statusCounts: Record<string, number> = {};
     const latencies = createHistogram();
     let responses = 0;
@@ -68,11 +76,11 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
     const ticker = setInterval(() => {
       const t = Math.round((Date.now() - started) / 1000);
       const other = Object.entries(statusCounts)
-        .filter(([c]) => c !== '201')
+        .filter(([c]) => c !== String(okStatus))
         .map(([c, n]) => `${c}:${n}`)
         .join(' ');
       spec.progress?.(
-        `  ${spec.label} ${t}s  201/s ${created - lastCreated}  answers/s ${responses - lastResponses}  total 201 ${created}${other ? `  other ${other}` : ''}`,
+        `  ${spec.label} ${t}s  ${okStatus}/s ${created - lastCreated}  answers/s ${responses - lastResponses}  total ${okStatus} ${created}${other ? `  other ${other}` : ''}`,
       );
       lastCreated = created;
       lastResponses = responses;
@@ -97,15 +105,17 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
         timeout: spec.timeoutS,
         // autocannon notices the end (duration, or every answer in) on this tick; 1 s would overshoot.
         sampleInt: 200,
-        requests: [
-          {
-            method: 'POST',
-            path: '/orders',
-            headers: { 'content-type': 'application/json' },
-            // Called for every request (not just once per connection), so no userId repeats.
-            setupRequest: (req) => ({ ...req, body: body() }),
-          },
-        ],
+        requests: spec.get
+          ? [{ method: 'GET', path: spec.get }]
+          : [
+              {
+                method: 'POST',
+                path: '/orders',
+                headers: { 'content-type': 'application/json' },
+                // Called for every request (not just once per connection), so no userId repeats.
+                setupRequest: (req) => ({ ...req, body: body() }),
+              },
+            ],
       },
       (err, result) => {
         clearInterval(ticker);
@@ -132,7 +142,7 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
       lastAnswerAt = Date.now();
       const code = String(statusCode);
       statusCounts[code] = (statusCounts[code] ?? 0) + 1;
-      if (statusCode === 201) {
+      if (statusCode === okStatus) {
         created++;
         latencies.record(Math.max(1, Math.round(responseTime * 1000)));
         lastCreatedAtMs = lastAnswerAt - started;

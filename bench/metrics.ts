@@ -130,6 +130,11 @@ const EMPTY: Omit<MetricDeltas, 'source' | 'note'> = {
   lockWaitMeanMs: null,
 };
 
+/** For a scenario with no counters to read (a peer, GET /health/live); `why` goes into the report. */
+export function noMetrics(why: string): MetricDeltas {
+  return { source: 'unavailable', note: why, ...EMPTY };
+}
+
 /**
  * Picks the reading whose created-orders delta matches the orders PostgreSQL holds for the
  * scenario's product (only that product had traffic): one scrape (aggregated or one process) or

@@ -1,15 +1,19 @@
-// Turns a benchmark run into what people read: the console table, latest.md (with the machine,
-// settings, per-hold tables, ratios against the ideal, the sweep with its Mermaid charts, the
-// sale, memory), plus latest.json with every figure for tooling.
+// Turns a benchmark run into what people read: the console table, latest.md (the machine and
+// settings, issue 8's targets computed from this run, the service against the bare peers, group
+// commit, per-hold locking tables with ratios against the ideal, the sweep with its Mermaid
+// charts, the sale, memory), plus latest.json with every figure for tooling.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { PlanOptions, ScenarioResult, StockLocking } from './scenarios';
+import { Group, Locking, PlanOptions, ScenarioResult, StockLocking, Target } from './scenarios';
 import { ProcessPeak } from './service';
 
+/** One process start: the service with one environment, or a peer. */
 export interface ServiceRun {
-  locking: StockLocking;
+  target: Target;
+  locking: Locking;
   holdMs: number;
   workers: number;
+  batchMax: number | null;
   processes: ProcessPeak[];
   rssSupported: boolean;
 }
@@ -25,6 +29,8 @@ export interface BenchmarkReport {
     connections: number;
     workers: number;
     warmUpS: number;
+    /** Whether the built service reads ORDER_BATCH_MAX at all (before it did, the group-commit rows measured ORDER_BATCH_MAX=1). */
+    batchMaxRead: boolean;
     lock: { ttlMs: number; waitMs: number; retryDelayMs: number; retryJitterMs: number };
     dependencies: { postgres: string; redis: string };
   };
@@ -33,7 +39,7 @@ export interface BenchmarkReport {
   rssTargetMb: number;
 }
 
-const MODE_NAME: Record<StockLocking, string> = { redlock: 'Redlock segments', database: 'no-lock peer (PG row lock)' };
+const MODE_NAME: Record<StockLocking, string> = { redlock: 'Redlock segments', database: 'no-lock mode (PG row lock)' };
 
 function rate(n: number): string {
   if (!Number.isFinite(n)) return '-';
@@ -65,16 +71,45 @@ function fivexx(r: ScenarioResult): number {
 function statusWord(r: ScenarioResult): string {
   return r.status === 'ok' ? 'ok' : '**FAILED**';
 }
+/** A scenario of the locking comparison, the sweep or the sale: the service at --workers and --batch-max. */
 function find(report: BenchmarkReport, locking: StockLocking, holdMs: number, segments: number): ScenarioResult | undefined {
-  return report.scenarios.find((s) => s.kind === 'steady' && s.locking === locking && s.holdMs === holdMs && s.segments === segments);
+  const s = report.settings;
+  return report.scenarios.find(
+    (r) => r.kind === 'steady' && r.target === 'service' && r.workers === s.workers && r.batchMax === s.batchMax && r.locking === locking && r.holdMs === holdMs && r.segments === segments,
+  );
+}
+/** The service beside the peers and in the group-commit comparison (--speed-workers processes). */
+function findFast(report: BenchmarkReport, w: { locking?: StockLocking; holdMs?: number; segments?: number; batchMax: number | null }): ScenarioResult | undefined {
+  const s = report.settings;
+  const { locking = 'redlock', holdMs = 0, segments = s.speedSegments, batchMax } = w;
+  return report.scenarios.find(
+    (r) => r.kind === 'steady' && r.target === 'service' && r.workers === s.speedWorkers && r.batchMax === batchMax && r.locking === locking && r.holdMs === holdMs && r.segments === segments,
+  );
+}
+function findPeer(report: BenchmarkReport, target: 'bare' | 'bare-lua', locking: Locking, segments: number): ScenarioResult | undefined {
+  return report.scenarios.find((r) => r.kind === 'steady' && r.target === target && r.locking === locking && r.holdMs === 0 && r.segments === segments);
+}
+function findHealth(report: BenchmarkReport): ScenarioResult | undefined {
+  return report.scenarios.find((r) => r.kind === 'health');
+}
+function inGroup(report: BenchmarkReport, g: Group): ScenarioResult[] {
+  return report.scenarios.filter((r) => r.groups.includes(g));
+}
+/** ORDER_BATCH_MAX as run: a number, or the service's default when the run left it unset. */
+function batchName(b: number | null): string {
+  return b === null ? 'service default' : String(b);
+}
+/** The hold beside every figure: with group commit one hold serves many orders, so say per what it is spent. */
+function holdName(h: number): string {
+  return h === 0 ? '0' : `${h} ms, once per lock hold`;
 }
 function failed(report: BenchmarkReport): ScenarioResult[] {
   return report.scenarios.filter((s) => s.status !== 'ok');
 }
 function metricCell(r: ScenarioResult): { busy: string; fall: string; wait: string } {
   const m = r.metrics;
-  // The peer takes no Redis lock, so its lock counters stay 0 by construction, not by merit.
-  if (r.locking === 'database') return { busy: 'n/a', fall: 'n/a', wait: 'n/a' };
+  // The no-lock mode takes no Redis lock, so its lock counters stay 0 by construction, not by merit; the bare peers have none.
+  if (r.locking !== 'redlock' || r.target !== 'service') return { busy: 'n/a', fall: 'n/a', wait: 'n/a' };
   if (m.source === 'unavailable' || m.lockBusy === null) return { busy: '-', fall: '-', wait: '-' };
   const mark = m.source === 'partial' ? '*' : '';
   return {
@@ -84,19 +119,165 @@ function metricCell(r: ScenarioResult): { busy: string; fall: string; wait: stri
   };
 }
 
+
+/** One row of the service-against-peers table. */
+interface SpeedRow {
+  what: string;
+  r: ScenarioResult | undefined;
+  unit: 'orders/s' | 'req/s';
+}
+
+function speedRows(report: BenchmarkReport): SpeedRow[] {
+  const s = report.settings;
+  const n = s.speedSegments;
+  const w = `${s.speedWorkers} process${s.speedWorkers === 1 ? '' : 'es'}`;
+  const rows: SpeedRow[] = [
+    { what: `service (${w}), Redlock segments, ORDER_BATCH_MAX=1`, r: findFast(report, { batchMax: 1 }), unit: 'orders/s' },
+    { what: `service (${w}), Redlock segments, group commit (ORDER_BATCH_MAX ${batchName(s.batchMax)})`, r: findFast(report, { batchMax: s.batchMax }), unit: 'orders/s' },
+    { what: `service (${w}), STOCK_LOCKING=database (no Redis lock), ORDER_BATCH_MAX=1`, r: findFast(report, { locking: 'database', batchMax: 1 }), unit: 'orders/s' },
+    { what: `service (${w}), one lock (1 segment), ORDER_BATCH_MAX=1`, r: findFast(report, { segments: 1, batchMax: 1 }), unit: 'orders/s' },
+    { what: `service (${w}), GET /health/live (no work at all)`, r: findHealth(report), unit: 'req/s' },
+    { what: 'bare peer, Redis segment locks', r: findPeer(report, 'bare', 'redlock', n), unit: 'orders/s' },
+    { what: 'bare peer, no Redis lock (STOCK_LOCKING=database)', r: findPeer(report, 'bare', 'database', n), unit: 'orders/s' },
+    { what: 'bare peer, one lock (1 segment)', r: findPeer(report, 'bare', 'redlock', 1), unit: 'orders/s' },
+    { what: 'bare-lua peer: stock in Redis, one Lua script, one INSERT', r: findPeer(report, 'bare-lua', 'lua', n), unit: 'orders/s' },
+  ];
+  return rows.filter((x) => x.r !== undefined);
+}
+
+/** The service against each peer, as ratios of this run's figures. */
+function speedRatios(report: BenchmarkReport): Array<{ what: string; value: string }> {
+  const s = report.settings;
+  const n = s.speedSegments;
+  const one = findFast(report, { batchMax: 1 });
+  const group = findFast(report, { batchMax: s.batchMax });
+  const bare = findPeer(report, 'bare', 'redlock', n);
+  const lua = findPeer(report, 'bare-lua', 'lua', n);
+  const pairs: Array<[string, ScenarioResult | undefined, ScenarioResult | undefined]> = [
+    ['service ORDER_BATCH_MAX=1 / bare peer (Redis segment locks)', one, bare],
+    ['service group commit / bare peer (Redis segment locks)', group, bare],
+    ['service ORDER_BATCH_MAX=1 / bare-lua peer', one, lua],
+    ['service group commit / bare-lua peer', group, lua],
+    ['service STOCK_LOCKING=database / bare peer without Redis lock', findFast(report, { locking: 'database', batchMax: 1 }), findPeer(report, 'bare', 'database', n)],
+    ['service one lock / bare peer one lock', findFast(report, { segments: 1, batchMax: 1 }), findPeer(report, 'bare', 'redlock', 1)],
+    ['service ORDER_BATCH_MAX=1 orders/s / service GET /health/live req/s', one, findHealth(report)],
+  ];
+  return pairs.filter(([, a, b]) => a && b).map(([what, a, b]) => ({ what, value: ratio(a!.ordersPerSec, b!.ordersPerSec) }));
+}
+
+/** Rows of the group-commit comparison: per hold and segments, ORDER_BATCH_MAX=1 then group commit. */
+function batchRows(report: BenchmarkReport, group: Group): Array<{ r: ScenarioResult; vsOne: string }> {
+  return inGroup(report, group)
+    .sort((a, b) => a.holdMs - b.holdMs || a.segments - b.segments || (a.batchMax ?? Infinity) - (b.batchMax ?? Infinity))
+    .map((r) => {
+      const one = findFast(report, { holdMs: r.holdMs, segments: r.segments, batchMax: 1 });
+      return { r, vsOne: r.batchMax === 1 ? '1.00x' : ratio(r.ordersPerSec, one?.ordersPerSec) };
+    });
+}
+
+export interface TargetRow {
+  target: string;
+  measured: string;
+  result: 'pass' | 'miss' | 'not measured';
+}
+
+/** Issue 8's targets, each from this run's figures. */
+export function targets(report: BenchmarkReport): TargetRow[] {
+  const s = report.settings;
+  const n = s.speedSegments;
+  const out: TargetRow[] = [];
+  const w = s.speedWorkers === 1 ? '1 process' : `WORKERS=${s.speedWorkers} (the target is for 1 process)`;
+  const atLeast = (target: string, a: ScenarioResult | undefined, b: ScenarioResult | undefined, bar: number, extra = '') => {
+    const ok = a && b && a.status === 'ok' && b.status === 'ok' && b.ordersPerSec > 0;
+    const x = ok ? a.ordersPerSec / b.ordersPerSec : NaN;
+    out.push({
+      target,
+      measured: ok ? `${x.toFixed(2)}x (${rate(a.ordersPerSec)} / ${rate(b.ordersPerSec)} orders/s)${extra}` : a && b ? 'a scenario FAILED' : '-',
+      result: ok ? (x >= bar ? 'pass' : 'miss') : 'not measured',
+    });
+  };
+  const one = findFast(report, { batchMax: 1 });
+  const group = findFast(report, { batchMax: s.batchMax });
+  atLeast(`service, ${w}, ${n} segments, hold 0, ORDER_BATCH_MAX=1 >= 0.8x the bare peer`, one, findPeer(report, 'bare', 'redlock', n), 0.8);
+  atLeast(
+    `service with group commit (ORDER_BATCH_MAX ${batchName(s.batchMax)}), same load, >= 0.7x the bare-lua peer (aim 1x)`,
+    group,
+    findPeer(report, 'bare-lua', 'lua', n),
+    0.7,
+    s.batchMaxRead ? '' : '; the built service ignores ORDER_BATCH_MAX',
+  );
+  const p99 = group?.status === 'ok' ? group.latency201Ms?.p99 : undefined;
+  out.push({
+    target: 'service with group commit, same load: p99 <= 50 ms',
+    measured: p99 === undefined ? (group ? 'the scenario FAILED' : '-') : `${ms(p99)} ms`,
+    result: p99 === undefined ? 'not measured' : p99 <= 50 ? 'pass' : 'miss',
+  });
+  atLeast(
+    `hold 20 ms (once per lock hold), ORDER_BATCH_MAX=1, ${w}: ${n} segments >= 19x one lock`,
+    findFast(report, { holdMs: 20, segments: n, batchMax: 1 }),
+    findFast(report, { holdMs: 20, segments: 1, batchMax: 1 }),
+    19,
+  );
+  for (const [what, list] of [
+    ['the sale keeps running and verifying', report.scenarios.filter((r) => r.kind === 'sale')],
+    ['the segment sweep keeps running and verifying', inGroup(report, 'sweep')],
+  ] as const) {
+    const bad = list.filter((r) => r.status !== 'ok');
+    out.push({
+      target: what,
+      measured: list.length === 0 ? 'not run' : bad.length === 0 ? `${list.length} of ${list.length} verified` : `FAILED: ${bad.map((r) => r.id).join(', ')}`,
+      result: list.length === 0 ? 'not measured' : bad.length === 0 ? 'pass' : 'miss',
+    });
+  }
+  const peak = peakRss(report);
+  out.push({
+    target: `peak RSS of a service process < ${report.rssTargetMb} MB`,
+    measured: peak === null ? 'not sampled (needs /proc)' : `${peak.toFixed(0)} MB`,
+    result: peak === null ? 'not measured' : peak < report.rssTargetMb ? 'pass' : 'miss',
+  });
+  return out;
+}
+
 /** Plain-text table for the terminal, one block per hold time, then the sale and memory. */
 export function renderTable(report: BenchmarkReport): string {
   const lines: string[] = [];
   const pad = (cells: string[], widths: number[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
-  const steady = report.scenarios.filter((s) => s.kind === 'steady');
+  const st = report.settings;
+  const verdict = (r: ScenarioResult) => (r.status === 'ok' ? 'ok' : 'FAILED');
+
+  const speed = speedRows(report);
+  if (speed.length > 0) {
+    lines.push(`The service against the bare peers: hold 0, ${st.speedSegments} segments, ${st.connections} connections, ${st.durationS} s; service WORKERS=${st.speedWorkers}, each peer 1 process`);
+    const w = [84, 10, 8, 8, 8];
+    lines.push(pad(['what', 'per s', 'p50 ms', 'p99 ms', 'verified'], w));
+    for (const { what, r } of speed) lines.push(pad([what, rate(r!.ordersPerSec), ms(r!.latency201Ms?.p50), ms(r!.latency201Ms?.p99), verdict(r!)], w));
+    for (const { what, value } of speedRatios(report)) lines.push(pad([`  ${what}`, value, '', '', ''], w));
+    lines.push('');
+  }
+  for (const [group, title] of [
+    ['batch', 'Group commit'],
+    ['batch-sweep', 'ORDER_BATCH_MAX sweep'],
+  ] as const) {
+    const rows = batchRows(report, group);
+    if (rows.length === 0) continue;
+    lines.push(`${title}: service WORKERS=${st.speedWorkers}, Redlock segments; ORDER_HOLD_MS is spent once per lock hold (one hold sells up to ORDER_BATCH_MAX orders)`);
+    const w = [26, 9, 16, 9, 8, 8, 8, 8];
+    lines.push(pad(['ORDER_HOLD_MS', 'segments', 'ORDER_BATCH_MAX', 'orders/s', 'vs 1', 'p50 ms', 'p99 ms', 'verified'], w));
+    for (const { r, vsOne } of rows) lines.push(pad([holdName(r.holdMs), String(r.segments), batchName(r.batchMax), rate(r.ordersPerSec), vsOne, ms(r.latency201Ms?.p50), ms(r.latency201Ms?.p99), verdict(r)], w));
+    lines.push('');
+  }
+
+  const steady = inGroup(report, 'compare');
   const holds = [...new Set(steady.map((s) => s.holdMs))].sort((a, b) => a - b);
-  const head = ['scenario', 'orders/s', 'vs 1 seg', 'ideal', 'vs peer', 'p50 ms', 'p99 ms', 'max ms', '5xx', 'codes', 'verified'];
+  const head = ['scenario', 'orders/s', 'vs 1 seg', 'ideal', 'vs nolock', 'p50 ms', 'p99 ms', 'max ms', '5xx', 'codes', 'verified'];
   const widths = [22, 9, 9, 6, 8, 8, 8, 8, 5, 30, 8];
   for (const hold of holds) {
-    lines.push(`ORDER_HOLD_MS=${hold}  (${report.settings.connections} connections, ${report.settings.durationS} s, ${report.settings.workers} worker(s))`);
+    lines.push(
+      `ORDER_HOLD_MS=${holdName(hold)}  (${st.connections} connections, ${st.durationS} s, ${st.workers} worker(s), ORDER_BATCH_MAX ${batchName(st.batchMax)})`,
+    );
     lines.push(pad(head, widths));
     for (const r of steady.filter((s) => s.holdMs === hold).sort((a, b) => (a.locking === b.locking ? a.segments - b.segments : a.locking === 'redlock' ? -1 : 1))) {
-      const single = find(report, r.locking, hold, 1);
+      const single = find(report, r.locking as StockLocking, hold, 1);
       const peer = r.locking === 'redlock' ? find(report, 'database', hold, r.segments) : undefined;
       lines.push(
         pad(
@@ -134,7 +315,7 @@ export function renderTable(report: BenchmarkReport): string {
             layout(r),
             r.sellOutMs === null ? '-' : (r.sellOutMs / 1000).toFixed(2),
             rate(r.ordersPerSec),
-            String(r.verification.audit.orders),
+            String(r.verification.audit?.orders ?? '-'),
             String(r.statusCounts['201'] ?? 0),
             String(r.statusCounts['410'] ?? 0),
             other || '-',
@@ -146,21 +327,24 @@ export function renderTable(report: BenchmarkReport): string {
     }
     lines.push('');
   }
-  const peak = peakRss(report);
-  if (peak !== null) lines.push(`Peak RSS of a service process: ${peak.toFixed(0)} MB (target < ${report.rssTargetMb} MB: ${peak < report.rssTargetMb ? 'ok' : 'OVER'})`);
+  lines.push("Issue 8's targets, from this run");
+  const tw = [100, 12];
+  for (const t of targets(report)) lines.push(pad([`${t.target}: ${t.measured}`, t.result], tw));
+  lines.push('');
   const bad = failed(report);
   if (bad.length > 0) {
     lines.push('');
     lines.push(`!!! ${bad.length} SCENARIO(S) FAILED !!!`);
     for (const r of bad) for (const c of r.verification.checks.filter((x) => !x.ok)) lines.push(`!!! ${r.id}: ${c.name}: ${c.detail}`);
   } else {
-    lines.push(`All ${report.scenarios.length} scenarios verified (I1 stock conserved, no segment < 0, I2 no user twice, I3 no false sold-out, no 5xx).`);
+    lines.push(`All ${report.scenarios.length} scenarios verified (I1 stock conserved, no segment < 0, I2 no user twice, I3 no false sold-out, no 5xx; GET /health/live: every answer 200).`);
   }
   return lines.join('\n');
 }
 
+/** The highest RSS of any service process (the peers are not the service and do not count). */
 function peakRss(report: BenchmarkReport): number | null {
-  const all = report.services.flatMap((s) => s.processes.map((p) => p.peakRssMb));
+  const all = report.services.filter((s) => s.target === 'service').flatMap((s) => s.processes.map((p) => p.peakRssMb));
   return all.length > 0 ? Math.max(...all) : null;
 }
 
@@ -177,7 +361,9 @@ export function renderMarkdown(report: BenchmarkReport): string {
     out.push(`> **FAILED: ${bad.length} of ${report.scenarios.length} scenarios broke an invariant or answered 5xx.**`);
     for (const r of bad) for (const c of r.verification.checks.filter((x) => !x.ok)) out.push(`> - **${r.id}**: ${c.name}: ${c.detail}`);
   } else {
-    out.push(`All ${report.scenarios.length} scenarios verified from PostgreSQL: units ordered + remaining == stocked, no segment below 0, no user twice, no false sold-out, no 5xx.`);
+    out.push(
+      `All ${report.scenarios.length} scenarios verified: every order scenario from PostgreSQL (units ordered + remaining == stocked, no segment below 0, no user twice, no false sold-out, no 5xx; the bare-lua peer's remaining units from Redis), GET /health/live by every answer being 200.`,
+    );
   }
   out.push('');
   out.push('## Machine and settings');
@@ -185,28 +371,99 @@ export function renderMarkdown(report: BenchmarkReport): string {
   out.push(`- Machine: ${m.cores} cores (${m.cpuModel}), ${m.memoryGb} GB memory, ${m.os}; shared by the service, PostgreSQL, Redis and the load generator, so absolute numbers are noisy and the ratios are what matter.`);
   out.push(`- Node ${m.node}; ${m.postgres}; Redis ${m.redis}.`);
   out.push(`- PostgreSQL: ${s.dependencies.postgres}; Redis: ${s.dependencies.redis}.`);
-  out.push(`- Service: ${s.workers} worker process(es) (WORKERS=${s.workers}), one start per (STOCK_LOCKING, ORDER_HOLD_MS), ${s.warmUpS} s of unmeasured warm-up after each start.`);
+  out.push(
+    `- Service: WORKERS=${s.speedWorkers} beside the peers and in the group-commit comparison (each peer is one process), WORKERS=${s.workers} in the locking comparison, the segment sweep and the sale; one start per environment (STOCK_LOCKING, ORDER_HOLD_MS, WORKERS, ORDER_BATCH_MAX), ${s.warmUpS} s of unmeasured warm-up after each start (peers too).`,
+  );
+  out.push(
+    `- ORDER_BATCH_MAX: ${batchName(s.batchMax)} wherever a row does not name another value.${s.batchMaxRead ? '' : ' **The built service does not read ORDER_BATCH_MAX: rows that differ only in it measure the same code.**'}`,
+  );
+  out.push('- ORDER_HOLD_MS is spent once per lock hold, not once per order: with group commit one hold sells up to ORDER_BATCH_MAX orders.');
   out.push(`- Load: autocannon, ${s.connections} connections, POST /orders, a distinct userId per request; ${s.durationS} s per steady-state scenario.`);
   out.push(`- Stock layout: steady state ${s.steadyStock.toLocaleString('en-US')} units split evenly into the scenario's segments (never sells out); the sale ${s.sale ? `${s.sale.stock} units as ${s.sale.segments} x ${s.sale.stock / s.sale.segments} and as 1 x ${s.sale.stock}, ${s.sale.buyers} buyers` : 'not run'}.`);
-  out.push(`- Locks, the same for every scenario: LOCK_TTL_MS=${s.lock.ttlMs}, LOCK_WAIT_MS=${s.lock.waitMs} (and DB_TIMEOUT_MS=${s.lock.waitMs}, the peer's wait bound inside PostgreSQL), LOCK_RETRY_DELAY_MS=${s.lock.retryDelayMs}, LOCK_RETRY_JITTER_MS=${s.lock.retryJitterMs}.`);
-  out.push('- orders/s counts 201 answers only; latencies are of the 201s only (p50/p99/max, ms). The no-lock peer is STOCK_LOCKING=database: no Redis lock, the hold is spent inside the PostgreSQL transaction with the segment row locked.');
+  out.push(`- Locks, the same for every scenario: LOCK_TTL_MS=${s.lock.ttlMs}, LOCK_WAIT_MS=${s.lock.waitMs} (and DB_TIMEOUT_MS=${s.lock.waitMs}, the no-lock mode's wait bound inside PostgreSQL), LOCK_RETRY_DELAY_MS=${s.lock.retryDelayMs}, LOCK_RETRY_JITTER_MS=${s.lock.retryJitterMs}.`);
+  out.push(
+    '- orders/s counts 201 answers only; latencies are of the 201s only (p50/p99/max, ms); GET /health/live counts 200s (req/s). The no-lock mode is STOCK_LOCKING=database: no Redis lock, the hold is spent inside the PostgreSQL transaction with the segment row locked.',
+  );
   out.push(`- Command: \`${report.command}\``);
   out.push('');
 
-  const steady = report.scenarios.filter((r) => r.kind === 'steady');
-  const holds = [...new Set(steady.filter((r) => r.groups.includes('compare')).map((r) => r.holdMs))].sort((a, b) => a - b);
+  const tg = targets(report);
+  out.push("## Issue 8's targets, from this run");
+  out.push('');
+  out.push('| target | measured | result |');
+  out.push('|---|---|---|');
+  for (const t of tg) out.push(`| ${t.target} | ${t.measured} | ${t.result === 'miss' ? '**miss**' : t.result} |`);
+  out.push('');
+
+  const speed = speedRows(report);
+  if (speed.length > 0) {
+    out.push(`## The service against the bare peers (hold 0, ${s.speedSegments} segments)`);
+    out.push('');
+    out.push(
+      `Same load for every row: ${s.connections} connections, ${s.durationS} s, a fresh product of ${s.steadyStock.toLocaleString('en-US')} units in ${s.speedSegments} segments (1 for the one-lock rows), nothing held in the lock. The service runs as WORKERS=${s.speedWorkers}; each peer is one process. ` +
+        "The bare peer is the service's order algorithm (user lock, random segment, fall over, one SQL statement inside a Redis segment lock) on plain node:http, ioredis and pg: the floor of what the service's own code costs. " +
+        'The bare-lua peer holds the stock in Redis, checks and decrements it and records the buyer in one Lua script, then INSERTs the order: the design many shops pick instead. GET /health/live is the service answering with no work at all.',
+    );
+    out.push('');
+    out.push('| what | orders/s | p50 | p99 | max | answers | verified |');
+    out.push('|---|--:|--:|--:|--:|---|---|');
+    for (const { what, r, unit } of speed) {
+      const x = r!;
+      out.push(
+        `| ${what} | **${rate(x.ordersPerSec)}**${unit === 'req/s' ? ' req/s' : ''} | ${ms(x.latency201Ms?.p50)} | ${ms(x.latency201Ms?.p99)} | ${ms(x.latency201Ms?.max)} | ${codes(x)}${x.errors ? ` err:${x.errors}` : ''}${x.timeouts ? ` timeouts:${x.timeouts}` : ''} | ${statusWord(x)} |`,
+      );
+    }
+    out.push('');
+    const ratios = speedRatios(report);
+    if (ratios.length > 0) {
+      out.push('| ratio, this run | value |');
+      out.push('|---|--:|');
+      for (const { what, value } of ratios) out.push(`| ${what} | **${value}** |`);
+      out.push('');
+    }
+  }
+
+  for (const [group, title] of [
+    ['batch', 'Group commit: ORDER_BATCH_MAX=1 against many orders per lock hold'],
+    ['batch-sweep', 'ORDER_BATCH_MAX sweep'],
+  ] as const) {
+    const rows = batchRows(report, group);
+    if (rows.length === 0) continue;
+    out.push(`## ${title}`);
+    out.push('');
+    out.push(
+      `The service, WORKERS=${s.speedWorkers}, Redlock segments, ${s.connections} connections, ${s.durationS} s per row. ORDER_BATCH_MAX=1 is the one-order-per-lock-hold design; above 1 the orders of one process waiting for one segment are sold in one lock hold and one SQL statement. ` +
+        '**ORDER_HOLD_MS is spent once per lock hold, not once per order**: at 20 ms a single lock gets at most 50 holds per second, each selling one order with ORDER_BATCH_MAX=1 and up to ORDER_BATCH_MAX orders with group commit.',
+    );
+    if (!s.batchMaxRead) {
+      out.push('');
+      out.push('> The built service does not read ORDER_BATCH_MAX: these rows differ only in name.');
+    }
+    out.push('');
+    out.push('| ORDER_HOLD_MS | segments | ORDER_BATCH_MAX | orders/s | vs ORDER_BATCH_MAX=1 | p50 | p99 | max | answers | lock waits (n x mean) | verified |');
+    out.push('|---|--:|---|--:|--:|--:|--:|--:|---|--:|---|');
+    for (const { r, vsOne } of rows) {
+      out.push(
+        `| ${holdName(r.holdMs)} | ${r.segments} | ${batchName(r.batchMax)} | **${rate(r.ordersPerSec)}** | ${vsOne} | ${ms(r.latency201Ms?.p50)} | ${ms(r.latency201Ms?.p99)} | ${ms(r.latency201Ms?.max)} | ${codes(r)}${r.timeouts ? ` timeouts:${r.timeouts}` : ''} | ${metricCell(r).wait} | ${statusWord(r)} |`,
+      );
+    }
+    out.push('');
+  }
+
+  const steady = inGroup(report, 'compare');
+  const holds = [...new Set(steady.map((r) => r.holdMs))].sort((a, b) => a - b);
   for (const hold of holds) {
-    out.push(`## ORDER_HOLD_MS=${hold}`);
+    out.push(`## Locking modes, ORDER_HOLD_MS=${holdName(hold)} (WORKERS=${s.workers}, ORDER_BATCH_MAX ${batchName(s.batchMax)})`);
     out.push('');
     out.push('| scenario | locking | segments | orders/s | p50 | p99 | max | answers | lock busy | fallovers busy/empty | lock waits (n x mean) | verified |');
     out.push('|---|---|--:|--:|--:|--:|--:|---|--:|--:|--:|---|');
     const rows = steady
-      .filter((r) => r.holdMs === hold && r.groups.includes('compare'))
+      .filter((r) => r.holdMs === hold)
       .sort((a, b) => (a.locking === b.locking ? a.segments - b.segments : a.locking === 'redlock' ? -1 : 1));
     for (const r of rows) {
       const mc = metricCell(r);
       out.push(
-        `| ${r.id} | ${MODE_NAME[r.locking]} | ${r.segments} | **${rate(r.ordersPerSec)}** | ${ms(r.latency201Ms?.p50)} | ${ms(r.latency201Ms?.p99)} | ${ms(r.latency201Ms?.max)} | ${codes(r)}${r.errors ? ` err:${r.errors}` : ''}${r.timeouts ? ` timeouts:${r.timeouts}` : ''} | ${mc.busy} | ${mc.fall} | ${mc.wait} | ${statusWord(r)} |`,
+        `| ${r.id} | ${MODE_NAME[r.locking as StockLocking]} | ${r.segments} | **${rate(r.ordersPerSec)}** | ${ms(r.latency201Ms?.p50)} | ${ms(r.latency201Ms?.p99)} | ${ms(r.latency201Ms?.max)} | ${codes(r)}${r.errors ? ` err:${r.errors}` : ''}${r.timeouts ? ` timeouts:${r.timeouts}` : ''} | ${mc.busy} | ${mc.fall} | ${mc.wait} | ${statusWord(r)} |`,
       );
     }
     out.push('');
@@ -214,7 +471,7 @@ export function renderMarkdown(report: BenchmarkReport): string {
     const peerSingle = find(report, 'database', hold, 1);
     const ratioRows = s.segments.filter((n) => n !== 1);
     if (ratioRows.length > 0) {
-      out.push('| segments | segmented / single lock | ideal | segmented / no-lock peer (same segments) | peer segmented / peer single |');
+      out.push('| segments | segmented / single lock | ideal | segmented / no-lock mode (same segments) | no-lock segmented / no-lock single |');
       out.push('|--:|--:|--:|--:|--:|');
       for (const n of ratioRows) {
         const seg = find(report, 'redlock', hold, n);
@@ -225,14 +482,14 @@ export function renderMarkdown(report: BenchmarkReport): string {
       out.push(
         hold === 0
           ? 'With no hold the lock is held only for the PostgreSQL statement, so the ideal N x is an upper bound the CPU (2 cores for everything) decides long before the locks do.'
-          : `With ${hold} ms inside the lock a single lock can sell at most ${rate(1000 / hold)} orders/s; N segments raise that bound N-fold until CPU, PostgreSQL or Redis becomes the limit.`,
+          : `With ${hold} ms inside the lock (once per lock hold) a single lock gets at most ${rate(1000 / hold)} holds per second, so ${rate(1000 / hold)} orders/s with ORDER_BATCH_MAX=1 and up to ORDER_BATCH_MAX times that with group commit; N segments raise that bound N-fold until CPU, PostgreSQL or Redis becomes the limit.`,
       );
       out.push('');
     }
   }
 
   if (s.sweep) {
-    out.push(`## Segment sweep (ORDER_HOLD_MS=${s.sweepHold})`);
+    out.push(`## Segment sweep (ORDER_HOLD_MS=${holdName(s.sweepHold)}, WORKERS=${s.workers}, ORDER_BATCH_MAX ${batchName(s.batchMax)})`);
     out.push('');
     const modes: StockLocking[] = s.peer ? ['redlock', 'database'] : ['redlock'];
     out.push(...sweepCharts(report, modes));
@@ -255,7 +512,7 @@ export function renderMarkdown(report: BenchmarkReport): string {
   const sales = report.scenarios.filter((r) => r.kind === 'sale');
   if (sales.length > 0) {
     const first = sales[0];
-    out.push(`## The sale: ${first.stock} units, ${first.buyers} buyers (ORDER_HOLD_MS=${first.holdMs}, Redlock)`);
+    out.push(`## The sale: ${first.stock} units, ${first.buyers} buyers (ORDER_HOLD_MS=${holdName(first.holdMs)}, Redlock, WORKERS=${s.workers}, ORDER_BATCH_MAX ${batchName(s.batchMax)})`);
     out.push('');
     out.push('Every buyer sends one request; the run ends when all are answered.');
     out.push('');
@@ -266,9 +523,10 @@ export function renderMarkdown(report: BenchmarkReport): string {
         .filter(([c]) => c !== '201' && c !== '410')
         .map(([c, n]) => `${c}:${n}`)
         .join(' ');
-      const exact = r.verification.audit.orders === r.stock ? ` (exactly ${r.stock})` : ` (**expected ${r.stock}**)`;
+      const orders = r.verification.audit?.orders;
+      const exact = orders === r.stock ? ` (exactly ${r.stock})` : ` (**expected ${r.stock}**)`;
       out.push(
-        `| ${layout(r)} | ${r.sellOutMs === null ? '-' : `${(r.sellOutMs / 1000).toFixed(2)} s`} | **${rate(r.ordersPerSec)}** | ${r.verification.audit.orders}${exact} | ${r.statusCounts['201'] ?? 0} | ${r.statusCounts['410'] ?? 0} | ${other || '-'}${r.timeouts ? ` timeouts:${r.timeouts}` : ''} | ${ms(r.latency201Ms?.p50)} / ${ms(r.latency201Ms?.p99)} ms | ${statusWord(r)} |`,
+        `| ${layout(r)} | ${r.sellOutMs === null ? '-' : `${(r.sellOutMs / 1000).toFixed(2)} s`} | **${rate(r.ordersPerSec)}** | ${orders ?? '-'}${exact} | ${r.statusCounts['201'] ?? 0} | ${r.statusCounts['410'] ?? 0} | ${other || '-'}${r.timeouts ? ` timeouts:${r.timeouts}` : ''} | ${ms(r.latency201Ms?.p50)} / ${ms(r.latency201Ms?.p99)} ms | ${statusWord(r)} |`,
       );
     }
     const seg = sales.find((r) => r.segments !== 1);
@@ -280,20 +538,24 @@ export function renderMarkdown(report: BenchmarkReport): string {
     out.push('');
   }
 
-  out.push('## Memory (peak RSS per service process, sampled every 500 ms)');
+  out.push('## Memory (peak RSS per process, sampled every 500 ms)');
   out.push('');
   const peak = peakRss(report);
   if (peak === null) {
     out.push('Not measured (needs /proc).');
   } else {
-    out.push(`Highest: **${peak.toFixed(0)} MB** (target < ${report.rssTargetMb} MB: ${peak < report.rssTargetMb ? 'met' : '**NOT MET**'}).`);
+    out.push(`Highest of any service process: **${peak.toFixed(0)} MB** (target < ${report.rssTargetMb} MB: ${peak < report.rssTargetMb ? 'met' : '**NOT MET**'}). The peers are listed for comparison and do not count.`);
     out.push('');
-    out.push('| configuration | primary | workers |');
+    out.push('| process start | primary (with WORKERS=1: the one serving process) | workers |');
     out.push('|---|--:|---|');
     for (const svc of report.services) {
       const primary = svc.processes.find((p) => p.role === 'primary');
       const workers = svc.processes.filter((p) => p.role === 'worker');
-      out.push(`| ${svc.locking}, hold ${svc.holdMs} ms | ${primary ? `${primary.peakRssMb.toFixed(0)} MB` : '-'} | ${workers.map((w) => `${w.peakRssMb.toFixed(0)} MB`).join(', ') || '-'} |`);
+      const what =
+        svc.target === 'service'
+          ? `service ${svc.locking}, hold ${svc.holdMs} ms, WORKERS=${svc.workers}, ORDER_BATCH_MAX ${batchName(svc.batchMax)}`
+          : `peer ${svc.target}${svc.target === 'bare' ? ` (${svc.locking})` : ''}, hold ${svc.holdMs} ms`;
+      out.push(`| ${what} | ${primary ? `${primary.peakRssMb.toFixed(0)} MB` : '-'} | ${workers.map((w) => `${w.peakRssMb.toFixed(0)} MB`).join(', ') || '-'} |`);
     }
   }
   out.push('');
@@ -302,18 +564,19 @@ export function renderMarkdown(report: BenchmarkReport): string {
   out.push('From GET /metrics deltas around each scenario (flashsale_segment_lock_busy_total, flashsale_segment_fallovers_total, flashsale_lock_wait_seconds), checked against the orders PostgreSQL holds:');
   out.push('');
   const sources = new Map<string, string[]>();
-  for (const r of report.scenarios) sources.set(r.metrics.source, [...(sources.get(r.metrics.source) ?? []), r.id]);
-  for (const [src, ids] of sources) {
-    const what: Record<string, string> = {
-      'all-workers': 'one scrape covered every worker',
-      'summed-per-worker': 'per-worker counters, one scrape per worker summed',
-      partial: 'figures marked * are from one worker only (partial)',
-      unavailable: 'not available',
-    };
-    out.push(`- ${what[src] ?? src}: ${ids.join(', ')}`);
+  const what: Record<string, string> = {
+    'all-workers': 'one scrape covered every worker',
+    'summed-per-worker': 'per-worker counters, one scrape per worker summed',
+    partial: 'figures marked * are from one worker only (partial)',
+  };
+  for (const r of report.scenarios) {
+    // "Not available" has several reasons (a peer, no order, no answer); each gets its own line.
+    const key = what[r.metrics.source] ?? `not available (${r.metrics.note})`;
+    sources.set(key, [...(sources.get(key) ?? []), r.id]);
   }
+  for (const [why, ids] of sources) out.push(`- ${why}: ${ids.join(', ')}`);
   out.push('');
-  out.push('"lock waits" = orders that found every live segment busy and waited, times their mean wait. In the no-lock peer the waiting happens inside PostgreSQL and is not counted.');
+  out.push('"lock waits" = orders that found every live segment busy and waited, times their mean wait. In the no-lock mode the waiting happens inside PostgreSQL and is not counted.');
   out.push('');
   return out.join('\n');
 }
@@ -353,7 +616,7 @@ function sweepCharts(report: BenchmarkReport, modes: StockLocking[]): string[] {
     out.push('  themeVariables: { xyChart: { plotColorPalette: "#4e79a7, #e15759" } }');
     out.push('---');
     out.push('xychart-beta');
-    out.push(`  title "${MODE_NAME[mode]}, hold ${s.sweepHold} ms"`);
+    out.push(`  title "${MODE_NAME[mode]}, hold ${s.sweepHold} ms per lock hold"`);
     out.push(`  x-axis "segments" [${points.map((p) => p.n).join(', ')}]`);
     out.push(`  y-axis "orders/s" 0 --> ${top}`);
     out.push(`  bar "measured" [${measured.join(', ')}]`);

@@ -4,18 +4,25 @@
 import { parseArgs as parseFlags } from 'node:util';
 import { BenchmarkOptions, runBenchmark } from './benchmark';
 import { renderTable } from './report';
+import { PEER_NAMES, PeerName } from './scenarios';
 
 // Every flag once: parseArgs reads them, --help prints them.
 const FLAGS = {
   duration: { type: 'string', arg: 'S', help: 'seconds of load per steady-state scenario (default 10; --quick: 3)' },
   connections: { type: 'string', arg: 'N', help: 'autocannon connections (default 100)' },
-  workers: { type: 'string', arg: 'N', help: 'service processes, WORKERS (default 2)' },
+  workers: { type: 'string', arg: 'N', help: 'WORKERS of the locking comparison, the sweep and the sale (default 2)' },
+  'speed-workers': { type: 'string', arg: 'N', help: 'WORKERS beside the peers and in the group-commit comparison (default 1, as each peer)' },
+  peers: { type: 'string', arg: 'LIST', help: `bare peers to run (default ${PEER_NAMES.join(',')})` },
+  'no-peers': { type: 'boolean', help: 'skip the bare peers and the GET /health/live floor' },
+  'no-group-commit': { type: 'boolean', help: 'skip ORDER_BATCH_MAX=1 against group commit' },
+  'batch-max': { type: 'string', arg: 'N', help: "ORDER_BATCH_MAX wherever a row names no other (default: unset, the service's default)" },
+  'batch-sweep': { type: 'string', arg: 'LIST', help: 'also sweep these ORDER_BATCH_MAX values at every --hold, e.g. 1,8,32,128 (default: none)' },
   segments: { type: 'string', arg: 'LIST', help: 'segmented layouts compared with 1 segment (default 20)' },
-  hold: { type: 'string', arg: 'LIST', help: 'ORDER_HOLD_MS values of the comparison (default 0,20)' },
+  hold: { type: 'string', arg: 'LIST', help: 'ORDER_HOLD_MS values of the locking and group-commit comparisons (default 0,20)' },
   sweep: { type: 'string', arg: 'LIST', help: 'segment counts of the sweep (default 1,2,5,10,20,50; --quick: 1,5,20)' },
   'sweep-hold': { type: 'string', arg: 'MS', help: 'hold time of the sweep and of the sale (default 20)' },
   'no-sweep': { type: 'boolean', help: 'skip the sweep' },
-  'no-peer': { type: 'boolean', help: 'skip the no-Redis-lock peer (STOCK_LOCKING=database)' },
+  'no-peer': { type: 'boolean', help: 'skip the no-Redis-lock mode (STOCK_LOCKING=database) in the comparison and the sweep' },
   'no-sale': { type: 'boolean', help: 'skip the literal sale' },
   'sale-stock': { type: 'string', arg: 'N', help: 'units of the sale (default 1000; --quick: 200)' },
   'sale-segments': { type: 'string', arg: 'N', help: 'segments of the segmented sale (default 20)' },
@@ -36,7 +43,7 @@ const FLAGS = {
 function helpText(): string {
   const rows = Object.entries(FLAGS).map(([name, f]) => {
     const left = `${'short' in f ? `-${f.short}, ` : ''}--${name}${'arg' in f ? ` ${f.arg}` : ''}`;
-    return `  ${left.padEnd(23)}${f.help}`;
+    return `  ${left.padEnd(26)}${f.help}`;
   });
   return `Usage: npm run bench -- [flags]      (or: node dist/bench/run.js [flags] after npm run bench:build)\n\n${rows.join('\n')}\n`;
 }
@@ -55,6 +62,19 @@ function num(flag: string, v: string, min = 0): number {
   return n;
 }
 
+function peerList(v: string): PeerName[] {
+  const names = v.split(',').map((x) => x.trim());
+  const unknown = names.filter((x) => !(PEER_NAMES as readonly string[]).includes(x));
+  if (unknown.length > 0) throw new UsageError(`--peers: unknown peer ${unknown.join(', ')}; expected some of ${PEER_NAMES.join(',')}`);
+  return names as PeerName[];
+}
+
+function int(flag: string, v: string, min: number): number {
+  const n = num(flag, v, min);
+  if (!Number.isInteger(n)) throw new UsageError(`--${flag}: expected a whole number >= ${min}, got "${v}"`);
+  return n;
+}
+
 function readFlags(argv: string[]) {
   try {
     return parseFlags({ args: argv, options: FLAGS, strict: true, allowPositionals: false }).values;
@@ -69,12 +89,18 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
   const v = readFlags(argv);
   const opt = <T>(x: string | undefined, f: (x: string) => T): T | undefined => (x === undefined ? undefined : f(x));
   if (v.sweep !== undefined && v['no-sweep']) throw new UsageError('--sweep and --no-sweep contradict each other');
+  if (v.peers !== undefined && v['no-peers']) throw new UsageError('--peers and --no-peers contradict each other');
   return {
     help: v.help,
     quick: v.quick,
     duration: opt(v.duration, (x) => num('duration', x, 1)),
     connections: opt(v.connections, (x) => num('connections', x, 1)),
     workers: opt(v.workers, (x) => num('workers', x, 1)),
+    speedWorkers: opt(v['speed-workers'], (x) => num('speed-workers', x, 1)),
+    peers: v['no-peers'] ? [] : opt(v.peers, peerList),
+    batch: v['no-group-commit'] ? false : undefined,
+    batchMax: opt(v['batch-max'], (x) => int('batch-max', x, 1)),
+    batchSweep: opt(v['batch-sweep'], (x) => list('batch-sweep', x).filter((n) => n >= 1)),
     segments: opt(v.segments, (x) => list('segments', x).filter((n) => n >= 1)),
     holds: opt(v.hold, (x) => list('hold', x)),
     sweep: v['no-sweep'] ? null : opt(v.sweep, (x) => list('sweep', x).filter((n) => n >= 1)),

@@ -1,19 +1,46 @@
-// The benchmark's scenarios: which ones a run holds (the comparison, the segment sweep, the
-// no-Redis-lock peer, the literal sale) and how one is run: a fresh product, load, quiet, verify.
+// The benchmark's scenarios: which ones a run holds (the service against the bare peers, group
+// commit, the locking comparison, the segment sweep, the literal sale) and how one is run: a
+// fresh product, load, quiet, verify from PostgreSQL.
 import { Client } from 'pg';
+import { auditLuaPeer, insertProduct } from './peers';
 import { runLoad, Latency } from './load';
-import { MetricDeltas, scenarioDeltas, snapshot } from './metrics';
-import { auditProduct, Verification, verify, waitQuiet } from './verify';
+import { MetricDeltas, noMetrics, scenarioDeltas, snapshot } from './metrics';
+import { auditProduct, Check, Verification, verify, waitQuiet } from './verify';
 
 export type StockLocking = 'redlock' | 'database';
+/** How a scenario's stock is guarded: the service's two modes, or the bare-lua peer's Redis count. */
+export type Locking = StockLocking | 'lua';
+/** What serves the load: the built service, or one of the bare peers (bench/peers). */
+export type Target = 'service' | 'bare' | 'bare-lua';
+/** The peers a run can hold; bare-nolock and bare-one-lock are the bare peer without Redis locks and on 1 segment. */
+export const PEER_NAMES = ['bare', 'bare-nolock', 'bare-one-lock', 'bare-lua'] as const;
+export type PeerName = (typeof PEER_NAMES)[number];
+
+export type Group =
+  /** The service against the bare peers and GET /health/live, hold 0 (issue 8, part 1). */
+  | 'speed'
+  /** ORDER_BATCH_MAX=1 against group commit, per hold time (issue 8, part 3). */
+  | 'batch'
+  /** A few ORDER_BATCH_MAX values, to choose the default by measurement. */
+  | 'batch-sweep'
+  /** Redlock segments against one lock and the no-Redis-lock mode, per hold time. */
+  | 'compare'
+  | 'sweep'
+  | 'sale';
 
 export interface ScenarioSpec {
-  /** Stable id, e.g. `redlock-h20-s20`, `sale-redlock-h20-s1`. */
+  /** Stable id, e.g. `redlock-h20-s20`, `redlock-w1-b1-h0-s20`, `bare-lua-h0-s20`, `sale-redlock-h20-s1`. */
   id: string;
-  kind: 'steady' | 'sale';
-  /** Why the scenario is in the run: the hold-time comparison, the sweep, or the sale. */
-  groups: Array<'compare' | 'sweep' | 'sale'>;
-  locking: StockLocking;
+  /** steady: orders for a fixed time; sale: one order per buyer until sold out; health: GET /health/live for a fixed time. */
+  kind: 'steady' | 'sale' | 'health';
+  /** Why the scenario is in the run; one measurement may serve several sections. */
+  groups: Group[];
+  target: Target;
+  locking: Locking;
+  /** Service processes (WORKERS); a peer is always one process. */
+  workers: number;
+  /** ORDER_BATCH_MAX given to the service; null = unset (the service's default), and for peers. */
+  batchMax: number | null;
   holdMs: number;
   segments: number;
   stock: number;
@@ -22,21 +49,23 @@ export interface ScenarioSpec {
 }
 
 export interface ScenarioResult extends ScenarioSpec {
-  productId: number;
+  productId: number | null;
   connections: number;
   /** Seconds of load as measured (steady), or from the first request to the last answer (sale). */
   elapsedS: number;
   responses: number;
   statusCounts: Record<string, number>;
+  /** Answers with the success status: 201 for orders, 200 for GET /health/live. */
   created: number;
-  /** 201s per second: over the load (steady) or until the last unit sold (sale). */
+  /** 201s per second (200s for GET /health/live): over the load (steady), or until the last unit sold (sale). */
   ordersPerSec: number;
+  /** Latencies of the success answers only. */
   latency201Ms: Latency | null;
   errors: number;
   timeouts: number;
   /** The sale: ms from the first request to the last 201. */
   sellOutMs: number | null;
-  /** Orders in PostgreSQL once the service went quiet (includes answers autocannon hung up on). */
+  /** Orders in PostgreSQL once the target went quiet (includes answers autocannon hung up on). */
   ordersInDb: number;
   metrics: MetricDeltas;
   verification: Verification;
@@ -48,52 +77,118 @@ export interface PlanOptions {
   segments: number[];
   sweep: number[] | null;
   sweepHold: number;
+  /** Also run the no-Redis-lock mode (STOCK_LOCKING=database) in the comparison and the sweep. */
   peer: boolean;
   sale: { stock: number; segments: number; buyers: number; holdMs: number } | null;
   steadyStock: number;
+  /** WORKERS of the comparison, the sweep and the sale. */
+  workers: number;
+  /** WORKERS of the service in the peer and group-commit comparisons (the peers are one process each). */
+  speedWorkers: number;
+  /** Segments of the peer and group-commit comparisons. */
+  speedSegments: number;
+  /** ORDER_BATCH_MAX of every service start but the ORDER_BATCH_MAX=1 and sweep rows; null = the service's default. */
+  batchMax: number | null;
+  /** The bare peers to run beside the service; empty = none (and no GET /health/live floor). */
+  peers: PeerName[];
+  /** ORDER_BATCH_MAX=1 against group commit at every hold of `holds`. */
+  batch: boolean;
+  /** ORDER_BATCH_MAX values swept at every hold of `holds`; null = no sweep. */
+  batchSweep: number[] | null;
 }
 
-export function scenarioId(locking: StockLocking, holdMs: number, segments: number, sale = false): string {
-  return `${sale ? 'sale-' : ''}${locking}-h${holdMs}-s${segments}`;
+type Shape = Omit<ScenarioSpec, 'id' | 'groups' | 'stock'> & { stock?: number };
+
+/**
+ * `[sale-]<mode>[-w<workers>][-b<batch>]-h<hold>-s<segments>`; `-w` only where the workers differ
+ * from the comparison's, `-b` only where ORDER_BATCH_MAX is set, so the comparison keeps its old ids.
+ */
+export function scenarioId(s: Shape, baseWorkers: number): string {
+  const w = s.workers !== baseWorkers ? `-w${s.workers}` : '';
+  if (s.kind === 'health') return `health-live${w}`;
+  const b = s.batchMax !== null ? `-b${s.batchMax}` : '';
+  const mode = s.target === 'service' ? `${s.locking}${w}${b}` : s.target === 'bare' && s.locking === 'database' ? 'bare-nolock' : s.target;
+  return `${s.kind === 'sale' ? 'sale-' : ''}${mode}-h${s.holdMs}-s${s.segments}`;
+}
+
+export interface ProcessConfig {
+  target: Target;
+  locking: Locking;
+  holdMs: number;
+  workers: number;
+  batchMax: number | null;
+  scenarios: ScenarioSpec[];
 }
 
 /**
- * Every scenario of a run, grouped by service configuration (locking mode, hold time): the
- * service is started once per configuration, and the same (locking, hold, segments) is measured
- * once even when both the comparison and the sweep want it.
+ * Every scenario of a run, grouped by what has to be started for it (the service with one
+ * environment, or a peer): each is started once, and a scenario that several sections want
+ * (the same id) is measured once.
  */
-export function plan(o: PlanOptions): Array<{ locking: StockLocking; holdMs: number; scenarios: ScenarioSpec[] }> {
+export function plan(o: PlanOptions): ProcessConfig[] {
+  const specs = new Map<string, ScenarioSpec>();
+  const want = (shape: Shape, group: Group) => {
+    const id = scenarioId(shape, o.workers);
+    const s = specs.get(id) ?? { ...shape, id, groups: [], stock: shape.stock ?? o.steadyStock };
+    if (!s.groups.includes(group)) s.groups.push(group);
+    specs.set(id, s);
+  };
+  const steady = { kind: 'steady' as const, target: 'service' as const, locking: 'redlock' as const };
+  const fast = { ...steady, workers: o.speedWorkers, holdMs: 0, segments: o.speedSegments };
+
+  if (o.peers.length > 0) {
+    // The service with one order per hold, and with group commit, against each peer at hold 0.
+    want({ ...fast, kind: 'health', batchMax: 1, segments: 0, stock: 0 }, 'speed');
+    want({ ...fast, batchMax: 1 }, 'speed');
+    want({ ...fast, batchMax: o.batchMax }, 'speed');
+    if (o.peers.includes('bare-nolock')) want({ ...fast, locking: 'database', batchMax: 1 }, 'speed');
+    if (o.peers.includes('bare-one-lock')) want({ ...fast, batchMax: 1, segments: 1 }, 'speed');
+    const peer = { kind: 'steady' as const, workers: 1, batchMax: null, holdMs: 0, segments: o.speedSegments };
+    if (o.peers.includes('bare')) want({ ...peer, target: 'bare', locking: 'redlock' }, 'speed');
+    if (o.peers.includes('bare-nolock')) want({ ...peer, target: 'bare', locking: 'database' }, 'speed');
+    if (o.peers.includes('bare-one-lock')) want({ ...peer, target: 'bare', locking: 'redlock', segments: 1 }, 'speed');
+    if (o.peers.includes('bare-lua')) want({ ...peer, target: 'bare-lua', locking: 'lua' }, 'speed');
+  }
+  for (const holdMs of o.holds) {
+    if (o.batch) {
+      for (const segments of [1, o.speedSegments]) for (const batchMax of [1, o.batchMax]) want({ ...fast, holdMs, segments, batchMax }, 'batch');
+    }
+    for (const batchMax of o.batchSweep ?? []) want({ ...fast, holdMs, batchMax }, 'batch-sweep');
+  }
+
   const modes: StockLocking[] = o.peer ? ['redlock', 'database'] : ['redlock'];
-  const holds = [...new Set([...o.holds, ...(o.sweep ? [o.sweepHold] : []), ...(o.sale ? [o.sale.holdMs] : [])])];
-  const configs: Array<{ locking: StockLocking; holdMs: number; scenarios: ScenarioSpec[] }> = [];
+  const base = { ...steady, workers: o.workers, batchMax: o.batchMax };
   for (const locking of modes) {
-    for (const holdMs of holds) {
-      const byId = new Map<string, ScenarioSpec>();
-      const want = (segments: number, group: 'compare' | 'sweep') => {
-        const id = scenarioId(locking, holdMs, segments);
-        const s = byId.get(id) ?? { id, kind: 'steady' as const, groups: [], locking, holdMs, segments, stock: o.steadyStock };
-        if (!s.groups.includes(group)) s.groups.push(group);
-        byId.set(id, s);
-      };
-      if (o.holds.includes(holdMs)) for (const n of [1, ...o.segments]) want(n, 'compare');
-      if (o.sweep && holdMs === o.sweepHold) for (const n of o.sweep) want(n, 'sweep');
-      const scenarios = [...byId.values()].sort((a, b) => a.segments - b.segments);
-      // The sale is about the product's own locks; the peer has none to show.
-      if (o.sale && locking === 'redlock' && holdMs === o.sale.holdMs) {
-        for (const segments of [o.sale.segments, 1]) {
-          scenarios.push({ id: scenarioId(locking, holdMs, segments, true), kind: 'sale', groups: ['sale'], locking, holdMs, segments, stock: o.sale.stock, buyers: o.sale.buyers });
-        }
-      }
-      if (scenarios.length > 0) configs.push({ locking, holdMs, scenarios });
+    for (const holdMs of o.holds) for (const segments of [1, ...o.segments]) want({ ...base, locking, holdMs, segments }, 'compare');
+    if (o.sweep) for (const segments of o.sweep) want({ ...base, locking, holdMs: o.sweepHold, segments }, 'sweep');
+  }
+  // The sale is about the product's own locks; the no-lock mode has none to show.
+  if (o.sale) {
+    for (const segments of [o.sale.segments, 1]) {
+      want({ ...base, kind: 'sale', holdMs: o.sale.holdMs, segments, stock: o.sale.stock, buyers: o.sale.buyers }, 'sale');
     }
   }
-  return configs;
+
+  const configs = new Map<string, ProcessConfig>();
+  for (const s of specs.values()) {
+    const key = [s.target, s.locking, s.holdMs, s.workers, s.batchMax].join('|');
+    const c = configs.get(key) ?? { target: s.target, locking: s.locking, holdMs: s.holdMs, workers: s.workers, batchMax: s.batchMax, scenarios: [] };
+    c.scenarios.push(s);
+    configs.set(key, c);
+  }
+  // Per start: the floor first, then steady state by segments, the sale last (it sells out its product).
+  const order = { health: 0, steady: 1, sale: 2 };
+  for (const c of configs.values()) c.scenarios.sort((a, b) => order[a.kind] - order[b.kind] || (a.kind === 'sale' ? b.segments - a.segments : a.segments - b.segments));
+  return [...configs.values()];
 }
 
 export interface RunContext {
   url: string;
-  adminToken: string;
+  target: Target;
+  /** A fresh product: through POST /admin/products for the service, straight into PostgreSQL for a peer. */
+  createProduct: (p: { name: string; stock: number; segments: number }) => Promise<number>;
   db: Client;
+  redisUrl: string;
   workers: number;
   connections: number;
   durationS: number;
@@ -102,7 +197,7 @@ export interface RunContext {
   signal?: AbortSignal;
 }
 
-export async function createProduct(url: string, adminToken: string, p: { name: string; stock: number; segments: number }): Promise<number> {
+export async function createProductViaApi(url: string, adminToken: string, p: { name: string; stock: number; segments: number }): Promise<number> {
   const res = await fetch(`${url}/admin/products`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${adminToken}` },
@@ -114,9 +209,14 @@ export async function createProduct(url: string, adminToken: string, p: { name: 
   return (JSON.parse(text) as { id: number }).id;
 }
 
+/** A peer has no admin API; the product goes straight into PostgreSQL, the same rows the service makes. */
+export function createProductInDb(db: Client): RunContext['createProduct'] {
+  return (p) => insertProduct(db, p);
+}
+
 /** Load that is not measured: JIT, connection pools and Redis scripts warm before the first figure. */
 export async function warmUp(ctx: RunContext, seconds: number): Promise<void> {
-  const productId = await createProduct(ctx.url, ctx.adminToken, { name: 'bench warm-up', stock: 1_000_000, segments: 20 });
+  const productId = await ctx.createProduct({ name: 'bench warm-up', stock: 1_000_000, segments: 20 });
   await runLoad({
     url: ctx.url,
     productId,
@@ -135,9 +235,49 @@ function autocannonTimeoutS(lockWaitMs: number): number {
   return Math.ceil(lockWaitMs / 1000) + 15;
 }
 
+/** GET /health/live for the scenario's time: the framework's floor, no order. Verified: every answer 200, nothing dropped. */
+async function runHealth(ctx: RunContext, spec: ScenarioSpec): Promise<ScenarioResult> {
+  const load = await runLoad({
+    url: ctx.url,
+    get: '/health/live',
+    okStatus: 200,
+    connections: ctx.connections,
+    durationS: ctx.durationS,
+    timeoutS: 10,
+    label: spec.id,
+    progress: ctx.progress,
+    signal: ctx.signal,
+  });
+  const other = load.responses - load.created;
+  const checks: Check[] = [
+    { name: 'every answer 200', ok: load.created > 0 && other === 0, detail: `${load.created} answered 200, ${other} other` },
+    { name: 'no errors or timeouts', ok: load.errors === 0 && load.timeouts === 0, detail: `${load.errors} errors, ${load.timeouts} timeouts` },
+  ];
+  const verified = checks.every((c) => c.ok);
+  return {
+    ...spec,
+    productId: null,
+    connections: ctx.connections,
+    elapsedS: load.elapsedS,
+    responses: load.responses,
+    statusCounts: load.statusCounts,
+    created: load.created,
+    ordersPerSec: load.elapsedS > 0 ? load.created / load.elapsedS : 0,
+    latency201Ms: load.latency201,
+    errors: load.errors,
+    timeouts: load.timeouts,
+    sellOutMs: null,
+    ordersInDb: 0,
+    metrics: noMetrics('GET /health/live sells nothing'),
+    verification: { verified, checks, audit: null },
+    status: verified ? 'ok' : 'FAILED',
+  };
+}
+
 export async function runScenario(ctx: RunContext, spec: ScenarioSpec): Promise<ScenarioResult> {
-  const productId = await createProduct(ctx.url, ctx.adminToken, { name: `bench ${spec.id}`, stock: spec.stock, segments: spec.segments });
-  const before = await snapshot(ctx.url, ctx.workers);
+  if (spec.kind === 'health') return runHealth(ctx, spec);
+  const productId = await ctx.createProduct({ name: `bench ${spec.id}`, stock: spec.stock, segments: spec.segments });
+  const before = ctx.target === 'service' ? await snapshot(ctx.url, ctx.workers) : null;
   const load = await runLoad({
     url: ctx.url,
     productId,
@@ -152,14 +292,26 @@ export async function runScenario(ctx: RunContext, spec: ScenarioSpec): Promise<
   });
   // Quiet = no new order for a few lock holds; capped by the longest a request may wait.
   const ordersInDb = await waitQuiet(ctx.db, productId, Math.max(500, spec.holdMs * 10), ctx.lockWaitMs + 10_000, ctx.signal);
-  const after = await snapshot(ctx.url, ctx.workers);
-  const audit = await auditProduct(ctx.db, productId);
-  const verification = verify(audit, {
+  const after = ctx.target === 'service' ? await snapshot(ctx.url, ctx.workers) : null;
+  const seen = {
     statusCounts: load.statusCounts,
     created: load.created,
     allAnswered: spec.kind === 'sale' && load.responses === spec.buyers,
     expectSoldOut: spec.kind === 'sale',
-  });
+  };
+  let verification: Verification;
+  if (ctx.target === 'bare-lua') {
+    // Its stock lives in Redis and stock_segments are never deducted: what is left comes from Redis.
+    const audit = await auditLuaPeer(ctx.db, ctx.redisUrl, productId);
+    verification = verify(audit, seen);
+    verification.checks.push(
+      { name: 'stock_segments untouched', ok: audit.segmentsUntouched, detail: audit.segmentsUntouched ? 'they still sum to total_stock' : 'they no longer sum to total_stock' },
+      { name: 'every buyer in the Redis buyer set', ok: audit.buyersRecorded, detail: audit.buyersRecorded ? 'yes' : 'an order slipped past the script' },
+    );
+    verification.verified = verification.checks.every((c) => c.ok);
+  } else {
+    verification = verify(await auditProduct(ctx.db, productId), seen);
+  }
   const sellOutMs = spec.kind === 'sale' ? load.lastCreatedAtMs : null;
   const rateWindowS = spec.kind === 'sale' && sellOutMs ? sellOutMs / 1000 : load.elapsedS;
   return {
@@ -176,7 +328,7 @@ export async function runScenario(ctx: RunContext, spec: ScenarioSpec): Promise<
     timeouts: load.timeouts,
     sellOutMs,
     ordersInDb,
-    metrics: scenarioDeltas(before, after, ordersInDb),
+    metrics: ctx.target === 'service' ? scenarioDeltas(before, after, ordersInDb) : noMetrics('a peer has no GET /metrics'),
     verification,
     status: verification.verified ? 'ok' : 'FAILED',
   };

@@ -1,6 +1,8 @@
 // Starts the built service (WORKERS processes on one port) for one benchmark configuration, and
 // samples the resident memory of its primary and worker processes.
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { projectRoot } from '../src/infrastructure/project-root';
 import { childrenOf, launchService, ServiceProcess } from './launcher';
 
 export interface ServiceEnv {
@@ -10,6 +12,8 @@ export interface ServiceEnv {
   workers: number;
   stockLocking: 'redlock' | 'database';
   holdMs: number;
+  /** ORDER_BATCH_MAX; null leaves it unset (the service's default). */
+  batchMax: number | null;
   lockTtlMs: number;
   lockWaitMs: number;
   lockRetryDelayMs: number;
@@ -31,6 +35,7 @@ export function startService(env: ServiceEnv, signal?: AbortSignal): Promise<Ser
       WORKERS: String(env.workers),
       STOCK_LOCKING: env.stockLocking,
       ORDER_HOLD_MS: String(env.holdMs),
+      ...(env.batchMax !== null ? { ORDER_BATCH_MAX: String(env.batchMax) } : {}),
       LOCK_TTL_MS: String(env.lockTtlMs),
       LOCK_WAIT_MS: String(env.lockWaitMs),
       // The no-lock peer waits inside PostgreSQL (row lock, pool), bounded by DB_TIMEOUT_MS: give
@@ -40,6 +45,19 @@ export function startService(env: ServiceEnv, signal?: AbortSignal): Promise<Ser
       LOCK_RETRY_JITTER_MS: String(env.lockRetryJitterMs),
     },
   });
+}
+
+/**
+ * Whether the built service reads an environment variable at all (its name appears in dist/src):
+ * a setting it does not know is ignored, and two scenarios that differ only in it measure the same code.
+ */
+export function serviceReads(name: string, root = projectRoot(__dirname)): boolean {
+  const search = (dir: string): boolean =>
+    readdirSync(dir, { withFileTypes: true }).some((e) =>
+      e.isDirectory() ? search(join(dir, e.name)) : e.name.endsWith('.js') && readFileSync(join(dir, e.name), 'utf8').includes(name),
+    );
+  const dir = join(root, 'dist', 'src');
+  return existsSync(dir) && search(dir);
 }
 
 function rssKb(pid: number): number | null {

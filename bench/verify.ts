@@ -22,7 +22,8 @@ export interface Check {
 export interface Verification {
   verified: boolean;
   checks: Check[];
-  audit: Audit;
+  /** null where nothing was sold (GET /health/live). */
+  audit: Audit | null;
 }
 
 /** One statement, so one snapshot: stock, segments and orders are read as of the same instant. */
