@@ -4,13 +4,14 @@
 // process drains its requests before it closes Redis and PostgreSQL (infrastructure/graceful-shutdown.ts).
 import cluster from 'node:cluster';
 import { Logger } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
-import { NestExpressApplication } from '@nestjs/platform-express';
+import { HttpAdapterHost, NestFactory } from '@nestjs/core';
+import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import type { Logger as Pino } from 'pino';
 import { AppModule } from './app.module';
-import { AllExceptionsFilter } from './common/all-exceptions.filter';
-import { jsonBody } from './common/json-body.middleware';
+import { AllExceptionsFilter, sendError } from './common/all-exceptions.filter';
+import { registerJsonBody } from './common/json-body';
 import { validationPipe } from './common/validation.pipe';
 import { AppConfig, ConfigurationError, loadConfig, ResolvedConfig } from './config/app-config';
 import { Dependencies, resolveDependencies } from './infrastructure/dependencies';
@@ -21,19 +22,32 @@ import { serveClusterMetrics } from './metrics/metrics.service';
 
 const logger = new Logger('Main');
 
-export async function createApp(config: ResolvedConfig, root: Pino = createLogger(config.logging)): Promise<NestExpressApplication> {
+/**
+ * Longer than the idle timeout of the proxies in front (60 s for AWS ALB and nginx's upstream
+ * keepalive by default; Fastify's default), so a proxy never sends a request on a connection the
+ * service is closing at that moment. Shutdown does not wait for it: idle connections are closed at once.
+ */
+export const KEEP_ALIVE_TIMEOUT_MS = 72_000;
+
+export async function createApp(config: ResolvedConfig, root: Pino = createLogger(config.logging)): Promise<NestFastifyApplication> {
+  const adapter: FastifyAdapter = new FastifyAdapter({
+    keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+    // Requests still arriving while the app closes are served (with Connection: close, see
+    // graceful-shutdown.ts), not refused with a bare 503 that lacks Retry-After.
+    return503OnClosing: false,
+    // A URL the router cannot decode is answered in the service's error shape too.
+    frameworkErrors: (err: FastifyError, _req: FastifyRequest, reply: FastifyReply) => sendError(adapter, reply, err, config.http.retryAfterS),
+  });
   // abortOnError false: a failing bootstrap throws to the caller, who stops the servers it started
   // (Nest's default process.abort() would leave them running).
-  const app = await NestFactory.create<NestExpressApplication>(AppModule.forRoot(config, root), {
+  const app = await NestFactory.create<NestFastifyApplication>(AppModule.forRoot(config, root), adapter, {
     bodyParser: false,
     logger: nestLogger(root),
     abortOnError: false,
   });
-  app.disable('x-powered-by');
-  app.set('trust proxy', false);
-  app.use(jsonBody());
+  registerJsonBody(app.getHttpAdapter().getInstance());
   app.useGlobalPipes(validationPipe());
-  app.useGlobalFilters(new AllExceptionsFilter(config.http.retryAfterS));
+  app.useGlobalFilters(new AllExceptionsFilter(app.get(HttpAdapterHost), config.http.retryAfterS));
   const doc = new DocumentBuilder()
     .setTitle('Flash-sale inventory service')
     .setDescription('Orders over segmented stock locks; errors are { statusCode, code, message }.')
@@ -90,7 +104,7 @@ async function primary(config: AppConfig, root: Pino): Promise<void> {
 
   deps = await resolveDependencies(config);
   const resolved = deps.config;
-  let app: NestExpressApplication | undefined;
+  let app: NestFastifyApplication | undefined;
   try {
     const applied = await runMigrations(resolved.database.url);
     if (applied.length > 0) logger.log(`migrations applied: ${applied.join(', ')}`);

@@ -1,6 +1,7 @@
 // The mapping of failures to HTTP answers: every domain error to its status and code, Retry-After
 // on 503s, and nothing internal in the body of an unexpected error.
 import { ArgumentsHost, BadRequestException, HttpException, HttpStatus, Logger, NotFoundException, PayloadTooLargeException } from '@nestjs/common';
+import { HttpAdapterHost } from '@nestjs/core';
 import { AllExceptionsFilter, sendError, toErrorResponse } from './all-exceptions.filter';
 import {
   AlreadyOrderedError,
@@ -106,38 +107,45 @@ describe('toErrorResponse', () => {
   });
 });
 
+describe('toErrorResponse for refusals of the HTTP framework', () => {
+  const fastifyError = (code: string, statusCode: number, message: string) => Object.assign(new Error(message), { code, statusCode });
+
+  it.each([
+    ['a body over the limit', fastifyError('FST_ERR_CTP_BODY_TOO_LARGE', 413, 'Request body is too large'), 413, 'PAYLOAD_TOO_LARGE'],
+    ['a body that is not JSON', fastifyError('FST_ERR_CTP_INVALID_JSON_BODY', 400, 'Body is not valid JSON'), 400, 'VALIDATION_FAILED'],
+    ['an unsupported media type', fastifyError('FST_ERR_CTP_INVALID_MEDIA_TYPE', 415, 'Unsupported Media Type'), 415, 'UNSUPPORTED_MEDIA_TYPE'],
+    ['a URL that cannot be decoded', fastifyError('FST_ERR_BAD_URL', 400, "'/orders/%zz' is not a valid url component"), 400, 'VALIDATION_FAILED'],
+  ])('should answer %s with %i %s and its message', (_name, err, status, code) => {
+    expect(toErrorResponse(err, 2)).toEqual({ body: { statusCode: status, code, message: err.message } });
+  });
+
+  it('should keep a 5xx framework error or a foreign error with a status internal', () => {
+    expect(toErrorResponse(fastifyError('FST_ERR_REP_ALREADY_SENT', 500, 'Reply already sent at /srv/x.js')).body).toEqual({ statusCode: 500, code: 'INTERNAL', message: 'internal error' });
+    expect(toErrorResponse(fastifyError('ECONNRESET', 400, 'socket detail')).body).toEqual({ statusCode: 500, code: 'INTERNAL', message: 'internal error' });
+  });
+});
+
 describe('AllExceptionsFilter', () => {
-  interface FakeResponse {
-    headersSent: boolean;
+  /** What Nest's HTTP adapter was asked to do with one response. */
+  interface FakeReply {
+    sentAlready: boolean;
     headers: Record<string, string>;
     statusCode: number;
     sent: unknown;
-    setHeader: jest.Mock;
-    status: jest.Mock;
-    json: jest.Mock;
   }
-
-  function fakeResponse(headersSent = false): FakeResponse {
-    const res: FakeResponse = {
-      headersSent,
-      headers: {},
-      statusCode: 0,
-      sent: undefined,
-      setHeader: jest.fn((name: string, value: string) => {
-        res.headers[name] = value;
-      }),
-      status: jest.fn((code: number) => {
-        res.statusCode = code;
-        return res;
-      }),
-      json: jest.fn((body: unknown) => {
-        res.sent = body;
-        return res;
-      }),
-    };
-    return res;
-  }
-  const hostFor = (res: FakeResponse) => ({ switchToHttp: () => ({ getResponse: () => res }) }) as unknown as ArgumentsHost;
+  const fakeReply = (sentAlready = false): FakeReply => ({ sentAlready, headers: {}, statusCode: 0, sent: undefined });
+  const adapter = {
+    isHeadersSent: jest.fn((res: FakeReply) => res.sentAlready),
+    setHeader: jest.fn((res: FakeReply, name: string, value: string) => {
+      res.headers[name] = value;
+    }),
+    reply: jest.fn((res: FakeReply, body: unknown, statusCode: number) => {
+      res.statusCode = statusCode;
+      res.sent = body;
+    }),
+  };
+  const filter = (retryAfterS: number) => new AllExceptionsFilter({ httpAdapter: adapter } as unknown as HttpAdapterHost, retryAfterS);
+  const hostFor = (res: FakeReply) => ({ switchToHttp: () => ({ getResponse: () => res }) }) as unknown as ArgumentsHost;
 
   let errorLog: jest.SpyInstance;
   let warnLog: jest.SpyInstance;
@@ -145,35 +153,38 @@ describe('AllExceptionsFilter', () => {
     errorLog = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
     warnLog = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
   });
-  afterEach(() => jest.restoreAllMocks());
+  afterEach(() => {
+    jest.restoreAllMocks();
+    jest.clearAllMocks();
+  });
 
   it('should send a domain error as its status and body, without logging it as a failure', () => {
-    const res = fakeResponse();
-    new AllExceptionsFilter(1).catch(new SoldOutError(0, 1), hostFor(res));
+    const res = fakeReply();
+    filter(1).catch(new SoldOutError(0, 1), hostFor(res));
     expect(res.statusCode).toBe(410);
     expect(res.sent).toEqual({ statusCode: 410, code: 'SOLD_OUT', message: 'sold out' });
-    expect(res.setHeader).not.toHaveBeenCalled();
+    expect(adapter.setHeader).not.toHaveBeenCalled();
     expect(errorLog).not.toHaveBeenCalled();
   });
 
   it('should send Retry-After with a 503', () => {
-    const res = fakeResponse();
-    new AllExceptionsFilter(9).catch(new BusyError('busy', 3), hostFor(res));
+    const res = fakeReply();
+    filter(9).catch(new BusyError('busy', 3), hostFor(res));
     expect(res.statusCode).toBe(503);
     expect(res.headers['Retry-After']).toBe('3');
   });
 
   it('should log an unavailable dependency as a warning naming it and its cause', () => {
-    const res = fakeResponse();
-    new AllExceptionsFilter(1).catch(new UnavailableError('redis', 1, new Error('ECONNREFUSED')), hostFor(res));
+    const res = fakeReply();
+    filter(1).catch(new UnavailableError('redis', 1, new Error('ECONNREFUSED')), hostFor(res));
     expect(warnLog).toHaveBeenCalledWith(expect.stringMatching(/redis.*ECONNREFUSED/));
     expect(res.sent).toMatchObject({ code: 'UNAVAILABLE' });
   });
 
   it('should log the stack of an unexpected error but send only INTERNAL', () => {
-    const res = fakeResponse();
+    const res = fakeReply();
     const err = new Error('secret internals');
-    new AllExceptionsFilter(1).catch(err, hostFor(res));
+    filter(1).catch(err, hostFor(res));
     expect(errorLog).toHaveBeenCalledWith(err.stack);
     expect(res.statusCode).toBe(500);
     expect(res.sent).toEqual({ statusCode: 500, code: 'INTERNAL', message: 'internal error' });
@@ -181,15 +192,15 @@ describe('AllExceptionsFilter', () => {
   });
 
   it('should send nothing when the response has already been sent', () => {
-    const res = fakeResponse(true);
-    new AllExceptionsFilter(1).catch(new Error('late'), hostFor(res));
-    expect(res.status).not.toHaveBeenCalled();
-    expect(res.json).not.toHaveBeenCalled();
+    const res = fakeReply(true);
+    filter(1).catch(new Error('late'), hostFor(res));
+    expect(adapter.reply).not.toHaveBeenCalled();
+    expect(adapter.setHeader).not.toHaveBeenCalled();
   });
 
   it('should let sendError use the given default Retry-After for a 503 HTTP exception', () => {
-    const res = fakeResponse();
-    sendError(res as never, new HttpException('down', 503), 8);
+    const res = fakeReply();
+    sendError(adapter as never, res, new HttpException('down', 503), 8);
     expect(res.headers['Retry-After']).toBe('8');
     expect(res.statusCode).toBe(503);
   });

@@ -1,7 +1,7 @@
 // The one place where failures become HTTP answers: { statusCode, code, message }, a Retry-After
 // on 503s, and never a stack trace or an internal detail in the body.
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger } from '@nestjs/common';
-import type { Response } from 'express';
+import { HttpAdapterHost } from '@nestjs/core';
 import { AlreadyOrderedError, DomainError, ERROR_STATUS, ErrorCode, OutcomeUnknownError, UnavailableError } from './domain-errors';
 
 export interface ErrorBody {
@@ -35,23 +35,42 @@ export function toErrorResponse(err: unknown, defaultRetryAfterS = 1): { body: E
     const message = statusCode === 404 ? 'no such route' : statusCode >= 500 ? 'internal error' : err.message;
     return { body: { statusCode, code, message }, retryAfterS: statusCode === 503 ? defaultRetryAfterS : undefined };
   }
+  if (isFrameworkClientError(err)) {
+    return { body: { statusCode: err.statusCode, code: HTTP_CODES[err.statusCode] ?? 'VALIDATION_FAILED', message: err.message } };
+  }
   return { body: { statusCode: 500, code: 'INTERNAL', message: 'internal error' } };
 }
 
-export function sendError(res: Response, err: unknown, retryAfterS?: number): void {
+/**
+ * Fastify's own refusals of a request (body too large or not JSON, a malformed URL): FST_ codes
+ * with a 4xx status, and messages about the request only. Anything else stays unexpected.
+ */
+function isFrameworkClientError(err: unknown): err is Error & { code: string; statusCode: number } {
+  const e = err as { code?: unknown; statusCode?: unknown };
+  return err instanceof Error && typeof e.code === 'string' && e.code.startsWith('FST_') && typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500;
+}
+
+/** The part of Nest's HTTP adapter that answers an error, whichever platform is under it. */
+export type ErrorReplier = Pick<HttpAdapterHost['httpAdapter'], 'setHeader' | 'reply'>;
+
+export function sendError(http: ErrorReplier, res: unknown, err: unknown, retryAfterS?: number): void {
   const out = toErrorResponse(err, retryAfterS);
-  if (out.retryAfterS !== undefined) res.setHeader('Retry-After', String(out.retryAfterS));
-  res.status(out.body.statusCode).json(out.body);
+  if (out.retryAfterS !== undefined) http.setHeader(res, 'Retry-After', String(out.retryAfterS));
+  http.reply(res, out.body, out.body.statusCode);
 }
 
 @Catch()
 export class AllExceptionsFilter implements ExceptionFilter {
   private readonly logger = new Logger('Errors');
 
-  constructor(private readonly retryAfterS: number) {}
+  constructor(
+    private readonly adapterHost: HttpAdapterHost,
+    private readonly retryAfterS: number,
+  ) {}
 
   catch(err: unknown, host: ArgumentsHost): void {
-    const res = host.switchToHttp().getResponse<Response>();
+    const http = this.adapterHost.httpAdapter;
+    const res: unknown = host.switchToHttp().getResponse();
     if (err instanceof UnavailableError) {
       this.logger.warn(`${err.dependency} unavailable: ${String((err.cause as Error)?.message ?? err.cause)}`);
     } else if (err instanceof OutcomeUnknownError) {
@@ -59,7 +78,7 @@ export class AllExceptionsFilter implements ExceptionFilter {
     } else if (!(err instanceof DomainError) && !(err instanceof HttpException)) {
       this.logger.error(err instanceof Error ? (err.stack ?? err.message) : String(err));
     }
-    if (res.headersSent) return;
-    sendError(res, err, this.retryAfterS);
+    if (http.isHeadersSent(res)) return;
+    sendError(http, res, err, this.retryAfterS);
   }
 }

@@ -3,7 +3,7 @@
 import { Controller, Get, Header, Res } from '@nestjs/common';
 import { ApiExcludeEndpoint, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { HealthCheck, HealthCheckService, TypeOrmHealthIndicator } from '@nestjs/terminus';
-import type { Response } from 'express';
+import type { FastifyReply } from 'fastify';
 import { MetricsService } from '../metrics/metrics.service';
 import { RedisHealthIndicator } from './redis.health';
 
@@ -20,11 +20,11 @@ export class HealthController {
   @Get('health')
   @HealthCheck()
   @ApiOperation({ summary: 'Readiness per dependency: 200 when PostgreSQL and a quorum of Redis lock masters answer, 503 otherwise' })
-  async ready(@Res({ passthrough: true }) res: Response) {
+  async ready(@Res({ passthrough: true }) res: FastifyReply) {
     try {
       return await this.health.check([() => this.db.pingCheck('postgres', { timeout: 1000 }), () => this.redis.check('redis')]);
     } catch (err) {
-      res.status(503).setHeader('Retry-After', '1');
+      res.code(503).header('Retry-After', '1');
       return (err as { response?: unknown }).response ?? { status: 'error' };
     }
   }

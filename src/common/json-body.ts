@@ -1,0 +1,87 @@
+// JSON request bodies on Fastify: at most 16 kB (once inflated too), at most 32 levels deep,
+// UTF-8, parsed by Fastify's own JSON parser, which refuses `__proto__` and
+// `constructor.prototype` keys (secure-json-parse). A refused body reaches the error handler,
+// which Nest routes through AllExceptionsFilter, so it is answered like every other error.
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { brotliDecompressSync, gunzipSync, inflateSync, InputType, ZlibOptions } from 'node:zlib';
+import { DomainError } from './domain-errors';
+
+export const BODY_LIMIT_BYTES = 16 * 1024;
+/** No request of this API nests deeper than 2; 32 leaves room and stops recursion-bombs early. */
+export const MAX_DEPTH = 32;
+
+/** Nesting depth of a JSON text, counted over brackets outside strings, without parsing it. */
+export function jsonDepth(buf: Buffer): number {
+  let depth = 0;
+  let max = 0;
+  let inString = false;
+  for (let i = 0; i < buf.length; i++) {
+    const c = buf[i];
+    if (inString) {
+      if (c === 0x5c) i++; // backslash: skip the escaped byte
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x7b || c === 0x5b) max = Math.max(max, ++depth);
+    else if (c === 0x7d || c === 0x5d) depth--;
+  }
+  return max;
+}
+
+export class BadBodyError extends DomainError {
+  constructor(
+    readonly code: 'VALIDATION_FAILED' | 'PAYLOAD_TOO_LARGE' | 'UNSUPPORTED_MEDIA_TYPE',
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const tooLarge = () => new BadBodyError('PAYLOAD_TOO_LARGE', `request body is larger than ${BODY_LIMIT_BYTES / 1024} kB`);
+
+const INFLATE: Record<string, (buf: InputType, options: ZlibOptions) => Buffer> = {
+  gzip: gunzipSync,
+  'x-gzip': gunzipSync,
+  deflate: inflateSync,
+  br: brotliDecompressSync,
+};
+
+/** The body as UTF-8 JSON text: inflated when compressed, refused when in another charset. */
+export function decodeBody(headers: FastifyRequest['headers'], raw: Buffer): Buffer {
+  const charset = /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(headers['content-type'] ?? '')?.[1]?.toLowerCase();
+  if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
+    throw new BadBodyError('UNSUPPORTED_MEDIA_TYPE', 'request body must be UTF-8');
+  }
+  const encoding = (headers['content-encoding'] ?? 'identity').trim().toLowerCase();
+  if (encoding === 'identity') return raw;
+  const inflate = INFLATE[encoding];
+  if (!inflate) throw new BadBodyError('UNSUPPORTED_MEDIA_TYPE', 'request body encoding is not supported (gzip, deflate, br or none)');
+  try {
+    // The limit holds for the inflated text too: a few compressed bytes can expand to gigabytes.
+    return inflate(raw, { maxOutputLength: BODY_LIMIT_BYTES });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') throw tooLarge();
+    throw new BadBodyError('VALIDATION_FAILED', `request body is not valid ${encoding}`);
+  }
+}
+
+/**
+ * Replaces Fastify's body parsers. A body of another media type is read (within the limit) and
+ * dropped, so the route sees no body and validation refuses it, as Express's json() did.
+ */
+export function registerJsonBody(fastify: FastifyInstance): void {
+  const parseJson = fastify.getDefaultJsonParser('error', 'error');
+  fastify.removeAllContentTypeParsers();
+  fastify.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: BODY_LIMIT_BYTES }, (req, raw, done) => {
+    let text: Buffer;
+    try {
+      text = decodeBody(req.headers, raw as Buffer);
+      // Validation recurses per level; a deep body would overflow the stack there, so refuse it here.
+      if (jsonDepth(text) > MAX_DEPTH) throw new BadBodyError('VALIDATION_FAILED', `request body nests deeper than ${MAX_DEPTH} levels`);
+    } catch (err) {
+      return done(err as Error, undefined);
+    }
+    // Typed for a string, but secure-json-parse takes the buffer as it is.
+    parseJson(req, text as unknown as string, done);
+  });
+  fastify.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: BODY_LIMIT_BYTES }, (_req, _raw, done) => done(null, undefined));
+}
