@@ -3,6 +3,7 @@
 // WORKERS processes sharing the port. SIGTERM/SIGINT stop everything gracefully: each serving
 // process drains its requests before it closes Redis and PostgreSQL (infrastructure/graceful-shutdown.ts).
 import cluster from 'node:cluster';
+import type { IncomingMessage } from 'node:http';
 import { Logger } from '@nestjs/common';
 import { HttpAdapterHost, NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
@@ -12,6 +13,7 @@ import type { Logger as Pino } from 'pino';
 import { AppModule } from './app.module';
 import { AllExceptionsFilter, sendError } from './common/all-exceptions.filter';
 import { registerJsonBody } from './common/json-body';
+import { requestId } from './common/request-id';
 import { validationPipe } from './common/validation.pipe';
 import { AppConfig, ConfigurationError, loadConfig, ResolvedConfig } from './config/app-config';
 import { Dependencies, resolveDependencies } from './infrastructure/dependencies';
@@ -32,6 +34,9 @@ export const KEEP_ALIVE_TIMEOUT_MS = 72_000;
 export async function createApp(config: ResolvedConfig, root: Pino = createLogger(config.logging)): Promise<NestFastifyApplication> {
   const adapter: FastifyAdapter = new FastifyAdapter({
     keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+    // Fastify names the request; the middleware that hands it to pino-http copies this id onto the
+    // raw request, which pino-http then logs (its own genReqId is not consulted once an id is set).
+    genReqId: (req: IncomingMessage) => requestId(req.headers),
     // Requests still arriving while the app closes are served (with Connection: close, see
     // graceful-shutdown.ts), not refused with a bare 503 that lacks Retry-After.
     return503OnClosing: false,
@@ -45,7 +50,12 @@ export async function createApp(config: ResolvedConfig, root: Pino = createLogge
     logger: nestLogger(root),
     abortOnError: false,
   });
-  registerJsonBody(app.getHttpAdapter().getInstance());
+  const fastify = app.getHttpAdapter().getInstance();
+  registerJsonBody(fastify);
+  fastify.addHook('onRequest', (req, reply, done) => {
+    reply.header('X-Request-Id', req.id);
+    done();
+  });
   app.useGlobalPipes(validationPipe());
   app.useGlobalFilters(new AllExceptionsFilter(app.get(HttpAdapterHost), config.http.retryAfterS));
   const doc = new DocumentBuilder()
