@@ -25,9 +25,10 @@ import { serveClusterMetrics } from './metrics/metrics.service';
 const logger = new Logger('Main');
 
 /**
- * Longer than the idle timeout of the proxies in front (60 s for AWS ALB and nginx's upstream
- * keepalive by default; Fastify's default), so a proxy never sends a request on a connection the
- * service is closing at that moment. Shutdown does not wait for it: idle connections are closed at once.
+ * Fastify's default, stated because it matters: longer than the idle timeout of the proxies in
+ * front (60 s for AWS ALB and for nginx's upstream keepalive), so a proxy never sends a request on a
+ * connection the service is closing at that moment. Shutdown does not wait for it: idle
+ * connections are closed at once (graceful-shutdown.ts).
  */
 export const KEEP_ALIVE_TIMEOUT_MS = 72_000;
 
