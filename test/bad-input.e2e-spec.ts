@@ -10,7 +10,7 @@ interface Case {
   /** `:product` stands for the test product's id. */
   path: string;
   /** A string is sent as the raw body; a function gets the test product's id. */
-  body?: unknown | ((productId: number) => unknown);
+  body?: unknown;
   headers?: Record<string, string>;
   status: number;
   code: string;

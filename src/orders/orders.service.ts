@@ -8,7 +8,6 @@ import { mapDatabaseError } from '../common/database-errors';
 import {
   AlreadyOrderedError,
   BusyError,
-  OrderInProgressError,
   OrderNotFoundError,
   QuantityOverLimitError,
   SoldOutError,

@@ -199,10 +199,10 @@ export class StallingProxy {
   ) {}
 
   static async start(upstreamPort: number): Promise<StallingProxy> {
-    let proxy: StallingProxy | undefined;
-    const server = createServer((client) => proxy?.pipe(client, upstreamPort));
+    const server = createServer();
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    proxy = new StallingProxy(server, (server.address() as AddressInfo).port);
+    const proxy = new StallingProxy(server, (server.address() as AddressInfo).port);
+    server.on('connection', (client) => proxy.pipe(client, upstreamPort));
     return proxy;
   }
 
@@ -304,7 +304,7 @@ export async function placeOrder(base: string, userId: string, productId: number
       status: r.status,
       code: r.body?.code,
       orderId: r.status === 201 ? r.body.id : undefined,
-      retryAfter: r.headers['retry-after'] as string | undefined,
+      retryAfter: r.headers['retry-after'],
       text: r.text,
     };
   } catch (err) {
@@ -350,7 +350,7 @@ export async function waitFor<T>(what: string, check: () => Promise<T> | T, time
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await check();
-    if (value) return value as NonNullable<T>;
+    if (value) return value;
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await sleep(everyMs);
   }
