@@ -12,7 +12,13 @@ export function createLogger(config: LoggingConfig, stdout: { isTTY?: boolean } 
   return pino(
     { level: config.level },
     // Synchronous, so a line written just before process.exit is not lost.
-    pretty({ colorize: true, sync: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,context', messageFormat: '{if context}[{context}] {end}{msg}' }),
+    pretty({
+      colorize: true,
+      sync: true,
+      translateTime: 'SYS:HH:MM:ss.l',
+      ignore: 'pid,hostname,context',
+      messageFormat: '{if context}[{context}] {end}{msg}',
+    }),
   );
 }
 
