@@ -9,8 +9,8 @@ const typescript = ['ts-jest', { tsconfig: 'tsconfig.json' }];
 
 // NestJS 12 (and the packages built with it) ships ES modules only. Jest can require() an ES module
 // only on Node 24.9+ with --experimental-vm-modules; on the Node this project supports (20.19+) it
-// cannot, so the unit project has Babel turn those packages into CommonJS as they load. The e2e specs
-// never import Nest (they spawn dist/), and Node's own require(esm) runs the built service.
+// cannot, so jest has Babel turn those packages into CommonJS as they load. The built service needs
+// nothing of the kind: Node's own require(esm) runs it.
 const esmPackages = ['@nestjs', 'file-type', '@standard-schema'];
 const esmToCommonJs = [
   'babel-jest',
@@ -45,7 +45,9 @@ module.exports = {
       ...common,
       displayName: 'e2e',
       testMatch: ['<rootDir>/test/**/*.e2e-spec.ts'],
-      transform: { '^.+\\.ts$': typescript },
+      // Specs that drive a repository on the real PostgreSQL import Nest-decorated classes too.
+      transform: { '^.+\\.ts$': typescript, '^.+\\.js$': esmToCommonJs },
+      transformIgnorePatterns: [`/node_modules/(?!(${esmPackages.join('|')})/)`],
       globalSetup: '<rootDir>/test/support/global-setup.ts',
       globalTeardown: '<rootDir>/test/support/global-teardown.ts',
     },
