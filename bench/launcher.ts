@@ -39,8 +39,19 @@ export async function launchService(options: LaunchOptions): Promise<ServiceProc
   if (!existsSync(main)) throw new Error(`${main} is missing: build first (npm run build)`);
   const port = options.port ?? (await freePort());
   const startTimeoutMs = options.startTimeoutMs ?? 60_000;
-  const env: Record<string, string | undefined> = { PATH: process.env.PATH, HOME: process.env.HOME, HOST: '127.0.0.1', LOG_LEVEL: 'warn', ...options.env, PORT: String(port) };
-  const child = spawn(process.execPath, [...(options.heapMb ? [`--max-old-space-size=${options.heapMb}`] : []), main], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const env: Record<string, string | undefined> = {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'warn',
+    ...options.env,
+    PORT: String(port),
+  };
+  const child = spawn(process.execPath, [...(options.heapMb ? [`--max-old-space-size=${options.heapMb}`] : []), main], {
+    cwd: root,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   const keep = (c: Buffer) => (out = (out + c.toString()).slice(-OUTPUT_KEPT));
   child.stdout?.on('data', keep);

@@ -92,11 +92,11 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
       return reject(new Error('aborted'));
     }
     // Declared before autocannon() because it may call back synchronously (a bad option).
-    let instance: autocannon.Instance | undefined;
-    const onAbort = () => instance?.stop();
+    const running: { instance?: autocannon.Instance } = {};
+    const onAbort = () => running.instance?.stop();
     spec.signal?.addEventListener('abort', onAbort, { once: true });
 
-    instance = autocannon(
+    const instance = (running.instance = autocannon(
       {
         url: spec.url,
         connections: Math.min(spec.connections, spec.amount ?? Infinity),
@@ -135,7 +135,7 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
           usersIssued: issued,
         });
       },
-    );
+    ));
 
     instance.on('response', (_client, statusCode, _bytes, responseTime) => {
       responses++;

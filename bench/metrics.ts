@@ -152,7 +152,11 @@ export function scenarioDeltas(before: MetricsSnapshot | null, after: MetricsSna
   if (before.scrapes.length > 1) {
     const summed = deltasOf(merge(before.scrapes), merge(after.scrapes));
     if (close(summed.ordersCreated)) {
-      return { source: 'summed-per-worker', note: `per-worker counters, ${before.scrapes.length} scrapes summed = ${summed.ordersCreated} of ${ordersInDb} orders`, ...summed };
+      return {
+        source: 'summed-per-worker',
+        note: `per-worker counters, ${before.scrapes.length} scrapes summed = ${summed.ordersCreated} of ${ordersInDb} orders`,
+        ...summed,
+      };
     }
   }
   // A one-worker view is still useful for the shape (busy vs empty fallovers), as long as it says so.

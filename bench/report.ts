@@ -75,15 +75,32 @@ function statusWord(r: ScenarioResult): string {
 function find(report: BenchmarkReport, locking: StockLocking, holdMs: number, segments: number): ScenarioResult | undefined {
   const s = report.settings;
   return report.scenarios.find(
-    (r) => r.kind === 'steady' && r.target === 'service' && r.workers === s.workers && r.batchMax === s.batchMax && r.locking === locking && r.holdMs === holdMs && r.segments === segments,
+    (r) =>
+      r.kind === 'steady' &&
+      r.target === 'service' &&
+      r.workers === s.workers &&
+      r.batchMax === s.batchMax &&
+      r.locking === locking &&
+      r.holdMs === holdMs &&
+      r.segments === segments,
   );
 }
 /** The service beside the peers and in the group-commit comparison (--speed-workers processes). */
-function findFast(report: BenchmarkReport, w: { locking?: StockLocking; holdMs?: number; segments?: number; batchMax: number | null }): ScenarioResult | undefined {
+function findFast(
+  report: BenchmarkReport,
+  w: { locking?: StockLocking; holdMs?: number; segments?: number; batchMax: number | null },
+): ScenarioResult | undefined {
   const s = report.settings;
   const { locking = 'redlock', holdMs = 0, segments = s.speedSegments, batchMax } = w;
   return report.scenarios.find(
-    (r) => r.kind === 'steady' && r.target === 'service' && r.workers === s.speedWorkers && r.batchMax === batchMax && r.locking === locking && r.holdMs === holdMs && r.segments === segments,
+    (r) =>
+      r.kind === 'steady' &&
+      r.target === 'service' &&
+      r.workers === s.speedWorkers &&
+      r.batchMax === batchMax &&
+      r.locking === locking &&
+      r.holdMs === holdMs &&
+      r.segments === segments,
   );
 }
 function findPeer(report: BenchmarkReport, target: 'bare' | 'bare-lua', locking: Locking, segments: number): ScenarioResult | undefined {
@@ -119,7 +136,6 @@ function metricCell(r: ScenarioResult): { busy: string; fall: string; wait: stri
   };
 }
 
-
 /** One row of the service-against-peers table. */
 interface SpeedRow {
   what: string;
@@ -133,8 +149,16 @@ function speedRows(report: BenchmarkReport): SpeedRow[] {
   const w = `${s.speedWorkers} process${s.speedWorkers === 1 ? '' : 'es'}`;
   const rows: SpeedRow[] = [
     { what: `service (${w}), Redlock segments, ORDER_BATCH_MAX=1`, r: findFast(report, { batchMax: 1 }), unit: 'orders/s' },
-    { what: `service (${w}), Redlock segments, group commit (ORDER_BATCH_MAX ${batchName(s.batchMax)})`, r: findFast(report, { batchMax: s.batchMax }), unit: 'orders/s' },
-    { what: `service (${w}), STOCK_LOCKING=database (no Redis lock), ORDER_BATCH_MAX=1`, r: findFast(report, { locking: 'database', batchMax: 1 }), unit: 'orders/s' },
+    {
+      what: `service (${w}), Redlock segments, group commit (ORDER_BATCH_MAX ${batchName(s.batchMax)})`,
+      r: findFast(report, { batchMax: s.batchMax }),
+      unit: 'orders/s',
+    },
+    {
+      what: `service (${w}), STOCK_LOCKING=database (no Redis lock), ORDER_BATCH_MAX=1`,
+      r: findFast(report, { locking: 'database', batchMax: 1 }),
+      unit: 'orders/s',
+    },
     { what: `service (${w}), one lock (1 segment), ORDER_BATCH_MAX=1`, r: findFast(report, { segments: 1, batchMax: 1 }), unit: 'orders/s' },
     { what: `service (${w}), GET /health/live (no work at all)`, r: findHealth(report), unit: 'req/s' },
     { what: 'bare peer, Redis segment locks', r: findPeer(report, 'bare', 'redlock', n), unit: 'orders/s' },
@@ -158,7 +182,11 @@ function speedRatios(report: BenchmarkReport): Array<{ what: string; value: stri
     ['service group commit / bare peer (Redis segment locks)', group, bare],
     ['service ORDER_BATCH_MAX=1 / bare-lua peer', one, lua],
     ['service group commit / bare-lua peer', group, lua],
-    ['service STOCK_LOCKING=database / bare peer without Redis lock', findFast(report, { locking: 'database', batchMax: 1 }), findPeer(report, 'bare', 'database', n)],
+    [
+      'service STOCK_LOCKING=database / bare peer without Redis lock',
+      findFast(report, { locking: 'database', batchMax: 1 }),
+      findPeer(report, 'bare', 'database', n),
+    ],
     ['service one lock / bare peer one lock', findFast(report, { segments: 1, batchMax: 1 }), findPeer(report, 'bare', 'redlock', 1)],
     ['service ORDER_BATCH_MAX=1 orders/s / service GET /health/live req/s', one, findHealth(report)],
   ];
@@ -247,7 +275,9 @@ export function renderTable(report: BenchmarkReport): string {
 
   const speed = speedRows(report);
   if (speed.length > 0) {
-    lines.push(`The service against the bare peers: hold 0, ${st.speedSegments} segments, ${st.connections} connections, ${st.durationS} s; service WORKERS=${st.speedWorkers}, each peer 1 process`);
+    lines.push(
+      `The service against the bare peers: hold 0, ${st.speedSegments} segments, ${st.connections} connections, ${st.durationS} s; service WORKERS=${st.speedWorkers}, each peer 1 process`,
+    );
     const w = [84, 10, 8, 8, 8];
     lines.push(pad(['what', 'per s', 'p50 ms', 'p99 ms', 'verified'], w));
     for (const { what, r } of speed) lines.push(pad([what, rate(r!.ordersPerSec), ms(r!.latency201Ms?.p50), ms(r!.latency201Ms?.p99), verdict(r!)], w));
@@ -260,10 +290,27 @@ export function renderTable(report: BenchmarkReport): string {
   ] as const) {
     const rows = batchRows(report, group);
     if (rows.length === 0) continue;
-    lines.push(`${title}: service WORKERS=${st.speedWorkers}, Redlock segments; ORDER_HOLD_MS is spent once per lock hold (one hold sells up to ORDER_BATCH_MAX orders)`);
+    lines.push(
+      `${title}: service WORKERS=${st.speedWorkers}, Redlock segments; ORDER_HOLD_MS is spent once per lock hold (one hold sells up to ORDER_BATCH_MAX orders)`,
+    );
     const w = [26, 9, 16, 9, 8, 8, 8, 8];
     lines.push(pad(['ORDER_HOLD_MS', 'segments', 'ORDER_BATCH_MAX', 'orders/s', 'vs 1', 'p50 ms', 'p99 ms', 'verified'], w));
-    for (const { r, vsOne } of rows) lines.push(pad([holdName(r.holdMs), String(r.segments), batchName(r.batchMax), rate(r.ordersPerSec), vsOne, ms(r.latency201Ms?.p50), ms(r.latency201Ms?.p99), verdict(r)], w));
+    for (const { r, vsOne } of rows)
+      lines.push(
+        pad(
+          [
+            holdName(r.holdMs),
+            String(r.segments),
+            batchName(r.batchMax),
+            rate(r.ordersPerSec),
+            vsOne,
+            ms(r.latency201Ms?.p50),
+            ms(r.latency201Ms?.p99),
+            verdict(r),
+          ],
+          w,
+        ),
+      );
     lines.push('');
   }
 
@@ -276,7 +323,9 @@ export function renderTable(report: BenchmarkReport): string {
       `ORDER_HOLD_MS=${holdName(hold)}  (${st.connections} connections, ${st.durationS} s, ${st.workers} worker(s), ORDER_BATCH_MAX ${batchName(st.batchMax)})`,
     );
     lines.push(pad(head, widths));
-    for (const r of steady.filter((s) => s.holdMs === hold).sort((a, b) => (a.locking === b.locking ? a.segments - b.segments : a.locking === 'redlock' ? -1 : 1))) {
+    for (const r of steady
+      .filter((s) => s.holdMs === hold)
+      .sort((a, b) => (a.locking === b.locking ? a.segments - b.segments : a.locking === 'redlock' ? -1 : 1))) {
       const single = find(report, r.locking as StockLocking, hold, 1);
       const peer = r.locking === 'redlock' ? find(report, 'database', hold, r.segments) : undefined;
       lines.push(
@@ -337,7 +386,9 @@ export function renderTable(report: BenchmarkReport): string {
     lines.push(`!!! ${bad.length} SCENARIO(S) FAILED !!!`);
     for (const r of bad) for (const c of r.verification.checks.filter((x) => !x.ok)) lines.push(`!!! ${r.id}: ${c.name}: ${c.detail}`);
   } else {
-    lines.push(`All ${report.scenarios.length} scenarios verified (I1 stock conserved, no segment < 0, I2 no user twice, I3 no false sold-out, no 5xx; GET /health/live: every answer 200).`);
+    lines.push(
+      `All ${report.scenarios.length} scenarios verified (I1 stock conserved, no segment < 0, I2 no user twice, I3 no false sold-out, no 5xx; GET /health/live: every answer 200).`,
+    );
   }
   return lines.join('\n');
 }
@@ -355,7 +406,9 @@ export function renderMarkdown(report: BenchmarkReport): string {
   const bad = failed(report);
   out.push('# Flash-sale order service: load benchmark');
   out.push('');
-  out.push(`Run ${report.startedAt} to ${report.finishedAt}${s.quick ? ' (**--quick smoke run**: short scenarios, small sweep and sale; figures are indicative only)' : ''}.`);
+  out.push(
+    `Run ${report.startedAt} to ${report.finishedAt}${s.quick ? ' (**--quick smoke run**: short scenarios, small sweep and sale; figures are indicative only)' : ''}.`,
+  );
   out.push('');
   if (bad.length > 0) {
     out.push(`> **FAILED: ${bad.length} of ${report.scenarios.length} scenarios broke an invariant or answered 5xx.**`);
@@ -368,7 +421,9 @@ export function renderMarkdown(report: BenchmarkReport): string {
   out.push('');
   out.push('## Machine and settings');
   out.push('');
-  out.push(`- Machine: ${m.cores} cores (${m.cpuModel}), ${m.memoryGb} GB memory, ${m.os}; shared by the service, PostgreSQL, Redis and the load generator, so absolute numbers are noisy and the ratios are what matter.`);
+  out.push(
+    `- Machine: ${m.cores} cores (${m.cpuModel}), ${m.memoryGb} GB memory, ${m.os}; shared by the service, PostgreSQL, Redis and the load generator, so absolute numbers are noisy and the ratios are what matter.`,
+  );
   out.push(`- Node ${m.node}; ${m.postgres}; Redis ${m.redis}.`);
   out.push(`- PostgreSQL: ${s.dependencies.postgres}; Redis: ${s.dependencies.redis}.`);
   out.push(
@@ -379,8 +434,12 @@ export function renderMarkdown(report: BenchmarkReport): string {
   );
   out.push('- ORDER_HOLD_MS is spent once per lock hold, not once per order: with group commit one hold sells up to ORDER_BATCH_MAX orders.');
   out.push(`- Load: autocannon, ${s.connections} connections, POST /orders, a distinct userId per request; ${s.durationS} s per steady-state scenario.`);
-  out.push(`- Stock layout: steady state ${s.steadyStock.toLocaleString('en-US')} units split evenly into the scenario's segments (never sells out); the sale ${s.sale ? `${s.sale.stock} units as ${s.sale.segments} x ${s.sale.stock / s.sale.segments} and as 1 x ${s.sale.stock}, ${s.sale.buyers} buyers` : 'not run'}.`);
-  out.push(`- Locks, the same for every scenario: LOCK_TTL_MS=${s.lock.ttlMs}, LOCK_WAIT_MS=${s.lock.waitMs} (and DB_TIMEOUT_MS=${s.lock.waitMs}, the no-lock mode's wait bound inside PostgreSQL), LOCK_RETRY_DELAY_MS=${s.lock.retryDelayMs}, LOCK_RETRY_JITTER_MS=${s.lock.retryJitterMs}.`);
+  out.push(
+    `- Stock layout: steady state ${s.steadyStock.toLocaleString('en-US')} units split evenly into the scenario's segments (never sells out); the sale ${s.sale ? `${s.sale.stock} units as ${s.sale.segments} x ${s.sale.stock / s.sale.segments} and as 1 x ${s.sale.stock}, ${s.sale.buyers} buyers` : 'not run'}.`,
+  );
+  out.push(
+    `- Locks, the same for every scenario: LOCK_TTL_MS=${s.lock.ttlMs}, LOCK_WAIT_MS=${s.lock.waitMs} (and DB_TIMEOUT_MS=${s.lock.waitMs}, the no-lock mode's wait bound inside PostgreSQL), LOCK_RETRY_DELAY_MS=${s.lock.retryDelayMs}, LOCK_RETRY_JITTER_MS=${s.lock.retryJitterMs}.`,
+  );
   out.push(
     '- orders/s counts 201 answers only; latencies are of the 201s only (p50/p99/max, ms); GET /health/live counts 200s (req/s). The no-lock mode is STOCK_LOCKING=database: no Redis lock, the hold is spent inside the PostgreSQL transaction with the segment row locked.',
   );
@@ -457,9 +516,7 @@ export function renderMarkdown(report: BenchmarkReport): string {
     out.push('');
     out.push('| scenario | locking | segments | orders/s | p50 | p99 | max | answers | lock busy | fallovers busy/empty | lock waits (n x mean) | verified |');
     out.push('|---|---|--:|--:|--:|--:|--:|---|--:|--:|--:|---|');
-    const rows = steady
-      .filter((r) => r.holdMs === hold)
-      .sort((a, b) => (a.locking === b.locking ? a.segments - b.segments : a.locking === 'redlock' ? -1 : 1));
+    const rows = steady.filter((r) => r.holdMs === hold).sort((a, b) => (a.locking === b.locking ? a.segments - b.segments : a.locking === 'redlock' ? -1 : 1));
     for (const r of rows) {
       const mc = metricCell(r);
       out.push(
@@ -476,7 +533,9 @@ export function renderMarkdown(report: BenchmarkReport): string {
       for (const n of ratioRows) {
         const seg = find(report, 'redlock', hold, n);
         const peer = find(report, 'database', hold, n);
-        out.push(`| ${n} | **${ratio(seg?.ordersPerSec, single?.ordersPerSec)}** | ${n}x | ${ratio(seg?.ordersPerSec, peer?.ordersPerSec)} | ${ratio(peer?.ordersPerSec, peerSingle?.ordersPerSec)} |`);
+        out.push(
+          `| ${n} | **${ratio(seg?.ordersPerSec, single?.ordersPerSec)}** | ${n}x | ${ratio(seg?.ordersPerSec, peer?.ordersPerSec)} | ${ratio(peer?.ordersPerSec, peerSingle?.ordersPerSec)} |`,
+        );
       }
       out.push('');
       out.push(
@@ -512,7 +571,9 @@ export function renderMarkdown(report: BenchmarkReport): string {
   const sales = report.scenarios.filter((r) => r.kind === 'sale');
   if (sales.length > 0) {
     const first = sales[0];
-    out.push(`## The sale: ${first.stock} units, ${first.buyers} buyers (ORDER_HOLD_MS=${holdName(first.holdMs)}, Redlock, WORKERS=${s.workers}, ORDER_BATCH_MAX ${batchName(s.batchMax)})`);
+    out.push(
+      `## The sale: ${first.stock} units, ${first.buyers} buyers (ORDER_HOLD_MS=${holdName(first.holdMs)}, Redlock, WORKERS=${s.workers}, ORDER_BATCH_MAX ${batchName(s.batchMax)})`,
+    );
     out.push('');
     out.push('Every buyer sends one request; the run ends when all are answered.');
     out.push('');
@@ -544,7 +605,9 @@ export function renderMarkdown(report: BenchmarkReport): string {
   if (peak === null) {
     out.push('Not measured (needs /proc).');
   } else {
-    out.push(`Highest of any service process: **${peak.toFixed(0)} MB** (target < ${report.rssTargetMb} MB: ${peak < report.rssTargetMb ? 'met' : '**NOT MET**'}). The peers are listed for comparison and do not count.`);
+    out.push(
+      `Highest of any service process: **${peak.toFixed(0)} MB** (target < ${report.rssTargetMb} MB: ${peak < report.rssTargetMb ? 'met' : '**NOT MET**'}). The peers are listed for comparison and do not count.`,
+    );
     out.push('');
     out.push('| process start | primary (with WORKERS=1: the one serving process) | workers |');
     out.push('|---|--:|---|');
@@ -555,13 +618,17 @@ export function renderMarkdown(report: BenchmarkReport): string {
         svc.target === 'service'
           ? `service ${svc.locking}, hold ${svc.holdMs} ms, WORKERS=${svc.workers}, ORDER_BATCH_MAX ${batchName(svc.batchMax)}`
           : `peer ${svc.target}${svc.target === 'bare' ? ` (${svc.locking})` : ''}, hold ${svc.holdMs} ms`;
-      out.push(`| ${what} | ${primary ? `${primary.peakRssMb.toFixed(0)} MB` : '-'} | ${workers.map((w) => `${w.peakRssMb.toFixed(0)} MB`).join(', ') || '-'} |`);
+      out.push(
+        `| ${what} | ${primary ? `${primary.peakRssMb.toFixed(0)} MB` : '-'} | ${workers.map((w) => `${w.peakRssMb.toFixed(0)} MB`).join(', ') || '-'} |`,
+      );
     }
   }
   out.push('');
   out.push('## Lock counters');
   out.push('');
-  out.push('From GET /metrics deltas around each scenario (flashsale_segment_lock_busy_total, flashsale_segment_fallovers_total, flashsale_lock_wait_seconds), checked against the orders PostgreSQL holds:');
+  out.push(
+    'From GET /metrics deltas around each scenario (flashsale_segment_lock_busy_total, flashsale_segment_fallovers_total, flashsale_lock_wait_seconds), checked against the orders PostgreSQL holds:',
+  );
   out.push('');
   const sources = new Map<string, string[]>();
   const what: Record<string, string> = {
@@ -576,7 +643,9 @@ export function renderMarkdown(report: BenchmarkReport): string {
   }
   for (const [why, ids] of sources) out.push(`- ${why}: ${ids.join(', ')}`);
   out.push('');
-  out.push('"lock waits" = orders that found every live segment busy and waited, times their mean wait. In the no-lock mode the waiting happens inside PostgreSQL and is not counted.');
+  out.push(
+    '"lock waits" = orders that found every live segment busy and waited, times their mean wait. In the no-lock mode the waiting happens inside PostgreSQL and is not counted.',
+  );
   out.push('');
   return out.join('\n');
 }
@@ -600,7 +669,9 @@ function sweepCharts(report: BenchmarkReport, modes: StockLocking[]): string[] {
   const value = (v: number) => Number(rate(v));
   const charts = modes.map((mode) => {
     const one = find(report, mode, s.sweepHold, 1);
-    const points = (s.sweep ?? []).map((n) => ({ n, r: find(report, mode, s.sweepHold, n) })).filter((p): p is { n: number; r: ScenarioResult } => p.r !== undefined && Number.isFinite(p.r.ordersPerSec));
+    const points = (s.sweep ?? [])
+      .map((n) => ({ n, r: find(report, mode, s.sweepHold, n) }))
+      .filter((p): p is { n: number; r: ScenarioResult } => p.r !== undefined && Number.isFinite(p.r.ordersPerSec));
     return { mode, points, measured: points.map((p) => value(p.r.ordersPerSec)), ideal: one ? points.map((p) => value(one.ordersPerSec * p.n)) : [] };
   });
   // One y scale for every chart, so the modes compare by eye.

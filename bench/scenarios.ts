@@ -178,7 +178,8 @@ export function plan(o: PlanOptions): ProcessConfig[] {
   }
   // Per start: the floor first, then steady state by segments, the sale last (it sells out its product).
   const order = { health: 0, steady: 1, sale: 2 };
-  for (const c of configs.values()) c.scenarios.sort((a, b) => order[a.kind] - order[b.kind] || (a.kind === 'sale' ? b.segments - a.segments : a.segments - b.segments));
+  for (const c of configs.values())
+    c.scenarios.sort((a, b) => order[a.kind] - order[b.kind] || (a.kind === 'sale' ? b.segments - a.segments : a.segments - b.segments));
   return [...configs.values()];
 }
 
@@ -305,7 +306,11 @@ export async function runScenario(ctx: RunContext, spec: ScenarioSpec): Promise<
     const audit = await auditLuaPeer(ctx.db, ctx.redisUrl, productId);
     verification = verify(audit, seen);
     verification.checks.push(
-      { name: 'stock_segments untouched', ok: audit.segmentsUntouched, detail: audit.segmentsUntouched ? 'they still sum to total_stock' : 'they no longer sum to total_stock' },
+      {
+        name: 'stock_segments untouched',
+        ok: audit.segmentsUntouched,
+        detail: audit.segmentsUntouched ? 'they still sum to total_stock' : 'they no longer sum to total_stock',
+      },
       { name: 'every buyer in the Redis buyer set', ok: audit.buyersRecorded, detail: audit.buyersRecorded ? 'yes' : 'an order slipped past the script' },
     );
     verification.verified = verification.checks.every((c) => c.ok);

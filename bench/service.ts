@@ -92,7 +92,10 @@ export class RssSampler {
 
   private sample(): void {
     if (!this.supported) return;
-    const pids: Array<[number, ProcessPeak['role']]> = [[this.primaryPid, 'primary'], ...childrenOf(this.primaryPid).map((p) => [p, 'worker'] as [number, ProcessPeak['role']])];
+    const pids: Array<[number, ProcessPeak['role']]> = [
+      [this.primaryPid, 'primary'],
+      ...childrenOf(this.primaryPid).map((p) => [p, 'worker'] as [number, ProcessPeak['role']]),
+    ];
     for (const [pid, role] of pids) {
       const kb = rssKb(pid);
       if (kb === null) continue;

@@ -109,7 +109,11 @@ export function verify(audit: Audit, seen: Seen): Verification {
   add('every 201 is an order', seen.created <= audit.orders, `${seen.created} answered 201, ${audit.orders} orders stored`);
   const sold410 = count((c) => c === 410);
   if (seen.expectSoldOut) {
-    add('sold out exactly', audit.remaining === 0 && audit.ordered === audit.totalStock, `${audit.orders} orders for ${audit.totalStock} units, ${audit.remaining} left`);
+    add(
+      'sold out exactly',
+      audit.remaining === 0 && audit.ordered === audit.totalStock,
+      `${audit.orders} orders for ${audit.totalStock} units, ${audit.remaining} left`,
+    );
     if (seen.allAnswered) add('I3 no false sold-out', !(sold410 > 0 && audit.remaining > 0), `${sold410} answered 410 with ${audit.remaining} units left`);
   } else {
     // Steady state stocks far more than can sell, so any 410 is a false sold-out.

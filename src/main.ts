@@ -98,13 +98,13 @@ interface StartFailedMessage {
 async function primary(config: AppConfig, root: Pino): Promise<void> {
   // Until the service is up, a signal stops what was started so far; servers still starting are
   // stopped by their own on-exit hooks.
-  let deps: Dependencies | undefined;
+  const starting: { deps?: Dependencies } = {};
   let aborting = false;
   const abortStart = (signal: NodeJS.Signals) => {
     if (aborting) return;
     aborting = true;
     logger.warn(`${signal} before the service was up: stopping what was started`);
-    void Promise.resolve(deps?.stop()).finally(() => process.exit(130));
+    void Promise.resolve(starting.deps?.stop()).finally(() => process.exit(130));
   };
   process.on('SIGINT', abortStart);
   process.on('SIGTERM', abortStart);
@@ -113,7 +113,8 @@ async function primary(config: AppConfig, root: Pino): Promise<void> {
     process.removeListener('SIGTERM', abortStart);
   };
 
-  deps = await resolveDependencies(config);
+  const deps = await resolveDependencies(config);
+  starting.deps = deps;
   const resolved = deps.config;
   let app: NestFastifyApplication | undefined;
   try {
@@ -128,15 +129,14 @@ async function primary(config: AppConfig, root: Pino): Promise<void> {
     const message = startFailure(err, config.http);
     await app?.close().catch(() => undefined);
     await deps.stop();
-    throw new Error(message);
+    throw new Error(message, { cause: err });
   }
   if (aborting) return;
 
   if (app) {
     started();
     // The app is drained and closed first; the embedded servers it used are stopped after it.
-    const stopDeps = deps.stop;
-    closeOnSignals(app, () => stopDeps());
+    closeOnSignals(app, () => deps.stop());
     logger.log(`listening on ${resolved.http.host}:${resolved.http.port} (1 process, stock locking: ${resolved.locks.stockLocking})`);
     return;
   }

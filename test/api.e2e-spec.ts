@@ -10,7 +10,6 @@ const LOCK_WAIT_MS = 200;
 const RETRY_AFTER_S = 2;
 const REBALANCE_WAIT_MS = 300;
 
-
 /** Every row that an order or a product touches, to compare before and after a refused call. */
 async function dbSnapshot() {
   return withDb(async (db) => ({
@@ -307,7 +306,11 @@ describe('HTTP API', () => {
     it('should refuse a view without the admin token', async () => {
       const p = await createProduct(svc.url, { stock: 1, segments: 1 });
       expectError(await request(svc.url, 'GET', `/admin/products/${p.id}`), 401, 'UNAUTHORIZED');
-      expectError(await request(svc.url, 'GET', `/admin/products/${p.id}`, undefined, { authorization: 'Bearer wrong-token-wrong-token' }), 401, 'UNAUTHORIZED');
+      expectError(
+        await request(svc.url, 'GET', `/admin/products/${p.id}`, undefined, { authorization: 'Bearer wrong-token-wrong-token' }),
+        401,
+        'UNAUTHORIZED',
+      );
     });
 
     it.each([

@@ -51,7 +51,14 @@ async function expectSoldExactlyOnce(replies: Timed[], productId: number): Promi
   expect(replies.filter((r) => r.status === 410 && r.receivedAt < lastCreatedSend)).toHaveLength(0);
   expect(new Set(created.map((r) => r.userId)).size).toBe(STOCK);
 
-  const rows = await withDb(async (db) => (await db.query('SELECT id, user_id, quantity FROM orders WHERE product_id = $1', [productId])).rows as Array<{ id: string; user_id: string; quantity: number }>);
+  const rows = await withDb(
+    async (db) =>
+      (await db.query('SELECT id, user_id, quantity FROM orders WHERE product_id = $1', [productId])).rows as Array<{
+        id: string;
+        user_id: string;
+        quantity: number;
+      }>,
+  );
   expect(rows).toHaveLength(STOCK);
   expect(new Set(rows.map((r) => r.user_id)).size).toBe(STOCK);
   expect(rows.reduce((sum, r) => sum + r.quantity, 0)).toBe(STOCK);
@@ -169,7 +176,13 @@ describe('benchmark peers', () => {
       const peer = await start(kind, env);
       const started = Date.now();
       const r = await request(peer.url, 'POST', '/orders', { userId: 'stranded', productId });
-      expect({ kind, env, status: r.status, code: r.body.code, retryAfter: r.headers['retry-after'] }).toEqual({ kind, env, status: 503, code: 'UNAVAILABLE', retryAfter: '1' });
+      expect({ kind, env, status: r.status, code: r.body.code, retryAfter: r.headers['retry-after'] }).toEqual({
+        kind,
+        env,
+        status: 503,
+        code: 'UNAVAILABLE',
+        retryAfter: '1',
+      });
       expect(Date.now() - started).toBeLessThan(10_000);
     }
   });

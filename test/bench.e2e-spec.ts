@@ -40,7 +40,7 @@ describe('benchmark (quick path)', () => {
         log: (line) => lines.push(line),
       });
     } catch (err) {
-      throw new Error(`runBenchmark failed: ${(err as Error).message}\n--- last progress lines ---\n${lines.slice(-40).join('\n')}`);
+      throw new Error(`runBenchmark failed: ${(err as Error).message}\n--- last progress lines ---\n${lines.slice(-40).join('\n')}`, { cause: err });
     }
   }, 420_000);
 
@@ -56,9 +56,15 @@ describe('benchmark (quick path)', () => {
     for (const [i, mode] of (['redlock', 'database'] as const).entries()) {
       expect(charts[i]).toContain('xychart-beta');
       expect(charts[i]).toContain(`x-axis "segments" [${sweep.join(', ')}]`);
-      const bars = charts[i].match(/bar "measured" \[([^\]]*)\]/)![1].split(', ').map(Number);
+      const bars = charts[i]
+        .match(/bar "measured" \[([^\]]*)\]/)![1]
+        .split(', ')
+        .map(Number);
       const measured = sweep.map(
-        (n) => result.report.scenarios.find((s) => s.groups.includes('sweep') && s.locking === mode && s.holdMs === result.report.settings.sweepHold && s.segments === n)!.ordersPerSec,
+        (n) =>
+          result.report.scenarios.find(
+            (s) => s.groups.includes('sweep') && s.locking === mode && s.holdMs === result.report.settings.sweepHold && s.segments === n,
+          )!.ordersPerSec,
       );
       expect(bars).toHaveLength(sweep.length);
       // The chart rounds as the tables do: whole numbers from 100 up, one decimal below.
@@ -70,7 +76,16 @@ describe('benchmark (quick path)', () => {
 
   it('should run the single lock, the segmented layout, the sweep, the no-lock mode and the sale', () => {
     const ids = result.report.scenarios.map((s) => s.id);
-    for (const id of ['redlock-h0-s1', 'redlock-h0-s20', 'redlock-h20-s1', 'redlock-h20-s5', 'redlock-h20-s20', 'database-h20-s20', 'sale-redlock-h20-s20', 'sale-redlock-h20-s1']) {
+    for (const id of [
+      'redlock-h0-s1',
+      'redlock-h0-s20',
+      'redlock-h20-s1',
+      'redlock-h20-s5',
+      'redlock-h20-s20',
+      'database-h20-s20',
+      'sale-redlock-h20-s20',
+      'sale-redlock-h20-s1',
+    ]) {
       expect(ids).toContain(id);
     }
   });
@@ -105,7 +120,16 @@ describe('benchmark (quick path)', () => {
       .split('\n')
       .filter((l) => /^\| \d/.test(l))
       .map((l) => l.split(' | ')[0].slice(2));
-    expect(holdCells.sort()).toEqual(['0', '0', '0', '0', '20 ms, once per lock hold', '20 ms, once per lock hold', '20 ms, once per lock hold', '20 ms, once per lock hold']);
+    expect(holdCells.sort()).toEqual([
+      '0',
+      '0',
+      '0',
+      '0',
+      '20 ms, once per lock hold',
+      '20 ms, once per lock hold',
+      '20 ms, once per lock hold',
+      '20 ms, once per lock hold',
+    ]);
   });
 
   it('should verify every scenario: orders from PostgreSQL (the bare-lua peer from Redis too), the floor by its answers', () => {
@@ -120,7 +144,9 @@ describe('benchmark (quick path)', () => {
       expect(s.verification.audit!.ordered + s.verification.audit!.remaining).toBe(s.verification.audit!.totalStock);
       expect(s.verification.audit!.orders).toBeGreaterThanOrEqual(s.created);
     }
-    expect(byId('bare-lua-h0-s20').verification.checks.map((c) => c.name)).toEqual(expect.arrayContaining(['stock_segments untouched', 'every buyer in the Redis buyer set']));
+    expect(byId('bare-lua-h0-s20').verification.checks.map((c) => c.name)).toEqual(
+      expect.arrayContaining(['stock_segments untouched', 'every buyer in the Redis buyer set']),
+    );
     for (const sale of result.report.scenarios.filter((s) => s.kind === 'sale')) {
       expect(sale.verification.audit!.orders).toBe(sale.stock);
       expect(sale.statusCounts['201']).toBe(sale.stock);

@@ -49,7 +49,15 @@ interface Started {
 
 function launch(app: string, port: number, workers = 1): Started {
   let out = '';
-  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, PORT: String(port), HOST: '127.0.0.1', ADMIN_TOKEN, LOG_LEVEL: 'info', WORKERS: String(workers) };
+  const env: NodeJS.ProcessEnv = {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    ADMIN_TOKEN,
+    LOG_LEVEL: 'info',
+    WORKERS: String(workers),
+  };
   const child = spawn(process.execPath, [join(app, 'dist', 'src', 'main.js')], { cwd: app, env, stdio: ['ignore', 'pipe', 'pipe'] });
   child.stdout?.on('data', (c: Buffer) => (out += c.toString()));
   child.stderr?.on('data', (c: Buffer) => (out += c.toString()));

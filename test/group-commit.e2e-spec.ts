@@ -51,7 +51,9 @@ describe('group commit: OrdersRepository.sellBatch on PostgreSQL', () => {
     expect(await segmentStock(p, 0)).toBe(10);
     const ids = batch.results.map((r) => ('order' in r ? r.order.id : 0));
     expect(new Set(ids).size).toBe(3);
-    const rows = await withDb(async (c) => (await c.query('SELECT id, user_id, quantity, allocations FROM orders WHERE product_id = $1 ORDER BY user_id', [p])).rows);
+    const rows = await withDb(
+      async (c) => (await c.query('SELECT id, user_id, quantity, allocations FROM orders WHERE product_id = $1 ORDER BY user_id', [p])).rows,
+    );
     expect(rows.map((r: { user_id: string; quantity: number }) => [r.user_id, r.quantity])).toEqual([
       ['a', 1],
       ['b', 2],
@@ -96,7 +98,10 @@ describe('group commit: OrdersRepository.sellBatch on PostgreSQL', () => {
 
   it('should sell nothing and change nothing from an empty segment, or a segment that no longer exists', async () => {
     const p = await product([0, 5]);
-    const empty = await repo.sellBatch(p, 0, [{ userId: 'a', quantity: 1 }, { userId: 'b', quantity: 1 }]);
+    const empty = await repo.sellBatch(p, 0, [
+      { userId: 'a', quantity: 1 },
+      { userId: 'b', quantity: 1 },
+    ]);
     expect(kinds(empty.results)).toEqual(['short', 'short']);
     expect(empty.remaining).toBe(0);
     const gone = await repo.sellBatch(p, 7, [{ userId: 'a', quantity: 1 }]);

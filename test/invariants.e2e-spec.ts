@@ -65,7 +65,7 @@ describe('invariants under concurrent load across two service processes', () => 
     for (let i = 0; i < 140; i++) tasks.push(() => request(pick(i), 'POST', '/orders', bad[i % bad.length]).then((r) => ({ ...r, kind: 'bad' })));
     // Shuffle deterministically so duplicates and bad input interleave with first orders.
     let seed = 42;
-    const rand = () => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff);
+    const rand = () => (seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff;
     for (let i = tasks.length - 1; i > 0; i--) {
       const j = Math.floor(rand() * (i + 1));
       [tasks[i], tasks[j]] = [tasks[j], tasks[i]];

@@ -71,7 +71,8 @@ describe('log format', () => {
         throw new Error(`not a JSON line: ${line}\nwhole output:\n${run?.stdout()}`);
       }
     });
-    for (const entry of parsed) expect(entry).toEqual(expect.objectContaining({ level: expect.any(Number), time: expect.any(Number), msg: expect.any(String) }));
+    for (const entry of parsed)
+      expect(entry).toEqual(expect.objectContaining({ level: expect.any(Number), time: expect.any(Number), msg: expect.any(String) }));
     // Nest's own start-up lines and the primary's lines are among them, not printed in Nest's text format.
     expect(parsed).toContainEqual(expect.objectContaining({ context: 'NestFactory', msg: 'Starting Nest application...' }));
     expect(parsed).toContainEqual(expect.objectContaining({ context: 'Main', msg: expect.stringMatching(/^listening on .*\(\d+ process/) }));
@@ -95,7 +96,9 @@ describe('log format', () => {
     const completed = lines(run.stdout())
       .map((l) => JSON.parse(l) as { msg?: string; req?: { id?: string; headers?: Record<string, string> }; res?: { statusCode?: number } })
       .filter((e) => e.msg === 'request completed');
-    expect(completed).toEqual([expect.objectContaining({ req: expect.objectContaining({ id: 'seen-at-debug' }), res: expect.objectContaining({ statusCode: 200 }) })]);
+    expect(completed).toEqual([
+      expect.objectContaining({ req: expect.objectContaining({ id: 'seen-at-debug' }), res: expect.objectContaining({ statusCode: 200 }) }),
+    ]);
     expect(completed[0].req?.headers?.authorization).toBe('[Redacted]');
     expect(run.stdout()).not.toContain('secret-at-debug');
   });

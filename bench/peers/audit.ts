@@ -40,7 +40,15 @@ export async function auditLuaPeer(db: Client, redisUrl: string, productId: numb
     [productId],
   );
   if (rows.length === 0) throw new Error(`product ${productId} is not in PostgreSQL`);
-  const r = rows[0] as { total_stock: string; segments: string; negative_segments: number; ordered: string; orders: number; duplicate_users: number; buyers: string[] };
+  const r = rows[0] as {
+    total_stock: string;
+    segments: string;
+    negative_segments: number;
+    ordered: string;
+    orders: number;
+    duplicate_users: number;
+    buyers: string[];
+  };
   const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1, lazyConnect: true });
   try {
     await redis.connect();

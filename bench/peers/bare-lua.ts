@@ -83,7 +83,9 @@ async function place(req: OrderRequest): Promise<object> {
     const answer = fromPostgres(err);
     // The units go back on sale; the buyer too, unless PostgreSQL says they hold an order already.
     const forget = answer.code === 'ALREADY_ORDERED' ? '0' : '1';
-    await redis.peerReturnStock(...keys, userId, quantity, forget).catch(() => console.error(`could not give ${quantity} unit(s) of product ${productId} back`));
+    await redis
+      .peerReturnStock(...keys, userId, quantity, forget)
+      .catch(() => console.error(`could not give ${quantity} unit(s) of product ${productId} back`));
     throw answer;
   }
 }

@@ -27,9 +27,13 @@ const RETRY_DELAY_MS = env('LOCK_RETRY_DELAY_MS', 4);
 const RETRY_JITTER_MS = env('LOCK_RETRY_JITTER_MS', 8);
 const retryDelay = () => RETRY_DELAY_MS + Math.floor(Math.random() * (RETRY_JITTER_MS + 1));
 
-if (![undefined, 'redlock', 'database'].includes(process.env.STOCK_LOCKING)) throw new Error(`STOCK_LOCKING must be redlock or database, not ${process.env.STOCK_LOCKING}`);
+if (![undefined, 'redlock', 'database'].includes(process.env.STOCK_LOCKING))
+  throw new Error(`STOCK_LOCKING must be redlock or database, not ${process.env.STOCK_LOCKING}`);
 const pool = new Pool({ connectionString: required('DATABASE_URL'), max: env('DB_POOL_SIZE', 20) });
-const redis = process.env.STOCK_LOCKING === 'database' ? null : new Redis(required('REDIS_URL'), REDIS_OPTIONS).on('error', (err: Error) => console.error(`redis: ${err.message}`));
+const redis =
+  process.env.STOCK_LOCKING === 'database'
+    ? null
+    : new Redis(required('REDIS_URL'), REDIS_OPTIONS).on('error', (err: Error) => console.error(`redis: ${err.message}`));
 redis?.defineCommand('peerReleaseUserLock', { numberOfKeys: 1, lua: readFileSync(join(projectRoot(__dirname), 'lua', 'end-order.lua'), 'utf8') });
 const redlock = redis && new Redlock([redis], { retryCount: 0, driftFactor: 0.01 });
 
@@ -58,12 +62,15 @@ const products = new Map<number, Promise<Product>>();
 function product(id: number): Promise<Product> {
   let p = products.get(id);
   if (!p) {
-    p = pool
-      .query('SELECT limit_per_user, (SELECT count(*) FROM stock_segments WHERE product_id = $1)::int AS n FROM products WHERE id = $1', [id])
-      .then(({ rows }) => {
+    p = pool.query('SELECT limit_per_user, (SELECT count(*) FROM stock_segments WHERE product_id = $1)::int AS n FROM products WHERE id = $1', [id]).then(
+      ({ rows }) => {
         if (rows.length === 0) throw new PeerError(404, 'PRODUCT_NOT_FOUND', `product ${id} does not exist`);
         return { segments: rows[0].n as number, limitPerUser: rows[0].limit_per_user as number, empty: new Set<number>() };
-      }, (err) => { throw fromPostgres(err); });
+      },
+      (err) => {
+        throw fromPostgres(err);
+      },
+    );
     products.set(id, p);
     p.catch(() => products.delete(id));
   }

@@ -41,7 +41,8 @@ export class PeerError extends Error {
   }
 }
 export const busy = (why: string) => new PeerError(503, 'BUSY', why);
-export const unavailable = (what: 'redis' | 'postgres') => new PeerError(503, 'UNAVAILABLE', `${what === 'redis' ? 'the lock service' : 'the database'} is unavailable, retry later`);
+export const unavailable = (what: 'redis' | 'postgres') =>
+  new PeerError(503, 'UNAVAILABLE', `${what === 'redis' ? 'the lock service' : 'the database'} is unavailable, retry later`);
 export const alreadyOrdered = () => new PeerError(409, 'ALREADY_ORDERED', 'this user already has an order for this product');
 export const soldOut = () => new PeerError(410, 'SOLD_OUT', 'sold out');
 
@@ -72,7 +73,8 @@ export function parseOrder(text: string): OrderRequest {
     throw new PeerError(400, 'VALIDATION_FAILED', 'request body is not valid JSON');
   }
   const userId = typeof body?.userId === 'number' && isId(body.userId) ? String(body.userId) : body?.userId;
-  if (typeof userId !== 'string' || !USER_ID.test(userId)) throw new PeerError(400, 'VALIDATION_FAILED', 'userId must be 1 to 64 characters from [A-Za-z0-9_.:-]');
+  if (typeof userId !== 'string' || !USER_ID.test(userId))
+    throw new PeerError(400, 'VALIDATION_FAILED', 'userId must be 1 to 64 characters from [A-Za-z0-9_.:-]');
   if (!isId(body.productId)) throw new PeerError(400, 'VALIDATION_FAILED', 'productId must be a positive integer');
   if (body.quantity !== undefined && !isId(body.quantity)) throw new PeerError(400, 'VALIDATION_FAILED', 'quantity must be a positive integer');
   return { userId, productId: body.productId as number, quantity: (body.quantity as number | undefined) ?? 1 };
@@ -127,7 +129,7 @@ export function serve({ redis, warmUp, order, close }: Peer): void {
   const stop = () => {
     server.close();
     server.closeAllConnections();
-    close().finally(() => process.exit(0));
+    void close().finally(() => process.exit(0));
   };
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);

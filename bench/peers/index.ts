@@ -72,7 +72,8 @@ export async function startPeer(kind: PeerKind, env: PeerEnv, signal?: AbortSign
   try {
     while (!(await live(url))) {
       if (signal?.aborted) throw new Error('aborted');
-      if (child.exitCode !== null || child.signalCode !== null) throw new Error(`peer ${kind} exited (${child.exitCode ?? child.signalCode}) before serving:\n${out}`);
+      if (child.exitCode !== null || child.signalCode !== null)
+        throw new Error(`peer ${kind} exited (${child.exitCode ?? child.signalCode}) before serving:\n${out}`);
       if (Date.now() > deadline) throw new Error(`peer ${kind} did not serve within 30 s:\n${out}`);
       await new Promise((r) => setTimeout(r, 50));
     }

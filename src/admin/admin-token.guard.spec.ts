@@ -1,6 +1,5 @@
 // The admin guard lets through exactly `Authorization: Bearer <ADMIN_TOKEN>` and nothing else.
 import { ExecutionContext } from '@nestjs/common';
-import { ResolvedAdminConfig } from '../config/app-config';
 import { UnauthorizedError } from '../common/domain-errors';
 import { AdminTokenGuard } from './admin-token.guard';
 
@@ -11,7 +10,7 @@ function contextWith(headers: Record<string, string | undefined>): ExecutionCont
 }
 
 describe('AdminTokenGuard', () => {
-  const guard = new AdminTokenGuard({ token: TOKEN } as ResolvedAdminConfig);
+  const guard = new AdminTokenGuard({ token: TOKEN });
 
   it('should accept the exact bearer token', () => {
     expect(guard.canActivate(contextWith({ authorization: `Bearer ${TOKEN}` }))).toBe(true);
@@ -40,13 +39,13 @@ describe('AdminTokenGuard', () => {
   });
 
   it('should compare against its own configured token, not a fixed one', () => {
-    const other = new AdminTokenGuard({ token: 'another-admin-token-abcdef' } as ResolvedAdminConfig);
+    const other = new AdminTokenGuard({ token: 'another-admin-token-abcdef' });
     expect(() => other.canActivate(contextWith({ authorization: `Bearer ${TOKEN}` }))).toThrow(UnauthorizedError);
     expect(other.canActivate(contextWith({ authorization: 'Bearer another-admin-token-abcdef' }))).toBe(true);
   });
 
   it('should accept a token with non-ASCII characters only when it matches exactly', () => {
-    const unicode = new AdminTokenGuard({ token: 'jeton-sécurisé-für-admin' } as ResolvedAdminConfig);
+    const unicode = new AdminTokenGuard({ token: 'jeton-sécurisé-für-admin' });
     expect(unicode.canActivate(contextWith({ authorization: 'Bearer jeton-sécurisé-für-admin' }))).toBe(true);
     expect(() => unicode.canActivate(contextWith({ authorization: 'Bearer jeton-securise-fur-admin' }))).toThrow(UnauthorizedError);
   });

@@ -120,7 +120,11 @@ describe('toErrorResponse for refusals of the HTTP framework', () => {
   });
 
   it('should keep a 5xx framework error or a foreign error with a status internal', () => {
-    expect(toErrorResponse(fastifyError('FST_ERR_REP_ALREADY_SENT', 500, 'Reply already sent at /srv/x.js')).body).toEqual({ statusCode: 500, code: 'INTERNAL', message: 'internal error' });
+    expect(toErrorResponse(fastifyError('FST_ERR_REP_ALREADY_SENT', 500, 'Reply already sent at /srv/x.js')).body).toEqual({
+      statusCode: 500,
+      code: 'INTERNAL',
+      message: 'internal error',
+    });
     expect(toErrorResponse(fastifyError('ECONNRESET', 400, 'socket detail')).body).toEqual({ statusCode: 500, code: 'INTERNAL', message: 'internal error' });
   });
 });
@@ -200,7 +204,7 @@ describe('AllExceptionsFilter', () => {
 
   it('should let sendError use the given default Retry-After for a 503 HTTP exception', () => {
     const res = fakeReply();
-    sendError(adapter as never, res, new HttpException('down', 503), 8);
+    sendError(adapter, res, new HttpException('down', 503), 8);
     expect(res.headers['Retry-After']).toBe('8');
     expect(res.statusCode).toBe(503);
   });

@@ -47,7 +47,14 @@ export function toErrorResponse(err: unknown, defaultRetryAfterS = 1): { body: E
  */
 function isFrameworkClientError(err: unknown): err is Error & { code: string; statusCode: number } {
   const e = err as { code?: unknown; statusCode?: unknown };
-  return err instanceof Error && typeof e.code === 'string' && e.code.startsWith('FST_') && typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500;
+  return (
+    err instanceof Error &&
+    typeof e.code === 'string' &&
+    e.code.startsWith('FST_') &&
+    typeof e.statusCode === 'number' &&
+    e.statusCode >= 400 &&
+    e.statusCode < 500
+  );
 }
 
 /** The part of Nest's HTTP adapter that answers an error, whichever platform is under it. */

@@ -18,7 +18,8 @@ export function jsonDepth(buf: Buffer): number {
   for (let i = 0; i < buf.length; i++) {
     const c = buf[i];
     if (inString) {
-      if (c === 0x5c) i++; // backslash: skip the escaped byte
+      if (c === 0x5c)
+        i++; // backslash: skip the escaped byte
       else if (c === 0x22) inString = false;
     } else if (c === 0x22) inString = true;
     else if (c === 0x7b || c === 0x5b) max = Math.max(max, ++depth);
@@ -80,8 +81,9 @@ export function registerJsonBody(fastify: FastifyInstance): void {
     } catch (err) {
       return done(err as Error, undefined);
     }
-    // Typed for a string, but secure-json-parse takes the buffer as it is.
-    parseJson(req, text as unknown as string, done);
+    // Typed for a string, but secure-json-parse takes the buffer as it is. It answers through
+    // `done` (synchronously); its typed return value carries nothing.
+    void parseJson(req, text as unknown as string, done);
   });
   fastify.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: BODY_LIMIT_BYTES }, (_req, _raw, done) => done(null, undefined));
 }

@@ -3,19 +3,7 @@
 // service asks for the slice it uses by its constructor parameter type. `@Env` ties a property to
 // its environment variable; a bad value stops the start with a message that names the variable.
 import { Expose, plainToInstance, Transform } from 'class-transformer';
-import {
-  ArrayMinSize,
-  IsBoolean,
-  IsIn,
-  IsInt,
-  IsOptional,
-  IsString,
-  Matches,
-  Max,
-  Min,
-  MinLength,
-  validateSync,
-} from 'class-validator';
+import { ArrayMinSize, IsBoolean, IsIn, IsInt, IsOptional, IsString, Matches, Max, Min, MinLength, validateSync } from 'class-validator';
 
 type AreaClass = new () => object;
 
@@ -33,8 +21,7 @@ function Env(name: string): PropertyDecorator {
   };
 }
 
-const toInt = ({ value }: { value: unknown }) =>
-  typeof value === 'string' && /^-?\d+$/.test(value.trim()) ? Number(value.trim()) : value;
+const toInt = ({ value }: { value: unknown }) => (typeof value === 'string' && /^-?\d+$/.test(value.trim()) ? Number(value.trim()) : value);
 const toBool = ({ value }: { value: unknown }) => {
   if (typeof value !== 'string') return value;
   const v = value.trim().toLowerCase();
@@ -42,8 +29,7 @@ const toBool = ({ value }: { value: unknown }) => {
   if (['0', 'false', 'no', 'off'].includes(v)) return false;
   return value;
 };
-const emptyToUndefined = ({ value }: { value: unknown }) =>
-  typeof value === 'string' && value.trim() === '' ? undefined : value;
+const emptyToUndefined = ({ value }: { value: unknown }) => (typeof value === 'string' && value.trim() === '' ? undefined : value);
 const toList = ({ value }: { value: unknown }) =>
   typeof value === 'string' && value.trim() !== '' ? value.split(',').map((part) => part.trim()) : emptyToUndefined({ value });
 

@@ -102,7 +102,9 @@ async function initdb(place: PostgresPlacement, spawnOpts: SpawnOptions, log: (l
     const args = [`--pgdata=${place.dataDir}`, `--username=${USER}`, `--pwfile=${pwfile}`, '--auth=scram-sha-256', '--encoding=UTF8', '--locale=C'];
     const { code, output } = await run(exe(place.binDir, 'initdb'), args, spawnOpts, log);
     if (code !== 0)
-      throw new EmbeddedServerError(`initdb could not create the data folder ${place.dataDir} (exit ${code}): ${lastLines(output)}\nFix the cause above, ${ADVICE}`);
+      throw new EmbeddedServerError(
+        `initdb could not create the data folder ${place.dataDir} (exit ${code}): ${lastLines(output)}\nFix the cause above, ${ADVICE}`,
+      );
   } finally {
     rmSync(pwfile, { force: true });
   }

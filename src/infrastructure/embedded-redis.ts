@@ -65,9 +65,7 @@ export async function startEmbeddedRedis(opts: { port?: number; extraArgs?: stri
     child.on('error', (err: NodeJS.ErrnoException) => {
       done();
       reject(
-        err.code === 'ENOENT'
-          ? new RedisServerMissingError()
-          : new EmbeddedServerError(`could not run redis-server (${err.code ?? err.message}): ${INSTALL}`),
+        err.code === 'ENOENT' ? new RedisServerMissingError() : new EmbeddedServerError(`could not run redis-server (${err.code ?? err.message}): ${INSTALL}`),
       );
     });
   });
@@ -84,8 +82,11 @@ export async function startEmbeddedRedis(opts: { port?: number; extraArgs?: stri
 }
 
 export function explainRedisExit(port: number, code: number | null, output: string): EmbeddedServerError {
-  if (/Address already in use/i.test(output)) return new EmbeddedServerError(`port ${port} is in use, so redis-server cannot listen there: free that port, or set REDIS_URL`);
-  return new EmbeddedServerError(`redis-server exited (code ${code}) before it was ready: ${output.trim().split('\n').slice(-3).join('\n')}\nSet REDIS_URL to a running Redis, or fix the cause above`);
+  if (/Address already in use/i.test(output))
+    return new EmbeddedServerError(`port ${port} is in use, so redis-server cannot listen there: free that port, or set REDIS_URL`);
+  return new EmbeddedServerError(
+    `redis-server exited (code ${code}) before it was ready: ${output.trim().split('\n').slice(-3).join('\n')}\nSet REDIS_URL to a running Redis, or fix the cause above`,
+  );
 }
 
 export function stopChild(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM', timeoutMs = 5000): Promise<void> {

@@ -10,16 +10,22 @@ describe('embedded server start failures', () => {
     const out = 'LOG:  could not bind IPv4 address "127.0.0.1": Address already in use\nFATAL:  could not create any TCP/IP sockets\n';
     const err = explainExit(place, 5544, 1, out);
     expect(err).toBeInstanceOf(EmbeddedServerError);
-    expect(err.message).toBe('port 5544 is in use, so the embedded PostgreSQL cannot listen there: free that port, or set DATABASE_URL to a PostgreSQL of your own');
+    expect(err.message).toBe(
+      'port 5544 is in use, so the embedded PostgreSQL cannot listen there: free that port, or set DATABASE_URL to a PostgreSQL of your own',
+    );
   });
 
   it('should name the other PostgreSQL running on the same data folder', () => {
-    const out = 'FATAL:  lock file "postmaster.pid" already exists\nHINT:  Is another postmaster (PID 4242) running in data directory "/root/app/.data/postgres"?\n';
-    expect(explainExit(place, 5544, 1, out).message).toMatch(/^another PostgreSQL \(pid 4242\) is running on the data folder \/root\/app\/.data\/postgres: stop it \(kill 4242\)/);
+    const out =
+      'FATAL:  lock file "postmaster.pid" already exists\nHINT:  Is another postmaster (PID 4242) running in data directory "/root/app/.data/postgres"?\n';
+    expect(explainExit(place, 5544, 1, out).message).toMatch(
+      /^another PostgreSQL \(pid 4242\) is running on the data folder \/root\/app\/.data\/postgres: stop it \(kill 4242\)/,
+    );
   });
 
   it('should say that a data folder of another PostgreSQL version must be moved away', () => {
-    const out = 'FATAL:  database files are incompatible with server\nDETAIL:  The data directory was initialized by PostgreSQL version 16, which is not compatible with this version 17.5.\n';
+    const out =
+      'FATAL:  database files are incompatible with server\nDETAIL:  The data directory was initialized by PostgreSQL version 16, which is not compatible with this version 17.5.\n';
     const msg = explainExit(place, 5544, 1, out).message;
     expect(msg).toContain('was made by another PostgreSQL version');
     expect(msg).toContain('initialized by PostgreSQL version 16');

@@ -46,7 +46,7 @@ export async function drainHttp(server: Server, graceMs = SHUTDOWN_GRACE_MS): Pr
  * enableShutdownHooks() is not used, as it would close the app a second time and re-raise the
  * signal, ending the process with it instead of exit code 0.
  */
-export function closeOnSignals(app: INestApplication, after: () => Promise<void> = async () => undefined): void {
+export function closeOnSignals(app: INestApplication, after: () => Promise<void> = () => Promise.resolve()): void {
   let stopping = false;
   const stop = async (signal: NodeJS.Signals) => {
     if (stopping) return;

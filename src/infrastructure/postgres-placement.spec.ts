@@ -4,7 +4,17 @@
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
 import { dirname, join } from 'node:path';
-import { EmbeddedServerError, exe, findPostgresBinaries, installBinaries, placePostgres, PostgresBinaries, relocatedDataDir, RunAs, sweepRelocatedData } from './postgres-placement';
+import {
+  EmbeddedServerError,
+  exe,
+  findPostgresBinaries,
+  installBinaries,
+  placePostgres,
+  PostgresBinaries,
+  relocatedDataDir,
+  RunAs,
+  sweepRelocatedData,
+} from './postgres-placement';
 
 describe('postgres placement', () => {
   let dir: string;

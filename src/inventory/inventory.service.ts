@@ -44,10 +44,10 @@ export class InventoryService {
   async create(p: NewProduct): Promise<ProductView> {
     return this.guard(() =>
       this.db.transaction(async (tx) => {
-        const [row] = (await tx.query(
+        const [row] = await tx.query<Array<{ id: number }>>(
           `INSERT INTO products (name, total_stock, limit_per_user, segment_count) VALUES ($1, $2, $3, $4) RETURNING id`,
           [p.name, p.stock, p.limitPerUser, p.segments],
-        )) as Array<{ id: number }>;
+        );
         await this.writeSegments(tx, row.id, evenSplit(p.stock, p.segments));
         return this.viewIn(tx, row.id);
       }),
@@ -77,10 +77,12 @@ export class InventoryService {
         await tx.query(`SET LOCAL lock_timeout = ${Math.max(1, Math.min(this.inventory.rebalanceWaitMs, this.database.timeoutMs - 100))}`);
         // NO KEY UPDATE: order inserts hold KEY SHARE on the product (foreign key) while they hold a
         // segment row; a plain FOR UPDATE here would deadlock with them.
-        const [product] = (await tx.query('SELECT layout_version, segment_count FROM products WHERE id = $1 FOR NO KEY UPDATE', [productId])) as Array<{
-          layout_version: number;
-          segment_count: number;
-        }>;
+        const [product] = await tx.query<
+          Array<{
+            layout_version: number;
+            segment_count: number;
+          }>
+        >('SELECT layout_version, segment_count FROM products WHERE id = $1 FOR NO KEY UPDATE', [productId]);
         if (!product) throw new ProductNotFoundError(productId);
         const target = segments ?? product.segment_count;
         await tx.query('SELECT idx FROM stock_segments WHERE product_id = $1 ORDER BY idx FOR UPDATE', [productId]);
@@ -108,17 +110,19 @@ export class InventoryService {
   }
 
   private async viewIn(m: EntityManager, productId: number): Promise<ProductView> {
-    const [p] = (await m.query(
+    const [p] = await m.query<Array<{ id: number; name: string; limit_per_user: number; segment_count: number; sold: string }>>(
       `SELECT p.id, p.name, p.limit_per_user, p.segment_count,
               (SELECT COALESCE(sum(quantity), 0) FROM orders o WHERE o.product_id = p.id) AS sold
          FROM products p WHERE p.id = $1`,
       [productId],
-    )) as Array<{ id: number; name: string; limit_per_user: number; segment_count: number; sold: string }>;
+    );
     if (!p) throw new ProductNotFoundError(productId);
-    const segs = (await m.query('SELECT idx, stock FROM stock_segments WHERE product_id = $1 ORDER BY idx', [productId])) as Array<{
-      idx: number;
-      stock: string;
-    }>;
+    const segs = await m.query<
+      Array<{
+        idx: number;
+        stock: string;
+      }>
+    >('SELECT idx, stock FROM stock_segments WHERE product_id = $1 ORDER BY idx', [productId]);
     const segments = segs.map((s) => ({ index: s.idx, stock: Number(s.stock) }));
     return {
       id: p.id,

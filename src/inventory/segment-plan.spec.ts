@@ -144,7 +144,12 @@ describe('pickSegmentsFor', () => {
 
 describe('takeFrom', () => {
   it('should take from the segments in ascending index order until the quantity is covered', () => {
-    expect(takeFrom(5, [{ idx: 2, stock: 3 }, { idx: 0, stock: 4 }])).toEqual([
+    expect(
+      takeFrom(5, [
+        { idx: 2, stock: 3 },
+        { idx: 0, stock: 4 },
+      ]),
+    ).toEqual([
       { segment: 0, quantity: 4 },
       { segment: 2, quantity: 1 },
     ]);

@@ -25,12 +25,12 @@ export class StockRepository {
   async readLayout(productId: number): Promise<Layout | null> {
     let rows: Array<{ layout_version: number; segment_count: number; idx: number | null; stock: string | null }>;
     try {
-      rows = (await this.db.query(
+      rows = await this.db.query<typeof rows>(
         `SELECT p.layout_version, p.segment_count, s.idx, s.stock
            FROM products p LEFT JOIN stock_segments s ON s.product_id = p.id
           WHERE p.id = $1 ORDER BY s.idx`,
         [productId],
-      )) as typeof rows;
+      );
     } catch (err) {
       const mapped = mapDatabaseError(err, this.http.retryAfterS);
       if (mapped instanceof UnavailableError) this.metrics.dependencyErrors.inc({ dependency: 'postgres' });

@@ -41,10 +41,13 @@ export class LockService implements OnModuleInit {
    */
   async onModuleInit(): Promise<void> {
     const key = `lock:warmup:${process.pid}:${Date.now()}`;
-    await this.redlock.acquire([key], 100).then(
-      (lock) => this.redlock.release(lock),
-      () => undefined,
-    ).catch(() => undefined);
+    await this.redlock
+      .acquire([key], 100)
+      .then(
+        (lock) => this.redlock.release(lock),
+        () => undefined,
+      )
+      .catch(() => undefined);
   }
 
   /**
@@ -101,18 +104,21 @@ export class LockService implements OnModuleInit {
 
   private scheduleExtension(held: HeldLock): void {
     // Extend at half the TTL: a slow holder keeps its lock as long as it is alive.
-    held.timer = setTimeout(() => {
-      held.timer = undefined;
-      this.redlock
-        .extend(held.lock, held.ttlMs)
-        .then((lock) => {
-          if (held.released) return;
-          held.lock = lock;
-          this.metrics.lockExtensions.inc();
-          this.scheduleExtension(held);
-        })
-        .catch(() => undefined);
-    }, Math.max(10, Math.floor(held.ttlMs / 2)));
+    held.timer = setTimeout(
+      () => {
+        held.timer = undefined;
+        this.redlock
+          .extend(held.lock, held.ttlMs)
+          .then((lock) => {
+            if (held.released) return;
+            held.lock = lock;
+            this.metrics.lockExtensions.inc();
+            this.scheduleExtension(held);
+          })
+          .catch(() => undefined);
+      },
+      Math.max(10, Math.floor(held.ttlMs / 2)),
+    );
     held.timer.unref();
   }
 

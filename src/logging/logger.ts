@@ -2,22 +2,49 @@
 // On a terminal the lines are pretty and coloured for a person; otherwise (a pipe, a file, a log
 // collector) each line is one JSON object, from the first line on.
 import { LoggerService } from '@nestjs/common';
-import { Logger as NestPinoLogger, PinoLogger } from 'nestjs-pino';
-import pino, { Logger } from 'pino';
+import { Logger as NestPinoLogger, Params, PinoLogger } from 'nestjs-pino';
+import pino, { Logger, LoggerOptions } from 'pino';
 import pretty from 'pino-pretty';
 import { LoggingConfig } from '../config/app-config';
 
 export function createLogger(config: LoggingConfig, stdout: { isTTY?: boolean } = process.stdout): Logger {
-  if (!stdout.isTTY) return pino({ level: config.level });
+  // On the logger itself: pino-http, given a logger, applies none of its own pino options.
+  const options: LoggerOptions = { level: config.level, redact: ['req.headers.authorization', 'req.headers.cookie'] };
+  if (!stdout.isTTY) return pino(options);
   return pino(
-    { level: config.level },
+    options,
     // Synchronous, so a line written just before process.exit is not lost.
-    pretty({ colorize: true, sync: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,context', messageFormat: '{if context}[{context}] {end}{msg}' }),
+    pretty({
+      colorize: true,
+      sync: true,
+      translateTime: 'SYS:HH:MM:ss.l',
+      ignore: 'pid,hostname,context',
+      messageFormat: '{if context}[{context}] {end}{msg}',
+    }),
   );
+}
+
+/**
+ * nestjs-pino's parameters over that logger. nestjs-pino 5 builds its one pino-http instance from
+ * whichever parameters reach it first (Nest's logger below, or the LoggerModule), so both must be
+ * these very ones.
+ */
+export function loggerParams(logger: Logger): Params {
+  return {
+    pinoHttp: {
+      // The process's one logger, so request lines and every other line share one format.
+      logger,
+      // The request id is Fastify's (main.ts genReqId), which pino-http logs as it finds it.
+      // Lines of a request carry its id only, not the whole request serialised again.
+      quietReqLogger: true,
+      // Access lines are debug: at thousands of orders a second they would cost more than the order.
+      customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'warn' : 'debug'),
+    },
+  };
 }
 
 /** Nest's LoggerService over that logger, for Nest itself and for `new Logger(context)` anywhere. */
 export function nestLogger(logger: Logger): LoggerService {
-  const params = { pinoHttp: { logger } };
+  const params = loggerParams(logger);
   return new NestPinoLogger(new PinoLogger(params), params);
 }

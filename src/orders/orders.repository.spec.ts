@@ -13,7 +13,15 @@ function repo(query: jest.Mock, runnerQuery: jest.Mock = jest.fn()) {
   const metrics = { dependencyErrors: { inc: jest.fn() } };
   return new OrdersRepository(db as never, { timeoutMs: 300 } as DatabaseConfig, { retryAfterS: 2 } as HttpConfig, metrics as never);
 }
-const order = (ageMs: number, segment = 3) => ({ id: '41', product_id: 7, user_id: 'u1', quantity: 1, allocations: [{ segment, quantity: 1 }], created_at: new Date(), age_ms: ageMs });
+const order = (ageMs: number, segment = 3) => ({
+  id: '41',
+  product_id: 7,
+  user_id: 'u1',
+  quantity: 1,
+  allocations: [{ segment, quantity: 1 }],
+  created_at: new Date(),
+  age_ms: ageMs,
+});
 const write = () => new UncertainWrite(7, 'u1', 1, [3], 'tag', process.hrtime.bigint() - 50_000_000n, new Error('lost'));
 
 describe('OrdersRepository', () => {
@@ -38,12 +46,18 @@ describe('OrdersRepository', () => {
 
     it('should throw UncertainWrite when the connection breaks during COMMIT of the several-segment sale', async () => {
       const runner = jest.fn(async (sql: string) => {
-        if (sql.includes('FOR UPDATE')) return [{ idx: 1, stock: '1' }, { idx: 2, stock: '1' }];
+        if (sql.includes('FOR UPDATE'))
+          return [
+            { idx: 1, stock: '1' },
+            { idx: 2, stock: '1' },
+          ];
         if (sql.includes('INSERT')) return [{ id: '5', created_at: new Date() }];
         if (sql.includes('COMMIT')) throw terminated();
         return [[], 1];
       });
-      const err = await repo(jest.fn(), runner).sellFromSegments(7, [1, 2], 2, 'u1').catch((e: unknown) => e);
+      const err = await repo(jest.fn(), runner)
+        .sellFromSegments(7, [1, 2], 2, 'u1')
+        .catch((e: unknown) => e);
       expect(err).toBeInstanceOf(UncertainWrite);
       expect((err as UncertainWrite).segments).toEqual([1, 2]);
     });
@@ -51,31 +65,48 @@ describe('OrdersRepository', () => {
 
   describe('settle', () => {
     it('should answer the order when one created since the write was sent exists', async () => {
-      const query = jest.fn().mockResolvedValueOnce([{ running: 0 }]).mockResolvedValueOnce([order(10)]);
+      const query = jest
+        .fn()
+        .mockResolvedValueOnce([{ running: 0 }])
+        .mockResolvedValueOnce([order(10)]);
       await expect(repo(query).settle(write())).resolves.toMatchObject({ id: 41, userId: 'u1' });
     });
 
     it('should answer ALREADY_ORDERED with its id for an order older than the write', async () => {
-      const query = jest.fn().mockResolvedValueOnce([{ running: 0 }]).mockResolvedValueOnce([order(60_000)]);
-      const err = await repo(query).settle(write()).catch((e: unknown) => e);
+      const query = jest
+        .fn()
+        .mockResolvedValueOnce([{ running: 0 }])
+        .mockResolvedValueOnce([order(60_000)]);
+      const err = await repo(query)
+        .settle(write())
+        .catch((e: unknown) => e);
       expect(err).toBeInstanceOf(AlreadyOrderedError);
       expect((err as AlreadyOrderedError).orderId).toBe(41);
     });
 
     it('should answer UNAVAILABLE when nothing of the write runs any more and no order exists', async () => {
-      const query = jest.fn().mockResolvedValueOnce([{ running: 0 }]).mockResolvedValueOnce([]);
+      const query = jest
+        .fn()
+        .mockResolvedValueOnce([{ running: 0 }])
+        .mockResolvedValueOnce([]);
       await expect(repo(query).settle(write())).rejects.toBeInstanceOf(UnavailableError);
     });
 
     it('should retry while PostgreSQL is away and settle once it answers', async () => {
-      const query = jest.fn().mockRejectedValueOnce(refused()).mockResolvedValueOnce([{ running: 0 }]).mockResolvedValueOnce([order(10)]);
+      const query = jest
+        .fn()
+        .mockRejectedValueOnce(refused())
+        .mockResolvedValueOnce([{ running: 0 }])
+        .mockResolvedValueOnce([order(10)]);
       await expect(repo(query).settle(write())).resolves.toMatchObject({ id: 41 });
     });
 
     it('should answer OUTCOME_UNKNOWN when the write still runs or PostgreSQL stays away for DB_TIMEOUT_MS', async () => {
       for (const query of [jest.fn().mockResolvedValue([{ running: 1 }]), jest.fn().mockRejectedValue(refused())]) {
         const started = Date.now();
-        const err = await repo(query).settle(write()).catch((e: unknown) => e);
+        const err = await repo(query)
+          .settle(write())
+          .catch((e: unknown) => e);
         expect(err).toBeInstanceOf(OutcomeUnknownError);
         expect((err as OutcomeUnknownError).retryAfterS).toBe(2);
         expect(Date.now() - started).toBeGreaterThanOrEqual(290);

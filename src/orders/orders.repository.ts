@@ -190,11 +190,12 @@ export class OrdersRepository {
     const uncertain = (err: unknown) => new UncertainWrite(productId, userId, q, [idx], tag, sentAt, err);
     if (holdInTxMs === 0) {
       try {
-        const [row] = (await this.db.query(tagged(tag, SELL_FROM_SEGMENT_SQL), [productId, idx, q, userId])) as Array<{
-          id: string | null;
-          created_at: Date | null;
-          remaining: string | null;
-        }>;
+        const [row] = await this.db.query<Array<{ id: string | null; created_at: Date | null; remaining: string | null }>>(tagged(tag, SELL_FROM_SEGMENT_SQL), [
+          productId,
+          idx,
+          q,
+          userId,
+        ]);
         const remaining = row.remaining === null ? null : Number(row.remaining);
         return row.id === null ? { remaining } : { order: order(row.id, row.created_at as Date), remaining };
       } catch (err) {
@@ -227,7 +228,7 @@ export class OrdersRepository {
     const sentAt = process.hrtime.bigint();
     let rows: Array<{ kind: 'sold' | 'held' | 'chosen' | 'left'; user_id: string | null; id: string | null; created_at: Date | null; stock: string | null }>;
     try {
-      rows = (await this.db.query(tagged(tag, SELL_BATCH_SQL), [productId, idx, entries.map((e) => e.userId), entries.map((e) => e.quantity)])) as typeof rows;
+      rows = await this.db.query<typeof rows>(tagged(tag, SELL_BATCH_SQL), [productId, idx, entries.map((e) => e.userId), entries.map((e) => e.quantity)]);
     } catch (err) {
       if (writeFailure(err) !== 'unknown') throw this.mapped(err);
       throw new UncertainBatch(entries.map((e) => new UncertainWrite(productId, e.userId, e.quantity, [idx], tag, sentAt, err)));
@@ -269,7 +270,10 @@ export class OrdersRepository {
         tagged(tag, 'SELECT idx, stock FROM stock_segments WHERE product_id = $1 AND idx = ANY($2::int[]) ORDER BY idx FOR UPDATE'),
         [productId, indexes],
       )) as Array<{ idx: number; stock: string }>;
-      const takes = takeFrom(q, rows.map((r) => ({ idx: r.idx, stock: Number(r.stock) })));
+      const takes = takeFrom(
+        q,
+        rows.map((r) => ({ idx: r.idx, stock: Number(r.stock) })),
+      );
       if (!takes) return null;
       for (const t of takes) {
         await tx.query(tagged(tag, 'UPDATE stock_segments SET stock = stock - $3::int WHERE product_id = $1 AND idx = $2 AND stock >= $3::int'), [
@@ -286,7 +290,7 @@ export class OrdersRepository {
 
   async findById(id: string): Promise<OrderRow | null> {
     try {
-      const rows = (await this.db.query(`SELECT ${ORDER_COLUMNS} FROM orders WHERE id = $1`, [id])) as OrderRecord[];
+      const rows = await this.db.query<OrderRecord[]>(`SELECT ${ORDER_COLUMNS} FROM orders WHERE id = $1`, [id]);
       return rows.length === 0 ? null : toRow(rows[0]);
     } catch (err) {
       throw this.mapped(err);
@@ -296,7 +300,7 @@ export class OrdersRepository {
   /** The user's order of the product, if any (the unique key orders_one_per_user answers). */
   async findByKey(productId: number, userId: string): Promise<OrderRow | null> {
     try {
-      const rows = (await this.db.query(`SELECT ${ORDER_COLUMNS} FROM orders WHERE product_id = $1 AND user_id = $2`, [productId, userId])) as OrderRecord[];
+      const rows = await this.db.query<OrderRecord[]>(`SELECT ${ORDER_COLUMNS} FROM orders WHERE product_id = $1 AND user_id = $2`, [productId, userId]);
       return rows.length === 0 ? null : toRow(rows[0]);
     } catch (err) {
       throw this.mapped(err);
@@ -332,9 +336,7 @@ export class OrdersRepository {
         } else {
           const sinceSentMs = Number(process.hrtime.bigint() - w.sentAt) / 1e6;
           const mine =
-            (found.age_ms ?? Infinity) <= sinceSentMs + 5 &&
-            found.quantity === w.quantity &&
-            found.allocations.every((a) => w.segments.includes(a.segment));
+            (found.age_ms ?? Infinity) <= sinceSentMs + 5 && found.quantity === w.quantity && found.allocations.every((a) => w.segments.includes(a.segment));
           if (!mine) throw new AlreadyOrderedError(Number(found.id));
           this.metrics.dependencyErrors.inc({ dependency: 'postgres' });
           return toRow(found);
@@ -358,17 +360,17 @@ export class OrdersRepository {
    * snapshot), so "no order" then means it never committed.
    */
   private async lookUp(w: UncertainWrite): Promise<OrderRecord | 'running' | null> {
-    const [{ running }] = (await this.db.query(
+    const [{ running }] = await this.db.query<Array<{ running: number }>>(
       `SELECT count(*)::int AS running FROM pg_stat_activity
         WHERE pid <> pg_backend_pid() AND state IS DISTINCT FROM 'idle' AND starts_with(query, $1)`,
       [tagged(w.tag, '')],
-    )) as Array<{ running: number }>;
+    );
     if (running > 0) return 'running';
-    const rows = (await this.db.query(
+    const rows = await this.db.query<OrderRecord[]>(
       `SELECT ${ORDER_COLUMNS}, (extract(epoch FROM clock_timestamp() - created_at) * 1000)::float8 AS age_ms
          FROM orders WHERE product_id = $1 AND user_id = $2`,
       [w.productId, w.userId],
-    )) as OrderRecord[];
+    );
     return rows[0] ?? null;
   }
 

@@ -1,14 +1,7 @@
 // The order path against fakes: a small in-memory stock of segments, a lock table where a test can
 // hold any key, and hints. Math.random is stubbed wherever the start segment matters.
 import { BenchmarkConfig, HttpConfig, LocksConfig } from '../config/app-config';
-import {
-  AlreadyOrderedError,
-  BusyError,
-  OrderInProgressError,
-  QuantityOverLimitError,
-  SoldOutError,
-  UnavailableError,
-} from '../common/domain-errors';
+import { AlreadyOrderedError, BusyError, OrderInProgressError, QuantityOverLimitError, SoldOutError, UnavailableError } from '../common/domain-errors';
 import { ProductInfo } from '../inventory/product-catalog.service';
 import { takeFrom } from '../inventory/segment-plan';
 import { Layout, StockRepository } from '../inventory/stock.repository';
@@ -42,7 +35,14 @@ interface Slices {
 }
 type SliceOverrides = { [K in keyof Slices]?: Partial<Slices[K]> };
 
-function world(opts: { stocks: number[]; limitPerUser?: number; config?: SliceOverrides; info?: Partial<ProductInfo>; layoutVersion?: number; ordered?: string[] }): World {
+function world(opts: {
+  stocks: number[];
+  limitPerUser?: number;
+  config?: SliceOverrides;
+  info?: Partial<ProductInfo>;
+  layoutVersion?: number;
+  ordered?: string[];
+}): World {
   const config = {
     locks: { stockLocking: 'redlock', waitMs: 30, ttlMs: 1000, userTtlMs: 1000, batchMax: 32, ...opts.config?.locks },
     http: { retryAfterS: 3, ...opts.config?.http },
@@ -104,7 +104,10 @@ function world(opts: { stocks: number[]; limitPerUser?: number; config?: SliceOv
       return { order: row(userId, q, [{ segment: idx, quantity: q }]), remaining: stocks[idx] };
     }),
     sellFromSegments: jest.fn(async (_p: number, indexes: number[], q: number, userId: string) => {
-      const takes = takeFrom(q, indexes.map((idx) => ({ idx, stock: stocks[idx] })));
+      const takes = takeFrom(
+        q,
+        indexes.map((idx) => ({ idx, stock: stocks[idx] })),
+      );
       if (!takes) return null;
       for (const t of takes) stocks[t.segment] -= t.quantity;
       return row(userId, q, takes);
@@ -176,14 +179,23 @@ function world(opts: { stocks: number[]; limitPerUser?: number; config?: SliceOv
   const locking =
     config.locks.stockLocking === 'database'
       ? new RowLockSegmentLocking(config.locks, config.benchmark, ordersRepo as never)
-      : new RedlockSegmentLocking(config.locks, config.http, config.benchmark, gate as never, hints as never, locks as never, ordersRepo as never, metrics as never);
+      : new RedlockSegmentLocking(
+          config.locks,
+          config.http,
+          config.benchmark,
+          gate as never,
+          hints as never,
+          locks as never,
+          ordersRepo as never,
+          metrics as never,
+        );
   const service = new OrdersService(config.locks, config.http, catalog as never, locking, stock as never, ordersRepo as never, metrics as never);
   return { service, config, stocks, busy, catalog, hints, stock, orders: ordersRepo, locks, metrics, onWait };
 }
 
 const seg = (idx: number) => `lock:stock:${PRODUCT}:${idx}`;
 const userLock = (userId: string) => `lock:order:${userId}`;
-const triedSegments = (w: World) => w.orders.sellFromSegment.mock.calls.map((c) => c[1] as number);
+const triedSegments = (w: World) => w.orders.sellFromSegment.mock.calls.map((c) => c[1]);
 const acquiredKeys = (w: World) => w.locks.tryAcquire.mock.calls.map((c) => c[0] as string);
 
 /** Makes randomStart pick `start` of `count` segments. */
@@ -570,7 +582,11 @@ describe('OrdersService.place with group commit', () => {
     freeLater(w, 0);
     const results = await storm(w, ['u1', 'u2', 'u3']);
     expect(results[1]).toEqual({ status: 'rejected', reason: expect.any(AlreadyOrderedError) });
-    expect(sold(results).map((o) => o.userId).sort()).toEqual(['u1', 'u3']);
+    expect(
+      sold(results)
+        .map((o) => o.userId)
+        .sort(),
+    ).toEqual(['u1', 'u3']);
     expect(w.orders.sellBatch).toHaveBeenCalledTimes(1);
     expect(w.stocks).toEqual([8]);
   });
@@ -582,7 +598,11 @@ describe('OrdersService.place with group commit', () => {
     freeLater(w, 0);
     const results = await storm(w, ['u1', 'u2', 'u3']);
     expect(results.every((r) => r.status === 'rejected' && r.reason instanceof UnavailableError)).toBe(true);
-    expect(releasedKeys(w).filter((k) => k.startsWith('lock:order:')).sort()).toEqual([userLock('u1'), userLock('u2'), userLock('u3')]);
+    expect(
+      releasedKeys(w)
+        .filter((k) => k.startsWith('lock:order:'))
+        .sort(),
+    ).toEqual([userLock('u1'), userLock('u2'), userLock('u3')]);
     expect(releasedKeys(w).filter((k) => k.startsWith('lock:stock:'))).toEqual([seg(0)]);
     expect(w.stocks).toEqual([10]);
   });
@@ -594,7 +614,8 @@ describe('OrdersService.place with group commit', () => {
     });
     // u2's write committed; the others' did not
     w.orders.settle.mockImplementation(async (u: UncertainWrite) => {
-      if (u.userId === 'u2') return { id: 900, productId: PRODUCT, userId: 'u2', quantity: 1, allocations: [{ segment: 0, quantity: 1 }], createdAt: new Date() };
+      if (u.userId === 'u2')
+        return { id: 900, productId: PRODUCT, userId: 'u2', quantity: 1, allocations: [{ segment: 0, quantity: 1 }], createdAt: new Date() };
       throw new UnavailableError('postgres', 3);
     });
     w.busy.add(seg(0));

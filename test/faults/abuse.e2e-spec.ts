@@ -25,7 +25,15 @@ describe('abuse of the public and admin API', () => {
     return o;
   };
   const counts = () =>
-    withPg(pg.url, async (db) => (await db.query('SELECT (SELECT count(*) FROM products)::int AS products, (SELECT count(*) FROM orders)::int AS orders, (SELECT COALESCE(sum(stock), 0) FROM stock_segments)::int AS stock')).rows[0]);
+    withPg(
+      pg.url,
+      async (db) =>
+        (
+          await db.query(
+            'SELECT (SELECT count(*) FROM products)::int AS products, (SELECT count(*) FROM orders)::int AS orders, (SELECT COALESCE(sum(stock), 0) FROM stock_segments)::int AS stock',
+          )
+        ).rows[0],
+    );
 
   beforeAll(async () => {
     [pg, redis] = await Promise.all([FaultPostgres.start(join(scratch.dir, 'pg')), FaultRedis.start()]);
@@ -74,7 +82,10 @@ describe('abuse of the public and admin API', () => {
       'Bearer x' + ADMIN_TOKEN,
       // Every prefix of the real token, and same-length guesses differing in one place.
       ...Array.from({ length: ADMIN_TOKEN.length }, (_, n) => 'Bearer ' + ADMIN_TOKEN.slice(0, n)),
-      ...Array.from({ length: ADMIN_TOKEN.length }, (_, n) => 'Bearer ' + ADMIN_TOKEN.slice(0, n) + (ADMIN_TOKEN[n] === 'a' ? 'b' : 'a') + ADMIN_TOKEN.slice(n + 1)),
+      ...Array.from(
+        { length: ADMIN_TOKEN.length },
+        (_, n) => 'Bearer ' + ADMIN_TOKEN.slice(0, n) + (ADMIN_TOKEN[n] === 'a' ? 'b' : 'a') + ADMIN_TOKEN.slice(n + 1),
+      ),
       // Other lengths and shapes.
       ...[1, 16, 64, 256, 4096].map((n) => 'Bearer ' + 'A'.repeat(n)),
       'Bearer ' + '\u00e9'.repeat(10),
@@ -88,7 +99,13 @@ describe('abuse of the public and admin API', () => {
       ['POST', `/admin/products/${productId}/rebalance`, { segments: 1 }],
     ];
     const results = await pooled(
-      guesses.flatMap((auth) => calls.map(([m, p, body]) => () => send(m, p, body, auth === '' ? {} : { authorization: auth }))),
+      guesses.flatMap((auth) =>
+        calls.map(
+          ([m, p, body]) =>
+            () =>
+              send(m, p, body, auth === '' ? {} : { authorization: auth }),
+        ),
+      ),
       64,
     );
     expect(results.filter((r) => r.status !== 401).map((r) => `${r.status} ${r.text}`)).toEqual([]);
@@ -137,7 +154,23 @@ describe('abuse of the public and admin API', () => {
 
   it('should refuse control and unicode characters in ids and names with 4xx, changing nothing', async () => {
     const before = await counts();
-    const userIds = ['a\u0000b', 'a\nb', 'a\rb', '\t', 'a b', '\u202eevil', '\u200b', 'ü', '👍', 'a/b', '../../etc/passwd', '%00', '\ud800', "'; DROP TABLE orders; --", 'x'.repeat(65)];
+    const userIds = [
+      'a\u0000b',
+      'a\nb',
+      'a\rb',
+      '\t',
+      'a b',
+      '\u202eevil',
+      '\u200b',
+      'ü',
+      '👍',
+      'a/b',
+      '../../etc/passwd',
+      '%00',
+      '\ud800',
+      "'; DROP TABLE orders; --",
+      'x'.repeat(65),
+    ];
     for (const userId of userIds) {
       const r = await send('POST', '/orders', { userId, productId });
       expect({ userId, status: r.status, code: r.body?.code }).toEqual({ userId, status: 400, code: 'VALIDATION_FAILED' });

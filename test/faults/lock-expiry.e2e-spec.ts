@@ -8,7 +8,19 @@
 import { join } from 'node:path';
 import { lockKeys } from '../../src/locks/lock-keys';
 import { createProduct, ServiceProcess } from '../support/service';
-import { expectPromisesKept, FaultPostgres, FaultRedis, metric, placeOrder, scratchDir, sleep, StallingProxy, startFaultService, stopAll, withPg } from './support';
+import {
+  expectPromisesKept,
+  FaultPostgres,
+  FaultRedis,
+  metric,
+  placeOrder,
+  scratchDir,
+  sleep,
+  StallingProxy,
+  startFaultService,
+  stopAll,
+  withPg,
+} from './support';
 
 const LOCK_TTL_MS = 300;
 const STALL_MS = 1500; // five TTLs
@@ -75,7 +87,10 @@ describe('segment lock expiring under a stalled holder', () => {
       const books = await expectPromisesKept(pg.url, product.id, [stale, second], { failedMeansNoOrder: true });
       expect(books).toMatchObject({ totalStock: 1, ordered: 1, remaining: 0, orders: 1, negativeSegments: 0 });
       expect([...books.users]).toEqual(['prompt-buyer']);
-      const segments = await withPg(pg.url, async (db) => (await db.query('SELECT stock::int AS stock FROM stock_segments WHERE product_id = $1', [product.id])).rows);
+      const segments = await withPg(
+        pg.url,
+        async (db) => (await db.query('SELECT stock::int AS stock FROM stock_segments WHERE product_id = $1', [product.id])).rows,
+      );
       expect(segments).toEqual([{ stock: 0 }]);
     });
   });

@@ -6,7 +6,21 @@
 // recovers by itself and the books are exact. postgres-truth.e2e-spec.ts repeats such faults.
 import { join } from 'node:path';
 import { createProduct, request, ServiceProcess } from '../support/service';
-import { audit, brief, expectNothingHappenedOn503, expectPromisesKept, FaultPostgres, FaultRedis, loadUntilStopped, placeOrder, scratchDir, startFaultService, stopAll, tally, waitFor } from './support';
+import {
+  audit,
+  brief,
+  expectNothingHappenedOn503,
+  expectPromisesKept,
+  FaultPostgres,
+  FaultRedis,
+  loadUntilStopped,
+  placeOrder,
+  scratchDir,
+  startFaultService,
+  stopAll,
+  tally,
+  waitFor,
+} from './support';
 
 const DB_TIMEOUT_MS = 800;
 const LOCK_WAIT_MS = 400;
@@ -70,7 +84,9 @@ describe('PostgreSQL outage during a sale', () => {
     expect(outcomes.filter((o) => o.doneAt - o.sentAt > REPLY_BOUND_MS).map(brief)).toEqual([]);
     expect(outcomes.filter((o) => o.status !== 201 && o.status !== 503).map(brief)).toEqual([]);
     // OUTCOME_UNKNOWN: an order whose statement was cut off by the shutdown and could not be settled.
-    expect(outcomes.filter((o) => o.status === 503 && (!['UNAVAILABLE', 'OUTCOME_UNKNOWN'].includes(o.code as string) || o.retryAfter !== '1')).map(brief)).toEqual([]);
+    expect(
+      outcomes.filter((o) => o.status === 503 && (!['UNAVAILABLE', 'OUTCOME_UNKNOWN'].includes(o.code as string) || o.retryAfter !== '1')).map(brief),
+    ).toEqual([]);
     const inside = outcomes.filter((o) => o.sentAt >= down && o.doneAt <= restarting);
     expect(inside.length).toBeGreaterThanOrEqual(100);
     expect(tally(inside)).toEqual({ '503 UNAVAILABLE': inside.length });
@@ -100,7 +116,9 @@ describe('PostgreSQL outage during a sale', () => {
     expect(outcomes.filter((o) => o.status !== 201 && o.status !== 503).map(brief)).toEqual([]);
     // BUSY too: an order may give up waiting for a segment whose holder is stuck in the freeze;
     // OUTCOME_UNKNOWN for a statement stuck in the freeze past the client's timeout.
-    expect(outcomes.filter((o) => o.status === 503 && (!['UNAVAILABLE', 'BUSY', 'OUTCOME_UNKNOWN'].includes(o.code as string) || o.retryAfter !== '1')).map(brief)).toEqual([]);
+    expect(
+      outcomes.filter((o) => o.status === 503 && (!['UNAVAILABLE', 'BUSY', 'OUTCOME_UNKNOWN'].includes(o.code as string) || o.retryAfter !== '1')).map(brief),
+    ).toEqual([]);
     const inside = outcomes.filter((o) => o.sentAt >= frozen && o.doneAt <= thawing);
     expect(inside.length).toBeGreaterThanOrEqual(50);
     expect(inside.filter((o) => o.status !== 503).map(brief)).toEqual([]);

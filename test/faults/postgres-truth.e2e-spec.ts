@@ -98,7 +98,11 @@ describe('Answers that are the truth while PostgreSQL crashes and freezes under 
       const existing = await orderIdOf(userId);
       const retry = await placeOrder(a.url, userId, product.id);
       if (existing !== undefined) {
-        expect({ status: retry.status, code: retry.code, orderId: JSON.parse(retry.text).orderId }).toEqual({ status: 409, code: 'ALREADY_ORDERED', orderId: existing });
+        expect({ status: retry.status, code: retry.code, orderId: JSON.parse(retry.text).orderId }).toEqual({
+          status: 409,
+          code: 'ALREADY_ORDERED',
+          orderId: existing,
+        });
       } else {
         expect(brief(retry)).toBe(brief({ ...retry, status: 201, code: undefined }));
       }

@@ -4,7 +4,21 @@
 import { join } from 'node:path';
 import { lockKeys } from '../../src/locks/lock-keys';
 import { createProduct, pooled, ServiceProcess } from '../support/service';
-import { audit, brief, expectPromisesKept, FaultPostgres, FaultRedis, Outcome, placeOrder, scratchDir, sleep, startFaultService, stopAll, waitFor, withPg } from './support';
+import {
+  audit,
+  brief,
+  expectPromisesKept,
+  FaultPostgres,
+  FaultRedis,
+  Outcome,
+  placeOrder,
+  scratchDir,
+  sleep,
+  startFaultService,
+  stopAll,
+  waitFor,
+  withPg,
+} from './support';
 
 describe('Redis flushed and restarted empty during a sale, across two service processes', () => {
   const scratch = scratchDir('redis-flush');
@@ -51,7 +65,8 @@ describe('Redis flushed and restarted empty during a sale, across two service pr
   it('should sell exactly the stock, once per user, through a FLUSHALL and a restart of Redis, and rebuild the hints', async () => {
     const STOCK = 200;
     const product = await createProduct(a.url, { stock: STOCK, segments: 20 });
-    const sold = () => withPg(pg.url, async (db) => (await db.query('SELECT count(*)::int AS n FROM orders WHERE product_id = $1', [product.id])).rows[0].n as number);
+    const sold = () =>
+      withPg(pg.url, async (db) => (await db.query('SELECT count(*)::int AS n FROM orders WHERE product_id = $1', [product.id])).rows[0].n as number);
     const outcomes: Outcome[] = [];
     // Every buyer sends two orders at once (one to each process) and retries a 503 like a client
     // honouring Retry-After would, only sooner.

@@ -26,7 +26,11 @@ describe('Redis outage during a sale', () => {
     svc = await startFaultService(pg, redis, { REDIS_TIMEOUT_MS: String(REDIS_TIMEOUT_MS), LOG_LEVEL: 'error' });
   });
   afterAll(async () => {
-    await stopAll(() => svc?.stop(), () => redis?.stop(), () => pg?.stop());
+    await stopAll(
+      () => svc?.stop(),
+      () => redis?.stop(),
+      () => pg?.stop(),
+    );
     scratch.cleanup();
   });
 

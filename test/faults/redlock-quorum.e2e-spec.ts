@@ -72,7 +72,10 @@ describe('Redlock quorum over three Redis masters, across two service processes'
     expect(h.status).toBe(200);
     expect(h.body.details.redis).toMatchObject({ status: 'up', hints: 'down', lockMasters: ['down', 'up', 'up'] });
 
-    const outcomes = await storm(product.id, Array.from({ length: 150 }, (_, i) => `one-down-${i}`));
+    const outcomes = await storm(
+      product.id,
+      Array.from({ length: 150 }, (_, i) => `one-down-${i}`),
+    );
     expectQuorumServed(outcomes);
     const sold = outcomes.filter((o) => o.status === 201).length;
     expect(sold).toBeGreaterThanOrEqual(50);
@@ -88,7 +91,10 @@ describe('Redlock quorum over three Redis masters, across two service processes'
     expect(h.status).toBe(503);
     expect(h.body.details.redis).toMatchObject({ status: 'down', lockMasters: ['down', 'down', 'up'] });
 
-    const down = await storm(product.id, Array.from({ length: 50 }, (_, i) => `two-down-${i}`));
+    const down = await storm(
+      product.id,
+      Array.from({ length: 50 }, (_, i) => `two-down-${i}`),
+    );
     expect(tally(down)).toEqual({ '503 UNAVAILABLE': 100 });
     // A lost quorum is not waited out: each order fails on its first vote, bounded by the Redis
     // timeouts (the slack is for a 2-core machine under load, where every step is slower).
@@ -101,7 +107,10 @@ describe('Redlock quorum over three Redis masters, across two service processes'
       const h = await health();
       return h.status === 200 && h.body.details.redis.hints === 'up' && h.body.details.redis.lockMasters.every((m: string) => m === 'up');
     });
-    const back = await storm(product.id, Array.from({ length: 50 }, (_, i) => `back-${i}`));
+    const back = await storm(
+      product.id,
+      Array.from({ length: 50 }, (_, i) => `back-${i}`),
+    );
     expectQuorumServed(back);
     const sold = back.filter((o) => o.status === 201).length;
     expect(sold).toBeGreaterThanOrEqual(25);
@@ -117,7 +126,10 @@ describe('Redlock quorum over three Redis masters, across two service processes'
     // Never a 500, never a hang, nothing oversold.
     const product = await createProduct(a.url, { stock: 150, segments: 2 });
     masters[2].freeze();
-    const outcomes = await storm(product.id, Array.from({ length: 200 }, (_, i) => `frozen-${i}`)).finally(() => masters[2].thaw());
+    const outcomes = await storm(
+      product.id,
+      Array.from({ length: 200 }, (_, i) => `frozen-${i}`),
+    ).finally(() => masters[2].thaw());
     expectQuorumServed(outcomes);
     expect(outcomes.filter((o) => o.doneAt - o.sentAt > REPLY_BOUND_MS).map(brief)).toEqual([]);
     expect(outcomes.filter((o) => o.status === 201).length).toBeGreaterThanOrEqual(50);

@@ -23,7 +23,11 @@ describe('SIGTERM to a service process during a sale', () => {
     [pg, redis] = await Promise.all([FaultPostgres.start(join(scratch.dir, 'pg')), FaultRedis.start()]);
   });
   afterAll(async () => {
-    await stopAll(...started.map((s) => () => s.stop('SIGKILL')), () => redis?.stop(), () => pg?.stop());
+    await stopAll(
+      ...started.map((s) => () => s.stop('SIGKILL')),
+      () => redis?.stop(),
+      () => pg?.stop(),
+    );
     scratch.cleanup();
   });
 

@@ -199,10 +199,10 @@ export class StallingProxy {
   ) {}
 
   static async start(upstreamPort: number): Promise<StallingProxy> {
-    let proxy: StallingProxy | undefined;
-    const server = createServer((client) => proxy?.pipe(client, upstreamPort));
+    const server = createServer();
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    proxy = new StallingProxy(server, (server.address() as AddressInfo).port);
+    const proxy = new StallingProxy(server, (server.address() as AddressInfo).port);
+    server.on('connection', (client) => proxy.pipe(client, upstreamPort));
     return proxy;
   }
 
@@ -259,7 +259,10 @@ export function scratchDir(name: string): { dir: string; cleanup: () => void } {
 
 /** Runs each stop even when one fails; for afterAll. */
 export async function stopAll(...stops: Array<(() => Promise<unknown>) | undefined>): Promise<void> {
-  for (const stop of stops) await Promise.resolve().then(stop).catch(() => undefined);
+  for (const stop of stops)
+    await Promise.resolve()
+      .then(stop)
+      .catch(() => undefined);
 }
 
 /** Starts a service process against this spec's own servers. */
@@ -304,7 +307,7 @@ export async function placeOrder(base: string, userId: string, productId: number
       status: r.status,
       code: r.body?.code,
       orderId: r.status === 201 ? r.body.id : undefined,
-      retryAfter: r.headers['retry-after'] as string | undefined,
+      retryAfter: r.headers['retry-after'],
       text: r.text,
     };
   } catch (err) {
@@ -316,13 +319,10 @@ export async function placeOrder(base: string, userId: string, productId: number
  * Keeps `concurrency` orders in flight, each of a new user (`user-<n>` with a prefix), until
  * stop() is called; `pick` chooses the target of each order.
  */
-export function loadUntilStopped(opts: {
-  concurrency: number;
-  productId: number;
-  prefix: string;
-  pick: (n: number) => string;
-  pauseMs?: number;
-}): { outcomes: Outcome[]; stop: () => Promise<Outcome[]> } {
+export function loadUntilStopped(opts: { concurrency: number; productId: number; prefix: string; pick: (n: number) => string; pauseMs?: number }): {
+  outcomes: Outcome[];
+  stop: () => Promise<Outcome[]>;
+} {
   const outcomes: Outcome[] = [];
   let running = true;
   let n = 0;
@@ -350,7 +350,7 @@ export async function waitFor<T>(what: string, check: () => Promise<T> | T, time
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await check();
-    if (value) return value as NonNullable<T>;
+    if (value) return value;
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await sleep(everyMs);
   }

@@ -23,17 +23,26 @@ export default async function globalSetup(): Promise<void> {
     databaseUrl = pg.url;
   }
   // The guard: specs truncate tables, so never point them at a database that is not a test one.
-  if (!/test/i.test(new URL(databaseUrl).pathname)) throw new Error(`refusing to run tests against ${new URL(databaseUrl).pathname}: its name does not say test`);
+  if (!/test/i.test(new URL(databaseUrl).pathname))
+    throw new Error(`refusing to run tests against ${new URL(databaseUrl).pathname}: its name does not say test`);
   let redisUrl = process.env.TEST_REDIS_URL;
   if (!redisUrl) {
     const redis = await startEmbeddedRedis();
     stops.push(() => redis.stop());
     redisUrl = redis.url;
   }
-  execFileSync(process.execPath, ['-e', `require('./dist/src/infrastructure/migrate').runMigrations(process.argv[1]).then(() => process.exit(0), (e) => { console.error(e); process.exit(1); })`, databaseUrl], {
-    cwd: root,
-    stdio: 'inherit',
-  });
+  execFileSync(
+    process.execPath,
+    [
+      '-e',
+      `require('./dist/src/infrastructure/migrate').runMigrations(process.argv[1]).then(() => process.exit(0), (e) => { console.error(e); process.exit(1); })`,
+      databaseUrl,
+    ],
+    {
+      cwd: root,
+      stdio: 'inherit',
+    },
+  );
   process.env.TEST_DATABASE_URL = databaseUrl;
   process.env.TEST_REDIS_URL = redisUrl;
   (globalThis as { __flashsaleStops?: Array<() => Promise<void>> }).__flashsaleStops = stops;

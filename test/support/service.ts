@@ -28,7 +28,7 @@ export interface Reply<T = any> {
 }
 
 // Idle sockets are closed by the client after 2 s, well before the server's keep-alive timeout
-// (5 s): otherwise a request sent on a socket the server is closing at that moment fails with
+// (72 s): otherwise a request sent on a socket the server is closing at that moment fails with
 // ECONNRESET / "socket hang up" (the keep-alive race), which says nothing about the service.
 const agent = new http.Agent({ keepAlive: true, maxSockets: 256, timeout: 2000 });
 

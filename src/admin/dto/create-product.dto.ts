@@ -10,7 +10,7 @@ export class CreateProductDto {
   @ApiProperty({ minLength: 1, maxLength: 200, example: 'Limited sneaker' })
   @IsString()
   @Length(1, 200)
-  @Matches(/^[^\u0000-\u001f\u007f]*$/, { message: 'name must not contain control characters' })
+  @Matches(/^\P{Cc}*$/u, { message: 'name must not contain control characters' })
   name: string;
 
   @ApiProperty({ minimum: 0, maximum: MAX_STOCK, example: 1000 })

@@ -1,0 +1,52 @@
+// ESLint with typescript-eslint's type-checked rules; formatting is Prettier's job (eslint-config-prettier
+// turns off every rule that would argue with it). `npm run lint` runs both.
+import eslint from '@eslint/js';
+import prettier from 'eslint-config-prettier';
+import { defineConfig } from 'eslint/config';
+import globals from 'globals';
+import tseslint from 'typescript-eslint';
+
+export default defineConfig(
+  { ignores: ['dist/', 'node_modules/', 'coverage/', 'bench/results/', '.data/'] },
+  eslint.configs.recommended,
+  tseslint.configs.recommendedTypeChecked,
+  {
+    languageOptions: {
+      globals: globals.node,
+      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
+    },
+    rules: {
+      // The bugs that matter most in async lock code: a promise nobody awaits (its failure is lost,
+      // its lock outlives the request) and a promise handed where a plain callback is expected.
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-misused-promises': 'error',
+      // A leading underscore marks a parameter a signature needs but the body does not use.
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', caughtErrorsIgnorePattern: '^_' }],
+    },
+  },
+  {
+    // Specs, e2e helpers and the benchmark read untyped data by design (JSON bodies off the wire,
+    // pg rows, jest mock calls) and assert on its shape, so the any-tracking rules are off.
+    files: ['test/**/*.ts', 'src/**/*.spec.ts', 'bench/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-explicit-any': 'off',
+      '@typescript-eslint/no-unsafe-argument': 'off',
+      '@typescript-eslint/no-unsafe-assignment': 'off',
+      '@typescript-eslint/no-unsafe-call': 'off',
+      '@typescript-eslint/no-unsafe-member-access': 'off',
+      '@typescript-eslint/no-unsafe-return': 'off',
+    },
+  },
+  {
+    files: ['test/**/*.ts', 'src/**/*.spec.ts'],
+    rules: {
+      // A fake of an async method is written `async` so that a throw in it rejects, as the real one does.
+      '@typescript-eslint/require-await': 'off',
+    },
+  },
+  {
+    files: ['**/*.js', '**/*.mjs'],
+    extends: [tseslint.configs.disableTypeChecked],
+  },
+  prettier,
+);
