@@ -94,8 +94,8 @@ const SELL_FROM_SEGMENT_SQL = `
                   (SELECT stock FROM stock_segments WHERE product_id = $1 AND idx = $2)) AS remaining
     FROM (SELECT 1) AS one LEFT JOIN ins ON true`;
 
-// Group commit: several orders from one segment in one statement. The segment row is locked
-// first; the orders that fit (smallest quantities first, then in arrival order) are inserted,
+// Group commit: several orders from one segment in one statement, run right after
+// LOCK_SEGMENT_SQL in the same transaction ($5 is the stock it read under the row lock); the orders that fit (smallest quantities first, then in arrival order) are inserted,
 // skipping users who already hold an order (also one inserted concurrently: ON CONFLICT), and the
 // segment is deducted by exactly what was inserted; CHECK (stock >= 0) still refuses any deduction
 // past zero. Rows: one per sold order, one per user found holding an order ('held'), one per
@@ -106,7 +106,7 @@ const SELL_BATCH_SQL = `
     SELECT r.user_id, r.quantity, r.ord
       FROM unnest($3::varchar[], $4::int[]) WITH ORDINALITY AS r(user_id, quantity, ord)
   ), seg AS (
-    SELECT stock FROM stock_segments WHERE product_id = $1 AND idx = $2 FOR UPDATE
+    SELECT $5::bigint AS stock
   ), fresh AS (
     SELECT req.* FROM req
      WHERE NOT EXISTS (SELECT 1 FROM orders o WHERE o.product_id = $1 AND o.user_id = req.user_id)
@@ -117,7 +117,9 @@ const SELL_BATCH_SQL = `
   ), ins AS (
     INSERT INTO orders (product_id, user_id, quantity, allocations)
     SELECT $1, c.user_id, c.quantity, jsonb_build_array(jsonb_build_object('segment', $2::int, 'quantity', c.quantity))
-      FROM chosen c ORDER BY c.ord
+      -- one global order of insertion: two batches that meet on the one-order-per-user key (no user
+      -- lock while its Redis is down) wait for each other in the same order, never in a cycle
+      FROM chosen c ORDER BY c.user_id
     ON CONFLICT ON CONSTRAINT orders_one_per_user DO NOTHING
     RETURNING id, user_id, quantity, created_at
   ), upd AS (
@@ -132,6 +134,9 @@ const SELL_BATCH_SQL = `
   SELECT 'chosen', user_id, NULL, NULL, NULL FROM chosen
   UNION ALL
   SELECT 'left', NULL, NULL, NULL, COALESCE((SELECT stock FROM upd), (SELECT stock FROM seg))`;
+
+// The segment's stock, read under its row lock before the batch statement (same transaction).
+const LOCK_SEGMENT_SQL = 'SELECT stock FROM stock_segments WHERE product_id = $1 AND idx = $2 FOR UPDATE';
 
 const INSERT_ORDER_SQL = `
   INSERT INTO orders (product_id, user_id, quantity, allocations) VALUES ($1, $2, $3, $4::jsonb)
@@ -226,13 +231,16 @@ export class OrdersRepository {
   async sellBatch(productId: number, idx: number, entries: BatchEntry[]): Promise<BatchAttempt> {
     const tag = randomUUID();
     const sentAt = process.hrtime.bigint();
-    let rows: Array<{ kind: 'sold' | 'held' | 'chosen' | 'left'; user_id: string | null; id: string | null; created_at: Date | null; stock: string | null }>;
-    try {
-      rows = await this.db.query<typeof rows>(tagged(tag, SELL_BATCH_SQL), [productId, idx, entries.map((e) => e.userId), entries.map((e) => e.quantity)]);
-    } catch (err) {
-      if (writeFailure(err) !== 'unknown') throw this.mapped(err);
-      throw new UncertainBatch(entries.map((e) => new UncertainWrite(productId, e.userId, e.quantity, [idx], tag, sentAt, err)));
-    }
+    type Row = { kind: 'sold' | 'held' | 'chosen' | 'left'; user_id: string | null; id: string | null; created_at: Date | null; stock: string | null };
+    const uncertain = (err: unknown) => new UncertainBatch(entries.map((e) => new UncertainWrite(productId, e.userId, e.quantity, [idx], tag, sentAt, err)));
+    // Two statements in one transaction: the stock is read under the segment's row lock first, so
+    // the batch decides on exactly the stock it deducts from. (Deciding and deducting inside one
+    // statement let a concurrent rebalance's commit slip between the two: CHECK violations.)
+    const rows = await this.inTransaction(tag, uncertain, async (tx) => {
+      const [seg] = (await tx.query(tagged(tag, LOCK_SEGMENT_SQL), [productId, idx])) as Array<{ stock: string }>;
+      if (!seg) return [{ kind: 'left', user_id: null, id: null, created_at: null, stock: null }] as Row[];
+      return (await tx.query(tagged(tag, SELL_BATCH_SQL), [productId, idx, entries.map((e) => e.userId), entries.map((e) => e.quantity), seg.stock])) as Row[];
+    });
     const sold = new Map<string, { id: string; createdAt: Date }>();
     const held = new Set<string>();
     const chosen = new Set<string>();
@@ -378,7 +386,7 @@ export class OrdersRepository {
    * A transaction whose COMMIT alone can be uncertain: a failure before it leaves the transaction
    * uncommitted (PostgreSQL rolls back what a lost session left open), so it maps as usual.
    */
-  private async inTransaction<T>(tag: string, uncertain: (err: unknown) => UncertainWrite, work: (tx: QueryRunner) => Promise<T>): Promise<T> {
+  private async inTransaction<T>(tag: string, uncertain: (err: unknown) => Error, work: (tx: QueryRunner) => Promise<T>): Promise<T> {
     let runner: QueryRunner | undefined;
     let committing = false;
     try {
