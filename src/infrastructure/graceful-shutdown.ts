@@ -57,9 +57,16 @@ export function closeOnSignals(app: INestApplication, after: () => Promise<void>
       process.exit(1);
     }, SHUTDOWN_GRACE_MS + HOOKS_GRACE_MS);
     watchdog.unref();
+    const server = app.getHttpServer() as Server;
+    if (!server.listening) {
+      // Still starting (a cluster worker whose listen handle is in flight from the primary):
+      // closing the server then crashes inside node:net. Nothing was served, so nothing to drain.
+      logger.warn(`${signal} before this process was listening: exiting`);
+      process.exit(0);
+    }
     let code = 0;
     try {
-      const drained = await drainHttp(app.getHttpServer() as Server);
+      const drained = await drainHttp(server);
       if (!drained) logger.warn(`requests still open after ${SHUTDOWN_GRACE_MS} ms were cut`);
       await app.close();
       await after();
