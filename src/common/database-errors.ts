@@ -6,7 +6,7 @@ import { AlreadyOrderedError, BusyError, UnavailableError } from './domain-error
 
 const UNAVAILABLE_SQLSTATE_CLASSES = ['08', '53', '57', '58'];
 
-function sqlState(err: unknown): string | undefined {
+export function sqlState(err: unknown): string | undefined {
   const e = err as { code?: unknown; driverError?: { code?: unknown } };
   const code = e?.driverError?.code ?? e?.code;
   return typeof code === 'string' ? code : undefined;

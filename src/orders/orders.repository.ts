@@ -7,8 +7,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Injectable } from '@nestjs/common';
 import { DataSource, QueryRunner } from 'typeorm';
 import { DatabaseConfig, HttpConfig } from '../config/app-config';
-import { mapDatabaseError, writeFailure } from '../common/database-errors';
-import { AlreadyOrderedError, OutcomeUnknownError, UnavailableError } from '../common/domain-errors';
+import { mapDatabaseError, sqlState, writeFailure } from '../common/database-errors';
+import { AlreadyOrderedError, BusyError, OutcomeUnknownError, UnavailableError } from '../common/domain-errors';
 import { takeFrom } from '../inventory/segment-plan';
 import { MetricsService } from '../metrics/metrics.service';
 
@@ -94,8 +94,8 @@ const SELL_FROM_SEGMENT_SQL = `
                   (SELECT stock FROM stock_segments WHERE product_id = $1 AND idx = $2)) AS remaining
     FROM (SELECT 1) AS one LEFT JOIN ins ON true`;
 
-// Group commit: several orders from one segment in one statement, run right after
-// LOCK_SEGMENT_SQL in the same transaction ($5 is the stock it read under the row lock); the orders that fit (smallest quantities first, then in arrival order) are inserted,
+// Group commit: several orders from one segment in one statement. The segment row is locked
+// first; the orders that fit (smallest quantities first, then in arrival order) are inserted,
 // skipping users who already hold an order (also one inserted concurrently: ON CONFLICT), and the
 // segment is deducted by exactly what was inserted; CHECK (stock >= 0) still refuses any deduction
 // past zero. Rows: one per sold order, one per user found holding an order ('held'), one per
@@ -106,7 +106,7 @@ const SELL_BATCH_SQL = `
     SELECT r.user_id, r.quantity, r.ord
       FROM unnest($3::varchar[], $4::int[]) WITH ORDINALITY AS r(user_id, quantity, ord)
   ), seg AS (
-    SELECT $5::bigint AS stock
+    SELECT stock FROM stock_segments WHERE product_id = $1 AND idx = $2 FOR UPDATE
   ), fresh AS (
     SELECT req.* FROM req
      WHERE NOT EXISTS (SELECT 1 FROM orders o WHERE o.product_id = $1 AND o.user_id = req.user_id)
@@ -135,9 +135,6 @@ const SELL_BATCH_SQL = `
   UNION ALL
   SELECT 'left', NULL, NULL, NULL, COALESCE((SELECT stock FROM upd), (SELECT stock FROM seg))`;
 
-// The segment's stock, read under its row lock before the batch statement (same transaction).
-const LOCK_SEGMENT_SQL = 'SELECT stock FROM stock_segments WHERE product_id = $1 AND idx = $2 FOR UPDATE';
-
 const INSERT_ORDER_SQL = `
   INSERT INTO orders (product_id, user_id, quantity, allocations) VALUES ($1, $2, $3, $4::jsonb)
   RETURNING id, created_at`;
@@ -163,6 +160,9 @@ const toRow = (r: OrderRecord): OrderRow => ({
   allocations: r.allocations,
   createdAt: r.created_at,
 });
+
+/** SQLSTATE of a CHECK constraint refusal. */
+const CHECK_VIOLATION = '23514';
 
 /** Pause between lookups while PostgreSQL is coming back. */
 const SETTLE_RETRY_MS = 100;
@@ -233,14 +233,21 @@ export class OrdersRepository {
     const sentAt = process.hrtime.bigint();
     type Row = { kind: 'sold' | 'held' | 'chosen' | 'left'; user_id: string | null; id: string | null; created_at: Date | null; stock: string | null };
     const uncertain = (err: unknown) => new UncertainBatch(entries.map((e) => new UncertainWrite(productId, e.userId, e.quantity, [idx], tag, sentAt, err)));
-    // Two statements in one transaction: the stock is read under the segment's row lock first, so
-    // the batch decides on exactly the stock it deducts from. (Deciding and deducting inside one
-    // statement let a concurrent rebalance's commit slip between the two: CHECK violations.)
-    const rows = await this.inTransaction(tag, uncertain, async (tx) => {
-      const [seg] = (await tx.query(tagged(tag, LOCK_SEGMENT_SQL), [productId, idx])) as Array<{ stock: string }>;
-      if (!seg) return [{ kind: 'left', user_id: null, id: null, created_at: null, stock: null }] as Row[];
-      return (await tx.query(tagged(tag, SELL_BATCH_SQL), [productId, idx, entries.map((e) => e.userId), entries.map((e) => e.quantity), seg.stock])) as Row[];
-    });
+    const params = [productId, idx, entries.map((e) => e.userId), entries.map((e) => e.quantity)];
+    let rows: Row[] | undefined;
+    // One autocommit statement: a lost reply is settled per order like a single sale's. During a
+    // rebalance the statement has been seen to decide on a row version older than the one it
+    // deducts from; CHECK (stock >= 0) then refuses it whole (nothing written) and it runs once more
+    // on a fresh snapshot; refused twice, the orders get BUSY, which means nothing happened.
+    for (let attempt = 0; !rows; attempt++) {
+      try {
+        rows = await this.db.query<Row[]>(tagged(tag, SELL_BATCH_SQL), params);
+      } catch (err) {
+        if (writeFailure(err) === 'unknown') throw uncertain(err);
+        if (sqlState(err) !== CHECK_VIOLATION) throw this.mapped(err);
+        if (attempt >= 1) throw new BusyError('the segment changed under the batch, retry', this.http.retryAfterS);
+      }
+    }
     const sold = new Map<string, { id: string; createdAt: Date }>();
     const held = new Set<string>();
     const chosen = new Set<string>();
@@ -386,7 +393,7 @@ export class OrdersRepository {
    * A transaction whose COMMIT alone can be uncertain: a failure before it leaves the transaction
    * uncommitted (PostgreSQL rolls back what a lost session left open), so it maps as usual.
    */
-  private async inTransaction<T>(tag: string, uncertain: (err: unknown) => Error, work: (tx: QueryRunner) => Promise<T>): Promise<T> {
+  private async inTransaction<T>(tag: string, uncertain: (err: unknown) => UncertainWrite, work: (tx: QueryRunner) => Promise<T>): Promise<T> {
     let runner: QueryRunner | undefined;
     let committing = false;
     try {
