@@ -8,8 +8,11 @@ import { OrdersRepository, UncertainWrite } from './orders.repository';
 const terminated = () => new QueryFailedError('...', [], new Error('Connection terminated unexpectedly'));
 const refused = () => Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
 
+/** The session under the fake query runner: ended (dropped by the pool) or lent again. */
+const session = { end: jest.fn(async () => undefined) };
+
 function repo(query: jest.Mock, runnerQuery: jest.Mock = jest.fn()) {
-  const db = { query, createQueryRunner: () => ({ query: runnerQuery, release: jest.fn(async () => undefined) }) };
+  const db = { query, createQueryRunner: () => ({ query: runnerQuery, release: jest.fn(async () => undefined), databaseConnection: session }) };
   const metrics = { dependencyErrors: { inc: jest.fn() } };
   return new OrdersRepository(db as never, { timeoutMs: 300 } as DatabaseConfig, { retryAfterS: 2 } as HttpConfig, metrics as never);
 }
@@ -60,6 +63,43 @@ describe('OrdersRepository', () => {
         .catch((e: unknown) => e);
       expect(err).toBeInstanceOf(UncertainWrite);
       expect((err as UncertainWrite).segments).toEqual([1, 2]);
+    });
+  });
+
+  describe('a transaction that may still be open never goes back to the pool', () => {
+    beforeEach(() => session.end.mockClear());
+
+    it('should end the session when its ROLLBACK fails after a failed statement', async () => {
+      const runner = jest.fn(async (sql: string) => {
+        if (sql.includes('FOR UPDATE') || sql === 'ROLLBACK') throw new QueryFailedError(sql, [], new Error('Query read timeout'));
+        return [];
+      });
+      await expect(repo(jest.fn(), runner).sellFromSegments(7, [1, 2], 2, 'u1')).rejects.toBeInstanceOf(UnavailableError);
+      expect(session.end).toHaveBeenCalledTimes(1);
+    });
+
+    it('should end the session when COMMIT lost its reply', async () => {
+      const runner = jest.fn(async (sql: string) => {
+        if (sql.includes('FOR UPDATE'))
+          return [
+            { idx: 1, stock: '1' },
+            { idx: 2, stock: '1' },
+          ];
+        if (sql.includes('INSERT')) return [{ id: '5', created_at: new Date() }];
+        if (sql.includes('COMMIT')) throw terminated();
+        return [[], 1];
+      });
+      await expect(repo(jest.fn(), runner).sellFromSegments(7, [1, 2], 2, 'u1')).rejects.toBeInstanceOf(UncertainWrite);
+      expect(session.end).toHaveBeenCalledTimes(1);
+    });
+
+    it('should lend the session again after a clean ROLLBACK', async () => {
+      const runner = jest.fn(async (sql: string) => {
+        if (sql.includes('FOR UPDATE')) throw terminated();
+        return [];
+      });
+      await expect(repo(jest.fn(), runner).sellFromSegments(7, [1, 2], 2, 'u1')).rejects.toBeInstanceOf(UnavailableError);
+      expect(session.end).not.toHaveBeenCalled();
     });
   });
 

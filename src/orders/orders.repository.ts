@@ -396,6 +396,11 @@ export class OrdersRepository {
   private async inTransaction<T>(tag: string, uncertain: (err: unknown) => UncertainWrite, work: (tx: QueryRunner) => Promise<T>): Promise<T> {
     let runner: QueryRunner | undefined;
     let committing = false;
+    // A session whose transaction may still be open must never go back to the pool: the next
+    // borrower's statements would run inside that transaction and be rolled back with it, after
+    // their callers were told they succeeded. (pg drops a queued ROLLBACK whose read timeout fires
+    // before it was sent, e.g. behind a statement stuck in a frozen PostgreSQL.)
+    let poisoned = false;
     try {
       runner = this.db.createQueryRunner();
       await runner.query('START TRANSACTION');
@@ -404,10 +409,16 @@ export class OrdersRepository {
       await runner.query(tagged(tag, 'COMMIT'));
       return result;
     } catch (err) {
-      if (runner && !committing) await runner.query('ROLLBACK').catch(() => undefined);
+      if (runner && !committing) {
+        await runner.query('ROLLBACK').catch(() => {
+          poisoned = true;
+        });
+      }
+      if (committing && writeFailure(err) !== 'rejected') poisoned = true;
       if (committing && writeFailure(err) === 'unknown') throw uncertain(err);
       throw this.mapped(err);
     } finally {
+      if (poisoned) endSession(runner);
       await runner?.release();
     }
   }
@@ -421,6 +432,15 @@ export class OrdersRepository {
     if (mapped instanceof UnavailableError) this.metrics.dependencyErrors.inc({ dependency: 'postgres' });
     return mapped;
   }
+}
+
+/**
+ * Ends the query runner's PostgreSQL session (the server rolls back whatever it left open); pg-pool
+ * then drops the client on release instead of lending it again.
+ */
+function endSession(runner: QueryRunner | undefined): void {
+  const client = (runner as unknown as { databaseConnection?: { end(): Promise<void> } } | undefined)?.databaseConnection;
+  client?.end().catch(() => undefined);
 }
 
 /** Puts the attempt's tag first in the statement, where pg_stat_activity keeps it. */
