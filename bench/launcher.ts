@@ -86,7 +86,8 @@ export async function launchService(options: LaunchOptions): Promise<ServiceProc
   return service;
 }
 
-function live(url: string): Promise<boolean> {
+/** Whether the process at `url` answers GET /health/live with 200 (services and peers alike). */
+export function live(url: string): Promise<boolean> {
   return new Promise((resolve) => {
     // agent:false: no kept-alive socket to a process that may be about to exit.
     const req = http.get(`${url}/health/live`, { agent: false, timeout: 1000 }, (res) => {

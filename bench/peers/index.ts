@@ -3,7 +3,7 @@
 // GET /health/live answers 200. Also exports the bare-lua peer's audit and a product insert.
 import { ChildProcess, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import http from 'node:http';
+import { live } from '../launcher';
 import { join } from 'node:path';
 import { freePort } from '../../src/infrastructure/free-port';
 import { projectRoot } from '../../src/infrastructure/project-root';
@@ -82,17 +82,6 @@ export async function startPeer(kind: PeerKind, env: PeerEnv, signal?: AbortSign
     throw err;
   }
   return { kind, url, pid: child.pid!, output: () => out, stop };
-}
-
-function live(url: string): Promise<boolean> {
-  return new Promise((resolve) => {
-    const req = http.get(`${url}/health/live`, { agent: false, timeout: 1000 }, (res) => {
-      res.resume();
-      resolve(res.statusCode === 200);
-    });
-    req.on('timeout', () => req.destroy());
-    req.on('error', () => resolve(false));
-  });
 }
 
 function stopChild(child: ChildProcess): Promise<void> {

@@ -25,6 +25,18 @@ const order = (ageMs: number, segment = 3) => ({
   created_at: new Date(),
   age_ms: ageMs,
 });
+/** A two-segment sale whose statements all succeed and whose COMMIT loses its reply. */
+const commitLosesItsReply = () =>
+  jest.fn(async (sql: string) => {
+    if (sql.includes('FOR UPDATE'))
+      return [
+        { idx: 1, stock: '1' },
+        { idx: 2, stock: '1' },
+      ];
+    if (sql.includes('INSERT')) return [{ id: '5', created_at: new Date() }];
+    if (sql.includes('COMMIT')) throw terminated();
+    return [[], 1];
+  });
 const write = () => new UncertainWrite(7, 'u1', 1, [3], 'tag', process.hrtime.bigint() - 50_000_000n, new Error('lost'));
 
 describe('OrdersRepository', () => {
@@ -48,16 +60,7 @@ describe('OrdersRepository', () => {
     });
 
     it('should throw UncertainWrite when the connection breaks during COMMIT of the several-segment sale', async () => {
-      const runner = jest.fn(async (sql: string) => {
-        if (sql.includes('FOR UPDATE'))
-          return [
-            { idx: 1, stock: '1' },
-            { idx: 2, stock: '1' },
-          ];
-        if (sql.includes('INSERT')) return [{ id: '5', created_at: new Date() }];
-        if (sql.includes('COMMIT')) throw terminated();
-        return [[], 1];
-      });
+      const runner = commitLosesItsReply();
       const err = await repo(jest.fn(), runner)
         .sellFromSegments(7, [1, 2], 2, 'u1')
         .catch((e: unknown) => e);
@@ -79,16 +82,7 @@ describe('OrdersRepository', () => {
     });
 
     it('should end the session when COMMIT lost its reply', async () => {
-      const runner = jest.fn(async (sql: string) => {
-        if (sql.includes('FOR UPDATE'))
-          return [
-            { idx: 1, stock: '1' },
-            { idx: 2, stock: '1' },
-          ];
-        if (sql.includes('INSERT')) return [{ id: '5', created_at: new Date() }];
-        if (sql.includes('COMMIT')) throw terminated();
-        return [[], 1];
-      });
+      const runner = commitLosesItsReply();
       await expect(repo(jest.fn(), runner).sellFromSegments(7, [1, 2], 2, 'u1')).rejects.toBeInstanceOf(UncertainWrite);
       expect(session.end).toHaveBeenCalledTimes(1);
     });
