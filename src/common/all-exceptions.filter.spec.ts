@@ -20,16 +20,16 @@ import {
 } from './domain-errors';
 
 describe('toErrorResponse', () => {
-  it.each<[string, DomainError, number, string]>([
-    ['ValidationFailedError', new ValidationFailedError('userId: bad'), 400, 'VALIDATION_FAILED'],
-    ['QuantityOverLimitError', new QuantityOverLimitError(2), 400, 'QUANTITY_OVER_LIMIT'],
-    ['UnauthorizedError', new UnauthorizedError(), 401, 'UNAUTHORIZED'],
-    ['ProductNotFoundError', new ProductNotFoundError(7), 404, 'PRODUCT_NOT_FOUND'],
-    ['OrderNotFoundError', new OrderNotFoundError('9'), 404, 'ORDER_NOT_FOUND'],
-    ['AlreadyOrderedError', new AlreadyOrderedError(), 409, 'ALREADY_ORDERED'],
-    ['OrderInProgressError', new OrderInProgressError(), 409, 'ORDER_IN_PROGRESS'],
-    ['SoldOutError', new SoldOutError(0, 1), 410, 'SOLD_OUT'],
-  ])('should answer %s with %i %s and no Retry-After', (_name, err, status, code) => {
+  it.each<{ name: string; err: DomainError; status: number; code: string }>([
+    { name: 'ValidationFailedError', err: new ValidationFailedError('userId: bad'), status: 400, code: 'VALIDATION_FAILED' },
+    { name: 'QuantityOverLimitError', err: new QuantityOverLimitError(2), status: 400, code: 'QUANTITY_OVER_LIMIT' },
+    { name: 'UnauthorizedError', err: new UnauthorizedError(), status: 401, code: 'UNAUTHORIZED' },
+    { name: 'ProductNotFoundError', err: new ProductNotFoundError(7), status: 404, code: 'PRODUCT_NOT_FOUND' },
+    { name: 'OrderNotFoundError', err: new OrderNotFoundError('9'), status: 404, code: 'ORDER_NOT_FOUND' },
+    { name: 'AlreadyOrderedError', err: new AlreadyOrderedError(), status: 409, code: 'ALREADY_ORDERED' },
+    { name: 'OrderInProgressError', err: new OrderInProgressError(), status: 409, code: 'ORDER_IN_PROGRESS' },
+    { name: 'SoldOutError', err: new SoldOutError(0, 1), status: 410, code: 'SOLD_OUT' },
+  ])('should answer $name with $status $code and no Retry-After', ({ err, status, code }) => {
     const out = toErrorResponse(err, 5);
     expect(out.body).toEqual({ statusCode: status, code, message: err.message });
     expect(out.retryAfterS).toBeUndefined();
@@ -111,11 +111,31 @@ describe('toErrorResponse for refusals of the HTTP framework', () => {
   const fastifyError = (code: string, statusCode: number, message: string) => Object.assign(new Error(message), { code, statusCode });
 
   it.each([
-    ['a body over the limit', fastifyError('FST_ERR_CTP_BODY_TOO_LARGE', 413, 'Request body is too large'), 413, 'PAYLOAD_TOO_LARGE'],
-    ['a body that is not JSON', fastifyError('FST_ERR_CTP_INVALID_JSON_BODY', 400, 'Body is not valid JSON'), 400, 'VALIDATION_FAILED'],
-    ['an unsupported media type', fastifyError('FST_ERR_CTP_INVALID_MEDIA_TYPE', 415, 'Unsupported Media Type'), 415, 'UNSUPPORTED_MEDIA_TYPE'],
-    ['a URL that cannot be decoded', fastifyError('FST_ERR_BAD_URL', 400, "'/orders/%zz' is not a valid url component"), 400, 'VALIDATION_FAILED'],
-  ])('should answer %s with %i %s and its message', (_name, err, status, code) => {
+    {
+      name: 'a body over the limit',
+      err: fastifyError('FST_ERR_CTP_BODY_TOO_LARGE', 413, 'Request body is too large'),
+      status: 413,
+      code: 'PAYLOAD_TOO_LARGE',
+    },
+    {
+      name: 'a body that is not JSON',
+      err: fastifyError('FST_ERR_CTP_INVALID_JSON_BODY', 400, 'Body is not valid JSON'),
+      status: 400,
+      code: 'VALIDATION_FAILED',
+    },
+    {
+      name: 'an unsupported media type',
+      err: fastifyError('FST_ERR_CTP_INVALID_MEDIA_TYPE', 415, 'Unsupported Media Type'),
+      status: 415,
+      code: 'UNSUPPORTED_MEDIA_TYPE',
+    },
+    {
+      name: 'a URL that cannot be decoded',
+      err: fastifyError('FST_ERR_BAD_URL', 400, "'/orders/%zz' is not a valid url component"),
+      status: 400,
+      code: 'VALIDATION_FAILED',
+    },
+  ])('should answer $name with $status $code and its message', ({ err, status, code }) => {
     expect(toErrorResponse(err, 2)).toEqual({ body: { statusCode: status, code, message: err.message } });
   });
 

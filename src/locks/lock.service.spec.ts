@@ -1,7 +1,7 @@
-// How a failed Redlock vote is read: a held key or a slow master is "busy, retry", only masters
-// that are unreachable outright make a lost quorum (UNAVAILABLE).
+// How a failed Redlock vote is read: a held key or a slow master is "busy, retry"; masters that are
+// unreachable outright, or silent for two REDIS_TIMEOUT_MS, make a lost quorum (UNAVAILABLE).
 import { ExecutionError, Redlock, ResourceLockedError } from '@sesamecare-oss/redlock';
-import { HttpConfig, LocksConfig } from '../config/app-config';
+import { HttpConfig, LocksConfig, RedisConfig } from '../config/app-config';
 import { UnavailableError } from '../common/domain-errors';
 import { LockService } from './lock.service';
 
@@ -11,8 +11,18 @@ function failWith(...errors: Error[]): void {
   const stats = { membershipSize: 3, quorumSize: 2, votesFor: new Set(), votesAgainst };
   jest.spyOn(Redlock.prototype, 'acquire').mockRejectedValue(new ExecutionError('no quorum', [Promise.resolve(stats as never)]));
 }
+const REDIS_TIMEOUT_MS = 300;
 const service = () =>
-  new LockService({ extend: false } as LocksConfig, { retryAfterS: 1 } as HttpConfig, masters as never, { dependencyErrors: { inc: jest.fn() } } as never);
+  new LockService(
+    { extend: false } as LocksConfig,
+    { retryAfterS: 1 } as HttpConfig,
+    { timeoutMs: REDIS_TIMEOUT_MS } as RedisConfig,
+    masters as never,
+    { dependencyErrors: { inc: jest.fn() } } as never,
+  );
+const start = Date.now();
+/** The clock `ms` after the test file started. */
+const at = (ms: number) => jest.spyOn(Date, 'now').mockReturnValue(start + ms);
 const timedOut = () => new Error('Command timed out');
 const closed = () => new Error("Stream isn't writeable and enableOfflineQueue options is false");
 
@@ -32,5 +42,24 @@ describe('LockService.tryAcquire', () => {
   it('should answer UNAVAILABLE when two of three masters are unreachable', async () => {
     failWith(closed(), closed(), new ResourceLockedError('held'));
     await expect(service().tryAcquire('k', 1000)).rejects.toBeInstanceOf(UnavailableError);
+  });
+
+  it('should answer UNAVAILABLE once the masters that time out have been silent for two REDIS_TIMEOUT_MS', async () => {
+    at(0);
+    const locks = service();
+    failWith(timedOut(), timedOut(), new ResourceLockedError('held'));
+    at(2 * REDIS_TIMEOUT_MS + 50);
+    await expect(locks.tryAcquire('k', 1000)).rejects.toBeInstanceOf(UnavailableError);
+  });
+
+  it('should keep calling a timed-out master slow, not lost, while it answered another vote within two REDIS_TIMEOUT_MS', async () => {
+    at(0);
+    const locks = service();
+    at(2 * REDIS_TIMEOUT_MS + 50);
+    failWith(new ResourceLockedError('held'), new ResourceLockedError('held'), new ResourceLockedError('held'));
+    await expect(locks.tryAcquire('k', 1000)).resolves.toBeNull();
+    failWith(timedOut(), timedOut(), closed());
+    at(2 * REDIS_TIMEOUT_MS + 50 + REDIS_TIMEOUT_MS);
+    await expect(locks.tryAcquire('k', 1000)).resolves.toBeNull();
   });
 });

@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
 import { ExecutionError, Lock, Redlock, ResourceLockedError } from '@sesamecare-oss/redlock';
 import type Redis from 'ioredis';
-import { HttpConfig, LocksConfig } from '../config/app-config';
+import { HttpConfig, LocksConfig, RedisConfig } from '../config/app-config';
 import { BusyError, UnavailableError } from '../common/domain-errors';
 import { MetricsService } from '../metrics/metrics.service';
 import { REDIS_LOCK_CLIENTS } from '../infrastructure/redis.providers';
@@ -23,15 +23,23 @@ export class HeldLock {
 @Injectable()
 export class LockService implements OnModuleInit {
   private readonly redlock: Redlock;
+  /** When each lock master last answered a vote (for or against): the evidence that it lives. */
+  private readonly lastHeard = new Map<unknown, number>();
+  /** A master silent for longer than this is taken for lost, its timed-out votes with it. */
+  private readonly silenceMs: number;
 
   constructor(
     private readonly config: LocksConfig,
     private readonly http: HttpConfig,
+    redis: RedisConfig,
     @Inject(REDIS_LOCK_CLIENTS) clients: Redis[],
     private readonly metrics: MetricsService,
   ) {
     // Retries are this service's own (fall over first, then a bounded wait), so Redlock tries once.
     this.redlock = new Redlock(clients, { retryCount: 0, driftFactor: 0.01 });
+    this.silenceMs = 2 * redis.timeoutMs;
+    const now = Date.now();
+    for (const client of clients) this.lastHeard.set(client, now);
   }
 
   /**
@@ -56,8 +64,10 @@ export class LockService implements OnModuleInit {
    */
   async tryAcquire(key: string, ttlMs: number): Promise<HeldLock | null> {
     try {
-      const held = new HeldLock(await this.redlock.acquire([key], ttlMs), key, ttlMs);
+      const lock = await this.redlock.acquire([key], ttlMs);
+      const held = new HeldLock(lock, key, ttlMs);
       if (this.config.extend) this.scheduleExtension(held);
+      void lock.attempts[lock.attempts.length - 1].then((stats) => this.heard(stats.votesFor));
       return held;
     } catch (err) {
       if (await this.lockedByOther(err)) return null;
@@ -124,19 +134,30 @@ export class LockService implements OnModuleInit {
 
   /**
    * Reads Redlock's votes: did the attempt fail because the key is held (or might be), or because
-   * too many masters are unreachable for any quorum? Only a master that refused the command at
-   * once (disconnected: ioredis fails fast with enableOfflineQueue off) counts as lost. A vote that
-   * hit the command timeout is not proof of a dead master: on a loaded machine a live master's
-   * reply, queued behind others by auto-pipelining, can miss REDIS_TIMEOUT_MS. Such an attempt is
-   * retried like a busy one, within the caller's lock wait, which then ends in BUSY: nothing
-   * happened either way, and a slow quorum is not reported as a lost one.
+   * too many masters are unreachable for any quorum? A master that refused the command at once
+   * (disconnected: ioredis fails fast with enableOfflineQueue off) is lost. A vote that hit the
+   * command timeout is lost only when its master has been silent for two REDIS_TIMEOUT_MS: on a
+   * loaded machine a live master's reply, queued behind others by auto-pipelining, can miss the
+   * timeout while the same master keeps answering other votes, and such an attempt is retried like
+   * a busy one (nothing happened either way); a frozen master answers nothing, so an order meets
+   * at most a few of its timeouts before it is answered UNAVAILABLE.
    */
   private async lockedByOther(err: unknown): Promise<boolean> {
     if (!(err instanceof ExecutionError) || err.attempts.length === 0) return false;
     const stats = await err.attempts[err.attempts.length - 1];
+    const now = Date.now();
+    this.heard(stats.votesFor, now);
+    for (const [client, e] of stats.votesAgainst) if (e instanceof ResourceLockedError) this.lastHeard.set(client, now);
     let lost = 0;
-    for (const e of stats.votesAgainst.values()) if (!(e instanceof ResourceLockedError) && !isTimeout(e)) lost += 1;
+    for (const [client, e] of stats.votesAgainst) {
+      if (e instanceof ResourceLockedError) continue;
+      if (!isTimeout(e) || now - (this.lastHeard.get(client) ?? 0) > this.silenceMs) lost += 1;
+    }
     return stats.membershipSize - lost >= stats.quorumSize;
+  }
+
+  private heard(clients: Iterable<unknown>, now = Date.now()): void {
+    for (const client of clients) this.lastHeard.set(client, now);
   }
 }
 
