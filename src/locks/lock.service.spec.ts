@@ -16,7 +16,7 @@ const service = () =>
   new LockService(
     { extend: false } as LocksConfig,
     { retryAfterS: 1 } as HttpConfig,
-    { timeoutMs: REDIS_TIMEOUT_MS } as RedisConfig,
+    { timeoutMs: REDIS_TIMEOUT_MS },
     masters as never,
     { dependencyErrors: { inc: jest.fn() } } as never,
   );
