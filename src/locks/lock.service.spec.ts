@@ -1,7 +1,7 @@
 // How a failed Redlock vote is read: a held key or a slow master is "busy, retry"; masters that are
 // unreachable outright, or silent for two REDIS_TIMEOUT_MS, make a lost quorum (UNAVAILABLE).
 import { ExecutionError, Redlock, ResourceLockedError } from '@sesamecare-oss/redlock';
-import { HttpConfig, LocksConfig, RedisConfig } from '../config/app-config';
+import { HttpConfig, LocksConfig } from '../config/app-config';
 import { UnavailableError } from '../common/domain-errors';
 import { LockService } from './lock.service';
 
