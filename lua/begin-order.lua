@@ -1,11 +1,13 @@
 -- Opens an order in one round trip: answers a sold-out product at once, takes the user's order
--- lock, and returns the product's empty-segment hints.
+-- lock, and returns the product's stock generation and empty-segment hints.
 -- KEYS[1] sold-out flag of the product           hint:soldout:<productId>
 -- KEYS[2] the user's order lock                   lock:order:<userId>
 -- KEYS[3] empty-segment set of the layout version hint:empty:<productId>:<layoutVersion>
+-- KEYS[4] the product's stock generation          hint:stockgen:<productId> (bumped when units come back)
 -- ARGV[1] lock token, unique to this request (only its holder may release the lock)
 -- ARGV[2] lock time to live in milliseconds
--- Returns { -1 } sold out, { 0 } lock held by another request of the user, { 1, emptyIndex... } lock taken
+-- Returns { -1 } sold out, { 0 } lock held by another request of the user,
+-- { 1, generation, emptyIndex... } lock taken
 -- 1. sold out: nothing else to do (EXISTS answers 0 or 1; 0 is true in Lua, so compare)
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return { -1 }
@@ -14,10 +16,12 @@ end
 if not redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return { 0 }
 end
--- 3. the segments seen empty in this layout, so the order skips them
-local reply = { 1 }
+-- 3. the generation this order saw (0 when never bumped), so that it can only mark the product
+--    sold out if no units came back since
+local reply = { 1, tonumber(redis.call('GET', KEYS[4]) or '0') }
+-- 4. the segments seen empty in this layout, so the order skips them
 local empty = redis.call('SMEMBERS', KEYS[3])
 for i = 1, #empty do
-  reply[i + 1] = tonumber(empty[i])
+  reply[i + 2] = tonumber(empty[i])
 end
 return reply

@@ -58,7 +58,7 @@ describe('HTTP API', () => {
   });
 
   describe('POST /orders', () => {
-    it('should create an order of one unit and answer it with its allocation', async () => {
+    it('should create a reserved order of one unit and answer it with its allocation and its expiry after the payment timeout', async () => {
       const p = await createProduct(svc.url, { stock: 10, segments: 2 });
       const res = await order({ userId: 'alice', productId: p.id });
       expect(res.status).toBe(201);
@@ -68,9 +68,12 @@ describe('HTTP API', () => {
         userId: 'alice',
         quantity: 1,
         allocations: [{ segment: expect.any(Number), quantity: 1 }],
+        status: 'reserved',
         createdAt: expect.any(String),
+        expiresAt: expect.any(String),
       });
       expect(Number.isNaN(Date.parse(res.body.createdAt))).toBe(false);
+      expect(Date.parse(res.body.expiresAt) - Date.parse(res.body.createdAt)).toBe(900_000);
       const seg = res.body.allocations[0].segment;
       expect((await view(p.id)).segments[seg].stock).toBe(4);
       expect(await auditProduct(p.id)).toMatchObject({ totalStock: 10, remaining: 9, ordered: 1, orders: 1 });
@@ -242,15 +245,21 @@ describe('HTTP API', () => {
   });
 
   describe('POST /admin/products', () => {
-    it('should create a product with its stock split evenly over the segments', async () => {
+    it('should create a product with its stock split evenly over the segments, an open window and the default payment timeout', async () => {
       const res = await request<ProductView>(svc.url, 'POST', '/admin/products', { name: 'Sneaker', stock: 10, segments: 4 }, admin);
       expect(res.status).toBe(201);
       expect(res.body).toEqual({
         id: expect.any(Number),
         name: 'Sneaker',
+        stocked: 10,
         stock: 10,
         sold: 0,
+        reserved: 0,
+        paid: 0,
         limitPerUser: 1,
+        startsAt: null,
+        endsAt: null,
+        paymentTimeoutS: 900,
         segmentCount: 4,
         segments: [
           { index: 0, stock: 3 },

@@ -75,7 +75,8 @@ async function place(req: OrderRequest): Promise<object> {
   if (HOLD_MS > 0) await sleep(HOLD_MS);
   try {
     const { rows } = await pool.query(
-      "INSERT INTO orders (product_id, user_id, quantity, allocations) VALUES ($1, $2, $3, '[]'::jsonb) RETURNING id, created_at",
+      `INSERT INTO orders (product_id, user_id, quantity, allocations, status, expires_at)
+       VALUES ($1, $2, $3, '[]'::jsonb, 'reserved', now() + make_interval(secs => (SELECT payment_timeout_s FROM products WHERE id = $1))) RETURNING id, created_at`,
       [productId, userId, quantity],
     );
     return { id: Number(rows[0].id), productId, userId, quantity, allocations: [], createdAt: rows[0].created_at as Date };

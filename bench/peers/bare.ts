@@ -44,8 +44,9 @@ const TAKE_SQL = `
   WITH seg AS (
     UPDATE stock_segments SET stock = stock - $3::int WHERE product_id = $1 AND idx = $2 AND stock >= $3::int RETURNING idx, stock
   )${NAP ? `, nap AS (SELECT pg_sleep(${HOLD_MS / 1000}) FROM seg)` : ''}, ins AS (
-    INSERT INTO orders (product_id, user_id, quantity, allocations)
-    SELECT $1, $4, $3::int, jsonb_build_array(jsonb_build_object('segment', seg.idx, 'quantity', $3::int)) FROM seg${NAP ? ', nap' : ''}
+    INSERT INTO orders (product_id, user_id, quantity, allocations, status, expires_at)
+    SELECT $1, $4, $3::int, jsonb_build_array(jsonb_build_object('segment', seg.idx, 'quantity', $3::int)), 'reserved',
+           now() + make_interval(secs => (SELECT payment_timeout_s FROM products WHERE id = $1)) FROM seg${NAP ? ', nap' : ''}
     RETURNING id, created_at
   )
   SELECT ins.id, ins.created_at, COALESCE((SELECT stock FROM seg), (SELECT stock FROM stock_segments WHERE product_id = $1 AND idx = $2)) AS remaining

@@ -1,5 +1,5 @@
-// Admin API: create, view and rebalance products. Every call needs the admin bearer token.
-import { Body, Controller, Get, HttpCode, Param, Post, UseGuards } from '@nestjs/common';
+// Admin API: create, view, change, restock and rebalance products. Every call needs the admin bearer token.
+import { Body, Controller, Get, HttpCode, Param, Patch, Post, UseGuards } from '@nestjs/common';
 import { ApiBearerAuth, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { ProductNotFoundError } from '../common/domain-errors';
 import { InventoryService, ProductView } from '../inventory/inventory.service';
@@ -7,6 +7,8 @@ import { MAX_ID } from '../orders/dto/create-order.dto';
 import { AdminTokenGuard } from './admin-token.guard';
 import { CreateProductDto } from './dto/create-product.dto';
 import { RebalanceDto } from './dto/rebalance.dto';
+import { RestockDto } from './dto/restock.dto';
+import { UpdateProductDto } from './dto/update-product.dto';
 
 function productId(raw: string): number {
   const id = /^[1-9][0-9]{0,9}$/.test(raw) ? Number(raw) : NaN;
@@ -23,10 +25,19 @@ export class AdminController {
 
   @Post()
   @HttpCode(201)
-  @ApiOperation({ summary: 'Create a product with its stock split evenly into segments' })
+  @ApiOperation({ summary: 'Create a product with its stock split evenly into segments, and its sale terms' })
+  @ApiResponse({ status: 400, description: 'VALIDATION_FAILED (also endsAt not after startsAt)' })
   @ApiResponse({ status: 401, description: 'UNAUTHORIZED' })
   create(@Body() dto: CreateProductDto): Promise<ProductView> {
-    return this.inventory.create({ name: dto.name, stock: dto.stock, segments: dto.segments, limitPerUser: dto.limitPerUser ?? 1 });
+    return this.inventory.create({
+      name: dto.name,
+      stock: dto.stock,
+      segments: dto.segments,
+      limitPerUser: dto.limitPerUser ?? 1,
+      startsAt: dto.startsAt ?? null,
+      endsAt: dto.endsAt ?? null,
+      paymentTimeoutS: dto.paymentTimeoutS ?? 900,
+    });
   }
 
   @Get(':id')
@@ -34,6 +45,24 @@ export class AdminController {
   @ApiResponse({ status: 404, description: 'PRODUCT_NOT_FOUND' })
   view(@Param('id') id: string): Promise<ProductView> {
     return this.inventory.view(productId(id));
+  }
+
+  @Patch(':id')
+  @ApiOperation({ summary: "Change a product's name, limit per user, sale window or payment timeout (reserved orders keep their expiresAt)" })
+  @ApiResponse({ status: 400, description: 'VALIDATION_FAILED (also endsAt not after startsAt once merged)' })
+  @ApiResponse({ status: 404, description: 'PRODUCT_NOT_FOUND' })
+  update(@Param('id') id: string, @Body() dto: UpdateProductDto): Promise<ProductView> {
+    const change = Object.fromEntries(Object.entries(dto).filter(([, v]) => v !== undefined));
+    return this.inventory.update(productId(id), change);
+  }
+
+  @Post(':id/restock')
+  @HttpCode(200)
+  @ApiOperation({ summary: 'Add units, filled into the smallest segments; clears the sold-out state' })
+  @ApiResponse({ status: 404, description: 'PRODUCT_NOT_FOUND' })
+  @ApiResponse({ status: 503, description: 'BUSY: the segments stayed locked for REBALANCE_WAIT_MS (nothing added); UNAVAILABLE: PostgreSQL is down' })
+  restock(@Param('id') id: string, @Body() dto: RestockDto): Promise<ProductView> {
+    return this.inventory.restock(productId(id), dto.units);
   }
 
   @Post(':id/rebalance')

@@ -29,7 +29,7 @@ export function isDatabaseOutage(err: unknown): boolean {
 }
 
 export function mapDatabaseError(err: unknown, retryAfterS: number): unknown {
-  if (isUniqueViolation(err, 'orders_one_per_user')) return new AlreadyOrderedError();
+  if (isUniqueViolation(err, 'orders_one_live_per_user')) return new AlreadyOrderedError();
   const state = sqlState(err);
   // Deadlock, serialization failure or lock wait timeout: nothing was written; the client may simply retry.
   if (state === '40P01' || state === '40001' || state === '55P03') return new BusyError('the stock was contended, retry', retryAfterS);

@@ -13,6 +13,11 @@ export type ErrorCode =
   | 'ALREADY_ORDERED'
   | 'ORDER_IN_PROGRESS'
   | 'SOLD_OUT'
+  | 'SALE_NOT_STARTED'
+  | 'SALE_ENDED'
+  | 'ORDER_EXPIRED'
+  | 'ORDER_CANCELLED'
+  | 'ORDER_PAID'
   | 'BUSY'
   | 'UNAVAILABLE'
   | 'OUTCOME_UNKNOWN'
@@ -22,11 +27,16 @@ export const ERROR_STATUS: Record<ErrorCode, number> = {
   VALIDATION_FAILED: 400,
   QUANTITY_OVER_LIMIT: 400,
   UNAUTHORIZED: 401,
+  SALE_NOT_STARTED: 403,
+  SALE_ENDED: 403,
   NOT_FOUND: 404,
   PRODUCT_NOT_FOUND: 404,
   ORDER_NOT_FOUND: 404,
   ALREADY_ORDERED: 409,
   ORDER_IN_PROGRESS: 409,
+  ORDER_EXPIRED: 409,
+  ORDER_CANCELLED: 409,
+  ORDER_PAID: 409,
   SOLD_OUT: 410,
   PAYLOAD_TOO_LARGE: 413,
   UNSUPPORTED_MEDIA_TYPE: 415,
@@ -88,6 +98,41 @@ export class SoldOutError extends DomainError {
     super(remaining === 0 ? 'sold out' : `only ${remaining} left, fewer than the ${asked} asked`);
   }
 }
+/** The product's sale window has not opened; Retry-After says when it does. */
+export class SaleNotStartedError extends DomainError {
+  readonly code = 'SALE_NOT_STARTED';
+  constructor(
+    startsAt: Date,
+    override readonly retryAfterS: number,
+  ) {
+    super(`the sale starts at ${startsAt.toISOString()}`);
+  }
+}
+export class SaleEndedError extends DomainError {
+  readonly code = 'SALE_ENDED';
+  constructor(endsAt: Date) {
+    super(`the sale ended at ${endsAt.toISOString()}`);
+  }
+}
+/** The reservation ran out before it was paid (or cancelled); its units went back on sale. */
+export class OrderExpiredError extends DomainError {
+  readonly code = 'ORDER_EXPIRED';
+  constructor(id: number) {
+    super(`order ${id} expired before it was paid`);
+  }
+}
+export class OrderCancelledError extends DomainError {
+  readonly code = 'ORDER_CANCELLED';
+  constructor(id: number) {
+    super(`order ${id} was cancelled`);
+  }
+}
+export class OrderPaidError extends DomainError {
+  readonly code = 'ORDER_PAID';
+  constructor(id: number) {
+    super(`order ${id} is paid and can no longer be cancelled`);
+  }
+}
 /** Every live segment stayed locked for the whole wait bound. */
 export class BusyError extends DomainError {
   readonly code = 'BUSY';
@@ -119,7 +164,8 @@ export class OutcomeUnknownError extends DomainError {
   constructor(
     override readonly retryAfterS: number,
     override readonly cause?: unknown,
+    message = 'the database failed while the order was being written; whether it was placed is unknown: retry the same request to learn it',
   ) {
-    super('the database failed while the order was being written; whether it was placed is unknown: retry the same request to learn it');
+    super(message);
   }
 }

@@ -93,6 +93,8 @@ export class InventoryConfig {
   @Env('PRODUCT_CACHE_MS') @Transform(toInt) @IsInt() @Min(0) @Max(60_000) productCacheMs = 1000;
   /** Longest a rebalance waits for the segment row locks (capped by DB_TIMEOUT_MS). */
   @Env('REBALANCE_WAIT_MS') @Transform(toInt) @IsInt() @Min(100) @Max(120_000) rebalanceWaitMs = 10_000;
+  /** How often each process looks for reservations past their expiresAt (0: this process never sweeps). */
+  @Env('EXPIRY_SWEEP_MS') @Transform(toInt) @IsInt() @Min(0) @Max(3_600_000) expirySweepMs = 1000;
 }
 
 /** Knobs that exist only for the benchmark. */

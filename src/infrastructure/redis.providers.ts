@@ -12,7 +12,9 @@ export const REDIS_LOCK_CLIENTS = Symbol('REDIS_LOCK_CLIENTS');
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {
-    beginOrder(soldOutKey: string, userLockKey: string, emptyKey: string, token: string, ttlMs: number): Result<number[], Context>;
+    beginOrder(soldOutKey: string, userLockKey: string, emptyKey: string, generationKey: string, token: string, ttlMs: number): Result<number[], Context>;
+    markSoldOut(soldOutKey: string, generationKey: string, generation: number, ttlMs: number): Result<number, Context>;
+    stockReturned(soldOutKey: string, generationKey: string, emptyKey: string, ttlMs: number, ...segments: number[]): Result<number, Context>;
     endOrder(userLockKey: string, token: string): Result<number, Context>;
     markSegmentEmpty(emptyKey: string, segment: number, ttlMs: number): Result<number, Context>;
   }
@@ -39,7 +41,9 @@ function redisOptions(config: RedisConfig): RedisOptions {
 /** Loads every script in lua/ as a command (ioredis uses EVALSHA, falling back to EVAL). */
 export function defineScripts(client: Redis): void {
   const dir = join(projectRoot(), 'lua');
-  client.defineCommand('beginOrder', { numberOfKeys: 3, lua: readFileSync(join(dir, 'begin-order.lua'), 'utf8') });
+  client.defineCommand('beginOrder', { numberOfKeys: 4, lua: readFileSync(join(dir, 'begin-order.lua'), 'utf8') });
+  client.defineCommand('markSoldOut', { numberOfKeys: 2, lua: readFileSync(join(dir, 'mark-sold-out.lua'), 'utf8') });
+  client.defineCommand('stockReturned', { numberOfKeys: 3, lua: readFileSync(join(dir, 'stock-returned.lua'), 'utf8') });
   client.defineCommand('endOrder', { numberOfKeys: 1, lua: readFileSync(join(dir, 'end-order.lua'), 'utf8') });
   client.defineCommand('markSegmentEmpty', { numberOfKeys: 1, lua: readFileSync(join(dir, 'mark-segment-empty.lua'), 'utf8') });
 }

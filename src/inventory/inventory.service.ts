@@ -1,30 +1,56 @@
-// Products and their stock layout: create (stock split evenly into N segments), view, and
-// rebalance (every segment row locked, remaining units redistributed in one transaction).
+// Products and their stock layout: create (stock split evenly into N segments), view, change the
+// sale's terms (PATCH), restock (new units filled into the smallest segments) and rebalance (every
+// segment row locked, remaining units redistributed in one transaction).
 import { Injectable, Logger } from '@nestjs/common';
 import { DataSource, EntityManager } from 'typeorm';
 import { DatabaseConfig, HttpConfig, InventoryConfig } from '../config/app-config';
 import { mapDatabaseError } from '../common/database-errors';
-import { DomainError, ProductNotFoundError } from '../common/domain-errors';
+import { DomainError, ProductNotFoundError, ValidationFailedError } from '../common/domain-errors';
 import { MetricsService } from '../metrics/metrics.service';
 import { ProductCatalogService } from './product-catalog.service';
-import { evenSplit } from './segment-plan';
+import { evenSplit, fillEvenly } from './segment-plan';
 import { StockHintsService } from './stock-hints.service';
 
 export interface ProductView {
   id: number;
   name: string;
+  /** Units ever stocked: created plus restocked. */
+  stocked: number;
+  /** Units remaining in the segments. */
   stock: number;
+  /** Units in live orders: reserved + paid. */
   sold: number;
+  reserved: number;
+  paid: number;
   limitPerUser: number;
+  startsAt: Date | null;
+  endsAt: Date | null;
+  paymentTimeoutS: number;
   segmentCount: number;
   segments: Array<{ index: number; stock: number }>;
 }
 
-export interface NewProduct {
+/** The terms of a sale: who may buy how much, when, and how long a reservation waits for payment. */
+export interface SaleTerms {
   name: string;
+  limitPerUser: number;
+  startsAt: Date | null;
+  endsAt: Date | null;
+  paymentTimeoutS: number;
+}
+
+export interface NewProduct extends SaleTerms {
   stock: number;
   segments: number;
-  limitPerUser: number;
+}
+
+const DEFAULT_PAYMENT_TIMEOUT_S = 900;
+
+/** endsAt must come after startsAt when both are set. */
+function checkWindow(t: Pick<SaleTerms, 'startsAt' | 'endsAt'>): void {
+  if (t.startsAt && t.endsAt && t.endsAt.getTime() <= t.startsAt.getTime()) {
+    throw new ValidationFailedError(`endsAt (${t.endsAt.toISOString()}) must be after startsAt (${t.startsAt.toISOString()})`);
+  }
 }
 
 @Injectable()
@@ -42,11 +68,13 @@ export class InventoryService {
   ) {}
 
   async create(p: NewProduct): Promise<ProductView> {
+    checkWindow(p);
     return this.guard(() =>
       this.db.transaction(async (tx) => {
         const [row] = await tx.query<Array<{ id: number }>>(
-          `INSERT INTO products (name, total_stock, limit_per_user, segment_count) VALUES ($1, $2, $3, $4) RETURNING id`,
-          [p.name, p.stock, p.limitPerUser, p.segments],
+          `INSERT INTO products (name, total_stock, limit_per_user, segment_count, starts_at, ends_at, payment_timeout_s)
+           VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`,
+          [p.name, p.stock, p.limitPerUser, p.segments, p.startsAt, p.endsAt, p.paymentTimeoutS ?? DEFAULT_PAYMENT_TIMEOUT_S],
         );
         await this.writeSegments(tx, row.id, evenSplit(p.stock, p.segments));
         return this.viewIn(tx, row.id);
@@ -56,6 +84,67 @@ export class InventoryService {
 
   async view(productId: number): Promise<ProductView> {
     return this.guard(() => this.viewIn(this.db.manager, productId));
+  }
+
+  /**
+   * Changes the sale's terms; fields left out keep their value, a null window bound opens it. The
+   * new terms hold in this process at once and in the others within PRODUCT_CACHE_MS; orders
+   * already reserved keep their expiresAt.
+   */
+  async update(productId: number, change: Partial<SaleTerms>): Promise<ProductView> {
+    const view = await this.guard(() =>
+      this.db.transaction(async (tx) => {
+        const before = await this.viewIn(tx, productId, 'FOR NO KEY UPDATE');
+        const after: SaleTerms = { ...before, ...change };
+        checkWindow(after);
+        await tx.query('UPDATE products SET name = $2, limit_per_user = $3, starts_at = $4, ends_at = $5, payment_timeout_s = $6 WHERE id = $1', [
+          productId,
+          after.name,
+          after.limitPerUser,
+          after.startsAt,
+          after.endsAt,
+          after.paymentTimeoutS,
+        ]);
+        return this.viewIn(tx, productId);
+      }),
+    );
+    this.catalog.forget(productId);
+    return view;
+  }
+
+  /**
+   * Adds units, filled into the smallest segments so that their sizes end as even as possible,
+   * under the same row locks as a rebalance (bounded by REBALANCE_WAIT_MS: BUSY, nothing added).
+   * The sold-out flag and the empty hints of the filled segments are cleared.
+   */
+  async restock(productId: number, units: number): Promise<ProductView> {
+    const result = await this.guard(() =>
+      this.db.transaction(async (tx) => {
+        await this.boundLockWaits(tx);
+        const [product] = await tx.query<Array<{ layout_version: number }>>('SELECT layout_version FROM products WHERE id = $1 FOR NO KEY UPDATE', [productId]);
+        if (!product) throw new ProductNotFoundError(productId);
+        const segs = await tx.query<Array<{ idx: number; stock: string }>>(
+          'SELECT idx, stock FROM stock_segments WHERE product_id = $1 ORDER BY idx FOR UPDATE',
+          [productId],
+        );
+        const adds = fillEvenly(
+          segs.map((r) => Number(r.stock)),
+          units,
+        );
+        const filled = segs.map((r, i) => ({ idx: r.idx, add: adds[i] })).filter((f) => f.add > 0);
+        await tx.query(
+          `UPDATE stock_segments s SET stock = s.stock + v.add FROM unnest($2::int[], $3::bigint[]) AS v(idx, add)
+            WHERE s.product_id = $1 AND s.idx = v.idx`,
+          [productId, filled.map((f) => f.idx), filled.map((f) => f.add)],
+        );
+        await tx.query('UPDATE products SET total_stock = total_stock + $2 WHERE id = $1', [productId, units]);
+        return { view: await this.viewIn(tx, productId), layoutVersion: product.layout_version, filled: filled.map((f) => f.idx) };
+      }),
+    );
+    this.metrics.restockedUnits.inc(units);
+    await this.hints.stockReturned(productId, result.layoutVersion, result.filled).catch(() => this.metrics.dependencyErrors.inc({ dependency: 'redis' }));
+    this.logger.log(`restocked product ${productId} with ${units} units: ${result.view.stock} remaining`);
+    return result.view;
   }
 
   /**
@@ -73,10 +162,10 @@ export class InventoryService {
   async rebalance(productId: number, segments?: number): Promise<{ before: ProductView; after: ProductView }> {
     const result = await this.guard(() =>
       this.db.transaction(async (tx) => {
-        // Waiting longer than REBALANCE_WAIT_MS for a row lock fails with 55P03, answered as BUSY.
-        await tx.query(`SET LOCAL lock_timeout = ${Math.max(1, Math.min(this.inventory.rebalanceWaitMs, this.database.timeoutMs - 100))}`);
+        await this.boundLockWaits(tx);
         // NO KEY UPDATE: order inserts hold KEY SHARE on the product (foreign key) while they hold a
-        // segment row; a plain FOR UPDATE here would deadlock with them.
+        // segment row; a plain FOR UPDATE here would deadlock with them. Returns of units hold it
+        // FOR SHARE, so no return runs while segments are rewritten.
         const [product] = await tx.query<
           Array<{
             layout_version: number;
@@ -100,6 +189,11 @@ export class InventoryService {
     return { before: result.before, after: result.after };
   }
 
+  /** Waiting longer than REBALANCE_WAIT_MS for a row lock fails with 55P03, answered as BUSY. */
+  private async boundLockWaits(tx: EntityManager): Promise<void> {
+    await tx.query(`SET LOCAL lock_timeout = ${Math.max(1, Math.min(this.inventory.rebalanceWaitMs, this.database.timeoutMs - 100))}`);
+  }
+
   private async writeSegments(tx: EntityManager, productId: number, sizes: number[]): Promise<void> {
     await tx.query(
       `INSERT INTO stock_segments (product_id, idx, stock)
@@ -109,11 +203,21 @@ export class InventoryService {
     );
   }
 
-  private async viewIn(m: EntityManager, productId: number): Promise<ProductView> {
-    const [p] = await m.query<Array<{ id: number; name: string; limit_per_user: number; segment_count: number; sold: string }>>(
-      `SELECT p.id, p.name, p.limit_per_user, p.segment_count,
-              (SELECT COALESCE(sum(quantity), 0) FROM orders o WHERE o.product_id = p.id) AS sold
-         FROM products p WHERE p.id = $1`,
+  private async viewIn(m: EntityManager, productId: number, lock = ''): Promise<ProductView> {
+    const [p] = await m.query<
+      Array<{
+        id: number;
+        name: string;
+        total_stock: string;
+        limit_per_user: number;
+        segment_count: number;
+        starts_at: Date | null;
+        ends_at: Date | null;
+        payment_timeout_s: number;
+      }>
+    >(
+      `SELECT id, name, total_stock, limit_per_user, segment_count, starts_at, ends_at, payment_timeout_s
+         FROM products WHERE id = $1 ${lock}`,
       [productId],
     );
     if (!p) throw new ProductNotFoundError(productId);
@@ -123,13 +227,26 @@ export class InventoryService {
         stock: string;
       }>
     >('SELECT idx, stock FROM stock_segments WHERE product_id = $1 ORDER BY idx', [productId]);
+    const [live] = await m.query<Array<{ reserved: string; paid: string }>>(
+      `SELECT COALESCE(sum(quantity) FILTER (WHERE status = 'reserved'), 0) AS reserved, COALESCE(sum(quantity) FILTER (WHERE status = 'paid'), 0) AS paid
+         FROM orders WHERE product_id = $1 AND status IN ('reserved', 'paid')`,
+      [productId],
+    );
     const segments = segs.map((s) => ({ index: s.idx, stock: Number(s.stock) }));
+    const reserved = Number(live.reserved);
+    const paid = Number(live.paid);
     return {
       id: p.id,
       name: p.name,
+      stocked: Number(p.total_stock),
       stock: segments.reduce((sum, s) => sum + s.stock, 0),
-      sold: Number(p.sold),
+      sold: reserved + paid,
+      reserved,
+      paid,
       limitPerUser: p.limit_per_user,
+      startsAt: p.starts_at,
+      endsAt: p.ends_at,
+      paymentTimeoutS: p.payment_timeout_s,
       segmentCount: p.segment_count,
       segments,
     };

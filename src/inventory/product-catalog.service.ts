@@ -1,5 +1,6 @@
 // What the order path needs to know of a product, cached in this process for PRODUCT_CACHE_MS.
-// A stale entry is safe: a wrong layout only leads to an authoritative read, which refreshes it.
+// A stale layout is safe: it only leads to an authoritative read, which refreshes it. A changed
+// limit or sale window (PATCH) reaches the other processes within PRODUCT_CACHE_MS.
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { HttpConfig, InventoryConfig } from '../config/app-config';
@@ -11,6 +12,9 @@ export interface ProductInfo {
   limitPerUser: number;
   segmentCount: number;
   layoutVersion: number;
+  /** The sale window, epoch ms; null for open. */
+  startsAt: number | null;
+  endsAt: number | null;
 }
 
 @Injectable()
@@ -27,15 +31,22 @@ export class ProductCatalogService {
   async get(productId: number): Promise<ProductInfo> {
     const hit = this.cache.get(productId);
     if (hit && hit.until > Date.now()) return hit.info;
-    let rows: Array<{ id: number; limit_per_user: number; segment_count: number; layout_version: number }>;
+    let rows: Array<{ id: number; limit_per_user: number; segment_count: number; layout_version: number; starts_at: Date | null; ends_at: Date | null }>;
     try {
-      rows = await this.db.query('SELECT id, limit_per_user, segment_count, layout_version FROM products WHERE id = $1', [productId]);
+      rows = await this.db.query('SELECT id, limit_per_user, segment_count, layout_version, starts_at, ends_at FROM products WHERE id = $1', [productId]);
     } catch (err) {
       throw mapDatabaseError(err, this.http.retryAfterS);
     }
     if (rows.length === 0) throw new ProductNotFoundError(productId);
     const r = rows[0];
-    return this.remember({ id: r.id, limitPerUser: r.limit_per_user, segmentCount: r.segment_count, layoutVersion: r.layout_version });
+    return this.remember({
+      id: r.id,
+      limitPerUser: r.limit_per_user,
+      segmentCount: r.segment_count,
+      layoutVersion: r.layout_version,
+      startsAt: r.starts_at?.getTime() ?? null,
+      endsAt: r.ends_at?.getTime() ?? null,
+    });
   }
 
   remember(info: ProductInfo): ProductInfo {

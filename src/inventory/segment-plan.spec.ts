@@ -1,5 +1,5 @@
 // The arithmetic of segments: splits, visit order, random start, multi-segment picks and takes.
-import { evenSplit, pickSegmentsFor, randomStart, takeFrom, visitOrder } from './segment-plan';
+import { evenSplit, pickSegmentsFor, randomStart, takeFrom, visitOrder, fillEvenly } from './segment-plan';
 
 const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
 const segs = (...stocks: number[]) => stocks.map((stock, idx) => ({ idx, stock }));
@@ -177,5 +177,44 @@ describe('takeFrom', () => {
   it('should answer null when the segments no longer hold the quantity', () => {
     expect(takeFrom(5, segs(2, 2))).toBeNull();
     expect(takeFrom(1, [])).toBeNull();
+  });
+});
+
+describe('fillEvenly', () => {
+  const cases: Array<[number[], number]> = [
+    [[0, 0, 0], 7],
+    [[5, 0, 2], 4],
+    [[5, 0, 2], 3],
+    [[10, 10], 1],
+    [[3, 9, 1, 1], 100],
+    [[50], 5],
+    [[4, 4, 4], 0],
+    [[100, 0, 0, 0], 6],
+  ];
+  it.each(cases)('should add to %p the %i units so that every unit is placed and the smallest end as even as possible', (stocks, units) => {
+    const adds = fillEvenly(stocks, units);
+    expect(adds.reduce((a, b) => a + b, 0)).toBe(units);
+    expect(adds.every((a) => Number.isInteger(a) && a >= 0)).toBe(true);
+    const after = stocks.map((s, i) => s + adds[i]);
+    // Every segment that received units ends at most one above the smallest segment afterwards.
+    const min = Math.min(...after);
+    after.forEach((size, i) => {
+      if (adds[i] > 0) expect(size - min).toBeLessThanOrEqual(1);
+    });
+  });
+
+  it('should fill the emptiest segments first and leave a segment above the level alone', () => {
+    expect(fillEvenly([5, 0, 2], 4)).toEqual([0, 3, 1]);
+    expect(fillEvenly([100, 0, 0, 0], 6)).toEqual([0, 2, 2, 2]);
+  });
+
+  it('should give the remainder to the lowest indexes at the level', () => {
+    expect(fillEvenly([0, 0, 0], 7)).toEqual([3, 2, 2]);
+  });
+
+  it('should refuse negative or fractional units and an empty layout', () => {
+    expect(() => fillEvenly([1], -1)).toThrow(RangeError);
+    expect(() => fillEvenly([1], 1.5)).toThrow(RangeError);
+    expect(() => fillEvenly([], 1)).toThrow(RangeError);
   });
 });

@@ -10,6 +10,34 @@ export function evenSplit(total: number, n: number): number[] {
 }
 
 /**
+ * How many of `units` new units each segment gets so that the sizes end as even as possible: the
+ * smallest segments are filled up first (to a common level), and what does not divide evenly goes
+ * one each to the lowest indexes at that level. Returns one addition per segment, in index order.
+ */
+export function fillEvenly(stocks: number[], units: number): number[] {
+  if (!Number.isInteger(units) || units < 0) throw new RangeError(`units must be a non-negative integer, got ${units}`);
+  if (stocks.length === 0) throw new RangeError('there must be at least one segment');
+  const order = stocks.map((stock, idx) => ({ stock, idx })).sort((a, b) => a.stock - b.stock || a.idx - b.idx);
+  // Raise the k smallest to the level of the next one while the units last.
+  let k = 1;
+  let left = units;
+  let level = order[0].stock;
+  while (k < order.length && left >= (order[k].stock - level) * k) {
+    left -= (order[k].stock - level) * k;
+    level = order[k].stock;
+    k++;
+  }
+  level += Math.floor(left / k);
+  const extra = left % k;
+  const adds = new Array<number>(stocks.length).fill(0);
+  const raised = order.slice(0, k).sort((a, b) => a.idx - b.idx);
+  raised.forEach((s, i) => {
+    adds[s.idx] = level - s.stock + (i < extra ? 1 : 0);
+  });
+  return adds;
+}
+
+/**
  * The segments an order tries, in order: every index of `count` from `start`, wrapping around,
  * leaving out those in `skip` (known empty). Random start spreads buyers; the wrap is the fallover.
  */

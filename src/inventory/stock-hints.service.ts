@@ -1,16 +1,23 @@
 // Redis hints on the order path: which segments are empty (per layout version) and whether the
 // product is sold out (read by OrderGateService in the same script that takes the user lock).
 // Hints only save work; PostgreSQL decides every sale, and a lost or stale hint costs at most a
-// wasted attempt or an authoritative read.
+// wasted attempt or an authoritative read. Units come back (cancel, expiry, restock): the stock
+// generation is bumped and the hints cleared, and the sold-out flag is only set by an order that
+// saw the current generation, so a flag never hides returned units for longer than a failed
+// clear's SOLD_OUT_TTL_MS.
 import { Inject, Injectable } from '@nestjs/common';
 import type Redis from 'ioredis';
 import { REDIS_CLIENT } from '../infrastructure/redis.providers';
 
 const EMPTY_HINT_TTL_MS = 6 * 60 * 60 * 1000;
+/** Bounds a sold-out flag whose clearing failed (Redis away when units came back). */
+const SOLD_OUT_TTL_MS = 60_000;
+const GENERATION_TTL_MS = 24 * 60 * 60 * 1000;
 
 export const hintKeys = {
   soldOut: (productId: number) => `hint:soldout:${productId}`,
   empty: (productId: number, layoutVersion: number) => `hint:empty:${productId}:${layoutVersion}`,
+  generation: (productId: number) => `hint:stockgen:${productId}`,
 };
 
 @Injectable()
@@ -21,9 +28,20 @@ export class StockHintsService {
     await this.redis.markSegmentEmpty(hintKeys.empty(productId, layoutVersion), segment, EMPTY_HINT_TTL_MS);
   }
 
-  /** Only after PostgreSQL said 0 units remain: stock never comes back (rebalance conserves it). */
-  async markSoldOut(productId: number): Promise<void> {
-    await this.redis.set(hintKeys.soldOut(productId), '1', 'PX', EMPTY_HINT_TTL_MS);
+  /** Only after PostgreSQL said 0 units remain, and only if no units came back since `generation` was read. */
+  async markSoldOut(productId: number, generation: number): Promise<void> {
+    await this.redis.markSoldOut(hintKeys.soldOut(productId), hintKeys.generation(productId), generation, SOLD_OUT_TTL_MS);
+  }
+
+  /** Units came back into these segments (committed in PostgreSQL): clear what would hide them. */
+  async stockReturned(productId: number, layoutVersion: number, segments: number[]): Promise<void> {
+    await this.redis.stockReturned(
+      hintKeys.soldOut(productId),
+      hintKeys.generation(productId),
+      hintKeys.empty(productId, layoutVersion),
+      GENERATION_TTL_MS,
+      ...segments,
+    );
   }
 
   /** Drops the empty-segment hints of a superseded layout. */

@@ -63,6 +63,35 @@ export class MetricsService {
     help: 'Authoritative stock reads from PostgreSQL after every segment looked empty',
     registers: [this.registry],
   });
+  readonly orderTransitions = new Counter({
+    name: 'flashsale_order_transitions_total',
+    help: 'Orders that left the reserved state, by the state they went to (paid, cancelled, expired)',
+    labelNames: ['to'] as const,
+    registers: [this.registry],
+  });
+  readonly unitsReturned = new Counter({
+    name: 'flashsale_units_returned_total',
+    help: 'Units put back on sale, by why (cancelled, expired)',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+  readonly restockedUnits = new Counter({
+    name: 'flashsale_units_restocked_total',
+    help: 'Units added by restocks',
+    registers: [this.registry],
+  });
+  readonly sweepSeconds = new Histogram({
+    name: 'flashsale_expiry_sweep_duration_seconds',
+    help: 'Time one expiry sweep of this process took (every product with reservations past expiresAt)',
+    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [this.registry],
+  });
+  readonly expiryLagSeconds = new Histogram({
+    name: 'flashsale_expiry_lag_seconds',
+    help: 'How long after its expiresAt a reservation was expired and its units returned',
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60],
+    registers: [this.registry],
+  });
   readonly rebalances = new Counter({
     name: 'flashsale_rebalances_total',
     help: 'Completed stock rebalances',

@@ -27,6 +27,8 @@ export interface Pass {
   token: string | null;
   /** Segments known empty in the product's current layout. */
   empty: Set<number>;
+  /** The product's stock generation when the order opened; null without the hint Redis. */
+  generation: number | null;
 }
 
 @Injectable()
@@ -57,20 +59,21 @@ export class OrderGateService {
         hintKeys.soldOut(product.id),
         lockKeys.user(userId),
         hintKeys.empty(product.id, product.layoutVersion),
+        hintKeys.generation(product.id),
         token,
         this.locks.userTtlMs,
       );
     } catch (err) {
       this.metrics.dependencyErrors.inc({ dependency: 'redis' });
       if (this.hintRedisIsTheLock) throw new UnavailableError('redis', this.http.retryAfterS, err);
-      return { userId, token: null, empty: new Set() };
+      return { userId, token: null, empty: new Set(), generation: null };
     }
     if (reply[0] === -1) {
       this.metrics.soldOutShortCircuits.inc();
       throw new SoldOutError(0, quantity);
     }
     if (reply[0] !== 1) throw new OrderInProgressError();
-    return { userId, token, empty: new Set(reply.slice(1)) };
+    return { userId, token, generation: reply[1], empty: new Set(reply.slice(2)) };
   }
 
   /** Never throws: a lock that cannot be released expires after USER_LOCK_TTL_MS. */

@@ -5,6 +5,7 @@ import { LocksModule } from '../locks/locks.module';
 import { RedlockSegmentLocking } from './locking/redlock-segment-locking';
 import { RowLockSegmentLocking } from './locking/row-lock-segment-locking';
 import { SegmentLocking } from './locking/segment-locking';
+import { ExpirySweeperService } from './expiry-sweeper.service';
 import { OrderGateService } from './order-gate.service';
 import { OrdersController } from './orders.controller';
 import { OrdersRepository } from './orders.repository';
@@ -16,6 +17,7 @@ import { OrdersService } from './orders.service';
   providers: [
     OrdersService,
     OrderGateService,
+    ExpirySweeperService,
     OrdersRepository,
     RedlockSegmentLocking,
     RowLockSegmentLocking,

@@ -49,7 +49,15 @@ function world(opts: {
     benchmark: { orderHoldMs: 0, ...opts.config?.benchmark },
   } as Slices;
   const stocks = [...opts.stocks];
-  const info: ProductInfo = { id: PRODUCT, limitPerUser: opts.limitPerUser ?? 1, segmentCount: stocks.length, layoutVersion: 1, ...opts.info };
+  const info: ProductInfo = {
+    id: PRODUCT,
+    limitPerUser: opts.limitPerUser ?? 1,
+    segmentCount: stocks.length,
+    layoutVersion: 1,
+    startsAt: null,
+    endsAt: null,
+    ...opts.info,
+  };
   let nextId = 100;
   const row = (userId: string, quantity: number, allocations: OrderRow['allocations']): OrderRow => ({
     id: nextId++,
@@ -57,7 +65,9 @@ function world(opts: {
     userId,
     quantity,
     allocations,
+    status: 'reserved',
     createdAt: new Date(),
+    expiresAt: new Date(Date.now() + 900_000),
   });
   const busy = new Set<string>();
   const orders = new Set<string>(opts.ordered ?? []);
@@ -161,7 +171,7 @@ function world(opts: {
         h = await hints.read(p.id, p.layoutVersion);
       } catch {
         metrics.dependencyErrors.inc({ dependency: 'redis' });
-        return { userId, token: null, empty: new Set<number>() };
+        return { userId, token: null, empty: new Set<number>(), generation: null };
       }
       if (h.soldOut) {
         metrics.soldOutShortCircuits.inc();
@@ -169,7 +179,7 @@ function world(opts: {
       }
       const held = await locks.tryAcquire(`lock:order:${userId}`, config.locks.userTtlMs);
       if (!held) throw new OrderInProgressError();
-      return { userId, token: held, empty: h.empty };
+      return { userId, token: held, empty: h.empty, generation: 0 };
     }),
     leave: jest.fn(async (pass: { token: unknown }) => {
       if (pass.token) await locks.release(pass.token);
@@ -189,7 +199,16 @@ function world(opts: {
           ordersRepo as never,
           metrics as never,
         );
-  const service = new OrdersService(config.locks, config.http, catalog as never, locking, stock as never, ordersRepo as never, metrics as never);
+  const service = new OrdersService(
+    config.locks,
+    config.http,
+    catalog as never,
+    locking,
+    stock as never,
+    ordersRepo as never,
+    hints as never,
+    metrics as never,
+  );
   return { service, config, stocks, busy, catalog, hints, stock, orders: ordersRepo, locks, metrics, onWait };
 }
 
@@ -295,7 +314,7 @@ describe('OrdersService.place', () => {
       expect(w.stock.readLayout).toHaveBeenCalledTimes(1);
       const lastTake = Math.max(...w.orders.sellFromSegment.mock.invocationCallOrder);
       expect(w.stock.readLayout.mock.invocationCallOrder[0]).toBeGreaterThan(lastTake);
-      expect(w.hints.markSoldOut).toHaveBeenCalledWith(PRODUCT);
+      expect(w.hints.markSoldOut).toHaveBeenCalledWith(PRODUCT, 0);
       expect(w.locks.release.mock.calls.map((c) => c[0].key)).toContain(userLock('u1'));
     });
 
@@ -410,7 +429,16 @@ describe('OrdersService.place', () => {
       const w = world({ stocks: [5] });
       const uncertain = new UncertainWrite(PRODUCT, 'u1', 1, [0], 'tag', process.hrtime.bigint(), new Error('lost'));
       w.orders.sellFromSegment.mockRejectedValue(uncertain);
-      const settled = { id: 9, productId: PRODUCT, userId: 'u1', quantity: 1, allocations: [{ segment: 0, quantity: 1 }], createdAt: new Date() };
+      const settled = {
+        id: 9,
+        productId: PRODUCT,
+        userId: 'u1',
+        quantity: 1,
+        allocations: [{ segment: 0, quantity: 1 }],
+        status: 'reserved' as const,
+        createdAt: new Date(),
+        expiresAt: new Date(),
+      };
       w.orders.settle.mockResolvedValue(settled);
       await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).resolves.toBe(settled);
       expect(w.orders.settle).toHaveBeenCalledWith(uncertain);
@@ -615,7 +643,16 @@ describe('OrdersService.place with group commit', () => {
     // u2's write committed; the others' did not
     w.orders.settle.mockImplementation(async (u: UncertainWrite) => {
       if (u.userId === 'u2')
-        return { id: 900, productId: PRODUCT, userId: 'u2', quantity: 1, allocations: [{ segment: 0, quantity: 1 }], createdAt: new Date() };
+        return {
+          id: 900,
+          productId: PRODUCT,
+          userId: 'u2',
+          quantity: 1,
+          allocations: [{ segment: 0, quantity: 1 }],
+          status: 'reserved' as const,
+          createdAt: new Date(),
+          expiresAt: new Date(),
+        };
       throw new UnavailableError('postgres', 3);
     });
     w.busy.add(seg(0));

@@ -4,13 +4,22 @@
 // alone) is the SegmentLocking provider chosen at start. See README "Design" for why each step is there.
 import { Injectable } from '@nestjs/common';
 import { HttpConfig, LocksConfig } from '../config/app-config';
-import { AlreadyOrderedError, BusyError, OrderNotFoundError, QuantityOverLimitError, SoldOutError } from '../common/domain-errors';
+import {
+  AlreadyOrderedError,
+  BusyError,
+  OrderNotFoundError,
+  QuantityOverLimitError,
+  SaleEndedError,
+  SaleNotStartedError,
+  SoldOutError,
+} from '../common/domain-errors';
 import { ProductCatalogService, ProductInfo } from '../inventory/product-catalog.service';
 import { pickSegmentsFor, randomStart, visitOrder } from '../inventory/segment-plan';
+import { StockHintsService } from '../inventory/stock-hints.service';
 import { StockRepository } from '../inventory/stock.repository';
 import { MetricsService } from '../metrics/metrics.service';
-import { PlaceOrder, SegmentLocking } from './locking/segment-locking';
-import { OrderRow, OrdersRepository, UncertainWrite } from './orders.repository';
+import { OrderPass, PlaceOrder, SegmentLocking } from './locking/segment-locking';
+import { OrderRow, OrdersRepository, ReturnedUnits, UncertainWrite } from './orders.repository';
 
 export type { PlaceOrder } from './locking/segment-locking';
 
@@ -26,6 +35,7 @@ export class OrdersService {
     private readonly locking: SegmentLocking,
     private readonly stock: StockRepository,
     private readonly orders: OrdersRepository,
+    private readonly hints: StockHintsService,
     private readonly metrics: MetricsService,
   ) {}
 
@@ -62,28 +72,58 @@ export class OrdersService {
 
   private async sell(req: PlaceOrder): Promise<OrderRow> {
     const product = await this.catalog.get(req.productId);
+    // The sale window from the cached product: a refusal costs no lock and no PostgreSQL.
+    const now = Date.now();
+    if (product.startsAt !== null && now < product.startsAt) {
+      throw new SaleNotStartedError(new Date(product.startsAt), Math.max(1, Math.ceil((product.startsAt - now) / 1000)));
+    }
+    if (product.endsAt !== null && now >= product.endsAt) throw new SaleEndedError(new Date(product.endsAt));
     if (req.quantity > product.limitPerUser) throw new QuantityOverLimitError(product.limitPerUser);
     const pass = await this.locking.enter(product, req);
     try {
-      return await this.settled(() => this.allocate(product, req, pass.empty));
+      return await this.settled(() => this.allocate(product, req, pass));
     } finally {
       await this.locking.leave(pass);
     }
   }
 
   async get(id: string): Promise<OrderRow> {
-    if (!/^[1-9][0-9]{0,17}$/.test(id)) throw new OrderNotFoundError(id);
-    const order = await this.orders.findById(id);
+    const order = await this.orders.findById(orderId(id));
     if (!order) throw new OrderNotFoundError(id);
     return order;
+  }
+
+  /** Pays the user's reserved order; PostgreSQL decides whether the reservation still runs. Idempotent. */
+  async pay(id: string, userId: string): Promise<OrderRow> {
+    const { order, changed } = await this.orders.pay(orderId(id), userId);
+    if (changed) this.metrics.orderTransitions.inc({ to: 'paid' });
+    return order;
+  }
+
+  /** Cancels the user's reserved order; its units are back on sale when this answers. Idempotent. */
+  async cancel(id: string, userId: string): Promise<OrderRow> {
+    const { order, returned } = await this.orders.cancel(orderId(id), userId);
+    if (returned) {
+      this.metrics.orderTransitions.inc({ to: 'cancelled' });
+      await this.unitsReturned(returned, 'cancelled');
+    }
+    return order;
+  }
+
+  /** Counts returned units and clears the hints that would hide them (a failure only costs reads until SOLD_OUT_TTL_MS). */
+  async unitsReturned(returned: ReturnedUnits, reason: 'cancelled' | 'expired'): Promise<void> {
+    this.metrics.unitsReturned.inc({ reason }, returned.units);
+    await this.hints
+      .stockReturned(returned.productId, returned.layoutVersion, returned.segments)
+      .catch(() => this.metrics.dependencyErrors.inc({ dependency: 'redis' }));
   }
 
   /**
    * Single segments first (cheap, parallel); when none of them holds q, PostgreSQL is asked for
    * the truth: sold out, a changed layout (rebalance) to retry with, or q spread over several.
    */
-  private async allocate(product: ProductInfo, req: PlaceOrder, knownEmpty: Set<number>): Promise<OrderRow> {
-    let skip = knownEmpty;
+  private async allocate(product: ProductInfo, req: PlaceOrder, pass: OrderPass): Promise<OrderRow> {
+    let skip: ReadonlySet<number> = pass.empty;
     for (let round = 0; round < MAX_LAYOUT_ROUNDS; round++) {
       const order = await this.trySingleSegments(product, req, skip);
       if (order) return order;
@@ -93,7 +133,7 @@ export class OrdersService {
       if (!layout) throw new SoldOutError(0, req.quantity); // deleted under us: nothing to sell
       const remaining = layout.segments.reduce((sum, s) => sum + s.stock, 0);
       if (remaining < req.quantity) {
-        if (remaining === 0) await this.locking.soldOut(product.id);
+        if (remaining === 0) await this.locking.soldOut(product.id, pass);
         throw new SoldOutError(remaining, req.quantity);
       }
       if (layout.version !== product.layoutVersion || layout.segmentCount !== product.segmentCount) {
@@ -185,4 +225,10 @@ export class OrdersService {
     if (!picked) return null;
     return this.locking.sellSpread(product, picked, req);
   }
+}
+
+/** An order id as the path gives it: a positive bigint in decimal, else ORDER_NOT_FOUND. */
+function orderId(raw: string): string {
+  if (!/^[1-9][0-9]{0,17}$/.test(raw)) throw new OrderNotFoundError(raw);
+  return raw;
 }

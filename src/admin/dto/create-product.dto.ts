@@ -1,6 +1,7 @@
 // Body of POST /admin/products.
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsInt, IsOptional, IsString, Length, Matches, Max, Min } from 'class-validator';
+import { PaymentTimeout, SaleInstant } from './sale-terms';
 
 export const MAX_SEGMENTS = 1024;
 export const MAX_STOCK = 1_000_000_000;
@@ -31,4 +32,13 @@ export class CreateProductDto {
   @Min(1)
   @Max(MAX_LIMIT_PER_USER)
   limitPerUser?: number;
+
+  @SaleInstant('startsAt: when the sale opens')
+  startsAt?: Date | null;
+
+  @SaleInstant('endsAt: when the sale closes, after startsAt')
+  endsAt?: Date | null;
+
+  @PaymentTimeout()
+  paymentTimeoutS?: number;
 }

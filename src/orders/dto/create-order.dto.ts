@@ -7,7 +7,8 @@ export const USER_ID_PATTERN = /^[A-Za-z0-9_.:-]{1,64}$/;
 export const MAX_ID = 2_147_483_647;
 
 /** A positive integer user id is kept as its decimal string; anything else is validated as given. */
-const userIdFromNumber = ({ value }: { value: unknown }) => (typeof value === 'number' && Number.isSafeInteger(value) && value > 0 ? String(value) : value);
+export const userIdFromNumber = ({ value }: { value: unknown }) =>
+  typeof value === 'number' && Number.isSafeInteger(value) && value > 0 ? String(value) : value;
 
 export class CreateOrderDto {
   @ApiProperty({ description: '1-64 characters of [A-Za-z0-9_.:-], or a positive integer', example: 'user-42' })

@@ -94,8 +94,9 @@ export class RedlockSegmentLocking extends SegmentLocking {
     }
   }
 
-  async soldOut(productId: number): Promise<void> {
-    await this.hints.markSoldOut(productId).catch(() => this.metrics.dependencyErrors.inc({ dependency: 'redis' }));
+  async soldOut(productId: number, pass: OrderPass): Promise<void> {
+    if (pass.generation === null) return;
+    await this.hints.markSoldOut(productId, pass.generation).catch(() => this.metrics.dependencyErrors.inc({ dependency: 'redis' }));
   }
 
   /**

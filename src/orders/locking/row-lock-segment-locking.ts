@@ -20,7 +20,7 @@ export class RowLockSegmentLocking extends SegmentLocking {
   }
 
   enter(_product: ProductInfo, req: PlaceOrder): Promise<OrderPass> {
-    return Promise.resolve({ userId: req.userId, token: null, empty: new Set<number>() });
+    return Promise.resolve({ userId: req.userId, token: null, empty: new Set<number>(), generation: null });
   }
 
   leave(): Promise<void> {

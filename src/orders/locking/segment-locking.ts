@@ -17,6 +17,8 @@ export interface OrderPass {
   /** The user lock's token; null when the mode has none or its Redis was unreachable. */
   token: string | null;
   empty: Set<number>;
+  /** The product's stock generation when the order opened (see StockHintsService); null when the mode keeps no hints. */
+  generation: number | null;
 }
 
 /** What a lock holder tells an order it served in its own hold (group commit). */
@@ -44,6 +46,6 @@ export abstract class SegmentLocking {
   /** q spread over several segments in one transaction; null when they no longer hold q. */
   abstract sellSpread(product: ProductInfo, picked: number[], req: PlaceOrder): Promise<OrderRow | null>;
 
-  /** Remembers that nothing is left, where the mode keeps such hints; never throws. */
-  abstract soldOut(productId: number): Promise<void>;
+  /** Remembers that nothing is left, where the mode keeps such hints, unless units came back since the pass opened; never throws. */
+  abstract soldOut(productId: number, pass: OrderPass): Promise<void>;
 }

@@ -1,0 +1,37 @@
+// Validation of the sale's terms shared by POST /admin/products and PATCH /admin/products/:id.
+import { applyDecorators } from '@nestjs/common';
+import { ApiPropertyOptional } from '@nestjs/swagger';
+import { Transform } from 'class-transformer';
+import { IsDate, IsInt, IsOptional, Max, Min, ValidateIf } from 'class-validator';
+
+export const MAX_PAYMENT_TIMEOUT_S = 86_400;
+
+/** An ISO 8601 instant with its zone: `2026-11-22T10:00:00Z`, `2026-11-22T11:00:00.5+01:00`. */
+const INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})$/i;
+
+/** A string that is an instant with a zone becomes a Date; anything else stays as given and fails IsDate. */
+function toInstant({ value }: { value: unknown }): unknown {
+  if (typeof value !== 'string' || !INSTANT.test(value)) return value;
+  const at = new Date(value);
+  return Number.isNaN(at.getTime()) ? value : at;
+}
+
+/** `startsAt` / `endsAt`: an instant with a zone, or null for an open end; absent leaves it as it is. */
+export function SaleInstant(what: string): PropertyDecorator {
+  return applyDecorators(
+    ApiPropertyOptional({ type: String, format: 'date-time', nullable: true, description: `${what}: an ISO 8601 instant with a zone, or null for open` }),
+    Transform(toInstant),
+    ValidateIf((_o, v) => v !== null && v !== undefined),
+    IsDate({ message: `${what.split(' ')[0]} must be an ISO 8601 instant with a zone (e.g. 2026-11-22T10:00:00Z) or null` }),
+  );
+}
+
+export function PaymentTimeout(): PropertyDecorator {
+  return applyDecorators(
+    ApiPropertyOptional({ minimum: 1, maximum: MAX_PAYMENT_TIMEOUT_S, default: 900, description: 'seconds a reservation waits for payment' }),
+    IsOptional(),
+    IsInt(),
+    Min(1),
+    Max(MAX_PAYMENT_TIMEOUT_S),
+  );
+}
