@@ -5,11 +5,15 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from 'pg';
 
 export interface Audit {
+  /** Units ever stocked (created plus restocked). */
   totalStock: number;
   remaining: number;
+  /** Units in live orders (reserved or paid). */
   ordered: number;
+  /** Live orders. */
   orders: number;
   negativeSegments: number;
+  /** Users holding more than one live order of the product. */
   duplicateUsers: number;
 }
 
@@ -26,15 +30,21 @@ export interface Verification {
   audit: Audit | null;
 }
 
-/** One statement, so one snapshot: stock, segments and orders are read as of the same instant. */
+/**
+ * One statement, so one snapshot: stock, segments and orders are read as of the same instant.
+ * I1: remaining + units in live orders == units ever stocked (cancelled and expired orders gave
+ * theirs back); I2: no user with two live orders.
+ */
 export async function auditProduct(db: Client, productId: number): Promise<Audit> {
   const { rows } = await db.query(
     `SELECT p.total_stock::bigint AS total_stock,
             (SELECT COALESCE(sum(stock), 0) FROM stock_segments WHERE product_id = p.id)::bigint AS remaining,
-            (SELECT COALESCE(sum(quantity), 0) FROM orders WHERE product_id = p.id)::bigint AS ordered,
-            (SELECT count(*) FROM orders WHERE product_id = p.id)::int AS orders,
+            (SELECT COALESCE(sum(quantity), 0) FROM orders WHERE product_id = p.id AND status IN ('reserved', 'paid'))::bigint AS ordered,
+            (SELECT count(*) FROM orders WHERE product_id = p.id AND status IN ('reserved', 'paid'))::int AS orders,
             (SELECT count(*) FROM stock_segments WHERE product_id = p.id AND stock < 0)::int AS negative_segments,
-            (SELECT count(*) FROM (SELECT user_id FROM orders WHERE product_id = p.id GROUP BY user_id HAVING count(*) > 1) d)::int AS duplicate_users
+            (SELECT count(*) FROM (
+               SELECT user_id FROM orders WHERE product_id = p.id AND status IN ('reserved', 'paid') GROUP BY user_id HAVING count(*) > 1
+             ) d)::int AS duplicate_users
        FROM products p WHERE p.id = $1`,
     [productId],
   );
