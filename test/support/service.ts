@@ -71,10 +71,20 @@ export function request<T = any>(base: string, method: string, path: string, bod
 
 export const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };
 
-export async function createProduct(base: string, p: { name?: string; stock: number; segments: number; limitPerUser?: number }) {
+export interface NewTestProduct {
+  name?: string;
+  stock: number;
+  segments: number;
+  limitPerUser?: number;
+  startsAt?: string | null;
+  endsAt?: string | null;
+  paymentTimeoutS?: number;
+}
+
+export async function createProduct(base: string, p: NewTestProduct) {
   const res = await request(base, 'POST', '/admin/products', { name: p.name ?? 'test product', ...p }, admin);
   if (res.status !== 201) throw new Error(`create product: ${res.status} ${res.text}`);
-  return res.body as { id: number; stock: number; segmentCount: number; segments: Array<{ index: number; stock: number }> };
+  return res.body as { id: number; stock: number; stocked: number; segmentCount: number; segments: Array<{ index: number; stock: number }> };
 }
 
 /** Runs `tasks` with at most `limit` in flight. */

@@ -2,7 +2,7 @@
 import { applyDecorators } from '@nestjs/common';
 import { ApiPropertyOptional } from '@nestjs/swagger';
 import { Transform } from 'class-transformer';
-import { IsDate, IsInt, IsOptional, Max, Min, ValidateIf } from 'class-validator';
+import { IsDate, IsInt, IsOptional, isISO8601, Max, Min, ValidateIf } from 'class-validator';
 
 export const MAX_PAYMENT_TIMEOUT_S = 86_400;
 
@@ -11,7 +11,8 @@ const INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}
 
 /** A string that is an instant with a zone becomes a Date; anything else stays as given and fails IsDate. */
 function toInstant({ value }: { value: unknown }): unknown {
-  if (typeof value !== 'string' || !INSTANT.test(value)) return value;
+  // strict: a day that does not exist in its month (2026-02-30) is refused, not rolled over.
+  if (typeof value !== 'string' || !INSTANT.test(value) || !isISO8601(value, { strict: true, strictSeparator: true })) return value;
   const at = new Date(value);
   return Number.isNaN(at.getTime()) ? value : at;
 }
