@@ -1,7 +1,17 @@
 // The order path against fakes: a small in-memory stock of segments, a lock table where a test can
 // hold any key, and hints. Math.random is stubbed wherever the start segment matters.
 import { BenchmarkConfig, HttpConfig, LocksConfig } from '../config/app-config';
-import { AlreadyOrderedError, BusyError, OrderInProgressError, QuantityOverLimitError, SoldOutError, UnavailableError } from '../common/domain-errors';
+import {
+  AlreadyOrderedError,
+  BusyError,
+  OrderInProgressError,
+  OrderNotFoundError,
+  QuantityOverLimitError,
+  SaleEndedError,
+  SaleNotStartedError,
+  SoldOutError,
+  UnavailableError,
+} from '../common/domain-errors';
 import { ProductInfo } from '../inventory/product-catalog.service';
 import { takeFrom } from '../inventory/segment-plan';
 import { Layout, StockRepository } from '../inventory/stock.repository';
@@ -18,7 +28,7 @@ interface World {
   stocks: number[];
   busy: Set<string>;
   catalog: { get: jest.Mock; remember: jest.Mock };
-  hints: { read: jest.Mock; markEmpty: jest.Mock; markSoldOut: jest.Mock };
+  hints: { read: jest.Mock; markEmpty: jest.Mock; markSoldOut: jest.Mock; stockReturned: jest.Mock };
   stock: jest.Mocked<Pick<StockRepository, 'readLayout'>>;
   orders: jest.Mocked<Pick<OrdersRepository, 'sellFromSegment' | 'sellFromSegments' | 'sellBatch' | 'findByKey' | 'findById' | 'settle'>>;
   locks: { tryAcquire: jest.Mock; acquireWithin: jest.Mock; release: jest.Mock; backoff: jest.Mock; backoffMs: jest.Mock };
@@ -77,6 +87,7 @@ function world(opts: {
     read: jest.fn(async (_productId: number, _layoutVersion: number) => ({ soldOut: false, empty: new Set<number>() })),
     markEmpty: jest.fn(async () => undefined),
     markSoldOut: jest.fn(async () => undefined),
+    stockReturned: jest.fn(async () => undefined),
   };
   const existing = (userId: string): OrderRow | null => (orders.has(userId) ? row(userId, 1, [{ segment: 0, quantity: 1 }]) : null);
   const stock: World['stock'] = {
@@ -159,6 +170,8 @@ function world(opts: {
     'dependencyErrors',
     'lockExtensions',
     'batchSize',
+    'orderTransitions',
+    'unitsReturned',
   ]) {
     metrics[name] = metric();
   }
@@ -305,6 +318,30 @@ describe('OrdersService.place', () => {
     });
   });
 
+  describe('sale window', () => {
+    it('should answer SALE_NOT_STARTED with the seconds until the start as Retry-After, touching no lock and no segment', async () => {
+      const w = world({ stocks: [5], info: { startsAt: Date.now() + 90_500 } });
+      const err = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(SaleNotStartedError);
+      expect((err as SaleNotStartedError).retryAfterS).toBeGreaterThanOrEqual(90);
+      expect((err as SaleNotStartedError).retryAfterS).toBeLessThanOrEqual(91);
+      expect(w.locks.tryAcquire).not.toHaveBeenCalled();
+      expect(w.orders.sellFromSegment).not.toHaveBeenCalled();
+    });
+
+    it('should answer SALE_ENDED from endsAt on, touching no lock and no segment', async () => {
+      const w = world({ stocks: [5], info: { startsAt: Date.now() - 10_000, endsAt: Date.now() - 1 } });
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(SaleEndedError);
+      expect(w.locks.tryAcquire).not.toHaveBeenCalled();
+      expect(w.orders.sellFromSegment).not.toHaveBeenCalled();
+    });
+
+    it('should sell inside the window', async () => {
+      const w = world({ stocks: [5], info: { startsAt: Date.now() - 1000, endsAt: Date.now() + 60_000 } });
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).resolves.toMatchObject({ status: 'reserved' });
+    });
+  });
+
   describe('sold out', () => {
     it('should answer SOLD_OUT only after the authoritative read says nothing remains, and set the flag', async () => {
       const w = world({ stocks: [0, 0, 0] });
@@ -316,6 +353,13 @@ describe('OrdersService.place', () => {
       expect(w.stock.readLayout.mock.invocationCallOrder[0]).toBeGreaterThan(lastTake);
       expect(w.hints.markSoldOut).toHaveBeenCalledWith(PRODUCT, 0);
       expect(w.locks.release.mock.calls.map((c) => c[0].key)).toContain(userLock('u1'));
+    });
+
+    it('should not set the sold-out flag without the stock generation of a gate that answered (hint Redis away)', async () => {
+      const w = world({ stocks: [0, 0] });
+      w.hints.read.mockRejectedValue(new Error('redis down'));
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(SoldOutError);
+      expect(w.hints.markSoldOut).not.toHaveBeenCalled();
     });
 
     it('should answer SOLD_OUT naming the units left when fewer than asked remain, without the sold-out flag', async () => {
@@ -682,5 +726,55 @@ describe('OrdersService.place with group commit', () => {
     const sizes = w.orders.sellBatch.mock.calls.map((c) => c[2].length);
     expect(Math.max(...sizes)).toBeLessThanOrEqual(3);
     expect(w.stocks).toEqual([3]);
+  });
+});
+
+describe('OrdersService pay and cancel', () => {
+  const returned = { productId: PRODUCT, layoutVersion: 3, segments: [1, 4], units: 2 };
+
+  it('should clear the hints of the segments a cancel returned units to, and count the units', async () => {
+    const w = world({ stocks: [1] });
+    (w.orders as unknown as { cancel: jest.Mock }).cancel = jest.fn(async () => ({ order: { id: 5, status: 'cancelled' }, returned }));
+    await expect(w.service.cancel('5', 'u1')).resolves.toMatchObject({ status: 'cancelled' });
+    expect(w.hints.stockReturned).toHaveBeenCalledWith(PRODUCT, 3, [1, 4]);
+    expect(w.metrics.unitsReturned.inc).toHaveBeenCalledWith({ reason: 'cancelled' }, 2);
+    expect(w.metrics.orderTransitions.inc).toHaveBeenCalledWith({ to: 'cancelled' });
+  });
+
+  it('should answer a cancel that returned nothing (already cancelled) without touching hints or counters', async () => {
+    const w = world({ stocks: [1] });
+    (w.orders as unknown as { cancel: jest.Mock }).cancel = jest.fn(async () => ({ order: { id: 5, status: 'cancelled' }, returned: null }));
+    await w.service.cancel('5', 'u1');
+    expect(w.hints.stockReturned).not.toHaveBeenCalled();
+    expect(w.metrics.orderTransitions.inc).not.toHaveBeenCalled();
+  });
+
+  it('should answer the cancel even when the hints cannot be cleared, counting the Redis error', async () => {
+    const w = world({ stocks: [1] });
+    (w.orders as unknown as { cancel: jest.Mock }).cancel = jest.fn(async () => ({ order: { id: 5, status: 'cancelled' }, returned }));
+    w.hints.stockReturned.mockRejectedValue(new Error('redis down'));
+    await expect(w.service.cancel('5', 'u1')).resolves.toMatchObject({ status: 'cancelled' });
+    expect(w.metrics.dependencyErrors.inc).toHaveBeenCalledWith({ dependency: 'redis' });
+  });
+
+  it('should count a payment only when this call paid the order', async () => {
+    const w = world({ stocks: [1] });
+    const payMock = jest.fn();
+    (w.orders as unknown as { pay: jest.Mock }).pay = payMock;
+    payMock
+      .mockResolvedValueOnce({ order: { id: 5, status: 'paid' }, changed: true })
+      .mockResolvedValueOnce({ order: { id: 5, status: 'paid' }, changed: false });
+    await w.service.pay('5', 'u1');
+    await w.service.pay('5', 'u1');
+    expect(w.metrics.orderTransitions.inc).toHaveBeenCalledTimes(1);
+  });
+
+  it('should answer ORDER_NOT_FOUND for an id that is not a positive integer without asking PostgreSQL', async () => {
+    const w = world({ stocks: [1] });
+    const payMock = jest.fn();
+    (w.orders as unknown as { pay: jest.Mock }).pay = payMock;
+    await expect(w.service.pay('0', 'u1')).rejects.toBeInstanceOf(OrderNotFoundError);
+    await expect(w.service.pay('12a', 'u1')).rejects.toBeInstanceOf(OrderNotFoundError);
+    expect(payMock).not.toHaveBeenCalled();
   });
 });
