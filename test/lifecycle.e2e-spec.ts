@@ -364,4 +364,19 @@ describe('Order lifecycle and sale terms', () => {
       );
     });
   });
+
+  describe('OpenAPI', () => {
+    it('should document the lifecycle calls with their bodies and error codes', async () => {
+      const doc = (await request(svc.url, 'GET', '/docs-json')).body;
+      expect(Object.keys(doc.paths['/orders/{id}/pay'])).toEqual(['post']);
+      expect(Object.keys(doc.paths['/orders/{id}/cancel'])).toEqual(['post']);
+      expect(Object.keys(doc.paths['/admin/products/{id}/restock'])).toEqual(['post']);
+      expect(Object.keys(doc.paths['/admin/products/{id}'])).toEqual(expect.arrayContaining(['get', 'patch']));
+      expect(JSON.stringify(doc.paths['/orders/{id}/pay'].post.responses)).toMatch(/ORDER_EXPIRED.*ORDER_CANCELLED|ORDER_CANCELLED.*ORDER_EXPIRED/);
+      expect(JSON.stringify(doc.paths['/orders'].post.responses)).toMatch(/SALE_NOT_STARTED/);
+      expect(doc.components.schemas.OrderOwnerDto.required).toEqual(['userId']);
+      expect(Object.keys(doc.components.schemas.UpdateProductDto.properties).sort()).toEqual(['endsAt', 'limitPerUser', 'name', 'paymentTimeoutS', 'startsAt']);
+      expect(doc.components.schemas.RestockDto.required).toEqual(['units']);
+    });
+  });
 });
