@@ -403,7 +403,8 @@ export class OrdersRepository {
     const tag = randomUUID();
     let rows: OrderRecord[];
     try {
-      rows = await this.db.query<OrderRecord[]>(
+      // TypeORM answers an UPDATE as [rows, affected count], RETURNING or not.
+      [rows] = await this.db.query<[OrderRecord[], number]>(
         tagged(
           tag,
           `UPDATE orders SET status = 'paid', paid_at = now()
@@ -451,9 +452,9 @@ export class OrdersRepository {
           const settled = decide(row);
           if (settled) return { order: settled, returned: null };
           const returned = await returnUnits(tx, tag, head.product_id, product, [row]);
-          const [done] = (await tx.query(tagged(tag, `UPDATE orders SET status = 'cancelled', closed_at = now() WHERE id = $1 RETURNING ${ORDER_COLUMNS}`), [
+          const [[done]] = (await tx.query(tagged(tag, `UPDATE orders SET status = 'cancelled', closed_at = now() WHERE id = $1 RETURNING ${ORDER_COLUMNS}`), [
             orderId,
-          ])) as OrderRecord[];
+          ])) as [OrderRecord[], number];
           return { order: toRow(done), returned };
         },
       );
