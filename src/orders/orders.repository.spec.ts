@@ -2,7 +2,14 @@
 // order's key, and what settling answers.
 import { QueryFailedError } from 'typeorm';
 import { DatabaseConfig, HttpConfig } from '../config/app-config';
-import { AlreadyOrderedError, OutcomeUnknownError, UnavailableError } from '../common/domain-errors';
+import {
+  AlreadyOrderedError,
+  OrderCancelledError,
+  OrderExpiredError,
+  OrderNotFoundError,
+  OutcomeUnknownError,
+  UnavailableError,
+} from '../common/domain-errors';
 import { OrdersRepository, UncertainWrite } from './orders.repository';
 
 const terminated = () => new QueryFailedError('...', [], new Error('Connection terminated unexpectedly'));
@@ -94,6 +101,54 @@ describe('OrdersRepository', () => {
       });
       await expect(repo(jest.fn(), runner).sellFromSegments(7, [1, 2], 2, 'u1')).rejects.toBeInstanceOf(UnavailableError);
       expect(session.end).not.toHaveBeenCalled();
+    });
+  });
+
+  // TypeORM's PostgreSQL driver answers an UPDATE (RETURNING or not) as [rows, affected count] and
+  // anything else as the rows: the fakes below answer in the same shapes.
+  describe('pay and cancel read what their UPDATE returned', () => {
+    const record = (status: string, open = true) => ({
+      id: '41',
+      product_id: 7,
+      user_id: 'u1',
+      quantity: 1,
+      allocations: [{ segment: 2, quantity: 1 }],
+      status,
+      created_at: new Date(),
+      expires_at: new Date(),
+      paid_at: status === 'paid' ? new Date() : null,
+      closed_at: status === 'cancelled' || status === 'expired' ? new Date() : null,
+      open,
+    });
+    /** The UPDATE of a pay matches `updated` rows; the lookup after a miss finds `found`. */
+    const payQuery = (updated: object[], found: object[]) =>
+      jest.fn(async (sql: string) => (sql.includes('UPDATE orders') ? [updated, updated.length] : found));
+
+    it('should answer the paid order when the UPDATE paid it', async () => {
+      const r = repo(payQuery([record('paid')], []));
+      await expect(r.pay('41', 'u1')).resolves.toMatchObject({ order: { id: 41, userId: 'u1', status: 'paid' }, changed: true });
+    });
+
+    it('should refuse a payment that the UPDATE did not take, by what the order is now', async () => {
+      await expect(repo(payQuery([], [record('cancelled')])).pay('41', 'u1')).rejects.toBeInstanceOf(OrderCancelledError);
+      await expect(repo(payQuery([], [record('expired')])).pay('41', 'u1')).rejects.toBeInstanceOf(OrderExpiredError);
+      await expect(repo(payQuery([], [record('reserved', false)])).pay('41', 'u1')).rejects.toBeInstanceOf(OrderExpiredError);
+      await expect(repo(payQuery([], [])).pay('41', 'u1')).rejects.toBeInstanceOf(OrderNotFoundError);
+      await expect(repo(payQuery([], [record('paid')])).pay('41', 'u1')).resolves.toMatchObject({ order: { id: 41, status: 'paid' }, changed: false });
+    });
+
+    it('should answer the cancelled order with its id when the cancel took it', async () => {
+      const runner = jest.fn(async (sql: string) => {
+        if (sql.includes('SELECT product_id, user_id')) return [{ product_id: 7, user_id: 'u1' }];
+        if (sql.includes('FROM products')) return [{ layout_version: 1, segment_count: 4 }];
+        if (sql.includes('FROM orders WHERE id = $1 FOR UPDATE')) return [record('reserved')];
+        if (sql.includes('UPDATE stock_segments')) return [[], 1];
+        if (sql.includes('UPDATE orders')) return [[record('cancelled')], 1];
+        return [];
+      });
+      const done = await repo(jest.fn(), runner).cancel('41', 'u1');
+      expect(done.order).toMatchObject({ id: 41, userId: 'u1', status: 'cancelled' });
+      expect(done.returned).toEqual({ productId: 7, layoutVersion: 1, segments: [2], units: 1 });
     });
   });
 
