@@ -62,6 +62,19 @@ export interface BenchmarkOptions {
   saleStock?: number;
   saleSegments?: number;
   saleBuyers?: number;
+  /**
+   * The sale with returns (the sale's stock, segments and buyers; then part of it cancelled or
+   * expired and resold), in a service start of its own; false = skip.
+   */
+  returns?: boolean;
+  /** Share of the reservations that come back (default 0.3). */
+  returnsShare?: number;
+  /** Share of those cancelled through POST /orders/:id/cancel; the rest expire (default 0.5). */
+  returnsCancelShare?: number;
+  /** The product's paymentTimeoutS: when the unpaid reservations expire (default 10; the first sell-out, the pays and the cancels must fit in it). */
+  returnsTimeoutS?: number;
+  /** EXPIRY_SWEEP_MS of the service start of the sale with returns (default 100). */
+  returnsSweepMs?: number;
   /** Steady-state stock: large enough that no scenario sells out. */
   steadyStock?: number;
   /** Seconds of unmeasured load after each service start. */
@@ -113,6 +126,11 @@ export function resolveOptions(o: BenchmarkOptions, root = projectRoot(__dirname
     saleStock: o.saleStock ?? (quick ? 200 : 1000),
     saleSegments: o.saleSegments ?? 20,
     saleBuyers: o.saleBuyers ?? (quick ? 1000 : 5000),
+    returns: o.returns ?? true,
+    returnsShare: o.returnsShare ?? 0.3,
+    returnsCancelShare: o.returnsCancelShare ?? 0.5,
+    returnsTimeoutS: o.returnsTimeoutS ?? 10,
+    returnsSweepMs: o.returnsSweepMs ?? 100,
     steadyStock: o.steadyStock ?? 1_000_000,
     warmUp: o.warmUp ?? (quick ? 1 : 3),
     lockTtlMs: o.lockTtlMs ?? 2000,
@@ -223,6 +241,18 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
       sweepHold: opts.sweepHold,
       peer: opts.peer,
       sale: opts.sale ? { stock: opts.saleStock, segments: opts.saleSegments, buyers: opts.saleBuyers, holdMs: opts.sweepHold } : null,
+      returns: opts.returns
+        ? {
+            stock: opts.saleStock,
+            segments: opts.saleSegments,
+            buyers: opts.saleBuyers,
+            holdMs: opts.sweepHold,
+            share: opts.returnsShare,
+            cancelShare: opts.returnsCancelShare,
+            paymentTimeoutS: opts.returnsTimeoutS,
+            expirySweepMs: opts.returnsSweepMs,
+          }
+        : null,
       steadyStock: opts.steadyStock,
       workers: opts.workers,
       speedWorkers: opts.speedWorkers,
@@ -278,6 +308,7 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
           const what = {
             health: `GET /health/live, ${opts.duration} s`,
             sale: `${spec.stock} units as ${spec.segments} segment(s), ${spec.buyers} buyers`,
+            returns: `${spec.stock} units as ${spec.segments} segment(s), ${spec.buyers} buyers, then ${Math.round((spec.returnsPlan?.share ?? 0) * 100)}% back and resold (paymentTimeoutS ${spec.returnsPlan?.paymentTimeoutS})`,
             steady: `${spec.segments} segment(s), ${opts.duration} s`,
           };
           log(`[${done}/${total}] ${spec.id}: ${what[spec.kind]}`);
@@ -295,6 +326,14 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
                       .join('; ')}`
               }`,
           );
+          const x = r.returns;
+          if (x) {
+            log(
+              `  => first sell-out ${r.sellOutMs === null ? '-' : (r.sellOutMs / 1000).toFixed(2)} s; back ${x.returnedUnits.cancelled} cancelled + ${x.returnedUnits.expired} expired; ` +
+                `${x.cancels.perSec.toFixed(0)} cancels/s; expiry lag p50 ${x.expiryLagMs ? x.expiryLagMs.p50.toFixed(0) : '-'} ms; ` +
+                `first return to resale sold out ${x.resale.firstReturnToSoldOutMs === null ? '-' : (x.resale.firstReturnToSoldOutMs / 1000).toFixed(2)} s`,
+            );
+          }
           checkAbort();
         }
       } finally {
@@ -306,6 +345,7 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
           holdMs: config.holdMs,
           workers: config.workers,
           batchMax: config.batchMax,
+          expirySweepMs: config.expirySweepMs,
           processes: peaks,
           rssSupported: sampler.supported,
         });
@@ -339,6 +379,7 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
         sweepHold: opts.sweepHold,
         peer: opts.peer,
         sale: planOptions.sale,
+        returns: planOptions.returns,
         steadyStock: opts.steadyStock,
         warmUpS: opts.warmUp,
         lock: { ttlMs: opts.lockTtlMs, waitMs: opts.lockWaitMs, retryDelayMs: opts.lockRetryDelayMs, retryJitterMs: opts.lockRetryJitterMs },
@@ -361,7 +402,7 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
 
 function describe(c: ProcessConfig): string {
   if (c.target !== 'service') return `peer ${c.target}${c.target === 'bare' ? `: STOCK_LOCKING=${c.locking}` : ':'} ORDER_HOLD_MS=${c.holdMs}`;
-  return `service: STOCK_LOCKING=${c.locking} ORDER_HOLD_MS=${c.holdMs} WORKERS=${c.workers} ORDER_BATCH_MAX=${c.batchMax ?? '(unset)'}`;
+  return `service: STOCK_LOCKING=${c.locking} ORDER_HOLD_MS=${c.holdMs} WORKERS=${c.workers} ORDER_BATCH_MAX=${c.batchMax ?? '(unset)'}${c.expirySweepMs !== null ? ` EXPIRY_SWEEP_MS=${c.expirySweepMs}` : ''}`;
 }
 
 interface Started {
@@ -388,6 +429,7 @@ function startTarget(
         stockLocking: c.locking,
         holdMs: c.holdMs,
         batchMax: c.batchMax,
+        expirySweepMs: c.expirySweepMs,
         ...locks,
       },
       x.signal,

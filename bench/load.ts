@@ -22,6 +22,10 @@ export interface LoadSpec {
   amount?: number;
   /** autocannon's per-request timeout, in seconds. */
   timeoutS: number;
+  /** Called with every answer's status and body as it arrives (the order, for a 201 to POST /orders). */
+  onAnswer?: (status: number, body: string) => void;
+  /** Asked after every answer; true ends the load early (within autocannon's 200 ms tick) and resolves as usual. */
+  stopWhen?: () => boolean;
   label: string;
   progress?: (line: string) => void;
   signal?: AbortSignal;
@@ -35,6 +39,8 @@ export interface Latency {
 }
 
 export interface LoadResult {
+  /** Date.now() when the load started. */
+  startedAtMs: number;
   /** Wall time from the first request to the last answer, in seconds. */
   elapsedS: number;
   statusCounts: Record<string, number>;
@@ -48,6 +54,11 @@ export interface LoadResult {
   errors: number;
   timeouts: number;
   usersIssued: number;
+}
+
+/** Longer than the longest an order may wait for a lock, so a slow 201 is not cut off as a timeout. */
+export function autocannonTimeoutS(lockWaitMs: number): number {
+  return Math.ceil(lockWaitMs / 1000) + 15;
 }
 
 /** Node's own HDR histogram holds whole numbers, so latencies are recorded in microseconds. */
@@ -68,6 +79,7 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
     let created = 0;
     let lastCreatedAtMs: number | null = null;
     let lastAnswerAt = 0;
+    let stopping = false;
     const started = Date.now();
 
     // A line per second on stderr: a long run should never look hung.
@@ -114,6 +126,8 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
                 headers: { 'content-type': 'application/json' },
                 // Called for every request (not just once per connection), so no userId repeats.
                 setupRequest: (req) => ({ ...req, body: body() }),
+                // Only where asked for: autocannon reads every body anyway, this hands it over.
+                ...(spec.onAnswer ? { onResponse: spec.onAnswer } : {}),
               },
             ],
       },
@@ -124,6 +138,7 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
         if (spec.signal?.aborted) return reject(new Error('aborted'));
         const end = spec.amount ? lastAnswerAt || Date.now() : Date.now();
         resolve({
+          startedAtMs: started,
           elapsedS: (end - started) / 1000,
           statusCounts,
           responses,
@@ -146,6 +161,10 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
         created++;
         latencies.record(Math.max(1, Math.round(responseTime * 1000)));
         lastCreatedAtMs = lastAnswerAt - started;
+      }
+      if (spec.stopWhen && !stopping && spec.stopWhen()) {
+        stopping = true;
+        instance.stop();
       }
     });
   });

@@ -1,9 +1,10 @@
 // Turns a benchmark run into what people read: the console table, latest.md (the machine and
 // settings, issue 8's targets computed from this run, the service against the bare peers, group
 // commit, per-hold locking tables with ratios against the ideal, the sweep with its Mermaid
-// charts, the sale, memory), plus latest.json with every figure for tooling.
+// charts, the sale, the sale with returns, memory), plus latest.json with every figure for tooling.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { BACKEND_CONCURRENCY, ReturnsFigures, Spread } from './returns';
 import { Group, Locking, PlanOptions, ScenarioResult, StockLocking, Target } from './scenarios';
 import { ProcessPeak } from './service';
 
@@ -14,6 +15,8 @@ export interface ServiceRun {
   holdMs: number;
   workers: number;
   batchMax: number | null;
+  /** EXPIRY_SWEEP_MS of the start; null/absent = the service's default. */
+  expirySweepMs?: number | null;
   processes: ProcessPeak[];
   rssSupported: boolean;
 }
@@ -68,6 +71,27 @@ function fivexx(r: ScenarioResult): number {
     .filter(([c]) => Number(c) >= 500)
     .reduce((s, [, n]) => s + n, 0);
 }
+function spreadMs(x: Spread | null): string {
+  return x ? `${ms(x.p50)} / ${ms(x.p99)} / ${ms(x.max)} ms` : '-';
+}
+function seconds(n: number | null): string {
+  return n === null || !Number.isFinite(n) ? '-' : `${(n / 1000).toFixed(2)} s`;
+}
+function countsText(c: Record<string, number>): string {
+  return (
+    Object.entries(c)
+      .sort(([a], [b]) => Number(a) - Number(b))
+      .map(([k, n]) => `${k === '0' ? 'no answer' : k}:${n}`)
+      .join(' ') || '-'
+  );
+}
+function returnsOf(report: BenchmarkReport): Array<ScenarioResult & { returns: ReturnsFigures }> {
+  return report.scenarios.filter((r): r is ScenarioResult & { returns: ReturnsFigures } => r.kind === 'returns' && r.returns !== undefined);
+}
+/** What the sale with returns measures, for the report. */
+const RETURNS_MEASURES =
+  "How long returned units take to sell again. The sale sells out as above; the shop then pays most reservations at once, cancels some (POST /orders/:id/cancel) and leaves the others to expire past the product's short paymentTimeoutS, while new buyers (one request each, paying at once) ask from just before the first cancel until every returned unit is sold again.";
+
 function statusWord(r: ScenarioResult): string {
   return r.status === 'ok' ? 'ok' : '**FAILED**';
 }
@@ -376,6 +400,27 @@ export function renderTable(report: BenchmarkReport): string {
     }
     lines.push('');
   }
+  for (const r of returnsOf(report)) {
+    const x = r.returns;
+    lines.push(
+      `The sale with returns (ORDER_HOLD_MS=${r.holdMs}, EXPIRY_SWEEP_MS=${x.expirySweepMs}, paymentTimeoutS ${x.paymentTimeoutS}): ${layout(r)}, ${r.buyers} buyers, ${x.planned.cancel + x.planned.expire} of ${r.created} back`,
+    );
+    const w = [58, 40];
+    for (const [what, value] of [
+      ['first sell-out', `${seconds(r.sellOutMs)} (${rate(r.ordersPerSec)} orders/s)`],
+      ['paid at once', `${x.pays.ok} (${rate(x.pays.perSec)}/s)`],
+      ['back: cancelled + expired', `${x.returnedUnits.cancelled} + ${x.returnedUnits.expired}`],
+      ['cancels/s', rate(x.cancels.perSec)],
+      ['expiry lag p50 / p99 / max (expiresAt to back on sale)', spreadMs(x.expiryLagMs)],
+      ['first return to resale sold out', seconds(x.resale.firstReturnToSoldOutMs)],
+      ['last return to resale sold out', seconds(x.resale.lastReturnToSoldOutMs)],
+      ['a returned unit on sale until resold, p50 / p99 / max', spreadMs(x.resale.onSaleMs)],
+      ['statuses paid / cancelled / expired / reserved', `${x.statuses.paid} / ${x.statuses.cancelled} / ${x.statuses.expired} / ${x.statuses.reserved}`],
+      ['verified', verdict(r)],
+    ])
+      lines.push(pad([`  ${what}`, value], w));
+    lines.push('');
+  }
   lines.push("Issue 8's targets, from this run");
   const tw = [100, 12];
   for (const t of targets(report)) lines.push(pad([`${t.target}: ${t.measured}`, t.result], tw));
@@ -387,7 +432,9 @@ export function renderTable(report: BenchmarkReport): string {
     for (const r of bad) for (const c of r.verification.checks.filter((x) => !x.ok)) lines.push(`!!! ${r.id}: ${c.name}: ${c.detail}`);
   } else {
     lines.push(
-      `All ${report.scenarios.length} scenarios verified (I1 stock conserved, no segment < 0, I2 no user twice, I3 no false sold-out, no 5xx; GET /health/live: every answer 200).`,
+      `All ${report.scenarios.length} scenarios verified (I1 stock conserved, no segment < 0, I2 no user twice, I3 no false sold-out, no 5xx; GET /health/live: every answer 200${
+        returnsOf(report).length > 0 ? '; the sale with returns: statuses as answered, every returned unit resold exactly once' : ''
+      }).`,
     );
   }
   return lines.join('\n');
@@ -415,7 +462,11 @@ export function renderMarkdown(report: BenchmarkReport): string {
     for (const r of bad) for (const c of r.verification.checks.filter((x) => !x.ok)) out.push(`> - **${r.id}**: ${c.name}: ${c.detail}`);
   } else {
     out.push(
-      `All ${report.scenarios.length} scenarios verified: every order scenario from PostgreSQL (units ordered + remaining == stocked, no segment below 0, no user twice, no false sold-out, no 5xx; the bare-lua peer's remaining units from Redis), GET /health/live by every answer being 200.`,
+      `All ${report.scenarios.length} scenarios verified: every order scenario from PostgreSQL (units in live orders + remaining == stocked, no segment below 0, no user with two live orders, no false sold-out, no 5xx; the bare-lua peer's remaining units from Redis${
+        returnsOf(report).length > 0
+          ? "; the sale with returns: every order's status as its pay or cancel was answered, every returned unit resold exactly once"
+          : ''
+      }), GET /health/live by every answer being 200.`,
     );
   }
   out.push('');
@@ -427,7 +478,7 @@ export function renderMarkdown(report: BenchmarkReport): string {
   out.push(`- Node ${m.node}; ${m.postgres}; Redis ${m.redis}.`);
   out.push(`- PostgreSQL: ${s.dependencies.postgres}; Redis: ${s.dependencies.redis}.`);
   out.push(
-    `- Service: WORKERS=${s.speedWorkers} beside the peers and in the group-commit comparison (each peer is one process), WORKERS=${s.workers} in the locking comparison, the segment sweep and the sale; one start per environment (STOCK_LOCKING, ORDER_HOLD_MS, WORKERS, ORDER_BATCH_MAX), ${s.warmUpS} s of unmeasured warm-up after each start (peers too).`,
+    `- Service: WORKERS=${s.speedWorkers} beside the peers and in the group-commit comparison (each peer is one process), WORKERS=${s.workers} in the locking comparison, the segment sweep, the sale and the sale with returns; one start per environment (STOCK_LOCKING, ORDER_HOLD_MS, WORKERS, ORDER_BATCH_MAX, EXPIRY_SWEEP_MS), ${s.warmUpS} s of unmeasured warm-up after each start (peers too).`,
   );
   out.push(
     `- ORDER_BATCH_MAX: ${batchName(s.batchMax)} wherever a row does not name another value.${s.batchMaxRead ? '' : ' **The built service does not read ORDER_BATCH_MAX: rows that differ only in it measure the same code.**'}`,
@@ -436,6 +487,11 @@ export function renderMarkdown(report: BenchmarkReport): string {
   out.push(`- Load: autocannon, ${s.connections} connections, POST /orders, a distinct userId per request; ${s.durationS} s per steady-state scenario.`);
   out.push(
     `- Stock layout: steady state ${s.steadyStock.toLocaleString('en-US')} units split evenly into the scenario's segments (never sells out); the sale ${s.sale ? `${s.sale.stock} units as ${s.sale.segments} x ${s.sale.stock / s.sale.segments} and as 1 x ${s.sale.stock}, ${s.sale.buyers} buyers` : 'not run'}.`,
+  );
+  // Absent from reports written before the sale with returns existed.
+  const rp = s.returns;
+  out.push(
+    `- The sale with returns: ${rp ? `${rp.stock} units as ${layout(rp)}, ${rp.buyers} buyers, ${Math.round(rp.share * 100)}% of the reservations back (${Math.round(rp.cancelShare * 100)}% of those cancelled, the rest expired), paymentTimeoutS ${rp.paymentTimeoutS} s, its own service start with EXPIRY_SWEEP_MS=${rp.expirySweepMs} (every other start: the service's default)` : 'not run'}.`,
   );
   out.push(
     `- Locks, the same for every scenario: LOCK_TTL_MS=${s.lock.ttlMs}, LOCK_WAIT_MS=${s.lock.waitMs} (and DB_TIMEOUT_MS=${s.lock.waitMs}, the no-lock mode's wait bound inside PostgreSQL), LOCK_RETRY_DELAY_MS=${s.lock.retryDelayMs}, LOCK_RETRY_JITTER_MS=${s.lock.retryJitterMs}.`,
@@ -599,6 +655,56 @@ export function renderMarkdown(report: BenchmarkReport): string {
     out.push('');
   }
 
+  for (const r of returnsOf(report)) {
+    const x = r.returns;
+    const back = x.returnedUnits.cancelled + x.returnedUnits.expired;
+    out.push(
+      `## The sale with returns: ${r.stock} units as ${layout(r)}, ${r.buyers} buyers, ${back} units back and resold (ORDER_HOLD_MS=${holdName(r.holdMs)}, Redlock, WORKERS=${r.workers}, ORDER_BATCH_MAX ${batchName(r.batchMax)}, EXPIRY_SWEEP_MS=${x.expirySweepMs})`,
+    );
+    out.push('');
+    out.push(
+      `${RETURNS_MEASURES} (b) includes waiting out the ${x.paymentTimeoutS} s payment timeout that the run sets; the service's own share is the expiry lag and the time a returned unit stays on sale. Times marked PG come from PostgreSQL's clock (orders' created_at, expires_at, closed_at).`,
+    );
+    out.push('');
+    const pct = (n: number) => (r.created > 0 ? ` (${Math.round((n / r.created) * 100)}%)` : '');
+    const rows: Array<[string, string]> = [
+      [
+        '(a) first sell-out: first request to last 201',
+        `**${seconds(r.sellOutMs)}**, ${rate(r.ordersPerSec)} orders/s; ${r.statusCounts['201'] ?? 0} x 201, ${r.statusCounts['410'] ?? 0} x 410 of ${r.buyers} buyers`,
+      ],
+      [
+        'paid at once, before any return',
+        `${x.pays.ok} of ${x.planned.pay}${pct(x.pays.ok)} in ${ms(x.pays.elapsedMs)} ms, ${rate(x.pays.perSec)} pays/s (${BACKEND_CONCURRENCY} at a time)`,
+      ],
+      [
+        'back on sale (PG)',
+        `${back} units: ${x.returnedUnits.cancelled} cancelled${pct(x.returnedUnits.cancelled)}, ${x.returnedUnits.expired} expired${pct(x.returnedUnits.expired)} (paymentTimeoutS ${x.paymentTimeoutS} s)`,
+      ],
+      [
+        '(c) cancels, while the new buyers ask',
+        `**${rate(x.cancels.perSec)} cancels/s**: ${x.cancels.ok} in ${ms(x.cancels.elapsedMs)} ms, ${BACKEND_CONCURRENCY} at a time, p50 / p99 ${ms(x.cancels.latencyMs?.p50)} / ${ms(x.cancels.latencyMs?.p99)} ms`,
+      ],
+      [
+        '(c) expiry lag: expiresAt to units back on sale (PG), p50 / p99 / max',
+        `**${spreadMs(x.expiryLagMs)}** over ${x.expiryLagMs?.count ?? 0} orders; each process sweeps every ${x.expirySweepMs} ms`,
+      ],
+      ['(b) first return to the resale sold out (PG)', `**${seconds(x.resale.firstReturnToSoldOutMs)}**`],
+      ['last return to the resale sold out (PG)', seconds(x.resale.lastReturnToSoldOutMs)],
+      ['a returned unit on sale until sold again (PG; k-th back paired with k-th resold), p50 / p99 / max', spreadMs(x.resale.onSaleMs)],
+      [
+        'new buyers (one request each)',
+        `${x.resale.requests} requests in ${x.resale.elapsedS.toFixed(2)} s: ${countsText(x.resale.statusCounts)}; their pays ${countsText(x.resale.paysStatusCounts)}`,
+      ],
+      ['pay / cancel answers after the sell-out', `pay ${countsText(x.pays.statusCounts)}; cancel ${countsText(x.cancels.statusCounts)}`],
+      ['orders at the end (PG)', `paid ${x.statuses.paid}, cancelled ${x.statuses.cancelled}, expired ${x.statuses.expired}, reserved ${x.statuses.reserved}`],
+      ['verified', `${statusWord(r)}: ${r.verification.checks.map((c) => `${c.ok ? '' : '**FAILED** '}${c.name}`).join('; ')}`],
+    ];
+    out.push('| figure | this run |');
+    out.push('|---|---|');
+    for (const [what, value] of rows) out.push(`| ${what} | ${value} |`);
+    out.push('');
+  }
+
   out.push('## Memory (peak RSS per process, sampled every 500 ms)');
   out.push('');
   const peak = peakRss(report);
@@ -616,7 +722,7 @@ export function renderMarkdown(report: BenchmarkReport): string {
       const workers = svc.processes.filter((p) => p.role === 'worker');
       const what =
         svc.target === 'service'
-          ? `service ${svc.locking}, hold ${svc.holdMs} ms, WORKERS=${svc.workers}, ORDER_BATCH_MAX ${batchName(svc.batchMax)}`
+          ? `service ${svc.locking}, hold ${svc.holdMs} ms, WORKERS=${svc.workers}, ORDER_BATCH_MAX ${batchName(svc.batchMax)}${svc.expirySweepMs ? `, EXPIRY_SWEEP_MS=${svc.expirySweepMs}` : ''}`
           : `peer ${svc.target}${svc.target === 'bare' ? ` (${svc.locking})` : ''}, hold ${svc.holdMs} ms`;
       out.push(
         `| ${what} | ${primary ? `${primary.peakRssMb.toFixed(0)} MB` : '-'} | ${workers.map((w) => `${w.peakRssMb.toFixed(0)} MB`).join(', ') || '-'} |`,

@@ -10,7 +10,7 @@ import { PEER_NAMES, PeerName } from './scenarios';
 const FLAGS = {
   duration: { type: 'string', arg: 'S', help: 'seconds of load per steady-state scenario (default 10; --quick: 3)' },
   connections: { type: 'string', arg: 'N', help: 'autocannon connections (default 100)' },
-  workers: { type: 'string', arg: 'N', help: 'WORKERS of the locking comparison, the sweep and the sale (default 2)' },
+  workers: { type: 'string', arg: 'N', help: 'WORKERS of the locking comparison, the sweep, the sale and the sale with returns (default 2)' },
   'speed-workers': { type: 'string', arg: 'N', help: 'WORKERS beside the peers and in the group-commit comparison (default 1, as each peer)' },
   peers: { type: 'string', arg: 'LIST', help: `bare peers to run (default ${PEER_NAMES.join(',')})` },
   'no-peers': { type: 'boolean', help: 'skip the bare peers and the GET /health/live floor' },
@@ -20,13 +20,22 @@ const FLAGS = {
   segments: { type: 'string', arg: 'LIST', help: 'segmented layouts compared with 1 segment (default 20)' },
   hold: { type: 'string', arg: 'LIST', help: 'ORDER_HOLD_MS values of the locking and group-commit comparisons (default 0,20)' },
   sweep: { type: 'string', arg: 'LIST', help: 'segment counts of the sweep (default 1,2,5,10,20,50; --quick: 1,5,20)' },
-  'sweep-hold': { type: 'string', arg: 'MS', help: 'hold time of the sweep and of the sale (default 20)' },
+  'sweep-hold': { type: 'string', arg: 'MS', help: 'hold time of the sweep, the sale and the sale with returns (default 20)' },
   'no-sweep': { type: 'boolean', help: 'skip the sweep' },
   'no-peer': { type: 'boolean', help: 'skip the no-Redis-lock mode (STOCK_LOCKING=database) in the comparison and the sweep' },
   'no-sale': { type: 'boolean', help: 'skip the literal sale' },
-  'sale-stock': { type: 'string', arg: 'N', help: 'units of the sale (default 1000; --quick: 200)' },
-  'sale-segments': { type: 'string', arg: 'N', help: 'segments of the segmented sale (default 20)' },
-  buyers: { type: 'string', arg: 'N', help: 'distinct buyers of the sale (default 5000; --quick: 1000)' },
+  'sale-stock': { type: 'string', arg: 'N', help: 'units of the sale and of the sale with returns (default 1000; --quick: 200)' },
+  'sale-segments': { type: 'string', arg: 'N', help: 'segments of the segmented sale and of the sale with returns (default 20)' },
+  buyers: { type: 'string', arg: 'N', help: 'distinct buyers of the sale and of the first sell-out of the sale with returns (default 5000; --quick: 1000)' },
+  'no-returns': { type: 'boolean', help: 'skip the sale with returns' },
+  'returns-share': { type: 'string', arg: 'F', help: 'share of the sale with returns that comes back, 0 < F <= 1 (default 0.3)' },
+  'returns-cancel-share': { type: 'string', arg: 'F', help: 'share of the returns cancelled, the rest expire, 0..1 (default 0.5)' },
+  'returns-timeout': {
+    type: 'string',
+    arg: 'S',
+    help: "the product's paymentTimeoutS in the sale with returns, 1..86400 (default 10; the sale, the pays and the cancels must fit in it)",
+  },
+  'returns-sweep': { type: 'string', arg: 'MS', help: 'EXPIRY_SWEEP_MS of the sale with returns (default 100)' },
   stock: { type: 'string', arg: 'N', help: 'steady-state stock (default 1000000)' },
   'warm-up': { type: 'string', arg: 'S', help: 'unmeasured load after each service start (default 3; --quick: 1)' },
   'lock-ttl': { type: 'string', arg: 'MS', help: 'LOCK_TTL_MS (default 2000)' },
@@ -75,6 +84,19 @@ function int(flag: string, v: string, min: number): number {
   return n;
 }
 
+/** A share: 0 < x <= 1, or 0 <= x <= 1 where none is allowed. */
+function share(flag: string, v: string, zeroOk: boolean): number {
+  const n = num(flag, v);
+  if (n > 1 || (!zeroOk && n === 0)) throw new UsageError(`--${flag}: expected a number ${zeroOk ? 'from 0' : 'above 0'} to 1, got "${v}"`);
+  return n;
+}
+
+function intIn(flag: string, v: string, min: number, max: number): number {
+  const n = int(flag, v, min);
+  if (n > max) throw new UsageError(`--${flag}: expected a whole number from ${min} to ${max}, got "${v}"`);
+  return n;
+}
+
 function readFlags(argv: string[]) {
   try {
     return parseFlags({ args: argv, options: FLAGS, strict: true, allowPositionals: false }).values;
@@ -110,6 +132,11 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
     saleStock: opt(v['sale-stock'], (x) => num('sale-stock', x, 1)),
     saleSegments: opt(v['sale-segments'], (x) => num('sale-segments', x, 1)),
     saleBuyers: opt(v.buyers, (x) => num('buyers', x, 1)),
+    returns: v['no-returns'] ? false : undefined,
+    returnsShare: opt(v['returns-share'], (x) => share('returns-share', x, false)),
+    returnsCancelShare: opt(v['returns-cancel-share'], (x) => share('returns-cancel-share', x, true)),
+    returnsTimeoutS: opt(v['returns-timeout'], (x) => intIn('returns-timeout', x, 1, 86_400)),
+    returnsSweepMs: opt(v['returns-sweep'], (x) => intIn('returns-sweep', x, 1, 3_600_000)),
     steadyStock: opt(v.stock, (x) => num('stock', x, 1)),
     warmUp: opt(v['warm-up'], (x) => num('warm-up', x)),
     lockTtlMs: opt(v['lock-ttl'], (x) => num('lock-ttl', x, 50)),

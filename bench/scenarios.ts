@@ -1,10 +1,12 @@
 // The benchmark's scenarios: which ones a run holds (the service against the bare peers, group
-// commit, the locking comparison, the segment sweep, the literal sale) and how one is run: a
-// fresh product, load, quiet, verify from PostgreSQL.
+// commit, the locking comparison, the segment sweep, the literal sale, the sale with returns) and
+// how one is run: a fresh product, load, quiet, verify from PostgreSQL. The sale with returns has
+// phases of its own and lives in bench/returns.ts.
 import { Client } from 'pg';
 import { auditLuaPeer, insertProduct } from './peers';
-import { runLoad, Latency } from './load';
+import { autocannonTimeoutS, runLoad, Latency } from './load';
 import { MetricDeltas, noMetrics, scenarioDeltas, snapshot } from './metrics';
+import { ReturnsFigures, runReturns } from './returns';
 import { auditProduct, Check, Verification, verify, waitQuiet } from './verify';
 
 export type StockLocking = 'redlock' | 'database';
@@ -26,13 +28,18 @@ export type Group =
   /** Redlock segments against one lock and the no-Redis-lock mode, per hold time. */
   | 'compare'
   | 'sweep'
-  | 'sale';
+  | 'sale'
+  /** The sale, then 30% of its reservations back (cancelled or expired) and resold. */
+  | 'returns';
 
 export interface ScenarioSpec {
-  /** Stable id, e.g. `redlock-h20-s20`, `redlock-w1-b1-h0-s20`, `bare-lua-h0-s20`, `sale-redlock-h20-s1`. */
+  /** Stable id, e.g. `redlock-h20-s20`, `redlock-w1-b1-h0-s20`, `bare-lua-h0-s20`, `sale-redlock-h20-s1`, `returns-redlock-h20-s20`. */
   id: string;
-  /** steady: orders for a fixed time; sale: one order per buyer until sold out; health: GET /health/live for a fixed time. */
-  kind: 'steady' | 'sale' | 'health';
+  /**
+   * steady: orders for a fixed time; sale: one order per buyer until sold out; health: GET
+   * /health/live for a fixed time; returns: the sale, then part of it cancelled or expired and resold.
+   */
+  kind: 'steady' | 'sale' | 'health' | 'returns';
   /** Why the scenario is in the run; one measurement may serve several sections. */
   groups: Group[];
   target: Target;
@@ -44,8 +51,22 @@ export interface ScenarioSpec {
   holdMs: number;
   segments: number;
   stock: number;
-  /** The sale only: one request per distinct buyer. */
+  /** The sale (and the sale with returns): one request per distinct buyer. */
   buyers?: number;
+  /** The sale with returns only: what goes back and how. */
+  returnsPlan?: ReturnsPlan;
+}
+
+/** How much of the sale with returns comes back, and the service settings that decide when. */
+export interface ReturnsPlan {
+  /** Share of the first sale's reservations that come back (0.3: 30%); the rest is paid at once. */
+  share: number;
+  /** Share of those returns cancelled through POST /orders/:id/cancel; the others are left to expire. */
+  cancelShare: number;
+  /** The product's paymentTimeoutS: the unpaid reservations expire this long after they were made. */
+  paymentTimeoutS: number;
+  /** EXPIRY_SWEEP_MS of the service start that runs this scenario. */
+  expirySweepMs: number;
 }
 
 export interface ScenarioResult extends ScenarioSpec {
@@ -63,13 +84,15 @@ export interface ScenarioResult extends ScenarioSpec {
   latency201Ms: Latency | null;
   errors: number;
   timeouts: number;
-  /** The sale: ms from the first request to the last 201. */
+  /** The sale (and the first sell-out of the sale with returns): ms from the first request to the last 201. */
   sellOutMs: number | null;
   /** Orders in PostgreSQL once the target went quiet (includes answers autocannon hung up on). */
   ordersInDb: number;
   metrics: MetricDeltas;
   verification: Verification;
   status: 'ok' | 'FAILED';
+  /** The sale with returns only: its own figures (pays, cancels, expiry lag, the resale). */
+  returns?: ReturnsFigures;
 }
 
 export interface PlanOptions {
@@ -80,6 +103,8 @@ export interface PlanOptions {
   /** Also run the no-Redis-lock mode (STOCK_LOCKING=database) in the comparison and the sweep. */
   peer: boolean;
   sale: { stock: number; segments: number; buyers: number; holdMs: number } | null;
+  /** The sale with returns: the sale's stock, buyers and hold on `segments` segments, and what comes back; null = not run. */
+  returns: ({ stock: number; segments: number; buyers: number; holdMs: number } & ReturnsPlan) | null;
   steadyStock: number;
   /** WORKERS of the comparison, the sweep and the sale. */
   workers: number;
@@ -100,15 +125,16 @@ export interface PlanOptions {
 type Shape = Omit<ScenarioSpec, 'id' | 'groups' | 'stock'> & { stock?: number };
 
 /**
- * `[sale-]<mode>[-w<workers>][-b<batch>]-h<hold>-s<segments>`; `-w` only where the workers differ
- * from the comparison's, `-b` only where ORDER_BATCH_MAX is set, so the comparison keeps its old ids.
+ * `[sale-|returns-]<mode>[-w<workers>][-b<batch>]-h<hold>-s<segments>`; `-w` only where the workers
+ * differ from the comparison's, `-b` only where ORDER_BATCH_MAX is set, so the comparison keeps its old ids.
  */
 export function scenarioId(s: Shape, baseWorkers: number): string {
   const w = s.workers !== baseWorkers ? `-w${s.workers}` : '';
   if (s.kind === 'health') return `health-live${w}`;
   const b = s.batchMax !== null ? `-b${s.batchMax}` : '';
   const mode = s.target === 'service' ? `${s.locking}${w}${b}` : s.target === 'bare' && s.locking === 'database' ? 'bare-nolock' : s.target;
-  return `${s.kind === 'sale' ? 'sale-' : ''}${mode}-h${s.holdMs}-s${s.segments}`;
+  const prefix = s.kind === 'sale' ? 'sale-' : s.kind === 'returns' ? 'returns-' : '';
+  return `${prefix}${mode}-h${s.holdMs}-s${s.segments}`;
 }
 
 export interface ProcessConfig {
@@ -117,6 +143,8 @@ export interface ProcessConfig {
   holdMs: number;
   workers: number;
   batchMax: number | null;
+  /** EXPIRY_SWEEP_MS given to the service; null = unset (the service's default). */
+  expirySweepMs: number | null;
   scenarios: ScenarioSpec[];
 }
 
@@ -168,16 +196,30 @@ export function plan(o: PlanOptions): ProcessConfig[] {
       want({ ...base, kind: 'sale', holdMs: o.sale.holdMs, segments, stock: o.sale.stock, buyers: o.sale.buyers }, 'sale');
     }
   }
+  // Its own service start: the short expiry sweep it needs must not run under the other scenarios.
+  if (o.returns) {
+    const { stock, segments, buyers, holdMs, ...returnsPlan } = o.returns;
+    want({ ...base, kind: 'returns', holdMs, segments, stock, buyers, returnsPlan }, 'returns');
+  }
 
   const configs = new Map<string, ProcessConfig>();
   for (const s of specs.values()) {
-    const key = [s.target, s.locking, s.holdMs, s.workers, s.batchMax].join('|');
-    const c = configs.get(key) ?? { target: s.target, locking: s.locking, holdMs: s.holdMs, workers: s.workers, batchMax: s.batchMax, scenarios: [] };
+    const expirySweepMs = s.returnsPlan?.expirySweepMs ?? null;
+    const key = [s.target, s.locking, s.holdMs, s.workers, s.batchMax, expirySweepMs].join('|');
+    const c = configs.get(key) ?? {
+      target: s.target,
+      locking: s.locking,
+      holdMs: s.holdMs,
+      workers: s.workers,
+      batchMax: s.batchMax,
+      expirySweepMs,
+      scenarios: [],
+    };
     c.scenarios.push(s);
     configs.set(key, c);
   }
   // Per start: the floor first, then steady state by segments, the sale last (it sells out its product).
-  const order = { health: 0, steady: 1, sale: 2 };
+  const order = { health: 0, steady: 1, sale: 2, returns: 3 };
   for (const c of configs.values())
     c.scenarios.sort((a, b) => order[a.kind] - order[b.kind] || (a.kind === 'sale' ? b.segments - a.segments : a.segments - b.segments));
   return [...configs.values()];
@@ -186,8 +228,8 @@ export function plan(o: PlanOptions): ProcessConfig[] {
 export interface RunContext {
   url: string;
   target: Target;
-  /** A fresh product: through POST /admin/products for the service, straight into PostgreSQL for a peer. */
-  createProduct: (p: { name: string; stock: number; segments: number }) => Promise<number>;
+  /** A fresh product: through POST /admin/products for the service, straight into PostgreSQL for a peer (which has no payment timeout). */
+  createProduct: (p: NewProduct) => Promise<number>;
   db: Client;
   redisUrl: string;
   workers: number;
@@ -198,7 +240,15 @@ export interface RunContext {
   signal?: AbortSignal;
 }
 
-export async function createProductViaApi(url: string, adminToken: string, p: { name: string; stock: number; segments: number }): Promise<number> {
+export interface NewProduct {
+  name: string;
+  stock: number;
+  segments: number;
+  /** Seconds a reservation may stay unpaid (the service's default when unset). */
+  paymentTimeoutS?: number;
+}
+
+export async function createProductViaApi(url: string, adminToken: string, p: NewProduct): Promise<number> {
   const res = await fetch(`${url}/admin/products`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${adminToken}` },
@@ -229,11 +279,6 @@ export async function warmUp(ctx: RunContext, seconds: number): Promise<void> {
     signal: ctx.signal,
   });
   await waitQuiet(ctx.db, productId, 300, ctx.lockWaitMs + 5000, ctx.signal);
-}
-
-/** Longer than the longest an order may wait for a lock, so a slow 201 is not cut off as a timeout. */
-function autocannonTimeoutS(lockWaitMs: number): number {
-  return Math.ceil(lockWaitMs / 1000) + 15;
 }
 
 /** GET /health/live for the scenario's time: the framework's floor, no order. Verified: every answer 200, nothing dropped. */
@@ -277,6 +322,10 @@ async function runHealth(ctx: RunContext, spec: ScenarioSpec): Promise<ScenarioR
 
 export async function runScenario(ctx: RunContext, spec: ScenarioSpec): Promise<ScenarioResult> {
   if (spec.kind === 'health') return runHealth(ctx, spec);
+  if (spec.kind === 'returns') {
+    if (ctx.target !== 'service') throw new Error('the sale with returns needs the service (pay, cancel, expiry)');
+    return runReturns(ctx, spec);
+  }
   const productId = await ctx.createProduct({ name: `bench ${spec.id}`, stock: spec.stock, segments: spec.segments });
   const before = ctx.target === 'service' ? await snapshot(ctx.url, ctx.workers) : null;
   const load = await runLoad({

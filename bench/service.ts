@@ -14,6 +14,8 @@ export interface ServiceEnv {
   holdMs: number;
   /** ORDER_BATCH_MAX; null leaves it unset (the service's default). */
   batchMax: number | null;
+  /** EXPIRY_SWEEP_MS; null leaves it unset (the service's default). */
+  expirySweepMs: number | null;
   lockTtlMs: number;
   lockWaitMs: number;
   lockRetryDelayMs: number;
@@ -36,6 +38,7 @@ export function startService(env: ServiceEnv, signal?: AbortSignal): Promise<Ser
       STOCK_LOCKING: env.stockLocking,
       ORDER_HOLD_MS: String(env.holdMs),
       ...(env.batchMax !== null ? { ORDER_BATCH_MAX: String(env.batchMax) } : {}),
+      ...(env.expirySweepMs !== null ? { EXPIRY_SWEEP_MS: String(env.expirySweepMs) } : {}),
       LOCK_TTL_MS: String(env.lockTtlMs),
       LOCK_WAIT_MS: String(env.lockWaitMs),
       // The no-lock peer waits inside PostgreSQL (row lock, pool), bounded by DB_TIMEOUT_MS: give

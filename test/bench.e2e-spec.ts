@@ -20,7 +20,8 @@ describe('benchmark (quick path)', () => {
     return s;
   };
 
-  // 18 scenarios and 7 process starts: the hook's bound is there to catch a hang, not to judge speed.
+  // 19 scenarios and 8 process starts (the sale with returns has its own, for its short expiry
+  // sweep): the hook's bound is there to catch a hang, not to judge speed.
   // One peer (bare-lua) and the service at the comparison's WORKERS keep the starts few: the
   // group-commit rows at the service's default then share the comparison's starts.
   beforeAll(async () => {
@@ -74,7 +75,7 @@ describe('benchmark (quick path)', () => {
     expect(json.scenarios).toHaveLength(result.report.scenarios.length);
   });
 
-  it('should run the single lock, the segmented layout, the sweep, the no-lock mode and the sale', () => {
+  it('should run the single lock, the segmented layout, the sweep, the no-lock mode, the sale and the sale with returns', () => {
     const ids = result.report.scenarios.map((s) => s.id);
     for (const id of [
       'redlock-h0-s1',
@@ -85,6 +86,7 @@ describe('benchmark (quick path)', () => {
       'database-h20-s20',
       'sale-redlock-h20-s20',
       'sale-redlock-h20-s1',
+      'returns-redlock-h20-s20',
     ]) {
       expect(ids).toContain(id);
     }
@@ -154,6 +156,67 @@ describe('benchmark (quick path)', () => {
     }
   });
 
+  it('should run the sale with returns: sold out, 30% back (half cancelled, half expired), all resold, every fate as answered', () => {
+    const r = byId('returns-redlock-h20-s20');
+    const { settings } = result.report;
+    expect(settings.returns).toMatchObject({ stock: 200, segments: 20, buyers: 1000, share: 0.3, cancelShare: 0.5, paymentTimeoutS: 10, expirySweepMs: 100 });
+    expect(r).toMatchObject({ kind: 'returns', groups: ['returns'], target: 'service', workers: 2, stock: 200, segments: 20, buyers: 1000, status: 'ok' });
+    // Its own service start, with the short sweep; every other start keeps the service's default.
+    expect(result.report.services.filter((svc) => svc.expirySweepMs === 100)).toHaveLength(1);
+    expect(result.report.services.filter((svc) => svc.expirySweepMs !== null)).toHaveLength(1);
+    const names = r.verification.checks.map((c) => c.name);
+    for (const name of [
+      'first sale: sold out exactly',
+      'I1 stock conserved',
+      'I2 no user with two live orders',
+      'no 5xx answers',
+      'pays and cancels as planned',
+      'statuses as answered',
+      'every returned unit resold exactly once',
+      'resale sold out',
+    ]) {
+      expect(names).toContain(name);
+    }
+    expect(r.verification.checks.filter((c) => !c.ok)).toEqual([]);
+    const x = r.returns!;
+    expect(x.planned).toEqual({ pay: 140, cancel: 30, expire: 30 });
+    expect(x.returnedUnits).toEqual({ cancelled: 30, expired: 30 });
+    // Everything sold in the end: 140 paid at once and the 60 returned units paid by new buyers.
+    expect(x.statuses).toEqual({ reserved: 0, paid: 200, cancelled: 30, expired: 30 });
+    expect(r.verification.audit).toMatchObject({ totalStock: 200, remaining: 0, ordered: 200, orders: 200, duplicateUsers: 0 });
+    expect(r.statusCounts).toEqual({ '201': 200, '410': 800 });
+    expect(x.pays).toMatchObject({ calls: 140, ok: 140 });
+    expect(x.cancels).toMatchObject({ calls: 30, ok: 30 });
+    expect(x.resale.created).toBe(60);
+    expect(x.resale.paysStatusCounts).toEqual({ '200': 60 });
+    expect(r.ordersInDb).toBe(260);
+    // Finite figures: (a) the first sell-out, (b) the resale, (c) cancels/s and the expiry lag.
+    for (const v of [
+      r.sellOutMs!,
+      r.ordersPerSec,
+      x.cancels.perSec,
+      x.pays.perSec,
+      x.resale.firstReturnToSoldOutMs!,
+      x.expiryLagMs!.max,
+      x.resale.onSaleMs!.max,
+    ]) {
+      expect(Number.isFinite(v)).toBe(true);
+      expect(v).toBeGreaterThan(0);
+    }
+    expect(x.expiryLagMs!.count).toBe(30);
+    expect(x.resale.onSaleMs!.count).toBe(60);
+    expect(x.resale.lastReturnToSoldOutMs!).toBeLessThanOrEqual(x.resale.firstReturnToSoldOutMs!);
+    // The reports carry it: a section in latest.md saying what it measures, the figures in latest.json.
+    const md = readFileSync(join(outDir, 'latest.md'), 'utf8');
+    const section = md.slice(md.indexOf('## The sale with returns'), md.indexOf('\n## ', md.indexOf('## The sale with returns') + 1));
+    expect(section).toContain('How long returned units take to sell again.');
+    for (const row of ['(a) first sell-out', '(b) first return to the resale sold out', '(c) cancels', '(c) expiry lag']) expect(section).toContain(`| ${row}`);
+    expect(section).toContain(`**${x.cancels.perSec >= 100 ? x.cancels.perSec.toFixed(0) : x.cancels.perSec.toFixed(1)} cancels/s**`);
+    const json = JSON.parse(readFileSync(join(outDir, 'latest.json'), 'utf8'));
+    const saved = json.scenarios.find((s: ScenarioResult) => s.id === 'returns-redlock-h20-s20');
+    expect(saved.returns).toEqual(JSON.parse(JSON.stringify(x)));
+  });
+
   it('should report finite figures', () => {
     for (const s of result.report.scenarios) {
       expect(s.created).toBeGreaterThan(0);
@@ -161,7 +224,7 @@ describe('benchmark (quick path)', () => {
         expect(Number.isFinite(v)).toBe(true);
         expect(v).toBeGreaterThan(0);
       }
-      if (s.kind === 'sale') expect(Number.isFinite(s.sellOutMs)).toBe(true);
+      if (s.kind === 'sale' || s.kind === 'returns') expect(Number.isFinite(s.sellOutMs)).toBe(true);
     }
     for (const svc of result.report.services) {
       expect(svc.processes.length).toBeGreaterThanOrEqual(1);

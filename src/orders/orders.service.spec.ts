@@ -561,6 +561,66 @@ describe('OrdersService.place', () => {
       expect(w.catalog.remember).toHaveBeenCalledWith(expect.objectContaining({ id: PRODUCT, segmentCount: 4, layoutVersion: 2 }));
     });
 
+    it('should go on past the layout rounds while returned units show up and other orders take them first, and sell the one that stays', async () => {
+      const w = world({ stocks: [0, 0], config: { locks: { waitMs: 1000 } } });
+      // Every read sees a unit in segment 1 that is gone when this order locks it; the sixth one stays.
+      w.stock.readLayout.mockImplementation(async () => {
+        if (w.stock.readLayout.mock.calls.length === 6) w.stocks[1] = 1;
+        return {
+          version: 1,
+          segmentCount: 2,
+          segments: [
+            { idx: 0, stock: 0 },
+            { idx: 1, stock: 1 },
+          ],
+        };
+      });
+      startAt(0, 2);
+      const order = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 });
+      expect(order.allocations).toEqual([{ segment: 1, quantity: 1 }]);
+      expect(w.stock.readLayout).toHaveBeenCalledTimes(6);
+      expect(w.stocks).toEqual([0, 0]);
+    });
+
+    it('should answer BUSY once units kept going to other orders for lockWaitMs, after the layout rounds', async () => {
+      const w = world({ stocks: [0, 0], config: { locks: { waitMs: 30 }, http: { retryAfterS: 4 } } });
+      w.stock.readLayout.mockImplementation(async () => ({
+        version: 1,
+        segmentCount: 2,
+        segments: [
+          { idx: 0, stock: 0 },
+          { idx: 1, stock: 1 },
+        ],
+      }));
+      startAt(0, 2);
+      const started = Date.now();
+      const err = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(BusyError);
+      expect((err as BusyError).message).toMatch(/other orders/);
+      expect((err as BusyError).retryAfterS).toBe(4);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(30);
+      expect(w.stock.readLayout.mock.calls.length).toBeGreaterThanOrEqual(4);
+      expect(w.locks.release.mock.calls.map((c) => c[0].key)).toContain(userLock('u1'));
+    });
+
+    it('should answer BUSY after four layout changes under one order, however long lockWaitMs is', async () => {
+      const w = world({ stocks: [0, 0], config: { locks: { waitMs: 60_000 } } });
+      let version = 1;
+      w.stock.readLayout.mockImplementation(async () => ({
+        version: ++version,
+        segmentCount: 2,
+        segments: [
+          { idx: 0, stock: 0 },
+          { idx: 1, stock: 1 },
+        ],
+      }));
+      startAt(0, 2);
+      const err = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(BusyError);
+      expect((err as BusyError).message).toMatch(/layout kept changing/);
+      expect(w.stock.readLayout).toHaveBeenCalledTimes(4);
+    });
+
     it('should refuse a quantity over the limit before touching Redis or a segment', async () => {
       const w = world({ stocks: [5], limitPerUser: 2 });
       await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 3 })).rejects.toBeInstanceOf(QuantityOverLimitError);

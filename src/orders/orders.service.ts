@@ -23,7 +23,10 @@ import { OrderRow, OrdersRepository, ReturnedUnits, UncertainWrite } from './ord
 
 export type { PlaceOrder } from './locking/segment-locking';
 
-/** How many times the layout may change under one order before it gives up with BUSY. */
+/**
+ * How many times the layout may change under one order before it gives up with BUSY; also the
+ * rounds an order always gets before LOCK_WAIT_MS can end it (see allocate).
+ */
 const MAX_LAYOUT_ROUNDS = 4;
 
 @Injectable()
@@ -121,10 +124,17 @@ export class OrdersService {
   /**
    * Single segments first (cheap, parallel); when none of them holds q, PostgreSQL is asked for
    * the truth: sold out, a changed layout (rebalance) to retry with, or q spread over several.
+   * A changed layout counts against MAX_LAYOUT_ROUNDS. Units that the read saw but other orders
+   * took before this one locked their segment (returned units coming back one by one to many
+   * buyers) are a lost race, not a layout change: the order goes on while units keep showing up,
+   * ending with SOLD_OUT once the read finds none, and answers BUSY only after MAX_LAYOUT_ROUNDS
+   * rounds and LOCK_WAIT_MS, the bound it already has for busy locks.
    */
   private async allocate(product: ProductInfo, req: PlaceOrder, pass: OrderPass): Promise<OrderRow> {
     let skip: ReadonlySet<number> = pass.empty;
-    for (let round = 0; round < MAX_LAYOUT_ROUNDS; round++) {
+    const deadline = Date.now() + this.lockConfig.waitMs;
+    let layoutChanges = 0;
+    for (let round = 1; ; round++) {
       const order = await this.trySingleSegments(product, req, skip);
       if (order) return order;
 
@@ -137,7 +147,10 @@ export class OrdersService {
         throw new SoldOutError(remaining, req.quantity);
       }
       if (layout.version !== product.layoutVersion || layout.segmentCount !== product.segmentCount) {
+        if (++layoutChanges >= MAX_LAYOUT_ROUNDS) throw new BusyError('the stock layout kept changing under this order', this.http.retryAfterS);
         product = this.catalog.remember({ ...product, segmentCount: layout.segmentCount, layoutVersion: layout.version });
+      } else if (round >= MAX_LAYOUT_ROUNDS && Date.now() >= deadline) {
+        throw new BusyError(`the units left kept going to other orders for ${this.lockConfig.waitMs} ms`, this.http.retryAfterS);
       }
       // Retry single segments that (now) hold q; they were busy, or the layout moved.
       const fits = layout.segments.filter((s) => s.stock >= req.quantity);
@@ -149,7 +162,6 @@ export class OrdersService {
       const spread = await this.tryManySegments(product, req, layout.segments);
       if (spread) return spread;
     }
-    throw new BusyError('the stock layout kept changing under this order', this.http.retryAfterS);
   }
 
   /**

@@ -1,0 +1,514 @@
+// The sale with returns: the literal sale sells out; the shop's backend pays most reservations at
+// once; the rest come back, part cancelled through POST /orders/:id/cancel and part left to expire
+// past the product's short paymentTimeoutS (the service runs a short EXPIRY_SWEEP_MS for this);
+// new buyers, asking from the first return on and paying each reservation at once, buy the
+// returned units again. What it measures: how long returned units take to sell again (cancels per
+// second, the expiry lag, the time from the first return to the resale's sell-out), every figure
+// and every fate checked against PostgreSQL.
+import http from 'node:http';
+import { createHistogram } from 'node:perf_hooks';
+import { autocannonTimeoutS, Latency, LoadResult, runLoad } from './load';
+import { scenarioDeltas, snapshot } from './metrics';
+import type { ReturnsPlan, RunContext, ScenarioResult, ScenarioSpec } from './scenarios';
+import { auditProduct, Check, verify, waitQuiet } from './verify';
+
+/** Pay and cancel calls in flight at once: the shop's backend, with a pool of its own. */
+export const BACKEND_CONCURRENCY = 32;
+/** How long the resale may go on after the last reservation is due to expire before it counts as stuck. */
+const RESALE_MARGIN_S = 20;
+
+export type Fate = 'pay' | 'cancel' | 'expire';
+
+/** Exact distribution figures of a list of values (nearest rank), in ms. */
+export interface Spread {
+  count: number;
+  p50: number;
+  p99: number;
+  max: number;
+}
+
+/** A batch of pay or cancel calls of the shop's backend. */
+export interface CallFigures {
+  calls: number;
+  /** Answered 200. */
+  ok: number;
+  statusCounts: Record<string, number>;
+  /** From the first call sent to the last answer. */
+  elapsedMs: number;
+  /** 200s per second over elapsedMs. */
+  perSec: number;
+  latencyMs: Latency | null;
+}
+
+export interface ReturnsFigures {
+  paymentTimeoutS: number;
+  expirySweepMs: number;
+  /** What the run meant to do with the first sale's reservations (fates dealt as their 201s arrived). */
+  planned: Record<Fate, number>;
+  /** The reservations to pay, paid right after the first sell-out and before any return. */
+  pays: CallFigures;
+  /** The reservations to cancel, cancelled after the pays while the new buyers already ask. */
+  cancels: CallFigures;
+  /** Expired orders, from PostgreSQL: closed_at - expires_at, i.e. expiresAt to units back on sale. */
+  expiryLagMs: Spread | null;
+  /** Units that came back, from PostgreSQL. */
+  returnedUnits: { cancelled: number; expired: number };
+  resale: {
+    /** POST /orders of the new buyers: one distinct buyer per request, until every returned unit sold again. */
+    requests: number;
+    statusCounts: Record<string, number>;
+    created: number;
+    /** Seconds from the new buyers' first request to their last answer. */
+    elapsedS: number;
+    latency201Ms: Latency | null;
+    /** Answers to the new buyers' payments (each sent as soon as its reservation was answered). */
+    paysStatusCounts: Record<string, number>;
+    /** PostgreSQL: from the first returned unit back on sale to the last resale order. */
+    firstReturnToSoldOutMs: number | null;
+    /** PostgreSQL: from the last returned unit back on sale to the last resale order. */
+    lastReturnToSoldOutMs: number | null;
+    /** PostgreSQL: how long each returned unit was on sale before it sold again (k-th return paired with the k-th resale). */
+    onSaleMs: Spread | null;
+  };
+  /** The product's orders by status at the end, from PostgreSQL. */
+  statuses: { reserved: number; paid: number; cancelled: number; expired: number };
+}
+
+/**
+ * The fate of the k-th reservation of the first sale (k counts its 201s as they arrive): of `stock`
+ * reservations, round(stock x share) come back, spread evenly, and of those round(returns x
+ * cancelShare) are cancelled, also spread evenly; the rest expire. Beyond `stock`: paid.
+ */
+export function fateOf(k: number, stock: number, plan: Pick<ReturnsPlan, 'share' | 'cancelShare'>): Fate {
+  if (k >= stock) return 'pay';
+  const returns = Math.round(stock * plan.share);
+  const before = Math.floor((k * returns) / stock);
+  if (Math.floor(((k + 1) * returns) / stock) === before) return 'pay';
+  const cancels = Math.round(returns * plan.cancelShare);
+  return Math.floor(((before + 1) * cancels) / returns) > Math.floor((before * cancels) / returns) ? 'cancel' : 'expire';
+}
+
+/** Nearest-rank percentiles of the values; null when there are none. */
+export function spread(values: number[]): Spread | null {
+  if (values.length === 0) return null;
+  const v = [...values].sort((a, b) => a - b);
+  const at = (p: number) => v[Math.min(v.length - 1, Math.max(0, Math.ceil((p / 100) * v.length) - 1))];
+  return { count: v.length, p50: at(50), p99: at(99), max: v[v.length - 1] };
+}
+
+interface Reservation {
+  id: number;
+  userId: string;
+}
+
+interface Answer {
+  /** 0: no answer (connection error or timeout). */
+  status: number;
+  body: string;
+  ms: number;
+}
+
+/** The shop's backend calling pay and cancel: keep-alive sockets, at most BACKEND_CONCURRENCY calls at once. */
+class Backend {
+  // Idle sockets closed after 2 s, well before the server's keep-alive timeout (see test/support/service.ts).
+  private readonly agent = new http.Agent({ keepAlive: true, maxSockets: BACKEND_CONCURRENCY, timeout: 2000 });
+  private active = 0;
+  private readonly waiting: Array<() => void> = [];
+
+  constructor(
+    private readonly base: string,
+    private readonly timeoutMs: number,
+  ) {}
+
+  async post(path: string, body: unknown): Promise<Answer> {
+    if (this.active >= BACKEND_CONCURRENCY) await new Promise<void>((resolve) => this.waiting.push(resolve));
+    this.active++;
+    try {
+      return await this.send(path, JSON.stringify(body));
+    } finally {
+      this.active--;
+      this.waiting.shift()?.();
+    }
+  }
+
+  private send(path: string, payload: string): Promise<Answer> {
+    return new Promise((resolve) => {
+      const started = process.hrtime.bigint();
+      const chunks: Buffer[] = [];
+      const done = (status: number, err?: Error) =>
+        resolve({ status, body: err ? err.message : Buffer.concat(chunks).toString(), ms: Number(process.hrtime.bigint() - started) / 1e6 });
+      const req = http.request(
+        `${this.base}${path}`,
+        { method: 'POST', agent: this.agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } },
+        (res) => {
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => done(res.statusCode ?? 0));
+          res.on('error', (err) => done(0, err));
+        },
+      );
+      req.setTimeout(this.timeoutMs, () => req.destroy(new Error('timed out')));
+      req.on('error', (err) => done(0, err));
+      req.end(payload);
+    });
+  }
+
+  close(): void {
+    this.agent.destroy();
+  }
+}
+
+/** One call per reservation, BACKEND_CONCURRENCY at a time; the ids answered 200 and the figures. */
+async function calls(
+  backend: Backend,
+  list: Reservation[],
+  action: 'pay' | 'cancel',
+  onBad: (status: number, body: string) => void,
+): Promise<{ ok: Set<number>; figures: CallFigures }> {
+  const ok = new Set<number>();
+  const statusCounts: Record<string, number> = {};
+  const latencies = createHistogram();
+  const started = Date.now();
+  await Promise.all(
+    list.map(async (o) => {
+      const a = await backend.post(`/orders/${o.id}/${action}`, { userId: o.userId });
+      statusCounts[String(a.status)] = (statusCounts[String(a.status)] ?? 0) + 1;
+      if (a.status === 200) {
+        ok.add(o.id);
+        latencies.record(Math.max(1, Math.round(a.ms * 1000)));
+      } else onBad(a.status, `${action}: ${a.body}`);
+    }),
+  );
+  const elapsedMs = Date.now() - started;
+  return {
+    ok,
+    figures: {
+      calls: list.length,
+      ok: ok.size,
+      statusCounts,
+      elapsedMs,
+      perSec: elapsedMs > 0 ? ok.size / (elapsedMs / 1000) : 0,
+      latencyMs:
+        latencies.count === 0
+          ? null
+          : { p50: latencies.percentile(50) / 1000, p99: latencies.percentile(99) / 1000, max: latencies.max / 1000, mean: latencies.mean / 1000 },
+    },
+  };
+}
+
+function parseOrder(body: string): Reservation {
+  const o = JSON.parse(body) as { id: number; userId: string };
+  return { id: Number(o.id), userId: o.userId };
+}
+
+function countOf(counts: Record<string, number>, pred: (code: number) => boolean): number {
+  return Object.entries(counts)
+    .filter(([c]) => pred(Number(c)))
+    .reduce((s, [, n]) => s + n, 0);
+}
+
+function addCounts(...all: Array<Record<string, number>>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const c of all) for (const [k, n] of Object.entries(c)) out[k] = (out[k] ?? 0) + n;
+  return out;
+}
+
+interface OrderFact {
+  id: number;
+  userId: string;
+  quantity: number;
+  allocations: Array<{ segment: number; quantity: number }>;
+  status: 'reserved' | 'paid' | 'cancelled' | 'expired';
+  createdMs: number;
+  expiresMs: number;
+  closedMs: number | null;
+}
+
+/** Every order of the product and its segments, timestamps by PostgreSQL's clock (ms since the epoch). */
+async function facts(ctx: RunContext, productId: number): Promise<{ orders: OrderFact[]; segments: Map<number, number> }> {
+  const { rows } = await ctx.db.query(
+    `SELECT id::text AS id, user_id, quantity, allocations, status,
+            (extract(epoch FROM created_at) * 1000)::float8 AS created_ms,
+            (extract(epoch FROM expires_at) * 1000)::float8 AS expires_ms,
+            (extract(epoch FROM closed_at) * 1000)::float8 AS closed_ms
+       FROM orders WHERE product_id = $1`,
+    [productId],
+  );
+  const seg = await ctx.db.query('SELECT idx, stock FROM stock_segments WHERE product_id = $1', [productId]);
+  return {
+    orders: rows.map((r) => ({
+      id: Number(r.id),
+      userId: r.user_id,
+      quantity: r.quantity,
+      allocations: r.allocations,
+      status: r.status,
+      createdMs: r.created_ms,
+      expiresMs: r.expires_ms,
+      closedMs: r.closed_ms,
+    })),
+    segments: new Map(seg.rows.map((r) => [Number(r.idx), Number(r.stock)])),
+  };
+}
+
+function unitsBySegment(orders: OrderFact[]): Map<number, number> {
+  const out = new Map<number, number>();
+  for (const o of orders) for (const a of o.allocations) out.set(a.segment, (out.get(a.segment) ?? 0) + a.quantity);
+  return out;
+}
+
+function sameMap(a: Map<number, number>, b: Map<number, number>): boolean {
+  const keys = new Set([...a.keys(), ...b.keys()]);
+  return [...keys].every((k) => (a.get(k) ?? 0) === (b.get(k) ?? 0));
+}
+
+const sameSet = (a: Set<number>, b: Set<number>) => a.size === b.size && [...a].every((x) => b.has(x));
+
+export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<ScenarioResult> {
+  const plan = spec.returnsPlan;
+  const buyers = spec.buyers;
+  if (!plan || !buyers) throw new Error(`${spec.id}: the sale with returns needs buyers and a returns plan`);
+  const productId = await ctx.createProduct({ name: `bench ${spec.id}`, stock: spec.stock, segments: spec.segments, paymentTimeoutS: plan.paymentTimeoutS });
+  const before = await snapshot(ctx.url, ctx.workers);
+  const timeoutS = autocannonTimeoutS(ctx.lockWaitMs);
+  const backend = new Backend(ctx.url, timeoutS * 1000);
+  try {
+    // 1. The sale, run as the literal sale runs it; each reservation gets its fate as its 201 arrives.
+    const first: Array<Reservation & { fate: Fate }> = [];
+    // The first few 5xx (or unanswered) bodies, for the report: which 503 it was.
+    const samples5xx: string[] = [];
+    const keep5xx = (status: number, body: string) => {
+      if ((status >= 500 || status === 0) && samples5xx.length < 3) samples5xx.push(`${status} ${body.slice(0, 300)}`);
+    };
+    const sale = await runLoad({
+      url: ctx.url,
+      productId,
+      userPrefix: `b${productId}-`,
+      connections: ctx.connections,
+      amount: buyers,
+      timeoutS,
+      label: `${spec.id} sale`,
+      progress: ctx.progress,
+      signal: ctx.signal,
+      onAnswer: (status, body) => {
+        if (status === 201) first.push({ ...parseOrder(body), fate: fateOf(first.length, spec.stock, plan) });
+        else keep5xx(status, body);
+      },
+    });
+    // Every buyer is answered and nothing has come back yet: the first sale is checked as the sale is.
+    const firstCheck = verify(await auditProduct(ctx.db, productId), {
+      statusCounts: sale.statusCounts,
+      created: sale.created,
+      allAnswered: sale.responses === buyers,
+      expectSoldOut: true,
+    });
+    const planned: Record<Fate, number> = { pay: 0, cancel: 0, expire: 0 };
+    for (const o of first) planned[o.fate]++;
+
+    // 2. The shop's backend pays what stays sold, before anything comes back.
+    const pays = await calls(
+      backend,
+      first.filter((o) => o.fate === 'pay'),
+      'pay',
+      keep5xx,
+    );
+
+    // 3. Every unit not paid comes back: cancelled now, or expired at its expiresAt. New buyers ask
+    //    from just before the first cancel until all of them sold again, each paying at once.
+    const resaleTarget = first.length - pays.ok.size;
+    const resold: Reservation[] = [];
+    const resalePaid = new Set<number>();
+    const resalePays: Array<Promise<void>> = [];
+    const resalePaysStatus: Record<string, number> = {};
+    const capS = Math.ceil(plan.paymentTimeoutS + plan.expirySweepMs / 1000 + RESALE_MARGIN_S);
+    const resaleRun: Promise<LoadResult | null> =
+      resaleTarget > 0
+        ? runLoad({
+            url: ctx.url,
+            productId,
+            userPrefix: `r${productId}-`,
+            connections: ctx.connections,
+            durationS: capS,
+            timeoutS,
+            label: `${spec.id} resale`,
+            progress: ctx.progress,
+            signal: ctx.signal,
+            onAnswer: (status, body) => {
+              if (status !== 201) return keep5xx(status, body);
+              const o = parseOrder(body);
+              resold.push(o);
+              resalePays.push(
+                backend.post(`/orders/${o.id}/pay`, { userId: o.userId }).then((a) => {
+                  resalePaysStatus[String(a.status)] = (resalePaysStatus[String(a.status)] ?? 0) + 1;
+                  if (a.status === 200) resalePaid.add(o.id);
+                  else keep5xx(a.status, `pay: ${a.body}`);
+                }),
+              );
+            },
+            stopWhen: () => resold.length >= resaleTarget,
+          })
+        : Promise.resolve(null);
+    // Awaited below; until then a failure (an abort) must not count as unhandled.
+    resaleRun.catch(() => undefined);
+    const cancels = await calls(
+      backend,
+      first.filter((o) => o.fate === 'cancel'),
+      'cancel',
+      keep5xx,
+    );
+    const resale = await resaleRun;
+    await Promise.all(resalePays);
+    const endedAt = Date.now();
+
+    // Abandoned requests (cut off when the resale stopped) are still served: wait for them as every scenario does.
+    const ordersInDb = await waitQuiet(ctx.db, productId, Math.max(500, spec.holdMs * 10), ctx.lockWaitMs + 10_000, ctx.signal);
+    const after = await snapshot(ctx.url, ctx.workers);
+    const audit = await auditProduct(ctx.db, productId);
+    const { orders, segments } = await facts(ctx, productId);
+
+    // What PostgreSQL says happened.
+    const firstPrefix = `b${productId}-`;
+    const resalePrefix = `r${productId}-`;
+    const firstOrders = orders.filter((o) => o.userId.startsWith(firstPrefix));
+    const resaleLive = orders.filter((o) => o.userId.startsWith(resalePrefix) && (o.status === 'reserved' || o.status === 'paid'));
+    const returned = orders.filter((o) => o.status === 'cancelled' || o.status === 'expired');
+    const expired = orders.filter((o) => o.status === 'expired');
+    const ids = (list: OrderFact[]) => new Set(list.map((o) => o.id));
+    const statuses = { reserved: 0, paid: 0, cancelled: 0, expired: 0 };
+    for (const o of orders) statuses[o.status]++;
+    const units = (list: OrderFact[]) => list.reduce((s, o) => s + o.quantity, 0);
+    const returnedUnits = { cancelled: units(returned.filter((o) => o.status === 'cancelled')), expired: units(expired) };
+    const returnedTotal = returnedUnits.cancelled + returnedUnits.expired;
+
+    // Each unit's time back on sale: the k-th returned unit (by closed_at) against the k-th resold
+    // one (by created_at); the k-th resale needs k units back, so the pairs never cross. now() is a
+    // transaction's start, so a resale that waited on a returning transaction may read a hair
+    // early: clamped at 0.
+    const backAt = returned.flatMap((o) => Array<number>(o.quantity).fill(o.closedMs ?? NaN)).sort((a, b) => a - b);
+    const soldAt = resaleLive.flatMap((o) => Array<number>(o.quantity).fill(o.createdMs)).sort((a, b) => a - b);
+    const pairs = Math.min(backAt.length, soldAt.length);
+    const onSale = Array.from({ length: pairs }, (_, k) => Math.max(0, soldAt[k] - backAt[k]));
+    const lastSold = soldAt.length > 0 ? soldAt[soldAt.length - 1] : null;
+    const figures: ReturnsFigures = {
+      paymentTimeoutS: plan.paymentTimeoutS,
+      expirySweepMs: plan.expirySweepMs,
+      planned,
+      pays: pays.figures,
+      cancels: cancels.figures,
+      expiryLagMs: spread(expired.map((o) => Math.max(0, (o.closedMs ?? NaN) - o.expiresMs))),
+      returnedUnits,
+      resale: {
+        requests: resale?.responses ?? 0,
+        statusCounts: resale?.statusCounts ?? {},
+        created: resale?.created ?? 0,
+        elapsedS: resale?.elapsedS ?? 0,
+        latency201Ms: resale?.latency201 ?? null,
+        paysStatusCounts: resalePaysStatus,
+        firstReturnToSoldOutMs: lastSold !== null && backAt.length > 0 ? Math.max(0, lastSold - backAt[0]) : null,
+        lastReturnToSoldOutMs: lastSold !== null && backAt.length > 0 ? Math.max(0, lastSold - backAt[backAt.length - 1]) : null,
+        onSaleMs: spread(onSale),
+      },
+      statuses,
+    };
+
+    // The checks: the first sale as the sale is checked, then the whole life of the product.
+    const checks: Check[] = [];
+    const add = (name: string, ok: boolean, detail: string) => checks.push({ name, ok, detail });
+    for (const c of firstCheck.checks.filter((x) => ['sold out exactly', 'I3 no false sold-out', 'every 201 is an order', 'no 5xx answers'].includes(x.name))) {
+      add(`first sale: ${c.name}`, c.ok, c.detail);
+    }
+    const total = audit.ordered + audit.remaining;
+    add(
+      'I1 stock conserved',
+      total === audit.totalStock,
+      `live ${audit.ordered} + remaining ${audit.remaining} ${total === audit.totalStock ? '==' : '!='} stocked ${audit.totalStock}`,
+    );
+    add('I1 no segment below 0', audit.negativeSegments === 0, `${audit.negativeSegments} negative segment(s)`);
+    add('I2 no user with two live orders', audit.duplicateUsers === 0, `${audit.duplicateUsers} user(s) with more than one live order`);
+    const answers = {
+      'POST /orders': addCounts(sale.statusCounts, resale?.statusCounts ?? {}),
+      pay: addCounts(pays.figures.statusCounts, resalePaysStatus),
+      cancel: cancels.figures.statusCounts,
+    };
+    const bad = Object.entries(answers)
+      .map(([what, counts]) => [what, countOf(counts, (c) => c >= 500 || c === 0)] as const)
+      .filter(([, n]) => n > 0);
+    add(
+      'no 5xx answers',
+      bad.length === 0,
+      bad.length === 0
+        ? 'none, to orders, pays or cancels'
+        : `${bad.map(([what, n]) => `${what}: ${n} 5xx or unanswered`).join(', ')}${samples5xx.length > 0 ? `; e.g. ${samples5xx.join(' | ')}` : ''}`,
+    );
+    const all201 = sale.created + (resale?.created ?? 0);
+    add(
+      'every 201 is an order',
+      all201 <= ordersInDb,
+      `${all201} answered 201 (${sale.created} + ${resale?.created ?? 0} resold), ${ordersInDb} orders stored`,
+    );
+    const tooLate = countOf(pays.figures.statusCounts, (c) => c === 409) + countOf(cancels.figures.statusCounts, (c) => c === 409);
+    add(
+      'pays and cancels as planned',
+      pays.ok.size === planned.pay && cancels.ok.size === planned.cancel,
+      `${pays.ok.size} of ${planned.pay} paid, ${cancels.ok.size} of ${planned.cancel} cancelled${
+        tooLate > 0
+          ? `; ${tooLate} answered 409 (expired first: paymentTimeoutS ${plan.paymentTimeoutS} s is too short for this machine, raise --returns-timeout)`
+          : ''
+      }`,
+    );
+    // I7: paid iff a payment was answered 200, cancelled iff a cancel was; the rest of the first sale expired.
+    const paidOk = new Set([...pays.ok, ...resalePaid]);
+    const firstLeft = new Set(firstOrders.filter((o) => !pays.ok.has(o.id) && !cancels.ok.has(o.id)).map((o) => o.id));
+    const fates = [
+      ['paid', sameSet(ids(orders.filter((o) => o.status === 'paid')), paidOk)],
+      ['cancelled', sameSet(ids(orders.filter((o) => o.status === 'cancelled')), cancels.ok)],
+      ['expired', sameSet(ids(expired), firstLeft)],
+      ['none reserved', statuses.reserved === 0],
+    ] as const;
+    const wrong = fates.filter(([, ok]) => !ok).map(([what]) => what);
+    add(
+      'statuses as answered',
+      wrong.length === 0,
+      `paid ${statuses.paid} (${pays.ok.size} + ${resalePaid.size} resold), cancelled ${statuses.cancelled}, expired ${statuses.expired} (planned ${planned.expire}), reserved ${statuses.reserved}${
+        wrong.length > 0 ? `; differs from the answers: ${wrong.join(', ')}` : ''
+      }`,
+    );
+    // Returned units go back to their own segment, and nothing else moves stock here: segment by
+    // segment, what came back is what sold again, and nothing is left.
+    const left = [...segments.values()].reduce((s, n) => s + n, 0);
+    const perSegment = sameMap(unitsBySegment(returned), unitsBySegment(resaleLive));
+    add(
+      'every returned unit resold exactly once',
+      units(resaleLive) === returnedTotal && perSegment && left === 0,
+      `${returnedTotal} back (${returnedUnits.cancelled} cancelled, ${returnedUnits.expired} expired), ${units(resaleLive)} resold, ${
+        perSegment ? 'equal in every segment' : '**not equal segment by segment**'
+      }, ${left} left`,
+    );
+    add(
+      'resale sold out',
+      resold.length === resaleTarget,
+      `${resold.length} of ${resaleTarget} returned units sold again within ${resale ? `${resale.elapsedS.toFixed(1)} s` : '0 s'} (cap ${capS} s)`,
+    );
+    const verified = checks.every((c) => c.ok);
+    const sellOutMs = sale.lastCreatedAtMs;
+    return {
+      ...spec,
+      productId,
+      connections: Math.min(ctx.connections, buyers),
+      elapsedS: (endedAt - sale.startedAtMs) / 1000,
+      responses: sale.responses,
+      statusCounts: sale.statusCounts,
+      created: sale.created,
+      ordersPerSec: sellOutMs ? sale.created / (sellOutMs / 1000) : 0,
+      latency201Ms: sale.latency201,
+      errors: sale.errors + (resale?.errors ?? 0),
+      timeouts: sale.timeouts + (resale?.timeouts ?? 0),
+      sellOutMs,
+      ordersInDb,
+      metrics: scenarioDeltas(before, after, ordersInDb),
+      verification: { verified, checks, audit },
+      status: verified ? 'ok' : 'FAILED',
+      returns: figures,
+    };
+  } finally {
+    backend.close();
+  }
+}
