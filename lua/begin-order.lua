@@ -6,6 +6,7 @@
 -- KEYS[4] the product's stock generation          hint:stockgen:<productId> (bumped when units come back)
 -- ARGV[1] lock token, unique to this request (only its holder may release the lock)
 -- ARGV[2] lock time to live in milliseconds
+-- ARGV[3] time to live of a generation this script starts, in milliseconds
 -- Returns { -1 } sold out, { 0 } lock held by another request of the user,
 -- { 1, generation, emptyIndex... } lock taken
 -- 1. sold out: nothing else to do (EXISTS answers 0 or 1; 0 is true in Lua, so compare)
@@ -16,9 +17,18 @@ end
 if not redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return { 0 }
 end
--- 3. the generation this order saw (0 when never bumped), so that it can only mark the product
---    sold out if no units came back since
-local reply = { 1, tonumber(redis.call('GET', KEYS[4]) or '0') }
+-- 3. the generation this order saw, so that it can only mark the product sold out if no units came
+--    back since. A missing generation (never set, or lost to a flush, a restart or its time to
+--    live) starts afresh at Redis's clock in microseconds: never a value that a reading taken
+--    before it went missing can hold (those count up by one per return from an older start), so
+--    such a reading cannot mark the product sold out over units returned around the loss
+local generation = redis.call('GET', KEYS[4])
+if not generation then
+  local now = redis.call('TIME')
+  generation = now[1] .. string.format('%06d', now[2])
+  redis.call('SET', KEYS[4], generation, 'PX', ARGV[3])
+end
+local reply = { 1, tonumber(generation) }
 -- 4. the segments seen empty in this layout, so the order skips them
 local empty = redis.call('SMEMBERS', KEYS[3])
 for i = 1, #empty do

@@ -6,8 +6,9 @@
 -- ARGV[1] the generation the order saw when it opened
 -- ARGV[2] time to live of the flag in milliseconds
 -- Returns 1 when the flag was set, 0 when units came back in between.
--- 1. compare generations (a missing key is generation 0)
-if (redis.call('GET', KEYS[2]) or '0') ~= ARGV[1] then
+-- 1. compare generations; a missing one matches nothing: it was lost (flush, restart) since the
+--    order read it, and units may have come back in between
+if redis.call('GET', KEYS[2]) ~= ARGV[1] then
   return 0
 end
 -- 2. set the flag for its time to live

@@ -6,7 +6,13 @@
 -- ARGV[1] time to live of the generation in milliseconds
 -- ARGV[2...] the segments that received units
 -- Returns the new generation.
--- 1. bump first: an order that read the older generation can no longer set the sold-out flag
+-- 1. bump first: an order that read the older generation can no longer set the sold-out flag. A
+--    missing generation starts afresh first, as in begin-order.lua: counted up from 0 it could
+--    come back to a value an order read before the loss
+if redis.call('EXISTS', KEYS[2]) == 0 then
+  local now = redis.call('TIME')
+  redis.call('SET', KEYS[2], now[1] .. string.format('%06d', now[2]))
+end
 local generation = redis.call('INCR', KEYS[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[1])
 -- 2. drop the sold-out flag

@@ -2,7 +2,8 @@
 // UNAVAILABLE (nothing happened) and settling the outcome by the order's key.
 import { QueryFailedError } from 'typeorm';
 import { DatabaseError } from 'pg';
-import { writeFailure } from './database-errors';
+import { UnavailableError } from './domain-errors';
+import { mapDatabaseError, writeFailure } from './database-errors';
 
 const sent = (driverError: Error) => new QueryFailedError('INSERT ...', [], driverError);
 function serverError(code: string, severity: string): DatabaseError {
@@ -40,5 +41,22 @@ describe('writeFailure', () => {
     ['a FATAL crash shutdown (57P02)', serverError('57P02', 'FATAL')],
   ])('should call %s unknown: it may have committed', (_name, err) => {
     expect(writeFailure(sent(err))).toBe('unknown');
+  });
+});
+
+describe('mapDatabaseError', () => {
+  it.each([
+    ['a FATAL idle-in-transaction timeout (25P03): the server ended the session and rolled back', serverError('25P03', 'FATAL')],
+    ['a FATAL transaction timeout (25P04)', serverError('25P04', 'FATAL')],
+    ['a FATAL admin shutdown (57P01)', serverError('57P01', 'FATAL')],
+    ['a server-side statement timeout (57014)', serverError('57014', 'ERROR')],
+    ['a terminated connection', new Error('Connection terminated unexpectedly')],
+  ])('should answer UNAVAILABLE for %s', (_name, err) => {
+    expect(mapDatabaseError(sent(err), 1)).toBeInstanceOf(UnavailableError);
+  });
+
+  it('should leave an ERROR that is no outage as it is (a bug, not a 503)', () => {
+    const err = sent(serverError('23514', 'ERROR'));
+    expect(mapDatabaseError(err, 1)).toBe(err);
   });
 });

@@ -19,8 +19,20 @@ export function isUniqueViolation(err: unknown, constraint?: string): boolean {
   return (e.driverError?.constraint ?? e.constraint) === constraint;
 }
 
+/** The severity PostgreSQL gave an error it sent (ERROR, FATAL, PANIC); undefined for client-side failures. */
+function severity(err: unknown): string | undefined {
+  const e = err as { severity?: unknown; driverError?: { severity?: unknown } };
+  const s = e?.driverError?.severity ?? e?.severity;
+  return typeof s === 'string' ? s : undefined;
+}
+
 /** True for errors that mean PostgreSQL is down, unreachable, overloaded or timing out. */
 export function isDatabaseOutage(err: unknown): boolean {
+  // A FATAL or PANIC ends the session, whatever its SQLSTATE: a shutdown (57P01, 57P02), and also
+  // the server's own idle_in_transaction_session_timeout (25P03) or transaction_timeout (25P04),
+  // which a stall between the service and PostgreSQL in the middle of a transaction sets off.
+  const sev = severity(err);
+  if (sev === 'FATAL' || sev === 'PANIC') return true;
   const state = sqlState(err);
   if (state && /^[0-9A-Z]{5}$/.test(state)) return UNAVAILABLE_SQLSTATE_CLASSES.includes(state.slice(0, 2));
   if (state && /^E[A-Z]+/.test(state)) return true; // ECONNREFUSED, ECONNRESET, ETIMEDOUT ...

@@ -12,7 +12,15 @@ export const REDIS_LOCK_CLIENTS = Symbol('REDIS_LOCK_CLIENTS');
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {
-    beginOrder(soldOutKey: string, userLockKey: string, emptyKey: string, generationKey: string, token: string, ttlMs: number): Result<number[], Context>;
+    beginOrder(
+      soldOutKey: string,
+      userLockKey: string,
+      emptyKey: string,
+      generationKey: string,
+      token: string,
+      ttlMs: number,
+      generationTtlMs: number,
+    ): Result<number[], Context>;
     markSoldOut(soldOutKey: string, generationKey: string, generation: number, ttlMs: number): Result<number, Context>;
     stockReturned(soldOutKey: string, generationKey: string, emptyKey: string, ttlMs: number, ...segments: number[]): Result<number, Context>;
     endOrder(userLockKey: string, token: string): Result<number, Context>;

@@ -12,7 +12,8 @@ import { REDIS_CLIENT } from '../infrastructure/redis.providers';
 const EMPTY_HINT_TTL_MS = 6 * 60 * 60 * 1000;
 /** Bounds a sold-out flag whose clearing failed (Redis away when units came back). */
 const SOLD_OUT_TTL_MS = 60_000;
-const GENERATION_TTL_MS = 24 * 60 * 60 * 1000;
+/** A product's stock generation outlives its last return by this much (begin-order.lua starts a lost one afresh). */
+export const GENERATION_TTL_MS = 24 * 60 * 60 * 1000;
 
 export const hintKeys = {
   soldOut: (productId: number) => `hint:soldout:${productId}`,

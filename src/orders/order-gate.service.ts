@@ -16,7 +16,7 @@ import type Redis from 'ioredis';
 import { HttpConfig, LocksConfig, RedisConfig, ResolvedRedisConfig } from '../config/app-config';
 import { OrderInProgressError, SoldOutError, UnavailableError } from '../common/domain-errors';
 import { REDIS_CLIENT } from '../infrastructure/redis.providers';
-import { hintKeys } from '../inventory/stock-hints.service';
+import { GENERATION_TTL_MS, hintKeys } from '../inventory/stock-hints.service';
 import { ProductInfo } from '../inventory/product-catalog.service';
 import { lockKeys } from '../locks/lock-keys';
 import { MetricsService } from '../metrics/metrics.service';
@@ -62,6 +62,7 @@ export class OrderGateService {
         hintKeys.generation(product.id),
         token,
         this.locks.userTtlMs,
+        GENERATION_TTL_MS,
       );
     } catch (err) {
       this.metrics.dependencyErrors.inc({ dependency: 'redis' });

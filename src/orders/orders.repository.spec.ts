@@ -208,4 +208,50 @@ describe('OrdersRepository', () => {
       expect(Date.now() - started).toBeLessThan(1000);
     });
   });
+  // TypeORM answers an UPDATE with [rows returned, rows affected]; the fakes below do the same.
+  describe('pay and cancel read what their UPDATE returned', () => {
+    const record = (status: string, extra: Record<string, unknown> = {}) => ({
+      id: '41',
+      product_id: 7,
+      user_id: 'u1',
+      quantity: 1,
+      allocations: [{ segment: 3, quantity: 1 }],
+      status,
+      created_at: new Date(),
+      expires_at: new Date(Date.now() + 60_000),
+      paid_at: status === 'paid' ? new Date() : null,
+      closed_at: status === 'cancelled' || status === 'expired' ? new Date() : null,
+      ...extra,
+    });
+    /** PostgreSQL as the one UPDATE of pay finds it: `updated` is what it changed (nothing, or the order now paid). */
+    const payDb = (updated: object[], found: object[]) => jest.fn(async (sql: string) => (sql.includes('UPDATE') ? [updated, updated.length] : found));
+
+    it('should answer the paid order when the UPDATE paid it', async () => {
+      const paid = record('paid');
+      await expect(repo(payDb([paid], [paid])).pay('41', 'u1')).resolves.toMatchObject({ order: { id: 41, status: 'paid' }, changed: true });
+    });
+
+    it('should refuse, not answer 200, when the UPDATE changed nothing', async () => {
+      await expect(repo(payDb([], [record('cancelled')])).pay('41', 'u1')).rejects.toBeInstanceOf(OrderCancelledError);
+      await expect(repo(payDb([], [record('expired')])).pay('41', 'u1')).rejects.toBeInstanceOf(OrderExpiredError);
+      await expect(repo(payDb([], [record('reserved', { open: false })])).pay('41', 'u1')).rejects.toBeInstanceOf(OrderExpiredError);
+      await expect(repo(payDb([], [record('reserved', { user_id: 'u2' })])).pay('41', 'u1')).rejects.toBeInstanceOf(OrderNotFoundError);
+      await expect(repo(payDb([], [])).pay('41', 'u1')).rejects.toBeInstanceOf(OrderNotFoundError);
+    });
+
+    it('should answer the cancelled order as the UPDATE returned it, with the units it put back', async () => {
+      const runner = jest.fn(async (sql: string) => {
+        if (sql.includes('SELECT product_id, user_id')) return [{ product_id: 7, user_id: 'u1' }];
+        if (sql.includes('FROM products')) return [{ layout_version: 1, segment_count: 4 }];
+        if (sql.includes('FROM orders WHERE id = $1 FOR UPDATE')) return [record('reserved', { open: true })];
+        if (sql.includes('UPDATE stock_segments')) return [[], 1];
+        if (sql.includes('UPDATE orders')) return [[record('cancelled')], 1];
+        return [];
+      });
+      await expect(repo(jest.fn(), runner).cancel('41', 'u1')).resolves.toMatchObject({
+        order: { id: 41, status: 'cancelled', userId: 'u1' },
+        returned: { productId: 7, segments: [3], units: 1 },
+      });
+    });
+  });
 });

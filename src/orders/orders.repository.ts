@@ -163,6 +163,12 @@ const INSERT_ORDER_SQL = `
   INSERT INTO orders (product_id, user_id, quantity, allocations, status, expires_at) VALUES ($1, $2, $3, $4::jsonb, 'reserved', ${EXPIRES_AT('$1')})
   RETURNING id, created_at, expires_at`;
 
+/**
+ * What TypeORM's query() answers for an UPDATE (or DELETE), RETURNING or not: the rows returned and
+ * the number of rows affected, not the rows alone as for a SELECT or an INSERT.
+ */
+type Updated<T> = [T[], number];
+
 const ORDER_COLUMNS = 'id, product_id, user_id, quantity, allocations, status, created_at, expires_at, paid_at, closed_at';
 
 /** An order as it comes back from a read, with its age by PostgreSQL's own clock. */
@@ -403,8 +409,7 @@ export class OrdersRepository {
     const tag = randomUUID();
     let rows: OrderRecord[];
     try {
-      // An UPDATE answers [rows, affected count] through TypeORM's driver.
-      [rows] = await this.db.query<[OrderRecord[], number]>(
+      [rows] = await this.db.query<Updated<OrderRecord>>(
         tagged(
           tag,
           `UPDATE orders SET status = 'paid', paid_at = now()
@@ -454,7 +459,7 @@ export class OrdersRepository {
           const returned = await returnUnits(tx, tag, head.product_id, product, [row]);
           const [[done]] = (await tx.query(tagged(tag, `UPDATE orders SET status = 'cancelled', closed_at = now() WHERE id = $1 RETURNING ${ORDER_COLUMNS}`), [
             orderId,
-          ])) as [OrderRecord[], number];
+          ])) as Updated<OrderRecord>;
           return { order: toRow(done), returned };
         },
       );

@@ -92,11 +92,24 @@ export class FaultPostgres {
 
   /** Freezes the postmaster and every backend (SIGSTOP): sockets stay open, nothing answers. */
   freeze(): void {
-    for (const pid of this.pids()) process.kill(pid, 'SIGSTOP');
+    this.signalAll('SIGSTOP');
   }
 
   thaw(): void {
-    for (const pid of this.pids()) process.kill(pid, 'SIGCONT');
+    this.signalAll('SIGCONT');
+  }
+
+  /** The postmaster first, then its children; a backend that ended since it was listed (its client closed) is skipped. */
+  private signalAll(signal: NodeJS.Signals): void {
+    const [postmaster, ...children] = this.pids();
+    process.kill(postmaster, signal);
+    for (const pid of children) {
+      try {
+        process.kill(pid, signal);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
+      }
+    }
   }
 
   /** The postmaster (first line of postmaster.pid) and its children, read from /proc. */
