@@ -63,6 +63,11 @@ export class MetricsService {
     help: 'Authoritative stock reads from PostgreSQL after every segment looked empty',
     registers: [this.registry],
   });
+  readonly batchRetries = new Counter({
+    name: 'flashsale_order_batch_retries_total',
+    help: 'Group-commit statements refused by CHECK (stock >= 0) and run again inside a transaction that locked the segment first',
+    registers: [this.registry],
+  });
   readonly orderTransitions = new Counter({
     name: 'flashsale_order_transitions_total',
     help: 'Orders that left the reserved state, by the state they went to (paid, cancelled, expired)',

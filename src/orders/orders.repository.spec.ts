@@ -20,7 +20,7 @@ const session = { end: jest.fn(async () => undefined) };
 
 function repo(query: jest.Mock, runnerQuery: jest.Mock = jest.fn()) {
   const db = { query, createQueryRunner: () => ({ query: runnerQuery, release: jest.fn(async () => undefined), databaseConnection: session }) };
-  const metrics = { dependencyErrors: { inc: jest.fn() } };
+  const metrics = { dependencyErrors: { inc: jest.fn() }, batchRetries: { inc: jest.fn() } };
   return new OrdersRepository(db as never, { timeoutMs: 300 } as DatabaseConfig, { retryAfterS: 2 } as HttpConfig, metrics as never);
 }
 const order = (ageMs: number, segment = 3) => ({
@@ -47,6 +47,40 @@ const commitLosesItsReply = () =>
 const write = () => new UncertainWrite(7, 'u1', 1, [3], 'tag', process.hrtime.bigint() - 50_000_000n, new Error('lost'));
 
 describe('OrdersRepository', () => {
+  describe('a group-commit statement refused by CHECK (stock >= 0)', () => {
+    const checkViolation = () => new QueryFailedError('...', [], Object.assign(new Error('violates check constraint'), { code: '23514', severity: 'ERROR' }));
+    const soldRows = [
+      { kind: 'sold', user_id: 'u1', id: '9', created_at: new Date(), expires_at: new Date(), stock: null },
+      { kind: 'chosen', user_id: 'u1', id: null, created_at: null, expires_at: null, stock: null },
+      { kind: 'left', user_id: null, id: null, created_at: null, expires_at: null, stock: '4' },
+    ];
+
+    it('should run it again in a transaction that locks the segment row in a statement of its own first', async () => {
+      const runner = jest.fn(async (sql: string) => (sql.includes('SELL') || sql.includes('unnest') ? soldRows : []));
+      const r = repo(jest.fn().mockRejectedValue(checkViolation()), runner);
+      const out = await r.sellBatch(7, 3, [{ userId: 'u1', quantity: 1 }]);
+      expect(out.results[0]).toMatchObject({ order: { id: 9, userId: 'u1', status: 'reserved' } });
+      expect(out.remaining).toBe(4);
+      const sqls = runner.mock.calls.map(([sql]) => sql);
+      const lock = sqls.findIndex((q) => /^SELECT 1 FROM stock_segments .* FOR UPDATE$/.test(q));
+      const batch = sqls.findIndex((q) => q.includes('unnest'));
+      expect(sqls[0]).toBe('START TRANSACTION');
+      expect(lock).toBeGreaterThan(0);
+      expect(batch).toBeGreaterThan(lock);
+      expect(sqls[sqls.length - 1]).toMatch(/COMMIT$/);
+    });
+
+    it('should answer BUSY, nothing written, when the locked retry is refused too', async () => {
+      const runner = jest.fn(async (sql: string) => {
+        if (sql.includes('unnest')) throw checkViolation();
+        return [];
+      });
+      const r = repo(jest.fn().mockRejectedValue(checkViolation()), runner);
+      await expect(r.sellBatch(7, 3, [{ userId: 'u1', quantity: 1 }])).rejects.toMatchObject({ code: 'BUSY' });
+      expect(runner.mock.calls.map(([sql]) => sql)).toContain('ROLLBACK');
+    });
+  });
+
   describe('which failures of a sale are uncertain', () => {
     it('should throw UncertainWrite when the connection breaks during the one-statement sale', async () => {
       const r = repo(jest.fn().mockRejectedValue(terminated()));

@@ -310,18 +310,27 @@ export class OrdersRepository {
     };
     const uncertain = (err: unknown) => new UncertainBatch(entries.map((e) => new UncertainWrite(productId, e.userId, e.quantity, [idx], tag, sentAt, err)));
     const params = [productId, idx, entries.map((e) => e.userId), entries.map((e) => e.quantity)];
-    let rows: Row[] | undefined;
-    // One autocommit statement: a lost reply is settled per order like a single sale's. During a
-    // rebalance the statement has been seen to decide on a row version older than the one it
-    // deducts from; CHECK (stock >= 0) then refuses it whole (nothing written) and it runs once more
-    // on a fresh snapshot; refused twice, the orders get BUSY, which means nothing happened.
-    for (let attempt = 0; !rows; attempt++) {
+    let rows: Row[];
+    // One autocommit statement: a lost reply is settled per order like a single sale's. While units
+    // come back (cancels, expiries) or a rebalance moves them, the statement has been seen to decide
+    // on a row version other than the one it deducts from; CHECK (stock >= 0) then refuses it whole
+    // (nothing written). It then runs again inside a transaction that first locks the segment row
+    // in a statement of its own, so the batch statement's snapshot is taken with the row already
+    // ours and every committed change to it visible: what it decides on is what it deducts from.
+    try {
+      rows = await this.db.query<Row[]>(tagged(tag, SELL_BATCH_SQL), params);
+    } catch (err) {
+      if (writeFailure(err) === 'unknown') throw uncertain(err);
+      if (sqlState(err) !== CHECK_VIOLATION) throw this.mapped(err);
+      this.metrics.batchRetries.inc();
       try {
-        rows = await this.db.query<Row[]>(tagged(tag, SELL_BATCH_SQL), params);
-      } catch (err) {
-        if (writeFailure(err) === 'unknown') throw uncertain(err);
-        if (sqlState(err) !== CHECK_VIOLATION) throw this.mapped(err);
-        if (attempt >= 1) throw new BusyError('the segment changed under the batch, retry', this.http.retryAfterS);
+        rows = await this.inTransaction(tag, uncertain, async (tx) => {
+          await tx.query('SELECT 1 FROM stock_segments WHERE product_id = $1 AND idx = $2 FOR UPDATE', [productId, idx]);
+          return (await tx.query(tagged(tag, SELL_BATCH_SQL), params)) as Row[];
+        });
+      } catch (again) {
+        if (sqlState(again) === CHECK_VIOLATION) throw new BusyError('the segment changed under the batch, retry', this.http.retryAfterS);
+        throw again;
       }
     }
     const sold = new Map<string, { id: string; createdAt: Date; expiresAt: Date }>();
