@@ -2,12 +2,12 @@
 // final, so they become `paid` (and keep counting as their user's live order); the unique key
 // becomes the partial index over live orders; and it can be reverted while no user has ordered
 // twice. Runs on a database of its own in the test run's PostgreSQL.
-import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { dataSourceOptions } from '../src/infrastructure/data-source';
 import { runMigrations } from '../src/infrastructure/migrate';
 import { InitialSchema1763700000000 } from '../migrations/1763700000000-InitialSchema';
 import { OrderLifecycle1763900000000 } from '../migrations/1763900000000-OrderLifecycle';
+import { withPg } from './faults/support';
 import { testUrls } from './support/service';
 
 const DATABASE = 'flashsale_migration_test';
@@ -16,16 +16,6 @@ function urlOf(database: string): string {
   const url = new URL(testUrls().databaseUrl);
   url.pathname = `/${database}`;
   return url.toString();
-}
-
-async function withClient<T>(url: string, work: (db: Client) => Promise<T>): Promise<T> {
-  const db = new Client({ connectionString: url });
-  await db.connect();
-  try {
-    return await work(db);
-  } finally {
-    await db.end();
-  }
 }
 
 /** Applies only the given migrations, in order. */
@@ -40,19 +30,19 @@ describe('the order lifecycle migration', () => {
   const url = urlOf(DATABASE);
 
   beforeAll(async () => {
-    await withClient(testUrls().databaseUrl, async (db) => {
+    await withPg(testUrls().databaseUrl, async (db) => {
       await db.query(`DROP DATABASE IF EXISTS ${DATABASE}`);
       await db.query(`CREATE DATABASE ${DATABASE}`);
     });
   });
   afterAll(async () => {
-    await withClient(testUrls().databaseUrl, (db) => db.query(`DROP DATABASE IF EXISTS ${DATABASE} WITH (FORCE)`));
+    await withPg(testUrls().databaseUrl, (db) => db.query(`DROP DATABASE IF EXISTS ${DATABASE} WITH (FORCE)`));
   });
 
   it('should make the orders taken before it paid, keep them live, and move one order per user to the partial index', async () => {
     const ds = await migrateWith(url, [InitialSchema1763700000000]);
     await ds.destroy();
-    await withClient(url, async (db) => {
+    await withPg(url, async (db) => {
       await db.query(`INSERT INTO products (name, total_stock, segment_count) VALUES ('old sale', 10, 2)`);
       await db.query(`INSERT INTO stock_segments (product_id, idx, stock) VALUES (1, 0, 4), (1, 1, 4)`);
       await db.query(`
@@ -63,7 +53,7 @@ describe('the order lifecycle migration', () => {
 
     expect(await runMigrations(url)).toEqual(['OrderLifecycle1763900000000']);
 
-    await withClient(url, async (db) => {
+    await withPg(url, async (db) => {
       const orders = await db.query(
         `SELECT user_id, status, paid_at = created_at AS paid_when_taken, expires_at = created_at AS expired_when_taken, closed_at FROM orders ORDER BY id`,
       );
@@ -91,12 +81,12 @@ describe('the order lifecycle migration', () => {
     const ds = await migrateWith(url, [InitialSchema1763700000000, OrderLifecycle1763900000000]);
     try {
       await expect(ds.undoLastMigration({ transaction: 'each' })).rejects.toThrow(/cannot go back: 1 users ordered a product again/);
-      await withClient(url, (db) => db.query(`DELETE FROM orders WHERE user_id = 'cy'`));
+      await withPg(url, (db) => db.query(`DELETE FROM orders WHERE user_id = 'cy'`));
       await ds.undoLastMigration({ transaction: 'each' });
     } finally {
       await ds.destroy();
     }
-    await withClient(url, async (db) => {
+    await withPg(url, async (db) => {
       const columns = await db.query(`SELECT column_name FROM information_schema.columns WHERE table_name = 'orders' ORDER BY ordinal_position`);
       expect(columns.rows.map((c) => c.column_name)).toEqual(['id', 'product_id', 'user_id', 'quantity', 'allocations', 'created_at']);
       await expect(db.query(`INSERT INTO orders (product_id, user_id, quantity, allocations) VALUES (1, 'ann', 1, '[]')`)).rejects.toMatchObject({

@@ -545,32 +545,54 @@ export class OrdersRepository {
    * effect, or had before), throws the refusal that applies (409), or null: the order is as it
    * was, so nothing happened (UNAVAILABLE). Unknown at the deadline: OUTCOME_UNKNOWN.
    */
-  private async settleChange(
+  private settleChange(
     u: UncertainChange,
     orderId: string,
     userId: string,
     decide: (r: OrderRecord & { open?: boolean }) => OrderRecord | OrderRow | null,
   ): Promise<OrderRow> {
-    const deadline = Date.now() + this.database.timeoutMs;
-    let lastError: unknown = u.cause;
+    const read = async () =>
+      (
+        await this.db.query<Array<OrderRecord & { open: boolean }>>(`SELECT ${ORDER_COLUMNS}, expires_at > now() AS open FROM orders WHERE id = $1`, [orderId])
+      )[0];
+    return this.untilKnown(
+      u.tag,
+      u.cause,
+      read,
+      (found) => {
+        if (!found || found.user_id !== userId) throw new OrderNotFoundError(orderId);
+        const answer = decide(found);
+        if (answer === null) throw new UnavailableError('postgres', this.http.retryAfterS, u.cause);
+        return 'user_id' in answer ? toRow(answer) : answer;
+      },
+      TRANSITION_UNKNOWN,
+    );
+  }
+
+  /**
+   * The loop both settlings share. Within DB_TIMEOUT_MS, retrying every SETTLE_RETRY_MS while
+   * PostgreSQL comes back: first whether a statement tagged `tag` is still active or its
+   * transaction open, then, once none is, `read` what the write left (a new snapshot: a write that
+   * ended after the first query is seen by the second). `decide` turns that into the answer, or
+   * throws the answer (UNAVAILABLE when nothing happened, a 404 or 409). Still unknown at the
+   * deadline: OUTCOME_UNKNOWN. Counted once as a PostgreSQL error, whatever the end.
+   */
+  private async untilKnown<R, T>(tag: string, cause: unknown, read: () => Promise<R>, decide: (found: R) => T, unknownMessage?: string): Promise<T> {
     this.metrics.dependencyErrors.inc({ dependency: 'postgres' });
+    const deadline = Date.now() + this.database.timeoutMs;
+    let lastError = cause;
     while (Date.now() < deadline) {
       try {
-        const found = await withinMs(deadline - Date.now(), async () => ((await this.running(u.tag)) ? 'running' : this.findOwned(orderId, userId)));
-        if (found === 'running') {
-          lastError = new Error('the change is still running in PostgreSQL');
-        } else {
-          const answer = decide(found);
-          if (answer === null) throw new UnavailableError('postgres', this.http.retryAfterS, u.cause);
-          return 'user_id' in answer ? toRow(answer) : answer;
-        }
+        const found = await withinMs(deadline - Date.now(), async () => ((await this.running(tag)) ? null : { value: await read() }));
+        if (found) return decide(found.value);
+        lastError = new Error('the write is still running in PostgreSQL');
       } catch (err) {
         if (err instanceof DomainError) throw err;
         lastError = err;
       }
       await sleep(Math.min(SETTLE_RETRY_MS, Math.max(0, deadline - Date.now())));
     }
-    throw new OutcomeUnknownError(this.http.retryAfterS, lastError, TRANSITION_UNKNOWN);
+    throw new OutcomeUnknownError(this.http.retryAfterS, lastError, unknownMessage);
   }
 
   /** Whether a statement of the attempt tagged `tag` is still active or its transaction open. */
@@ -597,52 +619,23 @@ export class OrdersRepository {
    * order of the same user committed within milliseconds before this write could be mistaken for
    * it; the user lock makes that impossible in redlock mode, and either way the order is real.
    */
-  async settle(w: UncertainWrite): Promise<OrderRow> {
-    const deadline = Date.now() + this.database.timeoutMs;
-    let lastError: unknown = w.cause;
-    for (;;) {
-      const left = deadline - Date.now();
-      if (left <= 0) break;
-      try {
-        const found = await withinMs(left, () => this.lookUp(w));
-        if (found === 'running') {
-          lastError = new Error('the write is still running in PostgreSQL');
-        } else if (found === null) {
-          throw new UnavailableError('postgres', this.http.retryAfterS, w.cause);
-        } else {
-          const sinceSentMs = Number(process.hrtime.bigint() - w.sentAt) / 1e6;
-          const mine =
-            (found.age_ms ?? Infinity) <= sinceSentMs + 5 && found.quantity === w.quantity && found.allocations.every((a) => w.segments.includes(a.segment));
-          if (!mine) throw new AlreadyOrderedError(Number(found.id));
-          this.metrics.dependencyErrors.inc({ dependency: 'postgres' });
-          return toRow(found);
-        }
-      } catch (err) {
-        if (err instanceof UnavailableError || err instanceof AlreadyOrderedError) {
-          this.metrics.dependencyErrors.inc({ dependency: 'postgres' });
-          throw err;
-        }
-        lastError = err;
-      }
-      await sleep(Math.min(SETTLE_RETRY_MS, Math.max(0, deadline - Date.now())));
-    }
-    this.metrics.dependencyErrors.inc({ dependency: 'postgres' });
-    throw new OutcomeUnknownError(this.http.retryAfterS, lastError);
-  }
-
-  /**
-   * First whether a statement of the attempt is still active or its transaction open, then the
-   * order. In this order: a write that ends after the first read is seen by the second (a new
-   * snapshot), so "no order" then means it never committed.
-   */
-  private async lookUp(w: UncertainWrite): Promise<OrderRecord | 'running' | null> {
-    if (await this.running(w.tag)) return 'running';
-    const rows = await this.db.query<OrderRecord[]>(
-      `SELECT ${ORDER_COLUMNS}, (extract(epoch FROM clock_timestamp() - created_at) * 1000)::float8 AS age_ms
-         FROM orders WHERE product_id = $1 AND user_id = $2 AND ${LIVE}`,
-      [w.productId, w.userId],
-    );
-    return rows[0] ?? null;
+  settle(w: UncertainWrite): Promise<OrderRow> {
+    const read = async () =>
+      (
+        await this.db.query<OrderRecord[]>(
+          `SELECT ${ORDER_COLUMNS}, (extract(epoch FROM clock_timestamp() - created_at) * 1000)::float8 AS age_ms
+             FROM orders WHERE product_id = $1 AND user_id = $2 AND ${LIVE}`,
+          [w.productId, w.userId],
+        )
+      )[0];
+    return this.untilKnown(w.tag, w.cause, read, (found) => {
+      if (!found) throw new UnavailableError('postgres', this.http.retryAfterS, w.cause);
+      const sinceSentMs = Number(process.hrtime.bigint() - w.sentAt) / 1e6;
+      const mine =
+        (found.age_ms ?? Infinity) <= sinceSentMs + 5 && found.quantity === w.quantity && found.allocations.every((a) => w.segments.includes(a.segment));
+      if (!mine) throw new AlreadyOrderedError(Number(found.id));
+      return toRow(found);
+    });
   }
 
   /**

@@ -21,6 +21,7 @@ import { hintKeys } from '../../src/inventory/stock-hints.service';
 import { admin, pooled, request, ServiceProcess } from '../support/service';
 import {
   brief,
+  crashAndFreezeCycles,
   crashPostgres,
   FaultPostgres,
   FaultRedis,
@@ -448,21 +449,7 @@ describe('Order lifecycle under faults: expiry, pay and cancel across two proces
     });
     const answeredSince = (from: number) => calls.filter((c) => c.sentAt >= from && (c.status === 200 || c.status === 409)).length;
 
-    for (let cycle = 0; cycle < CYCLES; cycle++) {
-      const resumed = Date.now();
-      await waitFor(`pay and cancel answered before fault ${cycle + 1}`, () => answeredSince(resumed) >= 20, 30_000);
-      if (cycle % 2 === 0) {
-        await crashPostgres(pg);
-        await sleep(300);
-        await pg.start();
-      } else {
-        pg.freeze();
-        await sleep(DB_TIMEOUT_MS + 700);
-        pg.thaw();
-      }
-    }
-    const last = Date.now();
-    await waitFor('pay and cancel answered after the last fault', () => answeredSince(last) >= 20, 30_000);
+    await crashAndFreezeCycles(pg, { cycles: CYCLES, freezeMs: DB_TIMEOUT_MS + 700, what: 'pay and cancel answered', progress: answeredSince });
     running = false;
     await Promise.all(loops);
     // Statements that outlived their callers' timeouts have ended (none is still running).

@@ -7,18 +7,16 @@ import { join } from 'node:path';
 import { createProduct, ServiceProcess } from '../support/service';
 import {
   audit,
+  crashAndFreezeCycles,
   brief,
-  crashPostgres,
   expectNothingHappenedOn503,
   FaultPostgres,
   FaultRedis,
   loadUntilStopped,
   placeOrder,
   scratchDir,
-  sleep,
   startFaultService,
   stopAll,
-  waitFor,
   withPg,
 } from './support';
 
@@ -58,21 +56,7 @@ describe('Answers that are the truth while PostgreSQL crashes and freezes under 
     const load = loadUntilStopped({ concurrency: 24, productId: product.id, prefix: 't', pick: (i) => (i % 2 === 0 ? a.url : b.url), pauseMs: 1 });
     const createdSince = (from: number) => load.outcomes.filter((o) => o.status === 201 && o.sentAt >= from).length;
 
-    for (let cycle = 0; cycle < CYCLES; cycle++) {
-      const resumed = Date.now();
-      await waitFor(`orders flowing before fault ${cycle + 1}`, () => createdSince(resumed) >= 20, 30_000);
-      if (cycle % 2 === 0) {
-        await crashPostgres(pg);
-        await sleep(300);
-        await pg.start();
-      } else {
-        pg.freeze();
-        await sleep(DB_TIMEOUT_MS + 700);
-        pg.thaw();
-      }
-    }
-    const last = Date.now();
-    await waitFor('orders flowing after the last fault', () => createdSince(last) >= 20, 30_000);
+    await crashAndFreezeCycles(pg, { cycles: CYCLES, freezeMs: DB_TIMEOUT_MS + 700, what: 'orders flowing', progress: createdSince });
     const outcomes = await load.stop();
 
     expect(outcomes.filter((o) => o.status === 0 || o.doneAt - o.sentAt > REPLY_BOUND_MS).map(brief)).toEqual([]);

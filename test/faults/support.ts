@@ -469,3 +469,29 @@ export function expectNothingHappenedOn503(books: Audit, outcomes: Outcome[]): s
   expect(outcomes.filter((o) => o.status === 201 && !books.orderIds.has(o.orderId as number)).map(brief)).toEqual([]);
   return outcomes.filter((o) => o.code === 'OUTCOME_UNKNOWN').map((o) => o.userId);
 }
+
+/**
+ * Alternates immediate stops (restarted after 300 ms) and freezes (thawed after `freezeMs`) of
+ * PostgreSQL, `cycles` times, waiting before each fault and after the last one until `progress(since)`
+ * counts at least 20 answers of the load since then: faults hit a load that flows.
+ */
+export async function crashAndFreezeCycles(
+  pg: FaultPostgres,
+  opts: { cycles: number; freezeMs: number; what: string; progress: (since: number) => number },
+): Promise<void> {
+  for (let cycle = 0; cycle < opts.cycles; cycle++) {
+    const resumed = Date.now();
+    await waitFor(`${opts.what} before fault ${cycle + 1}`, () => opts.progress(resumed) >= 20, 30_000);
+    if (cycle % 2 === 0) {
+      await crashPostgres(pg);
+      await sleep(300);
+      await pg.start();
+    } else {
+      pg.freeze();
+      await sleep(opts.freezeMs);
+      pg.thaw();
+    }
+  }
+  const last = Date.now();
+  await waitFor(`${opts.what} after the last fault`, () => opts.progress(last) >= 20, 30_000);
+}

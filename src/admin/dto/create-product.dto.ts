@@ -1,17 +1,13 @@
 // Body of POST /admin/products.
-import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { IsInt, IsOptional, IsString, Length, Matches, Max, Min } from 'class-validator';
-import { PaymentTimeout, SaleInstant } from './sale-terms';
+import { ApiProperty } from '@nestjs/swagger';
+import { IsInt, Max, Min } from 'class-validator';
+import { LimitPerUser, PaymentTimeout, ProductName, SaleInstant } from './sale-terms';
 
 export const MAX_SEGMENTS = 1024;
 export const MAX_STOCK = 1_000_000_000;
-export const MAX_LIMIT_PER_USER = 1000;
 
 export class CreateProductDto {
-  @ApiProperty({ minLength: 1, maxLength: 200, example: 'Limited sneaker' })
-  @IsString()
-  @Length(1, 200)
-  @Matches(/^\P{Cc}*$/u, { message: 'name must not contain control characters' })
+  @ProductName({ optional: false })
   name: string;
 
   @ApiProperty({ minimum: 0, maximum: MAX_STOCK, example: 1000 })
@@ -26,11 +22,7 @@ export class CreateProductDto {
   @Max(MAX_SEGMENTS)
   segments: number;
 
-  @ApiPropertyOptional({ minimum: 1, maximum: MAX_LIMIT_PER_USER, default: 1 })
-  @IsOptional()
-  @IsInt()
-  @Min(1)
-  @Max(MAX_LIMIT_PER_USER)
+  @LimitPerUser()
   limitPerUser?: number;
 
   @SaleInstant('startsAt: when the sale opens')

@@ -1,10 +1,33 @@
 // Validation of the sale's terms shared by POST /admin/products and PATCH /admin/products/:id.
 import { applyDecorators } from '@nestjs/common';
-import { ApiPropertyOptional } from '@nestjs/swagger';
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Transform } from 'class-transformer';
-import { IsDate, IsInt, IsOptional, isISO8601, Max, Min, ValidateIf } from 'class-validator';
+import { IsDate, IsInt, IsOptional, isISO8601, IsString, Length, Matches, Max, Min, ValidateIf } from 'class-validator';
 
 export const MAX_PAYMENT_TIMEOUT_S = 86_400;
+export const MAX_LIMIT_PER_USER = 1000;
+
+/** `name`: 1-200 characters, no control characters; required on create, optional on PATCH. */
+export function ProductName(opts: { optional: boolean }): PropertyDecorator {
+  const doc = { minLength: 1, maxLength: 200, example: 'Limited sneaker' };
+  return applyDecorators(
+    ...(opts.optional ? [ApiPropertyOptional(doc), IsOptional()] : [ApiProperty(doc)]),
+    IsString(),
+    Length(1, 200),
+    Matches(/^\P{Cc}*$/u, { message: 'name must not contain control characters' }),
+  );
+}
+
+/** `limitPerUser`: 1..MAX_LIMIT_PER_USER units per user; absent keeps the default (1) or the current value. */
+export function LimitPerUser(): PropertyDecorator {
+  return applyDecorators(
+    ApiPropertyOptional({ minimum: 1, maximum: MAX_LIMIT_PER_USER, description: 'units one user may order; default 1' }),
+    IsOptional(),
+    IsInt(),
+    Min(1),
+    Max(MAX_LIMIT_PER_USER),
+  );
+}
 
 /** An ISO 8601 instant with its zone: `2026-11-22T10:00:00Z`, `2026-11-22T11:00:00.5+01:00`. */
 const INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})$/i;

@@ -1,4 +1,5 @@
 // Body of POST /orders.
+import { applyDecorators } from '@nestjs/common';
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Transform } from 'class-transformer';
 import { IsInt, IsString, Matches, Max, Min, ValidateIf } from 'class-validator';
@@ -7,14 +8,20 @@ export const USER_ID_PATTERN = /^[A-Za-z0-9_.:-]{1,64}$/;
 export const MAX_ID = 2_147_483_647;
 
 /** A positive integer user id is kept as its decimal string; anything else is validated as given. */
-export const userIdFromNumber = ({ value }: { value: unknown }) =>
-  typeof value === 'number' && Number.isSafeInteger(value) && value > 0 ? String(value) : value;
+const userIdFromNumber = ({ value }: { value: unknown }) => (typeof value === 'number' && Number.isSafeInteger(value) && value > 0 ? String(value) : value);
+
+/** `userId`: 1-64 characters of [A-Za-z0-9_.:-], or a positive integer kept as its decimal string. */
+export function UserId(description = '1-64 characters of [A-Za-z0-9_.:-], or a positive integer'): PropertyDecorator {
+  return applyDecorators(
+    ApiProperty({ description, example: 'user-42' }),
+    Transform(userIdFromNumber),
+    IsString({ message: 'userId must be a string or a positive integer' }),
+    Matches(USER_ID_PATTERN, { message: 'userId must be 1 to 64 characters from [A-Za-z0-9_.:-]' }),
+  );
+}
 
 export class CreateOrderDto {
-  @ApiProperty({ description: '1-64 characters of [A-Za-z0-9_.:-], or a positive integer', example: 'user-42' })
-  @Transform(userIdFromNumber)
-  @IsString({ message: 'userId must be a string or a positive integer' })
-  @Matches(USER_ID_PATTERN, { message: 'userId must be 1 to 64 characters from [A-Za-z0-9_.:-]' })
+  @UserId()
   userId: string;
 
   @ApiProperty({ minimum: 1, maximum: MAX_ID, example: 1 })
