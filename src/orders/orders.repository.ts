@@ -125,15 +125,19 @@ const SELL_FROM_SEGMENT_SQL = `
 // past zero. Rows: one per sold order, one per user found holding an order ('held'), one per
 // order chosen to fit ('chosen'), and one 'left' with the segment's stock afterwards (null when
 // the segment no longer exists).
-const SELL_BATCH_SQL = `
+export const SELL_BATCH_SQL = `
   WITH req AS (
     SELECT r.user_id, r.quantity, r.ord
       FROM unnest($3::varchar[], $4::int[]) WITH ORDINALITY AS r(user_id, quantity, ord)
   ), seg AS (
     SELECT stock FROM stock_segments WHERE product_id = $1 AND idx = $2 FOR UPDATE
   ), fresh AS (
+    -- a LATERAL ... LIMIT 1 is looked up per user through the partial unique index whatever the
+    -- planner believes; as NOT EXISTS (an anti-join) on a table without statistics yet (a new
+    -- sale's first minutes) it scanned all of the product's orders once per user
     SELECT req.* FROM req
-     WHERE NOT EXISTS (SELECT 1 FROM orders o WHERE o.product_id = $1 AND o.user_id = req.user_id AND o.${LIVE})
+      LEFT JOIN LATERAL (SELECT true AS held FROM orders o WHERE o.product_id = $1 AND o.user_id = req.user_id AND o.${LIVE} LIMIT 1) h ON true
+     WHERE h.held IS NULL
   ), chosen AS (
     SELECT f.user_id, f.quantity, f.ord
       FROM (SELECT fresh.*, sum(fresh.quantity) OVER (ORDER BY fresh.quantity, fresh.ord) AS running FROM fresh) f, seg
