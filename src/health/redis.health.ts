@@ -9,6 +9,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { HealthIndicatorService } from '@nestjs/terminus';
 import { Cluster } from 'ioredis';
 import { REDIS_CLIENT, REDIS_LOCK_CLIENTS, RedisClient } from '../infrastructure/redis.providers';
+import { clusterMasters } from './cluster-nodes';
 import { MetricsService } from '../metrics/metrics.service';
 
 type Status = 'up' | 'down';
@@ -18,15 +19,6 @@ const ping = (c: RedisClient): Promise<Status> =>
     () => 'up' as const,
     () => 'down' as const,
   );
-
-/** The masters a cluster node lists: `host:port`, from lines `<id> <ip:port@cport[,hostname]> <flags> ...`. */
-export function clusterMasters(nodesReply: string): string[] {
-  return nodesReply
-    .split('\n')
-    .map((line) => line.trim().split(' '))
-    .filter((f) => f.length > 2 && f[2].split(',').includes('master'))
-    .map((f) => f[1].split('@')[0]);
-}
 
 @Injectable()
 export class RedisHealthIndicator {
