@@ -49,8 +49,8 @@ describe('scaling model', () => {
     });
   });
 
-  it('should cost a loser as an order without the write, with two reads and its lock polls for half the sell-out', () => {
-    const l = loserCost(measured, 0.1);
+  it('should cost a loser as an order without the write, with two reads and its lock polls while it waits', () => {
+    const l = loserCost(measured, 0.05);
     // 0.05 s / 8 ms = 6.25 attempts, two round trips each.
     expect(l).toMatchObject({ serviceCpuUs: 500, productSlotCalls: 1, spreadCalls: 2 + 12.5, pgPrimaryCpuUs: 400, pgWriteTransactions: 0, walBytes: 0 });
   });
@@ -78,6 +78,17 @@ describe('scaling model', () => {
     expect(p.utilisation['PostgreSQL commits/s']).toBeCloseTo(0.025);
     expect(p.utilisation['WAL MB/s']).toBeCloseTo(0.005);
     expect(p.firstLimit).toBe('PostgreSQL primary CPU');
+  });
+
+  it('should spread the work over the sell-out when it outlasts the arrivals, every buyer then a loser', () => {
+    // 2000 units on one segment of 1000/s: sold out after 2 s; all 100,000 arrive within 1 s.
+    const p = plan(measured, { ...sale, units: 2000, segments: 1 }, cap, variant('as built'));
+    expect(p).toMatchObject({ sellPerS: 1000, losers: 98_000, refusals: 0 });
+    expect(p.sellOutS).toBeCloseTo(2);
+    // (2000 + 98,000) x 500 µs over 2 s.
+    expect(p.serviceCores).toBeCloseTo(25);
+    // A loser waits 2 - 0.5 s on average: 187.5 attempts, 375 round trips beside the order's 2.
+    expect(p.spreadMasters).toBe(Math.ceil(((2000 * 2 + 98_000 * 377) * 10) / 1e6 / 2 / 0.5));
   });
 
   it('should find the most buyers per second that fit, and no bound when no wall grows with them', () => {

@@ -150,12 +150,12 @@ export const VARIANTS: Variant[] = [
  * Redis calls, no write, two PostgreSQL reads (the stock read before SOLD_OUT and the buyer
  * lookup, each costed as a refusal's read), and while every segment with stock is locked it
  * polls: one attempt per retry delay, two round trips per refused acquire (Redlock's acquire and
- * its clean-up release), for half the sell-out on average. Extrapolated from the code's wait loop,
- * not measured: the benchmark's 100 connections never make that many waiters. The polls' service
- * CPU is not counted.
+ * its clean-up release), until the sell-out (`waitS` on average). Extrapolated from the code's
+ * wait loop, not measured: the benchmark's 100 connections never make that many waiters. The
+ * polls' service CPU is not counted.
  */
-export function loserCost(m: Measured, sellOutS: number): UnitCost {
-  const polls = sellOutS / 2 / (m.retryDelayMs / 1000);
+export function loserCost(m: Measured, waitS: number): UnitCost {
+  const polls = waitS / (m.retryDelayMs / 1000);
   return {
     ...m.order,
     spreadCalls: m.order.spreadCalls + 2 * polls,
@@ -223,15 +223,19 @@ export function plan(m: Measured, sale: Sale, cap: Capacity, variant: Variant): 
   const losers = Math.min(Math.max(0, arrivedBeforeSellOut - sale.units), variant.maxLosers?.(sale, cap) ?? Infinity);
   const refusals = Math.max(0, requests - sale.units - losers);
   const refusal = variant.refusal(m);
+  // Losers arrive evenly until the sell-out (or until the last buyer came) and wait for it.
+  const loserWaitS = sellOutS - Math.min(sale.seconds, sellOutS) / 2;
   const mix: Array<[number, UnitCost]> = [
     [sale.units, order],
-    [losers, loserCost(m, sellOutS)],
+    [losers, loserCost(m, loserWaitS)],
     [refusals, refusal],
   ];
-  const perS = (f: (c: UnitCost) => number) => sum(mix.map(([n, c]) => n * f(c))) / 1e6 / sale.seconds;
+  // The work is done while buyers arrive, or until the sell-out when that takes longer.
+  const windowS = Math.max(sale.seconds, sellOutS);
+  const perS = (f: (c: UnitCost) => number) => sum(mix.map(([n, c]) => n * f(c))) / 1e6 / windowS;
 
   const serviceCores = perS((c) => c.serviceCpuUs);
-  const floorCores = serviceCores - (refusals * (refusal.serviceCpuUs - Math.min(refusal.serviceCpuUs, m.floorCpuUs))) / 1e6 / sale.seconds;
+  const floorCores = serviceCores - (refusals * (refusal.serviceCpuUs - Math.min(refusal.serviceCpuUs, m.floorCpuUs))) / 1e6 / windowS;
   const productSlotCores = perS((c) => c.productSlotCalls * c.redisCpuPerCallUs);
   const spreadCores = perS((c) => c.spreadCalls * c.redisCpuPerCallUs);
   const pgPrimaryCores = perS((c) => c.pgPrimaryCpuUs);
