@@ -378,7 +378,7 @@ export function readMeasured(report: BenchmarkReport, batch: 'group' | 'one', cl
       d(
         retryDelayMs + retryJitterMs / 2,
         'ms',
-        "the run's LOCK_RETRY_DELAY_MS + LOCK_RETRY_JITTER_MS / 2; 2 round trips per attempt, for half the sell-out (extrapolated)",
+        "the run's LOCK_RETRY_DELAY_MS + LOCK_RETRY_JITTER_MS / 2; 2 round trips per attempt until the sell-out (extrapolated)",
       ),
     ],
   ];
