@@ -329,6 +329,9 @@ export class ModelInputError extends Error {}
  * than the one script measured on a single Redis.
  */
 export function readMeasured(report: BenchmarkReport, batch: 'group' | 'one', cluster: boolean): Measured {
+  if (!report.scenarios.some((r) => r.costs)) {
+    throw new ModelInputError('this report has no cost figures (it was written before the benchmark read them): run npm run bench, then this again');
+  }
   const batchMax = batch === 'one' ? 1 : report.settings.batchMax;
   const order = findFast(report, { batchMax });
   const oneSegment = findFast(report, { batchMax, segments: 1 });

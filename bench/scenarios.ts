@@ -232,7 +232,7 @@ export function plan(o: PlanOptions): ProcessConfig[] {
     c.scenarios.push(s);
     configs.set(key, c);
   }
-  // Per start: the floor first, then steady state by segments, the sale last (it sells out its product).
+  // Per start: the floor first, then steady state by segments, then the sold-out product, the sale last (it sells out its product).
   const order = { health: 0, steady: 1, soldout: 2, sale: 3, returns: 4 };
   for (const c of configs.values())
     c.scenarios.sort((a, b) => order[a.kind] - order[b.kind] || (a.kind === 'sale' ? b.segments - a.segments : a.segments - b.segments));
