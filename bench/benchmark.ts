@@ -13,6 +13,7 @@ import { startEmbeddedPostgres } from '../src/infrastructure/embedded-postgres';
 import { startEmbeddedRedis } from '../src/infrastructure/embedded-redis';
 import { runMigrations } from '../src/infrastructure/migrate';
 import { projectRoot } from '../src/infrastructure/project-root';
+import { CostProbe } from './costs';
 import { startPeer } from './peers';
 import { BenchmarkReport, ServiceRun, writeReports } from './report';
 import {
@@ -48,6 +49,8 @@ export interface BenchmarkOptions {
   batchMax?: number | null;
   /** ORDER_BATCH_MAX values swept at every hold time, to choose the default; null/unset = no sweep. */
   batchSweep?: number[] | null;
+  /** Refusals of a sold-out product to distinct buyers, at --speed-workers (default true). */
+  soldOut?: boolean;
   /** Segmented layouts compared against the single lock at every hold time. */
   segments?: number[];
   /** ORDER_HOLD_MS values of the comparison. */
@@ -117,6 +120,7 @@ export function resolveOptions(o: BenchmarkOptions, root = projectRoot(__dirname
     batch: o.batch ?? true,
     batchMax: o.batchMax ?? null,
     batchSweep: o.batchSweep ?? null,
+    soldOut: o.soldOut ?? true,
     segments: o.segments ?? [20],
     holds: o.holds ?? [0, 20],
     sweep: o.sweep === undefined ? (quick ? [1, 5, 20] : [1, 2, 5, 10, 20, 50]) : o.sweep,
@@ -233,6 +237,8 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
     db.on('error', (err) => log(`PostgreSQL connection: ${err.message}`));
     await db.connect();
     cleanups.push(() => withTimeout(db.end(), 5000, 'closing the PostgreSQL connection'));
+    const costs = await CostProbe.open(db, redisUrl);
+    cleanups.push(() => Promise.resolve(costs.close()));
 
     const planOptions: PlanOptions = {
       holds: opts.holds,
@@ -261,6 +267,7 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
       peers: opts.peers,
       batch: opts.batch,
       batchSweep: opts.batchSweep,
+      soldOut: opts.soldOut,
     };
     const configs = plan(planOptions);
     const total = configs.reduce((n, c) => n + c.scenarios.length, 0);
@@ -295,6 +302,8 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
           connections: opts.connections,
           durationS: opts.duration,
           lockWaitMs: opts.lockWaitMs,
+          targetPid: proc.pid,
+          costs,
           progress: log,
           signal,
         };
@@ -308,6 +317,7 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
           const what = {
             health: `GET /health/live, ${opts.duration} s`,
             sale: `${spec.stock} units as ${spec.segments} segment(s), ${spec.buyers} buyers`,
+            soldout: `${spec.stock} units as ${spec.segments} segment(s) sold out first, then distinct buyers for ${opts.duration} s`,
             returns: `${spec.stock} units as ${spec.segments} segment(s), ${spec.buyers} buyers, then ${Math.round((spec.returnsPlan?.share ?? 0) * 100)}% back and resold (paymentTimeoutS ${spec.returnsPlan?.paymentTimeoutS})`,
             steady: `${spec.segments} segment(s), ${opts.duration} s`,
           };
@@ -316,7 +326,7 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
           results.push(r);
           const lat = r.latency201Ms;
           log(
-            `  => ${r.status === 'ok' ? 'ok' : 'FAILED'}  ${r.ordersPerSec.toFixed(1)} ${spec.kind === 'health' ? 'req' : 'orders'}/s  p50 ${lat ? lat.p50.toFixed(1) : '-'} ms  p99 ${lat ? lat.p99.toFixed(1) : '-'} ms  ` +
+            `  => ${r.status === 'ok' ? 'ok' : 'FAILED'}  ${r.ordersPerSec.toFixed(1)} ${spec.kind === 'health' ? 'req' : spec.kind === 'soldout' ? '410' : 'orders'}/s  p50 ${lat ? lat.p50.toFixed(1) : '-'} ms  p99 ${lat ? lat.p99.toFixed(1) : '-'} ms  ` +
               `codes ${JSON.stringify(r.statusCounts)}${
                 r.status === 'ok'
                   ? ''
@@ -373,6 +383,7 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
         peers: opts.peers,
         batch: opts.batch,
         batchSweep: opts.batchSweep,
+        soldOut: opts.soldOut,
         holds: opts.holds,
         segments: opts.segments,
         sweep: opts.sweep,

@@ -32,6 +32,10 @@ export interface MetricDeltas {
   /** Orders that had to wait for a busy segment lock, and their mean wait. */
   lockWaitCount: number | null;
   lockWaitMeanMs: number | null;
+  /** Orders answered SOLD_OUT (410), however the service learnt it. */
+  soldOut: number | null;
+  /** Orders answered SOLD_OUT from the sold-out flag, with no lock and no stock read. */
+  soldOutShortCircuits: number | null;
 }
 
 const WANTED = [
@@ -40,6 +44,7 @@ const WANTED = [
   'flashsale_segment_fallovers_total',
   'flashsale_lock_wait_seconds_sum',
   'flashsale_lock_wait_seconds_count',
+  'flashsale_sold_out_short_circuits_total',
 ];
 
 /** Parses the lines of the wanted families; key = `name{labels as printed}`. */
@@ -118,6 +123,8 @@ function deltasOf(before: Samples, after: Samples) {
     falloversEmpty: d('flashsale_segment_fallovers_total', 'reason="empty"'),
     lockWaitCount: waitCount,
     lockWaitMeanMs: waitCount > 0 ? (waitSum / waitCount) * 1000 : 0,
+    soldOut: d('flashsale_orders_total', 'outcome="SOLD_OUT"'),
+    soldOutShortCircuits: d('flashsale_sold_out_short_circuits_total'),
   };
 }
 
@@ -128,6 +135,8 @@ const EMPTY: Omit<MetricDeltas, 'source' | 'note'> = {
   falloversEmpty: null,
   lockWaitCount: null,
   lockWaitMeanMs: null,
+  soldOut: null,
+  soldOutShortCircuits: null,
 };
 
 /** For a scenario with no counters to read (a peer, GET /health/live); `why` goes into the report. */

@@ -1,9 +1,11 @@
 // Turns a benchmark run into what people read: the console table, latest.md (the machine and
 // settings, issue 8's targets computed from this run, the service against the bare peers, group
 // commit, per-hold locking tables with ratios against the ideal, the sweep with its Mermaid
-// charts, the sale, the sale with returns, memory), plus latest.json with every figure for tooling.
+// charts, the sale, the sale with returns, memory, the costs per order and per refusal), plus
+// latest.json with every figure for tooling (bench/scaling-model.ts reads it).
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { ScenarioCosts } from './costs';
 import { BACKEND_CONCURRENCY, ReturnsFigures, Spread } from './returns';
 import { Group, Locking, PlanOptions, ScenarioResult, StockLocking, Target } from './scenarios';
 import { ProcessPeak } from './service';
@@ -110,7 +112,7 @@ function find(report: BenchmarkReport, locking: StockLocking, holdMs: number, se
   );
 }
 /** The service beside the peers and in the group-commit comparison (--speed-workers processes). */
-function findFast(
+export function findFast(
   report: BenchmarkReport,
   w: { locking?: StockLocking; holdMs?: number; segments?: number; batchMax: number | null },
 ): ScenarioResult | undefined {
@@ -130,8 +132,12 @@ function findFast(
 function findPeer(report: BenchmarkReport, target: 'bare' | 'bare-lua', locking: Locking, segments: number): ScenarioResult | undefined {
   return report.scenarios.find((r) => r.kind === 'steady' && r.target === target && r.locking === locking && r.holdMs === 0 && r.segments === segments);
 }
-function findHealth(report: BenchmarkReport): ScenarioResult | undefined {
+export function findHealth(report: BenchmarkReport): ScenarioResult | undefined {
   return report.scenarios.find((r) => r.kind === 'health');
+}
+/** The refusals of a sold-out product (at --speed-workers). */
+export function findSoldOut(report: BenchmarkReport): ScenarioResult | undefined {
+  return report.scenarios.find((r) => r.kind === 'soldout');
 }
 function inGroup(report: BenchmarkReport, g: Group): ScenarioResult[] {
   return report.scenarios.filter((r) => r.groups.includes(g));
@@ -164,7 +170,7 @@ function metricCell(r: ScenarioResult): { busy: string; fall: string; wait: stri
 interface SpeedRow {
   what: string;
   r: ScenarioResult | undefined;
-  unit: 'orders/s' | 'req/s';
+  unit: 'orders/s' | 'req/s' | '410/s';
 }
 
 function speedRows(report: BenchmarkReport): SpeedRow[] {
@@ -185,6 +191,7 @@ function speedRows(report: BenchmarkReport): SpeedRow[] {
     },
     { what: `service (${w}), one lock (1 segment), ORDER_BATCH_MAX=1`, r: findFast(report, { segments: 1, batchMax: 1 }), unit: 'orders/s' },
     { what: `service (${w}), GET /health/live (no work at all)`, r: findHealth(report), unit: 'req/s' },
+    { what: `service (${w}), sold-out product: refusals (410) to distinct buyers`, r: findSoldOut(report), unit: '410/s' },
     { what: 'bare peer, Redis segment locks', r: findPeer(report, 'bare', 'redlock', n), unit: 'orders/s' },
     { what: 'bare peer, no Redis lock (STOCK_LOCKING=database)', r: findPeer(report, 'bare', 'database', n), unit: 'orders/s' },
     { what: 'bare peer, one lock (1 segment)', r: findPeer(report, 'bare', 'redlock', 1), unit: 'orders/s' },
@@ -421,6 +428,14 @@ export function renderTable(report: BenchmarkReport): string {
       lines.push(pad([`  ${what}`, value], w));
     lines.push('');
   }
+  const costRows = report.scenarios.filter((r) => r.costs && r.groups.some((g) => g === 'speed' || g === 'batch' || g === 'soldout'));
+  if (costRows.length > 0) {
+    lines.push('Costs per order (201) or per answer (410, GET /health/live): CPU in µs, calls and bytes per unit; latest.md explains each column');
+    const w = [28, 7, 9, 8, 8, 8, 8, 8, 8];
+    lines.push(pad(['scenario', 'unit', 'svc CPU', 'scripts', 'cmds', 'redis', 'pg xact', 'WAL B', 'pg CPU'], w));
+    for (const r of costRows) lines.push(pad([r.id, r.costs!.unit, ...costCells(r.costs!)], w));
+    lines.push('');
+  }
   lines.push("Issue 8's targets, from this run");
   const tw = [100, 12];
   for (const t of targets(report)) lines.push(pad([`${t.target}: ${t.measured}`, t.result], tw));
@@ -517,7 +532,8 @@ export function renderMarkdown(report: BenchmarkReport): string {
     out.push(
       `Same load for every row: ${s.connections} connections, ${s.durationS} s, a fresh product of ${s.steadyStock.toLocaleString('en-US')} units in ${s.speedSegments} segments (1 for the one-lock rows), nothing held in the lock. The service runs as WORKERS=${s.speedWorkers}; each peer is one process. ` +
         "The bare peer is the service's order algorithm (user lock, random segment, fall over, one SQL statement inside a Redis segment lock) on plain node:http, ioredis and pg: the floor of what the service's own code costs. " +
-        'The bare-lua peer holds the stock in Redis, checks and decrements it and records the buyer in one Lua script, then INSERTs the order: the design many shops pick instead. GET /health/live is the service answering with no work at all.',
+        'The bare-lua peer holds the stock in Redis, checks and decrements it and records the buyer in one Lua script, then INSERTs the order: the design many shops pick instead. GET /health/live is the service answering with no work at all. ' +
+        `The sold-out row is a product of ${s.speedSegments} units in ${s.speedSegments} segments, sold out (and its sold-out flag set) before the load; every request is a new buyer and every answer must be 410: the refusals that are most of a big sale's traffic, latencies of the 410s.`,
     );
     out.push('');
     out.push('| what | orders/s | p50 | p99 | max | answers | verified |');
@@ -525,7 +541,7 @@ export function renderMarkdown(report: BenchmarkReport): string {
     for (const { what, r, unit } of speed) {
       const x = r!;
       out.push(
-        `| ${what} | **${rate(x.ordersPerSec)}**${unit === 'req/s' ? ' req/s' : ''} | ${ms(x.latency201Ms?.p50)} | ${ms(x.latency201Ms?.p99)} | ${ms(x.latency201Ms?.max)} | ${codes(x)}${x.errors ? ` err:${x.errors}` : ''}${x.timeouts ? ` timeouts:${x.timeouts}` : ''} | ${statusWord(x)} |`,
+        `| ${what} | **${rate(x.ordersPerSec)}**${unit === 'orders/s' ? '' : ` ${unit}`} | ${ms(x.latency201Ms?.p50)} | ${ms(x.latency201Ms?.p99)} | ${ms(x.latency201Ms?.max)} | ${codes(x)}${x.errors ? ` err:${x.errors}` : ''}${x.timeouts ? ` timeouts:${x.timeouts}` : ''} | ${statusWord(x)} |`,
       );
     }
     out.push('');
@@ -705,6 +721,8 @@ export function renderMarkdown(report: BenchmarkReport): string {
     out.push('');
   }
 
+  out.push(...costSection(report));
+
   out.push('## Memory (peak RSS per process, sampled every 500 ms)');
   out.push('');
   const peak = peakRss(report);
@@ -754,6 +772,43 @@ export function renderMarkdown(report: BenchmarkReport): string {
   );
   out.push('');
   return out.join('\n');
+}
+
+/** Per-unit cost cells: target CPU µs, Redis scripts, Redis commands, Redis CPU µs, PG write transactions, WAL bytes, PG CPU µs. */
+function costCells(c: ScenarioCosts): string[] {
+  const p = c.perUnit;
+  const calls = (n: number) => n.toFixed(2);
+  return [
+    ms(p.targetCpuUs),
+    calls(p.redisScripts),
+    calls(p.redisCommands),
+    ms(p.redisCpuUs),
+    p.pgWriteTransactions.toFixed(3),
+    p.pgWalBytes.toFixed(0),
+    ms(p.pgCpuUs),
+  ];
+}
+
+/** latest.md's costs table: every scenario that read them, with what each column counts. */
+function costSection(report: BenchmarkReport): string[] {
+  const rows = report.scenarios.filter((r) => r.costs);
+  if (rows.length === 0) return [];
+  const out: string[] = [];
+  out.push('## Costs per order and per refusal');
+  out.push('');
+  out.push(
+    "Read just before each scenario's load and again once its target went quiet, then divided by the orders PostgreSQL holds for the scenario's product (unit: order; the sale's figures carry its 410s too) or by the answers (unit: answer: the sold-out product's 410s, GET /health/live). " +
+      "**service CPU**: user + system time of the target's processes (the service's primary and workers, or the peer), from /proc. " +
+      "**Redis scripts**: EVAL/EVALSHA calls, each one round trip (every Redis call of the service's order path is a script; the bare peer also sends plain commands). **Redis commands**: every command INFO commandstats counted, those run inside scripts included. **Redis CPU**: INFO cpu, the whole server. " +
+      '**PG write transactions**: transaction ids handed out (read-only statements take none; they show in PG CPU only); **WAL bytes**: the WAL insert position; **PG CPU**: every PostgreSQL process, from /proc (a PostgreSQL on another host: -). ' +
+      "The machine's 2 cores are shared by the load generator, the target, Redis and PostgreSQL, so CPU per unit includes what contention costs (busy locks retried, context switches).",
+  );
+  out.push('');
+  out.push('| scenario | unit | units | service CPU µs | Redis scripts | Redis commands | Redis CPU µs | PG write transactions | WAL bytes | PG CPU µs |');
+  out.push('|---|---|--:|--:|--:|--:|--:|--:|--:|--:|');
+  for (const r of rows) out.push(`| ${r.id} | ${r.costs!.unit} | ${r.costs!.units} | ${costCells(r.costs!).join(' | ')} |`);
+  out.push('');
+  return out;
 }
 
 /** A round top for an axis: `v` rounded up to a step of 1, 2 or 5 times a power of ten, about a fifth of `v`. */

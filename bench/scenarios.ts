@@ -1,8 +1,10 @@
 // The benchmark's scenarios: which ones a run holds (the service against the bare peers, group
-// commit, the locking comparison, the segment sweep, the literal sale, the sale with returns) and
-// how one is run: a fresh product, load, quiet, verify from PostgreSQL. The sale with returns has
-// phases of its own and lives in bench/returns.ts.
+// commit, the refusals of a sold-out product, the locking comparison, the segment sweep, the
+// literal sale, the sale with returns) and how one is run: a fresh product, load, quiet, verify
+// from PostgreSQL, and what it cost Redis, PostgreSQL and the target's processes. The sale with
+// returns has phases of its own and lives in bench/returns.ts.
 import { Client } from 'pg';
+import { CostProbe, CostSnapshot, costDeltas, ScenarioCosts } from './costs';
 import { auditLuaPeer, insertProduct } from './peers';
 import { autocannonTimeoutS, runLoad, Latency } from './load';
 import { MetricDeltas, noMetrics, scenarioDeltas, snapshot } from './metrics';
@@ -25,6 +27,8 @@ export type Group =
   | 'batch'
   /** A few ORDER_BATCH_MAX values, to choose the default by measurement. */
   | 'batch-sweep'
+  /** Refusals of a sold-out product to distinct buyers: most of the traffic of a big sale (issue 10). */
+  | 'soldout'
   /** Redlock segments against one lock and the no-Redis-lock mode, per hold time. */
   | 'compare'
   | 'sweep'
@@ -33,13 +37,17 @@ export type Group =
   | 'returns';
 
 export interface ScenarioSpec {
-  /** Stable id, e.g. `redlock-h20-s20`, `redlock-w1-b1-h0-s20`, `bare-lua-h0-s20`, `sale-redlock-h20-s1`, `returns-redlock-h20-s20`. */
+  /**
+   * Stable id, e.g. `redlock-h20-s20`, `redlock-w1-b1-h0-s20`, `bare-lua-h0-s20`, `soldout-redlock-w1-h0-s20`,
+   * `sale-redlock-h20-s1`, `returns-redlock-h20-s20`.
+   */
   id: string;
   /**
    * steady: orders for a fixed time; sale: one order per buyer until sold out; health: GET
-   * /health/live for a fixed time; returns: the sale, then part of it cancelled or expired and resold.
+   * /health/live for a fixed time; soldout: orders of distinct buyers for a fixed time to a product
+   * sold out before the load; returns: the sale, then part of it cancelled or expired and resold.
    */
-  kind: 'steady' | 'sale' | 'health' | 'returns';
+  kind: 'steady' | 'sale' | 'health' | 'soldout' | 'returns';
   /** Why the scenario is in the run; one measurement may serve several sections. */
   groups: Group[];
   target: Target;
@@ -76,9 +84,9 @@ export interface ScenarioResult extends ScenarioSpec {
   elapsedS: number;
   responses: number;
   statusCounts: Record<string, number>;
-  /** Answers with the success status: 201 for orders, 200 for GET /health/live. */
+  /** Answers with the success status: 201 for orders, 200 for GET /health/live, 410 for the sold-out product. */
   created: number;
-  /** 201s per second (200s for GET /health/live): over the load (steady), or until the last unit sold (sale). */
+  /** 201s per second (200s for GET /health/live, 410s for the sold-out product): over the load (steady), or until the last unit sold (sale). */
   ordersPerSec: number;
   /** Latencies of the success answers only. */
   latency201Ms: Latency | null;
@@ -89,6 +97,8 @@ export interface ScenarioResult extends ScenarioSpec {
   /** Orders in PostgreSQL once the target went quiet (includes answers autocannon hung up on). */
   ordersInDb: number;
   metrics: MetricDeltas;
+  /** What the scenario cost Redis, PostgreSQL and the target's processes, per order or per answer; null where not read (the sale with returns). */
+  costs: ScenarioCosts | null;
   verification: Verification;
   status: 'ok' | 'FAILED';
   /** The sale with returns only: its own figures (pays, cancels, expiry lag, the resale). */
@@ -120,12 +130,14 @@ export interface PlanOptions {
   batch: boolean;
   /** ORDER_BATCH_MAX values swept at every hold of `holds`; null = no sweep. */
   batchSweep: number[] | null;
+  /** Refusals of a sold-out product (one unit per segment, sold before the load), beside the group-commit service at hold 0. */
+  soldOut: boolean;
 }
 
 type Shape = Omit<ScenarioSpec, 'id' | 'groups' | 'stock'> & { stock?: number };
 
 /**
- * `[sale-|returns-]<mode>[-w<workers>][-b<batch>]-h<hold>-s<segments>`; `-w` only where the workers
+ * `[sale-|soldout-|returns-]<mode>[-w<workers>][-b<batch>]-h<hold>-s<segments>`; `-w` only where the workers
  * differ from the comparison's, `-b` only where ORDER_BATCH_MAX is set, so the comparison keeps its old ids.
  */
 export function scenarioId(s: Shape, baseWorkers: number): string {
@@ -133,7 +145,7 @@ export function scenarioId(s: Shape, baseWorkers: number): string {
   if (s.kind === 'health') return `health-live${w}`;
   const b = s.batchMax !== null ? `-b${s.batchMax}` : '';
   const mode = s.target === 'service' ? `${s.locking}${w}${b}` : s.target === 'bare' && s.locking === 'database' ? 'bare-nolock' : s.target;
-  const prefix = s.kind === 'sale' ? 'sale-' : s.kind === 'returns' ? 'returns-' : '';
+  const prefix = s.kind === 'steady' ? '' : `${s.kind}-`;
   return `${prefix}${mode}-h${s.holdMs}-s${s.segments}`;
 }
 
@@ -183,6 +195,8 @@ export function plan(o: PlanOptions): ProcessConfig[] {
     }
     for (const batchMax of o.batchSweep ?? []) want({ ...fast, holdMs, batchMax }, 'batch-sweep');
   }
+  // Shares the start of the group-commit service at hold 0: one unit per segment, sold before the load.
+  if (o.soldOut) want({ ...fast, kind: 'soldout', batchMax: o.batchMax, stock: o.speedSegments }, 'soldout');
 
   const modes: StockLocking[] = o.peer ? ['redlock', 'database'] : ['redlock'];
   const base = { ...steady, workers: o.workers, batchMax: o.batchMax };
@@ -218,8 +232,8 @@ export function plan(o: PlanOptions): ProcessConfig[] {
     c.scenarios.push(s);
     configs.set(key, c);
   }
-  // Per start: the floor first, then steady state by segments, the sale last (it sells out its product).
-  const order = { health: 0, steady: 1, sale: 2, returns: 3 };
+  // Per start: the floor first, then steady state by segments, then the sold-out product, the sale last (it sells out its product).
+  const order = { health: 0, steady: 1, soldout: 2, sale: 3, returns: 4 };
   for (const c of configs.values())
     c.scenarios.sort((a, b) => order[a.kind] - order[b.kind] || (a.kind === 'sale' ? b.segments - a.segments : a.segments - b.segments));
   return [...configs.values()];
@@ -236,6 +250,10 @@ export interface RunContext {
   connections: number;
   durationS: number;
   lockWaitMs: number;
+  /** The process serving the load (the service's primary, or the peer), whose CPU the costs count with its children. */
+  targetPid: number;
+  /** Reads the costs around a scenario; null = not read. */
+  costs: CostProbe | null;
   progress: (line: string) => void;
   signal?: AbortSignal;
 }
@@ -281,8 +299,24 @@ export async function warmUp(ctx: RunContext, seconds: number): Promise<void> {
   await waitQuiet(ctx.db, productId, 300, ctx.lockWaitMs + 5000, ctx.signal);
 }
 
+/** The costs reading now; null when the run reads none or the reading failed (a cost is a figure, not a check). */
+async function readCosts(ctx: RunContext): Promise<CostSnapshot | null> {
+  if (!ctx.costs) return null;
+  try {
+    return await ctx.costs.snapshot(ctx.targetPid);
+  } catch (err) {
+    ctx.progress(`  costs not read: ${(err as Error).message}`);
+    return null;
+  }
+}
+
+function costsBetween(before: CostSnapshot | null, after: CostSnapshot | null, unit: ScenarioCosts['unit'], units: number): ScenarioCosts | null {
+  return before && after ? costDeltas(before, after, unit, units) : null;
+}
+
 /** GET /health/live for the scenario's time: the framework's floor, no order. Verified: every answer 200, nothing dropped. */
 async function runHealth(ctx: RunContext, spec: ScenarioSpec): Promise<ScenarioResult> {
+  const costsBefore = await readCosts(ctx);
   const load = await runLoad({
     url: ctx.url,
     get: '/health/live',
@@ -299,6 +333,7 @@ async function runHealth(ctx: RunContext, spec: ScenarioSpec): Promise<ScenarioR
     { name: 'every answer 200', ok: load.created > 0 && other === 0, detail: `${load.created} answered 200, ${other} other` },
     { name: 'no errors or timeouts', ok: load.errors === 0 && load.timeouts === 0, detail: `${load.errors} errors, ${load.timeouts} timeouts` },
   ];
+  const costs = costsBetween(costsBefore, await readCosts(ctx), 'answer', load.responses);
   const verified = checks.every((c) => c.ok);
   return {
     ...spec,
@@ -315,19 +350,117 @@ async function runHealth(ctx: RunContext, spec: ScenarioSpec): Promise<ScenarioR
     sellOutMs: null,
     ordersInDb: 0,
     metrics: noMetrics('GET /health/live sells nothing'),
+    costs,
     verification: { verified, checks, audit: null },
     status: verified ? 'ok' : 'FAILED',
   };
 }
 
+/** Buyers beyond the stock in the sell-out before the sold-out load: those who find nothing left set the sold-out flag. */
+const SOLD_OUT_EXTRA_BUYERS = 20;
+
+/**
+ * A product sold out before the load (its units, then a few buyers more), then orders of distinct
+ * buyers for the scenario's time: every answer must be 410, nothing may be sold, and every
+ * refusal must come from the sold-out flag (the path a big sale's refusals take). Its costs are
+ * per refusal.
+ */
+async function runSoldOut(ctx: RunContext, spec: ScenarioSpec): Promise<ScenarioResult> {
+  if (ctx.target !== 'service') throw new Error('the sold-out scenario measures the service');
+  const productId = await ctx.createProduct({ name: `bench ${spec.id}`, stock: spec.stock, segments: spec.segments });
+  const timeoutS = autocannonTimeoutS(ctx.lockWaitMs);
+  const presale = await runLoad({
+    url: ctx.url,
+    productId,
+    userPrefix: `p${productId}-`,
+    connections: ctx.connections,
+    amount: spec.stock + SOLD_OUT_EXTRA_BUYERS,
+    timeoutS,
+    label: `${spec.id} sell-out`,
+    signal: ctx.signal,
+  });
+  const sold = await waitQuiet(ctx.db, productId, 500, ctx.lockWaitMs + 10_000, ctx.signal);
+  const before = await snapshot(ctx.url, ctx.workers);
+  const costsBefore = await readCosts(ctx);
+  const load = await runLoad({
+    url: ctx.url,
+    productId,
+    userPrefix: `r${productId}-`,
+    okStatus: 410,
+    connections: ctx.connections,
+    durationS: ctx.durationS,
+    timeoutS,
+    label: spec.id,
+    progress: ctx.progress,
+    signal: ctx.signal,
+  });
+  const ordersInDb = await waitQuiet(ctx.db, productId, 500, ctx.lockWaitMs + 10_000, ctx.signal);
+  const costsAfter = await readCosts(ctx);
+  const metrics = scenarioDeltas(before, await snapshot(ctx.url, ctx.workers), ordersInDb - sold);
+  // Requests in flight when the load stopped are still served (autocannon no longer counts them):
+  // the costs are per refusal the service made, which its counter knows.
+  const costs = costsBetween(costsBefore, costsAfter, 'answer', metrics.soldOut ?? load.responses);
+  const verification = verify(await auditProduct(ctx.db, productId), {
+    statusCounts: load.statusCounts,
+    created: load.statusCounts['201'] ?? 0,
+    allAnswered: true,
+    expectSoldOut: true,
+  });
+  const refused = load.created;
+  const checks: Check[] = [
+    {
+      name: 'sold out before the load',
+      ok: presale.statusCounts['201'] === spec.stock && (presale.statusCounts['410'] ?? 0) > 0 && sold === spec.stock,
+      detail: `answers ${JSON.stringify(presale.statusCounts)} to ${spec.stock + SOLD_OUT_EXTRA_BUYERS} buyers, ${sold} orders stored`,
+    },
+    {
+      name: 'every answer 410',
+      ok: refused > 0 && refused === load.responses && load.errors === 0 && load.timeouts === 0,
+      detail: `answers ${JSON.stringify(load.statusCounts)}, ${load.errors} errors, ${load.timeouts} timeouts`,
+    },
+    { name: 'nothing sold during the load', ok: ordersInDb === sold, detail: `${ordersInDb - sold} orders added` },
+  ];
+  if (metrics.soldOut !== null && metrics.soldOutShortCircuits !== null) {
+    // Up to one request per connection is answered after autocannon stopped counting.
+    checks.push({
+      name: 'every refusal from the sold-out flag',
+      ok: metrics.soldOutShortCircuits === metrics.soldOut && metrics.soldOut >= refused && metrics.soldOut <= refused + ctx.connections,
+      detail: `${metrics.soldOutShortCircuits} of the service's ${metrics.soldOut} SOLD_OUT answers from the flag; ${refused} counted here`,
+    });
+  }
+  verification.checks.push(...checks);
+  verification.verified = verification.checks.every((c) => c.ok);
+  return {
+    ...spec,
+    productId,
+    connections: ctx.connections,
+    elapsedS: load.elapsedS,
+    responses: load.responses,
+    statusCounts: load.statusCounts,
+    created: refused,
+    ordersPerSec: load.elapsedS > 0 ? refused / load.elapsedS : 0,
+    latency201Ms: load.latency201,
+    errors: load.errors,
+    timeouts: load.timeouts,
+    sellOutMs: null,
+    ordersInDb,
+    metrics,
+    costs,
+    verification,
+    status: verification.verified ? 'ok' : 'FAILED',
+  };
+}
+
 export async function runScenario(ctx: RunContext, spec: ScenarioSpec): Promise<ScenarioResult> {
   if (spec.kind === 'health') return runHealth(ctx, spec);
+  if (spec.kind === 'soldout') return runSoldOut(ctx, spec);
   if (spec.kind === 'returns') {
     if (ctx.target !== 'service') throw new Error('the sale with returns needs the service (pay, cancel, expiry)');
     return runReturns(ctx, spec);
   }
   const productId = await ctx.createProduct({ name: `bench ${spec.id}`, stock: spec.stock, segments: spec.segments });
   const before = ctx.target === 'service' ? await snapshot(ctx.url, ctx.workers) : null;
+  const costsBefore = await readCosts(ctx);
   const load = await runLoad({
     url: ctx.url,
     productId,
@@ -342,6 +475,7 @@ export async function runScenario(ctx: RunContext, spec: ScenarioSpec): Promise<
   });
   // Quiet = no new order for a few lock holds; capped by the longest a request may wait.
   const ordersInDb = await waitQuiet(ctx.db, productId, Math.max(500, spec.holdMs * 10), ctx.lockWaitMs + 10_000, ctx.signal);
+  const costs = costsBetween(costsBefore, await readCosts(ctx), 'order', ordersInDb);
   const after = ctx.target === 'service' ? await snapshot(ctx.url, ctx.workers) : null;
   const seen = {
     statusCounts: load.statusCounts,
@@ -383,6 +517,7 @@ export async function runScenario(ctx: RunContext, spec: ScenarioSpec): Promise<
     sellOutMs,
     ordersInDb,
     metrics: ctx.target === 'service' ? scenarioDeltas(before, after, ordersInDb) : noMetrics('a peer has no GET /metrics'),
+    costs,
     verification,
     status: verification.verified ? 'ok' : 'FAILED',
   };

@@ -20,8 +20,9 @@ describe('benchmark (quick path)', () => {
     return s;
   };
 
-  // 19 scenarios and 8 process starts (the sale with returns has its own, for its short expiry
-  // sweep): the hook's bound is there to catch a hang, not to judge speed.
+  // 20 scenarios and 8 process starts (the sale with returns has its own, for its short expiry
+  // sweep; the sold-out product shares the group-commit start): the hook's bound is there to catch
+  // a hang, not to judge speed.
   // One peer (bare-lua) and the service at the comparison's WORKERS keep the starts few: the
   // group-commit rows at the service's default then share the comparison's starts.
   beforeAll(async () => {
@@ -144,7 +145,8 @@ describe('benchmark (quick path)', () => {
         continue;
       }
       expect(s.verification.audit!.ordered + s.verification.audit!.remaining).toBe(s.verification.audit!.totalStock);
-      expect(s.verification.audit!.orders).toBeGreaterThanOrEqual(s.created);
+      // The sold-out product's successes are its refusals; its orders were sold before the load.
+      expect(s.verification.audit!.orders).toBeGreaterThanOrEqual(s.kind === 'soldout' ? s.stock : s.created);
     }
     expect(byId('bare-lua-h0-s20').verification.checks.map((c) => c.name)).toEqual(
       expect.arrayContaining(['stock_segments untouched', 'every buyer in the Redis buyer set']),
@@ -215,6 +217,77 @@ describe('benchmark (quick path)', () => {
     const json = JSON.parse(readFileSync(join(outDir, 'latest.json'), 'utf8'));
     const saved = json.scenarios.find((s: ScenarioResult) => s.id === 'returns-redlock-h20-s20');
     expect(saved.returns).toEqual(JSON.parse(JSON.stringify(x)));
+  });
+
+  it('should refuse every buyer of the sold-out product from the flag, and read what a refusal costs', () => {
+    const r = byId('soldout-redlock-h0-s20');
+    expect(r).toMatchObject({
+      kind: 'soldout',
+      groups: ['soldout'],
+      target: 'service',
+      workers: 2,
+      holdMs: 0,
+      segments: 20,
+      stock: 20,
+      ordersInDb: 20,
+      status: 'ok',
+    });
+    expect(Object.keys(r.statusCounts)).toEqual(['410']);
+    expect(r.created).toBe(r.responses);
+    expect(r.verification.checks.map((c) => c.name)).toEqual(
+      expect.arrayContaining(['sold out before the load', 'every answer 410', 'nothing sold during the load', 'every refusal from the sold-out flag']),
+    );
+    expect(r.verification.audit).toMatchObject({ totalStock: 20, remaining: 0, ordered: 20, orders: 20 });
+    // The service's own count of its refusals, those answered after autocannon stopped counting included.
+    const c = r.costs!;
+    expect(c.unit).toBe('answer');
+    expect(c.units).toBe(r.metrics.soldOut);
+    expect(c.units).toBeGreaterThanOrEqual(r.created);
+    // One Redis script per refusal (the entry script answering from the flag), no write to PostgreSQL.
+    expect(c.perUnit.redisScripts).toBeGreaterThan(0.95);
+    expect(c.perUnit.redisScripts).toBeLessThan(1.1);
+    expect(c.totals.redisByCommand.evalsha).toBeGreaterThanOrEqual(c.units);
+    expect(c.perUnit.pgWriteTransactions).toBeLessThan(0.01);
+    for (const v of [c.perUnit.targetCpuUs!, c.perUnit.pgCpuUs!, c.perUnit.redisCpuUs]) {
+      expect(Number.isFinite(v)).toBe(true);
+      expect(v).toBeGreaterThan(0);
+    }
+    const md = readFileSync(join(outDir, 'latest.md'), 'utf8');
+    expect(md).toContain('sold-out product: refusals (410) to distinct buyers');
+  });
+
+  it('should read the costs of every order scenario: Redis calls, PostgreSQL transactions and WAL, CPU', () => {
+    for (const s of result.report.scenarios) {
+      if (s.kind === 'returns') {
+        expect(s.costs).toBeNull();
+        continue;
+      }
+      const c = s.costs!;
+      expect(c).toMatchObject({ unit: s.kind === 'steady' || s.kind === 'sale' ? 'order' : 'answer' });
+      expect(c.units).toBeGreaterThan(0);
+      expect(c.windowS).toBeGreaterThan(0);
+      expect(Number.isFinite(c.perUnit.targetCpuUs) && c.perUnit.targetCpuUs! > 0).toBe(true);
+      // PostgreSQL on this machine: its CPU is read (GET /health/live may cost it nothing within /proc's 10 ms ticks).
+      expect(Number.isFinite(c.perUnit.pgCpuUs) && c.perUnit.pgCpuUs! >= 0).toBe(true);
+      if (s.kind !== 'health') expect(c.perUnit.pgCpuUs).toBeGreaterThan(0);
+    }
+    // GET /health/live touches neither Redis nor PostgreSQL's writes.
+    expect(byId('health-live').costs!.perUnit).toMatchObject({ redisScripts: 0, pgWriteTransactions: 0 });
+    // ORDER_BATCH_MAX=1: one transaction per order, and at least the entry, the segment lock, its release and the exit in Redis.
+    const one = byId('redlock-b1-h0-s20').costs!.perUnit;
+    expect(one.pgWriteTransactions).toBeGreaterThan(0.95);
+    expect(one.pgWriteTransactions).toBeLessThan(1.1);
+    expect(one.redisScripts).toBeGreaterThanOrEqual(4);
+    expect(one.pgWalBytes).toBeGreaterThan(0);
+    // Group commit: no more transactions than orders (one per lock hold).
+    expect(byId('redlock-h0-s20').costs!.perUnit.pgWriteTransactions).toBeLessThanOrEqual(1.01);
+    // The bare-lua peer: one script and one INSERT per order.
+    const lua = byId('bare-lua-h0-s20').costs!.perUnit;
+    expect(lua.redisScripts).toBeGreaterThanOrEqual(1);
+    expect(lua.pgWriteTransactions).toBeGreaterThan(0.95);
+    const md = readFileSync(join(outDir, 'latest.md'), 'utf8');
+    const section = md.slice(md.indexOf('## Costs per order and per refusal'), md.indexOf('\n## ', md.indexOf('## Costs per order and per refusal') + 1));
+    for (const s of result.report.scenarios.filter((x) => x.costs)) expect(section).toContain(`| ${s.id} | ${s.costs!.unit} |`);
   });
 
   it('should report finite figures', () => {

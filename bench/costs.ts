@@ -1,0 +1,206 @@
+// What one order (or one refusal) costs the parts it touches, read around a scenario: Redis
+// commands (INFO commandstats) and Redis CPU (INFO cpu); PostgreSQL write transactions (the next
+// transaction id) and WAL bytes (the WAL insert position), both exact at any moment, and
+// PostgreSQL's CPU when it runs on this machine; the CPU of the target's processes. The scaling
+// model (bench/scaling-model.ts) reads these figures from latest.json.
+//
+// Not read: pg_stat_database's xact_commit. PostgreSQL publishes a backend's counters at most once
+// a second and an idle backend's last ones after 10 s, so a reading taken when a scenario ends
+// misses part of it; transaction ids and the WAL position have no such delay (read-only
+// statements take no transaction id: their cost shows in PostgreSQL's CPU only).
+import { readFileSync } from 'node:fs';
+import Redis from 'ioredis';
+import { Client } from 'pg';
+import { childrenOf } from './launcher';
+
+/** Linux reports process times in USER_HZ ticks, 100 per second on every architecture Node runs on. */
+const USER_HZ = 100;
+
+/** Scripts are one round trip each; every other command counted by Redis may have run inside one. */
+const SCRIPT_COMMANDS = new Set(['eval', 'evalsha', 'eval_ro', 'evalsha_ro', 'fcall', 'fcall_ro']);
+/** The probe's own commands, left out of the counts. */
+const PROBE_COMMANDS = new Set(['info']);
+
+export interface CostSnapshot {
+  /** Date.now() when it was read. */
+  atMs: number;
+  /** Calls per command name, as INFO commandstats counts them (commands run inside scripts included). */
+  redisCalls: Record<string, number>;
+  redisCpuS: number;
+  /** The next transaction id PostgreSQL will hand out: write transactions take one, read-only ones none. */
+  pgNextXid: number;
+  pgWalBytes: number;
+  /** null when PostgreSQL is not a process tree this machine can see. */
+  pgCpuS: number | null;
+  /** The target's processes (the service's primary and workers, or a peer); null without /proc. */
+  targetCpuS: number | null;
+}
+
+/** Totals over one scenario, and per unit: per order (201) or per answer where nothing sells (the refusals, GET /health/live). */
+export interface ScenarioCosts {
+  unit: 'order' | 'answer';
+  /** What the per-unit figures divide by. */
+  units: number;
+  /** Seconds from the first snapshot to the second (the load, then the wait until the target went quiet). */
+  windowS: number;
+  totals: {
+    /** EVAL/EVALSHA/FCALL calls: each one round trip. */
+    redisScripts: number;
+    /** Every command Redis counted, those run inside scripts included. */
+    redisCommands: number;
+    redisByCommand: Record<string, number>;
+    redisCpuS: number;
+    pgWriteTransactions: number;
+    pgWalBytes: number;
+    pgCpuS: number | null;
+    targetCpuS: number | null;
+  };
+  perUnit: {
+    redisScripts: number;
+    redisCommands: number;
+    redisCpuUs: number;
+    pgWriteTransactions: number;
+    pgWalBytes: number;
+    pgCpuUs: number | null;
+    targetCpuUs: number | null;
+  };
+}
+
+/** `cmdstat_<name>:calls=N,...` lines of INFO commandstats; subcommands keep their `name|sub` form. */
+export function parseCommandStats(info: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) out[m[1]] = Number(m[2]);
+  return out;
+}
+
+/** Seconds of CPU from INFO cpu: user and system time of the whole server, every thread. */
+export function parseRedisCpu(info: string): number {
+  const field = (name: string) => Number(info.match(new RegExp(`^${name}:([\\d.]+)`, 'm'))?.[1] ?? NaN);
+  return field('used_cpu_user') + field('used_cpu_sys');
+}
+
+/**
+ * CPU seconds of a process from /proc/<pid>/stat: its own user and system time, plus that of its
+ * children it has waited for (a PostgreSQL backend that exited mid-scenario lands there).
+ */
+export function processCpuS(stat: string): number {
+  // The command name may hold spaces and parentheses; the fields after the last ')' do not.
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // utime, stime, cutime, cstime are fields 14..17 of stat(5), i.e. 11..14 counted from the state field.
+  return (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) / USER_HZ;
+}
+
+function readStat(pid: number): string | null {
+  try {
+    return readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return null;
+  }
+}
+
+/** A process and its children, summed; null when /proc does not know the process. */
+export function treeCpuS(pid: number): number | null {
+  const own = readStat(pid);
+  if (own === null) return null;
+  let total = processCpuS(own);
+  for (const child of childrenOf(pid)) {
+    const s = readStat(child);
+    if (s !== null) total += processCpuS(s);
+  }
+  return total;
+}
+
+/** Subtracts two call tables; commands the probe itself sends are left out. */
+function callDelta(before: Record<string, number>, after: Record<string, number>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [name, n] of Object.entries(after)) {
+    const d = n - (before[name] ?? 0);
+    if (d > 0 && !PROBE_COMMANDS.has(name)) out[name] = d;
+  }
+  return out;
+}
+
+const per = (x: number, n: number) => (n > 0 ? x / n : 0);
+const perUs = (x: number | null, n: number) => (x === null ? null : per(x * 1e6, n));
+const minus = (a: number | null, b: number | null) => (a === null || b === null ? null : a - b);
+
+export function costDeltas(before: CostSnapshot, after: CostSnapshot, unit: ScenarioCosts['unit'], units: number): ScenarioCosts {
+  const byCommand = callDelta(before.redisCalls, after.redisCalls);
+  const redisScripts = Object.entries(byCommand)
+    .filter(([name]) => SCRIPT_COMMANDS.has(name))
+    .reduce((s, [, n]) => s + n, 0);
+  const redisCommands = Object.values(byCommand).reduce((s, n) => s + n, 0);
+  const totals = {
+    redisScripts,
+    redisCommands,
+    redisByCommand: byCommand,
+    redisCpuS: after.redisCpuS - before.redisCpuS,
+    pgWriteTransactions: after.pgNextXid - before.pgNextXid,
+    pgWalBytes: after.pgWalBytes - before.pgWalBytes,
+    pgCpuS: minus(after.pgCpuS, before.pgCpuS),
+    targetCpuS: minus(after.targetCpuS, before.targetCpuS),
+  };
+  return {
+    unit,
+    units,
+    windowS: (after.atMs - before.atMs) / 1000,
+    totals,
+    perUnit: {
+      redisScripts: per(redisScripts, units),
+      redisCommands: per(redisCommands, units),
+      redisCpuUs: per(totals.redisCpuS * 1e6, units),
+      pgWriteTransactions: per(totals.pgWriteTransactions, units),
+      pgWalBytes: per(totals.pgWalBytes, units),
+      pgCpuUs: perUs(totals.pgCpuS, units),
+      targetCpuUs: perUs(totals.targetCpuS, units),
+    },
+  };
+}
+
+/** Reads the snapshots; one per benchmark run, on the benchmark's own PostgreSQL connection and a Redis connection of its own. */
+export class CostProbe {
+  private constructor(
+    private readonly db: Client,
+    private readonly redis: Redis,
+    /** PostgreSQL's postmaster on this machine, or null (another host, or no /proc). */
+    private readonly postmasterPid: number | null,
+  ) {}
+
+  static async open(db: Client, redisUrl: string): Promise<CostProbe> {
+    const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
+    await redis.connect();
+    const { rows } = await db.query('SELECT pg_backend_pid() AS pid');
+    return new CostProbe(db, redis, postmasterOf(rows[0].pid as number));
+  }
+
+  async snapshot(targetPid: number): Promise<CostSnapshot> {
+    // PostgreSQL first: the Redis reading is the cheaper one to take late.
+    const { rows } = await this.db.query(
+      `SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS next_xid,
+              (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::text AS wal`,
+    );
+    const [stats, cpu] = await Promise.all([this.redis.info('commandstats'), this.redis.info('cpu')]);
+    return {
+      atMs: Date.now(),
+      redisCalls: parseCommandStats(stats),
+      redisCpuS: parseRedisCpu(cpu),
+      pgNextXid: Number(rows[0].next_xid),
+      pgWalBytes: Number(rows[0].wal),
+      pgCpuS: this.postmasterPid === null ? null : treeCpuS(this.postmasterPid),
+      targetCpuS: treeCpuS(targetPid),
+    };
+  }
+
+  close(): void {
+    this.redis.disconnect();
+  }
+}
+
+/** The parent of our backend, if it is a PostgreSQL process this machine can see (a local server). */
+function postmasterOf(backendPid: number): number | null {
+  const stat = readStat(backendPid);
+  if (stat === null || !/^\d+ \(postgres/.test(stat)) return null;
+  const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+  const parent = readStat(ppid);
+  return parent !== null && /^\d+ \(postgres/.test(parent) ? ppid : null;
+}

@@ -1,0 +1,604 @@
+// The scaling model of docs/scaling.md: what a sale of U units to N buyers arriving within T seconds
+// takes, from the costs the benchmark measured (bench/results/latest.json, see bench/costs.ts).
+// It is arithmetic, not a simulation: every request is an order (the first U), a loser (it arrived
+// before the sell-out and went through the order path in vain) or a refusal (after the sell-out);
+// each kind costs the service, Redis and PostgreSQL what the benchmark measured per order or per
+// refusal; the totals over T give cores, masters and commits. Every input is printed with where it
+// comes from: measured (a scenario's id), derived (arithmetic on measured ones), extrapolated (a
+// measured figure used beyond what was measured) or assumed (a planning figure nobody measured here).
+//
+//   npm run scaling                  (builds the benchmark, then runs this)
+//   node dist/bench/scaling-model.js [--results bench/results/latest.json] [--buyers 1000000] [--units 10000] [--seconds 1] ...
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs as parseFlags } from 'node:util';
+import { projectRoot } from '../src/infrastructure/project-root';
+import type { ScenarioCosts } from './costs';
+import { BenchmarkReport, findFast, findHealth, findSoldOut } from './report';
+import type { ScenarioResult } from './scenarios';
+
+export type Source = 'measured' | 'derived' | 'extrapolated' | 'assumed';
+
+/** One number the model uses, and where it comes from. */
+export interface Input {
+  value: number;
+  unit: string;
+  source: Source;
+  /** The scenario it was read from, or why it is what it is. */
+  basis: string;
+}
+
+/** What one request of a kind costs. Redis calls are split by where their keys live on a Redis Cluster. */
+export interface UnitCost {
+  serviceCpuUs: number;
+  /** Round trips on the product's hash slot (the hints: sold-out flag, empty segments, stock generation): one master, however many there are. */
+  productSlotCalls: number;
+  /** Round trips whose keys hash over every master (segment locks, the user lock). */
+  spreadCalls: number;
+  redisCpuPerCallUs: number;
+  pgPrimaryCpuUs: number;
+  /** PostgreSQL reads a read replica could serve instead of the primary (with a service change). */
+  pgReplicaCpuUs: number;
+  pgWriteTransactions: number;
+  walBytes: number;
+}
+
+export interface Measured {
+  /** An order, with the ORDER_BATCH_MAX chosen (one process, hold 0, the benchmark's segments). */
+  order: UnitCost;
+  /** A refusal of a sold-out product, answered from the sold-out flag (one process). */
+  refusal: UnitCost;
+  /** Service CPU of an answer that does no work (GET /health/live): the least any answer can cost. */
+  floorCpuUs: number;
+  /** Orders per second one segment sold (one lock, one process, hold 0). */
+  segmentOrdersPerS: number;
+  /** Refusals per second one service process gave on this machine (sharing its cores with PostgreSQL, Redis and the load). */
+  refusalsPerSProcess: number;
+  /** Mean pause between two lock attempts of a waiting order: LOCK_RETRY_DELAY_MS + LOCK_RETRY_JITTER_MS / 2. */
+  retryDelayMs: number;
+  /** Everything above and what it was computed from, for the printout. */
+  inputs: Array<[string, Input]>;
+}
+
+export interface Sale {
+  buyers: number;
+  units: number;
+  /** The buyers arrive evenly over this many seconds. */
+  seconds: number;
+  requestsPerBuyer: number;
+  segments: number;
+}
+
+/** Planning figures, none measured here. */
+export interface Capacity {
+  /** Share of a core a service process (one Node event loop) is planned to use. */
+  processUtil: number;
+  /** Share of its one core a Redis master is planned to use (Redis runs commands on one thread). */
+  redisUtil: number;
+  pgCores: number;
+  pgUtil: number;
+  /** Commits per second the PostgreSQL primary sustains with synchronous_commit on. */
+  pgCommitsPerS: number;
+  /** WAL the primary (and its replication) sustains, MB/s. */
+  walMBps: number;
+  /** A queue in front admits at most this many times the units into the order path before the sell-out. */
+  admitFactor: number;
+}
+
+export const DEFAULT_CAPACITY: Capacity = {
+  processUtil: 0.7,
+  redisUtil: 0.7,
+  pgCores: 16,
+  pgUtil: 0.7,
+  pgCommitsPerS: 20_000,
+  walMBps: 100,
+  admitFactor: 2,
+};
+
+const CAPACITY_BASIS: Record<keyof Capacity, [string, string]> = {
+  processUtil: ['of one core', 'a Node process runs its event loop on one core; headroom for bursts and GC'],
+  redisUtil: ['of one core', 'Redis runs commands on one thread; headroom for bursts'],
+  pgCores: ['cores', 'a dedicated PostgreSQL primary'],
+  pgUtil: ['of its cores', 'headroom'],
+  pgCommitsPerS: ['commits/s', 'synchronous_commit on, local NVMe, concurrent commits sharing WAL flushes; measure yours with pgbench'],
+  walMBps: ['MB/s', 'sustained WAL write and replication on the primary'],
+  admitFactor: ['x units', 'the queue in front lets this many requests per unit into the order path until sold out'],
+};
+
+/** A mitigation: how it changes a refusal's cost and how many requests reach the order path before the sell-out. */
+export interface Variant {
+  name: string;
+  what: string;
+  refusal: (m: Measured) => UnitCost;
+  /** The most losers it lets into the order path; unlimited when absent. */
+  maxLosers?: (sale: Sale, cap: Capacity) => number;
+}
+
+/** A refusal answered from a flag this process keeps: no Redis call. */
+const localFlag = (m: Measured): UnitCost => ({ ...m.refusal, productSlotCalls: 0, spreadCalls: 0 });
+/** ... whose buyer lookup (for 409 ALREADY_ORDERED) a read replica serves. */
+const lookupOnReplica = (m: Measured): UnitCost => ({ ...localFlag(m), pgPrimaryCpuUs: 0, pgReplicaCpuUs: m.refusal.pgPrimaryCpuUs });
+/** ... or whose buyer is looked up in Redis, on the user's slot (a key written with each order), costed as a refusal's Redis call. */
+const buyerInRedis = (m: Measured): UnitCost => ({ ...localFlag(m), spreadCalls: 1, pgPrimaryCpuUs: 0 });
+const queued = (sale: Sale, cap: Capacity) => Math.max(0, (cap.admitFactor - 1) * sale.units);
+
+/** The first four each add one mitigation to the one before; the last swaps the replicas for Redis (docs/scaling.md says what each takes). */
+export const VARIANTS: Variant[] = [
+  {
+    name: 'as built',
+    what: "every refusal asks Redis (the sold-out flag, on the product's slot) and PostgreSQL (the buyer's order, for 409 ALREADY_ORDERED)",
+    refusal: (m) => m.refusal,
+  },
+  { name: '+ local flag', what: 'each process keeps the sold-out flag it learnt: refusals no longer reach Redis', refusal: localFlag },
+  { name: '+ replicas', what: "the refusal's buyer lookup goes to read replicas: the primary only sells", refusal: lookupOnReplica },
+  {
+    name: '+ queue',
+    what: 'a queue in front admits at most admitFactor x units into the order path until sold out; the rest are refused from the flag',
+    refusal: lookupOnReplica,
+    maxLosers: queued,
+  },
+  {
+    name: 'queue, buyers in Redis',
+    what: "as + queue, but the buyer lookup reads a Redis key on the user's slot instead of PostgreSQL",
+    refusal: buyerInRedis,
+    maxLosers: queued,
+  },
+];
+
+/**
+ * A loser arrived before the sell-out and took the order path in vain: the order's service CPU and
+ * Redis calls, no write, two PostgreSQL reads (the stock read before SOLD_OUT and the buyer
+ * lookup, each costed as a refusal's read), and while every segment with stock is locked it
+ * polls: one attempt per retry delay, two round trips per refused acquire (Redlock's acquire and
+ * its clean-up release), until the sell-out (`waitS` on average). Extrapolated from the code's
+ * wait loop, not measured: the benchmark's 100 connections never make that many waiters. The
+ * polls' service CPU is not counted.
+ */
+export function loserCost(m: Measured, waitS: number): UnitCost {
+  const polls = waitS / (m.retryDelayMs / 1000);
+  return {
+    ...m.order,
+    spreadCalls: m.order.spreadCalls + 2 * polls,
+    pgPrimaryCpuUs: 2 * m.refusal.pgPrimaryCpuUs,
+    pgReplicaCpuUs: 0,
+    pgWriteTransactions: 0,
+    walBytes: 0,
+  };
+}
+
+export type Limit = 'product slot (one Redis master)' | 'PostgreSQL primary CPU' | 'PostgreSQL commits/s' | 'WAL MB/s';
+/**
+ * The limits more buyers can push past 100%: one master holds the product's slot and one primary
+ * takes every write, however many processes and masters are added. Commits and WAL only slow the
+ * selling down (the sell rate is held at what they sustain), so they never pass 100%.
+ */
+const WALLS: Limit[] = ['product slot (one Redis master)', 'PostgreSQL primary CPU'];
+
+export interface Plan {
+  variant: string;
+  requests: number;
+  arrivalPerS: number;
+  /** Orders per second while units last, and what holds it there. */
+  sellPerS: number;
+  sellLimitedBy: 'arrivals' | 'segment locks' | 'PostgreSQL commits/s' | 'WAL MB/s';
+  sellOutS: number;
+  losers: number;
+  refusals: number;
+  serviceCores: number;
+  processes: number;
+  /** Processes if a refusal cost no more than GET /health/live: the least any change of the refusal path can reach. */
+  processesAtFloor: number;
+  /** Cores of the one master that holds the product's slot. */
+  productSlotCores: number;
+  /** Masters for the keys that spread over the cluster (segment locks, user locks); the product's master comes on top. */
+  spreadMasters: number;
+  pgPrimaryCores: number;
+  pgReplicas: number;
+  commits: number;
+  commitsPerS: number;
+  walMB: number;
+  walMBps: number;
+  /** Demand over what one unit of a resource that cannot be split gives: above 1, the plan does not fit. */
+  utilisation: Record<Limit, number>;
+  /** The most used of them: the first to saturate. */
+  firstLimit: Limit;
+}
+
+const sum = (xs: number[]) => xs.reduce((s, x) => s + x, 0);
+
+export function plan(m: Measured, sale: Sale, cap: Capacity, variant: Variant): Plan {
+  const requests = sale.buyers * sale.requestsPerBuyer;
+  const arrivalPerS = requests / sale.seconds;
+  const order = m.order;
+  // Units sell as fast as the slowest of: arrivals, the segment locks, PostgreSQL's commits, its WAL.
+  const rates: Array<[Plan['sellLimitedBy'], number]> = [
+    ['arrivals', arrivalPerS],
+    ['segment locks', sale.segments * m.segmentOrdersPerS],
+    ['PostgreSQL commits/s', order.pgWriteTransactions > 0 ? cap.pgCommitsPerS / order.pgWriteTransactions : Infinity],
+    ['WAL MB/s', order.walBytes > 0 ? (cap.walMBps * 1e6) / order.walBytes : Infinity],
+  ];
+  const [sellLimitedBy, sellPerS] = rates.reduce((a, b) => (b[1] < a[1] ? b : a));
+  const sellOutS = sale.units / sellPerS;
+  const arrivedBeforeSellOut = Math.min(requests, arrivalPerS * sellOutS);
+  const losers = Math.min(Math.max(0, arrivedBeforeSellOut - sale.units), variant.maxLosers?.(sale, cap) ?? Infinity);
+  const refusals = Math.max(0, requests - sale.units - losers);
+  const refusal = variant.refusal(m);
+  // Losers arrive evenly until the sell-out (or until the last buyer came) and wait for it.
+  const loserWaitS = sellOutS - Math.min(sale.seconds, sellOutS) / 2;
+  const mix: Array<[number, UnitCost]> = [
+    [sale.units, order],
+    [losers, loserCost(m, loserWaitS)],
+    [refusals, refusal],
+  ];
+  // The work is done while buyers arrive, or until the sell-out when that takes longer.
+  const windowS = Math.max(sale.seconds, sellOutS);
+  const perS = (f: (c: UnitCost) => number) => sum(mix.map(([n, c]) => n * f(c))) / 1e6 / windowS;
+
+  const serviceCores = perS((c) => c.serviceCpuUs);
+  const floorCores = serviceCores - (refusals * (refusal.serviceCpuUs - Math.min(refusal.serviceCpuUs, m.floorCpuUs))) / 1e6 / windowS;
+  const productSlotCores = perS((c) => c.productSlotCalls * c.redisCpuPerCallUs);
+  const spreadCores = perS((c) => c.spreadCalls * c.redisCpuPerCallUs);
+  const pgPrimaryCores = perS((c) => c.pgPrimaryCpuUs);
+  const pgReplicaCores = perS((c) => c.pgReplicaCpuUs);
+  const commits = sale.units * order.pgWriteTransactions;
+  const walMB = (sale.units * order.walBytes) / 1e6;
+  const utilisation: Record<Limit, number> = {
+    'product slot (one Redis master)': productSlotCores / cap.redisUtil,
+    'PostgreSQL primary CPU': pgPrimaryCores / (cap.pgCores * cap.pgUtil),
+    'PostgreSQL commits/s': commits / sellOutS / cap.pgCommitsPerS,
+    'WAL MB/s': walMB / sellOutS / cap.walMBps,
+  };
+  const [firstLimit] = (Object.entries(utilisation) as Array<[Limit, number]>).reduce((a, b) => (b[1] > a[1] ? b : a));
+  return {
+    variant: variant.name,
+    requests,
+    arrivalPerS,
+    sellPerS,
+    sellLimitedBy,
+    sellOutS,
+    losers,
+    refusals,
+    serviceCores,
+    processes: Math.ceil(serviceCores / cap.processUtil),
+    processesAtFloor: Math.ceil(floorCores / cap.processUtil),
+    productSlotCores,
+    spreadMasters: Math.ceil(spreadCores / cap.redisUtil),
+    pgPrimaryCores,
+    pgReplicas: Math.ceil(pgReplicaCores / (cap.pgCores * cap.pgUtil)),
+    commits,
+    commitsPerS: commits / sellOutS,
+    walMB,
+    walMBps: walMB / sellOutS,
+    utilisation,
+    firstLimit,
+  };
+}
+
+/**
+ * The most buyers per second the sale fits with, everything else as given: where the product's
+ * slot or the primary's CPU reaches 100% (found by bisection; the losers make the load grow faster
+ * than the buyers). Infinity when neither grows with the buyers (what grows can be scaled out).
+ */
+export function maxBuyersPerS(m: Measured, sale: Sale, cap: Capacity, variant: Variant): number {
+  const over = (buyers: number) => {
+    const p = plan(m, { ...sale, buyers }, cap, variant);
+    return WALLS.some((l) => p.utilisation[l] >= 1);
+  };
+  let lo = 0;
+  let hi = sale.buyers;
+  while (!over(hi)) {
+    if (hi > 1e13) return Infinity;
+    [lo, hi] = [hi, hi * 2];
+  }
+  for (let i = 0; i < 60 && hi - lo > 1; i++) {
+    const mid = (lo + hi) / 2;
+    if (over(mid)) hi = mid;
+    else lo = mid;
+  }
+  return lo / sale.seconds;
+}
+
+/** What the model needs from a report, and the benchmark flag whose absence leaves it out. */
+const NEEDED: Array<[string, string]> = [
+  ['the group-commit and ORDER_BATCH_MAX=1 orders at hold 0 (one process)', 'keep --hold 0 and the group-commit comparison (no --no-group-commit)'],
+  ['the refusals of a sold-out product', 'no --no-sold-out'],
+  ['GET /health/live', 'no --no-peers'],
+];
+
+/** A scenario's cost per unit as the model splits it. productSlotCalls: the gate script, once per request. */
+function unitCost(c: ScenarioCosts, productSlotCalls: number): UnitCost {
+  const p = c.perUnit;
+  return {
+    serviceCpuUs: p.targetCpuUs ?? NaN,
+    productSlotCalls: Math.min(productSlotCalls, p.redisScripts),
+    spreadCalls: Math.max(0, p.redisScripts - productSlotCalls),
+    redisCpuPerCallUs: p.redisScripts > 0 ? p.redisCpuUs / p.redisScripts : 0,
+    pgPrimaryCpuUs: p.pgCpuUs ?? NaN,
+    pgReplicaCpuUs: 0,
+    pgWriteTransactions: p.pgWriteTransactions,
+    walBytes: p.pgWalBytes,
+  };
+}
+
+export class ModelInputError extends Error {}
+
+/**
+ * Reads the measured costs out of a benchmark report. `batch`: the orders' ORDER_BATCH_MAX, 'group'
+ * (the run's group-commit rows) or 'one' (ORDER_BATCH_MAX=1). `cluster`: on a Redis Cluster the
+ * order's entry is two calls (the product's hints, then the user lock on the user's slot), one more
+ * than the one script measured on a single Redis.
+ */
+export function readMeasured(report: BenchmarkReport, batch: 'group' | 'one', cluster: boolean): Measured {
+  if (!report.scenarios.some((r) => r.costs)) {
+    throw new ModelInputError('this report has no cost figures (it was written before the benchmark read them): run npm run bench, then this again');
+  }
+  const batchMax = batch === 'one' ? 1 : report.settings.batchMax;
+  const order = findFast(report, { batchMax });
+  const oneSegment = findFast(report, { batchMax, segments: 1 });
+  const refusal = findSoldOut(report);
+  const floor = findHealth(report);
+  const missing: string[] = [];
+  const need = (r: ScenarioResult | undefined, i: number): ScenarioCosts | null => {
+    if (!r?.costs || r.status !== 'ok') missing.push(`${NEEDED[i][0]} (${NEEDED[i][1]})`);
+    return r?.costs && r.status === 'ok' ? r.costs : null;
+  };
+  const [oc, rc, fc] = [need(order, 0), need(refusal, 1), need(floor, 2)];
+  if (!oneSegment || oneSegment.status !== 'ok') missing.push(`one segment at hold 0 with the same ORDER_BATCH_MAX (${NEEDED[0][1]})`);
+  if (missing.length > 0 || !oc || !rc || !fc || !oneSegment) {
+    throw new ModelInputError(`the report lacks, or has failed: ${missing.join('; ')}. Run the benchmark (npm run bench) with those scenarios.`);
+  }
+  if (oc.perUnit.pgCpuUs === null || oc.perUnit.targetCpuUs === null || rc.perUnit.pgCpuUs === null || fc.perUnit.targetCpuUs === null) {
+    throw new ModelInputError('the report has no CPU figures: the benchmark reads them from /proc, with PostgreSQL on the same machine');
+  }
+  const extra = cluster ? 1 : 0;
+  const { retryDelayMs, retryJitterMs } = report.settings.lock;
+  const o = unitCost(oc, 1);
+  const orderCost: UnitCost = { ...o, spreadCalls: o.spreadCalls + extra };
+  const refusalCost = unitCost(rc, 1);
+  const m = (v: number, unit: string, from: ScenarioResult, what = ''): Input => ({ value: v, unit, source: 'measured', basis: `${from.id}${what}` });
+  const d = (v: number, unit: string, basis: string): Input => ({ value: v, unit, source: 'derived', basis });
+  const inputs: Array<[string, Input]> = [
+    ['order: service CPU', m(orderCost.serviceCpuUs, 'µs', order!)],
+    ['order: Redis round trips (scripts)', m(oc.perUnit.redisScripts, 'calls', order!)],
+    ...(cluster
+      ? ([
+          ['order: + user lock on its own slot (cluster)', { value: 1, unit: 'call', source: 'assumed', basis: 'the cluster splits the entry script in two' }],
+        ] as Array<[string, Input]>)
+      : []),
+    ['order: Redis CPU per call', d(orderCost.redisCpuPerCallUs, 'µs', `Redis CPU / scripts of ${order!.id}`)],
+    ['order: PostgreSQL write transactions', m(orderCost.pgWriteTransactions, 'per order', order!, ' (1 / mean orders per commit)')],
+    ['order: WAL', m(orderCost.walBytes, 'bytes', order!)],
+    ['order: PostgreSQL CPU', m(orderCost.pgPrimaryCpuUs, 'µs', order!)],
+    ['refusal: service CPU', m(refusalCost.serviceCpuUs, 'µs', refusal!)],
+    ['refusal: Redis round trips (scripts)', m(rc.perUnit.redisScripts, 'calls', refusal!)],
+    ['refusal: Redis CPU per call', d(refusalCost.redisCpuPerCallUs, 'µs', `Redis CPU / scripts of ${refusal!.id}`)],
+    ['refusal: PostgreSQL CPU (the buyer lookup)', m(refusalCost.pgPrimaryCpuUs, 'µs', refusal!)],
+    ['refusals per second, one process', m(refusal!.ordersPerSec, '410/s', refusal!, ', sharing 2 cores with PostgreSQL, Redis and the load')],
+    ['floor: service CPU of GET /health/live', m(fc.perUnit.targetCpuUs, 'µs', floor!)],
+    ['one segment: orders per second', m(oneSegment.ordersPerSec, 'orders/s', oneSegment, ', one process; N segments taken as N times this (extrapolated)')],
+    [
+      "loser: pause between a waiting order's lock attempts",
+      d(
+        retryDelayMs + retryJitterMs / 2,
+        'ms',
+        "the run's LOCK_RETRY_DELAY_MS + LOCK_RETRY_JITTER_MS / 2; 2 round trips per attempt until the sell-out (extrapolated)",
+      ),
+    ],
+  ];
+  return {
+    order: orderCost,
+    refusal: refusalCost,
+    floorCpuUs: fc.perUnit.targetCpuUs,
+    segmentOrdersPerS: oneSegment.ordersPerSec,
+    refusalsPerSProcess: refusal!.ordersPerSec,
+    retryDelayMs: retryDelayMs + retryJitterMs / 2,
+    inputs,
+  };
+}
+
+// ---- printing ----
+
+function num(n: number): string {
+  if (!Number.isFinite(n)) return '-';
+  const a = Math.abs(n);
+  if (a >= 100) return Math.round(n).toLocaleString('en-US');
+  if (a >= 10) return n.toFixed(1);
+  return n.toFixed(a >= 1 ? 2 : 3);
+}
+
+function table(rows: string[][]): string[] {
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
+  return rows.map((r) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  '));
+}
+
+export interface ModelOptions {
+  results: string;
+  sale: Sale;
+  capacity: Capacity;
+  batch: 'group' | 'one';
+  cluster: boolean;
+  /** Segment counts of the sell-out table. */
+  segmentList: number[];
+}
+
+export function render(report: BenchmarkReport, o: ModelOptions): string {
+  const m = readMeasured(report, o.batch, o.cluster);
+  const { sale, capacity: cap } = o;
+  const out: string[] = [];
+  out.push(
+    `Scaling model: ${num(sale.buyers)} buyers x ${sale.requestsPerBuyer} request(s) in ${sale.seconds} s for ${num(sale.units)} units in ${sale.segments} segments`,
+  );
+  out.push(
+    `Costs from ${o.results}: ${report.settings.quick ? '--quick run (PROVISIONAL)' : 'full run'} of ${report.startedAt}, ${report.machine.cores} cores (${report.machine.cpuModel}); orders with ${o.batch === 'one' ? 'ORDER_BATCH_MAX=1' : 'group commit'}${o.cluster ? ', on a Redis Cluster' : ', on one Redis'}`,
+  );
+  out.push('');
+  out.push('Inputs');
+  const capInputs = (Object.keys(CAPACITY_BASIS) as Array<keyof Capacity>).map((k): [string, Input] => [
+    k,
+    { value: cap[k], unit: CAPACITY_BASIS[k][0], source: 'assumed', basis: CAPACITY_BASIS[k][1] },
+  ]);
+  out.push(
+    ...table([
+      ['input', 'value', 'unit', 'source', 'from'],
+      ...[...m.inputs, ...capInputs].map(([name, i]) => [name, num(i.value), i.unit, i.source, i.basis]),
+    ]).map((l) => `  ${l}`),
+  );
+  out.push('');
+
+  const plans = VARIANTS.map((v) => plan(m, sale, cap, v));
+  out.push('What the sale takes, per variant (the first four each add one mitigation to the one before; the last swaps the replicas for Redis)');
+  for (const v of VARIANTS) out.push(`  ${v.name}: ${v.what}`);
+  const row = (what: string, f: (p: Plan, i: number) => string) => [what, ...plans.map(f)];
+  const pct = (x: number) => `${Math.round(x * 100)}%`;
+  out.push(
+    ...table([
+      ['', ...plans.map((p) => p.variant)],
+      row('requests per second', (p) => num(p.arrivalPerS)),
+      row('sell-out after (s)', (p) => num(p.sellOutS)),
+      row('  selling held by', (p) => p.sellLimitedBy),
+      row('losers (order path in vain)', (p) => num(p.losers)),
+      row('refusals after the sell-out', (p) => num(p.refusals)),
+      row('service cores', (p) => num(p.serviceCores)),
+      row(`service processes (${pct(cap.processUtil)} of a core)`, (p) => num(p.processes)),
+      row('  if a refusal cost GET /health/live', (p) => num(p.processesAtFloor)),
+      row('Redis: product slot, cores of 1 master', (p) => num(p.productSlotCores)),
+      row(`Redis: masters for locks (${pct(cap.redisUtil)} each)`, (p) => num(p.spreadMasters)),
+      row('PostgreSQL primary cores', (p) => num(p.pgPrimaryCores)),
+      row(`PostgreSQL read replicas (${cap.pgCores} cores)`, (p) => num(p.pgReplicas)),
+      row('commits in all', (p) => num(p.commits)),
+      row('commits/s while selling', (p) => num(p.commitsPerS)),
+      row('WAL MB in all', (p) => num(p.walMB)),
+      row('WAL MB/s while selling', (p) => num(p.walMBps)),
+      ...(Object.keys(plans[0].utilisation) as Limit[]).map((l) => row(`use: ${l}`, (p) => pct(p.utilisation[l]))),
+      row('FIRST LIMIT', (p) => p.firstLimit),
+      row('most buyers/s that fit (slot, primary CPU)', (_, i) => {
+        const b = maxBuyersPerS(m, sale, cap, VARIANTS[i]);
+        return Number.isFinite(b) ? num(b) : 'no bound';
+      }),
+    ]).map((l) => `  ${l}`),
+  );
+  out.push('');
+
+  out.push(`Hot segments: selling ${num(sale.units)} units at ${num(plans[0].arrivalPerS)} requests/s, by segments (variant "${VARIANTS[0].name}")`);
+  const bySegments = o.segmentList.map((segments) => plan(m, { ...sale, segments }, cap, VARIANTS[0]));
+  out.push(
+    ...table([
+      ['segments', 'orders/s', 'held by', 'sell-out s', 'losers', 'commits/s', 'WAL MB/s'],
+      ...bySegments.map((p, i) => [
+        String(o.segmentList[i]),
+        num(p.sellPerS),
+        p.sellLimitedBy,
+        num(p.sellOutS),
+        num(p.losers),
+        num(p.commitsPerS),
+        num(p.walMBps),
+      ]),
+    ]).map((l) => `  ${l}`),
+  );
+  out.push('');
+  out.push(
+    `Throughput cross-check: one process gave ${num(m.refusalsPerSProcess)} refusals/s here; ${num(plans[0].arrivalPerS)}/s of them would take ${num(Math.ceil(plans[0].arrivalPerS / m.refusalsPerSProcess))} such processes.`,
+  );
+  return out.join('\n');
+}
+
+// ---- command line ----
+
+const FLAGS = {
+  results: { type: 'string', arg: 'FILE', help: 'benchmark report to read (default bench/results/latest.json)' },
+  buyers: { type: 'string', arg: 'N', help: 'buyers (default 1000000)' },
+  units: { type: 'string', arg: 'N', help: 'units on sale (default 10000)' },
+  seconds: { type: 'string', arg: 'S', help: 'the buyers arrive evenly within this time (default 1)' },
+  'requests-per-buyer': { type: 'string', arg: 'N', help: 'requests each buyer sends (default 1; retries and refreshes multiply it)' },
+  segments: { type: 'string', arg: 'N', help: "the product's segments (default 20)" },
+  'segment-list': { type: 'string', arg: 'LIST', help: 'segment counts of the hot-segment table (default 1,20,100,500)' },
+  batch: { type: 'string', arg: 'group|one', help: "orders' costs with group commit or ORDER_BATCH_MAX=1 (default group)" },
+  'single-redis': { type: 'boolean', help: 'one Redis instead of a Redis Cluster (the order entry is then one call, not two)' },
+  'process-util': { type: 'string', arg: 'F', help: `share of a core per service process (assumed, default ${DEFAULT_CAPACITY.processUtil})` },
+  'redis-util': { type: 'string', arg: 'F', help: `share of a Redis master's core (assumed, default ${DEFAULT_CAPACITY.redisUtil})` },
+  'pg-cores': { type: 'string', arg: 'N', help: `cores of the PostgreSQL primary and of each replica (assumed, default ${DEFAULT_CAPACITY.pgCores})` },
+  'pg-util': { type: 'string', arg: 'F', help: `share of PostgreSQL's cores (assumed, default ${DEFAULT_CAPACITY.pgUtil})` },
+  'pg-commits': { type: 'string', arg: 'N', help: `commits/s the primary sustains (assumed, default ${DEFAULT_CAPACITY.pgCommitsPerS})` },
+  'wal-mbps': { type: 'string', arg: 'N', help: `WAL MB/s the primary sustains (assumed, default ${DEFAULT_CAPACITY.walMBps})` },
+  admit: { type: 'string', arg: 'F', help: `the queue in front admits F x units until sold out, F >= 1 (assumed, default ${DEFAULT_CAPACITY.admitFactor})` },
+  help: { type: 'boolean', short: 'h', help: 'this text' },
+} as const satisfies Record<string, { type: 'string' | 'boolean'; short?: string; arg?: string; help: string }>;
+
+function helpText(): string {
+  const rows = Object.entries(FLAGS).map(
+    ([name, f]) => `  ${`${'short' in f ? `-${f.short}, ` : ''}--${name}${'arg' in f ? ` ${f.arg}` : ''}`.padEnd(28)}${f.help}`,
+  );
+  return `Usage: npm run scaling -- [flags]      (or: node dist/bench/scaling-model.js [flags] after npm run bench:build)\n\n${rows.join('\n')}\n`;
+}
+
+function readFlags(argv: string[]) {
+  try {
+    return parseFlags({ args: argv, options: FLAGS, strict: true, allowPositionals: false }).values;
+  } catch (err) {
+    throw new ModelInputError((err as Error).message);
+  }
+}
+
+export function parseModelArgs(argv: string[], root = projectRoot(__dirname)): ModelOptions & { help?: boolean } {
+  const v = readFlags(argv);
+  const n = (flag: keyof typeof FLAGS, x: string | undefined, dflt: number, min: number, max = Infinity) => {
+    if (x === undefined) return dflt;
+    const y = Number(x);
+    if (x.trim() === '' || !Number.isFinite(y) || y < min || y > max)
+      throw new ModelInputError(`--${flag}: expected a number from ${min}${max < Infinity ? ` to ${max}` : ''}, got "${x}"`);
+    return y;
+  };
+  const batch = v.batch ?? 'group';
+  if (batch !== 'group' && batch !== 'one') throw new ModelInputError(`--batch: expected group or one, got "${batch}"`);
+  const segmentList = (v['segment-list'] ?? '1,20,100,500').split(',').map((x) => n('segment-list', x, 0, 1));
+  return {
+    help: v.help,
+    results: v.results ?? join(root, 'bench', 'results', 'latest.json'),
+    sale: {
+      buyers: n('buyers', v.buyers, 1_000_000, 1),
+      units: n('units', v.units, 10_000, 1),
+      seconds: n('seconds', v.seconds, 1, 0.001),
+      requestsPerBuyer: n('requests-per-buyer', v['requests-per-buyer'], 1, 1),
+      segments: n('segments', v.segments, 20, 1),
+    },
+    capacity: {
+      processUtil: n('process-util', v['process-util'], DEFAULT_CAPACITY.processUtil, 0.01, 1),
+      redisUtil: n('redis-util', v['redis-util'], DEFAULT_CAPACITY.redisUtil, 0.01, 1),
+      pgCores: n('pg-cores', v['pg-cores'], DEFAULT_CAPACITY.pgCores, 1),
+      pgUtil: n('pg-util', v['pg-util'], DEFAULT_CAPACITY.pgUtil, 0.01, 1),
+      pgCommitsPerS: n('pg-commits', v['pg-commits'], DEFAULT_CAPACITY.pgCommitsPerS, 1),
+      walMBps: n('wal-mbps', v['wal-mbps'], DEFAULT_CAPACITY.walMBps, 0.001),
+      admitFactor: n('admit', v.admit, DEFAULT_CAPACITY.admitFactor, 1),
+    },
+    batch,
+    cluster: !v['single-redis'],
+    segmentList,
+  };
+}
+
+function main(): number {
+  let o: ReturnType<typeof parseModelArgs>;
+  let report: BenchmarkReport;
+  try {
+    o = parseModelArgs(process.argv.slice(2));
+    if (o.help) {
+      process.stdout.write(helpText());
+      return 0;
+    }
+    report = JSON.parse(readFileSync(o.results, 'utf8')) as BenchmarkReport;
+    process.stdout.write(`${render(report, o)}\n`);
+    return 0;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
+      process.stderr.write(`no benchmark report at ${(err as NodeJS.ErrnoException).path}: run npm run bench first, or name one with --results\n`);
+      return 2;
+    }
+    if (err instanceof ModelInputError) {
+      process.stderr.write(`${err.message}\n\n${helpText()}`);
+      return 2;
+    }
+    throw err;
+  }
+}
+
+if (require.main === module) process.exit(main());
