@@ -1,8 +1,8 @@
 -- Units of a product came back on sale (a cancel, an expiry, a restock): bump the stock generation
 -- and clear the hints that would hide the units.
--- KEYS[1] sold-out flag of the product            hint:soldout:<productId>
--- KEYS[2] the product's stock generation           hint:stockgen:<productId>
--- KEYS[3] empty-segment set of the layout version  hint:empty:<productId>:<layoutVersion>
+-- KEYS[1] sold-out flag of the product            hint:soldout:{<productId>}
+-- KEYS[2] the product's stock generation           hint:stockgen:{<productId>}
+-- KEYS[3] empty-segment set of the layout version  hint:empty:{<productId>}:<layoutVersion>
 -- ARGV[1] time to live of the generation in milliseconds
 -- ARGV[2...] the segments that received units
 -- Returns the new generation.

@@ -78,7 +78,9 @@ async function serve(config: ResolvedConfig, root: Pino): Promise<void> {
 
 /** Resolved settings travel to workers as plain environment variables. */
 function workerEnv(c: ResolvedConfig): NodeJS.ProcessEnv {
-  return { DATABASE_URL: c.database.url, REDIS_URL: c.redis.url, REDIS_LOCK_URLS: c.redis.lockUrls.join(','), ADMIN_TOKEN: c.admin.token };
+  const t = c.redis.topology;
+  const redis = t.kind === 'cluster' ? { REDIS_CLUSTER_NODES: t.nodes.join(',') } : { REDIS_URL: t.url, REDIS_LOCK_URLS: t.lockUrls.join(',') };
+  return { DATABASE_URL: c.database.url, ...redis, ADMIN_TOKEN: c.admin.token };
 }
 
 /** Turns a failed start into what to do; the message of an error already written for a person stays. */

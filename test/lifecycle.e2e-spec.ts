@@ -3,6 +3,7 @@
 // before and after every refusal to prove it changed nothing.
 import Redis from 'ioredis';
 import type { ProductView } from '../src/inventory/inventory.service';
+import { hintKeys } from '../src/inventory/stock-hints.service';
 import { waitFor } from './faults/support';
 import { resetState, withDb } from './support/database';
 import { admin, createProduct, NewTestProduct, Reply, request, ServiceProcess, startService, testUrls } from './support/service';
@@ -179,9 +180,9 @@ describe('Order lifecycle and sale terms', () => {
       const late = user('late');
       expectError(await order(late, p.id), 410, 'SOLD_OUT');
       // The refusal set the sold-out flag; the cancel clears it with the empty hints.
-      expect(await redis.exists(`hint:soldout:${p.id}`)).toBe(1);
+      expect(await redis.exists(hintKeys.soldOut(p.id))).toBe(1);
       expect((await cancel(o.id, userId)).status).toBe(200);
-      expect(await redis.exists(`hint:soldout:${p.id}`)).toBe(0);
+      expect(await redis.exists(hintKeys.soldOut(p.id))).toBe(0);
       expect((await order(late, p.id)).status).toBe(201);
     });
   });

@@ -77,6 +77,23 @@ describe('loadConfig', () => {
     expect(loadConfig({ REDIS_LOCK_URLS: 'redis://only:6379' }).redis.lockUrls).toEqual(['redis://only:6379']);
   });
 
+  it('should parse REDIS_CLUSTER_NODES as a comma-separated list of redis:// URLs', () => {
+    const c = loadConfig({ REDIS_CLUSTER_NODES: 'redis://n1:7000, redis://n2:7001' });
+    expect(c.redis.clusterNodes).toEqual(['redis://n1:7000', 'redis://n2:7001']);
+    expect(() => loadConfig({ REDIS_CLUSTER_NODES: 'n1:7000' })).toThrow(
+      /REDIS_CLUSTER_NODES="n1:7000": REDIS_CLUSTER_NODES must be a comma-separated list of redis:\/\/ URLs/,
+    );
+  });
+
+  it.each([
+    ['REDIS_URL', 'redis://one:6379'],
+    ['REDIS_LOCK_URLS', 'redis://a:6379,redis://b:6379'],
+  ])('should refuse REDIS_CLUSTER_NODES together with %s, naming both', (name, value) => {
+    const both = () => loadConfig({ REDIS_CLUSTER_NODES: 'redis://n1:7000', [name]: value });
+    expect(both).toThrow(ConfigurationError);
+    expect(both).toThrow(new RegExp(`REDIS_CLUSTER_NODES and ${name} are both set`));
+  });
+
   it('should trim integers and treat empty URLs and tokens as unset', () => {
     const c = loadConfig({ PORT: ' 4000 ', DATABASE_URL: '', REDIS_URL: '  ', ADMIN_TOKEN: '' });
     expect(c.http.port).toBe(4000);

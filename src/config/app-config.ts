@@ -70,6 +70,13 @@ export class RedisConfig {
   @ArrayMinSize(1)
   @Matches(/^rediss?:\/\/\S+$/, { each: true, message: 'REDIS_LOCK_URLS must be a comma-separated list of redis:// URLs' })
   lockUrls?: string[];
+  /** Some nodes of a Redis Cluster: every Redis use goes to the cluster; replaces REDIS_URL and REDIS_LOCK_URLS. */
+  @Env('REDIS_CLUSTER_NODES')
+  @Transform(toList)
+  @IsOptional()
+  @ArrayMinSize(1)
+  @Matches(/^rediss?:\/\/\S+$/, { each: true, message: 'REDIS_CLUSTER_NODES must be a comma-separated list of redis:// URLs' })
+  clusterNodes?: string[];
   @Env('REDIS_TIMEOUT_MS') @Transform(toInt) @IsInt() @Min(50) @Max(60_000) timeoutMs = 1000;
 }
 
@@ -141,7 +148,12 @@ export type AppConfig = { [K in keyof Areas]: InstanceType<Areas[K]> };
 
 // After the embedded servers have started every URL is known and the admin token is set.
 export type ResolvedDatabaseConfig = DatabaseConfig & { url: string };
-export type ResolvedRedisConfig = RedisConfig & { url: string; lockUrls: string[] };
+/**
+ * Where Redis is: one server for hints and user locks with a Redlock quorum of lock masters (by
+ * default that same server), or a Redis Cluster for everything.
+ */
+export type RedisTopology = { kind: 'standalone'; url: string; lockUrls: string[] } | { kind: 'cluster'; nodes: string[] };
+export type ResolvedRedisConfig = RedisConfig & { topology: RedisTopology };
 export type ResolvedAdminConfig = AdminConfig & { token: string };
 export type ResolvedConfig = Omit<AppConfig, 'database' | 'redis' | 'admin'> & {
   database: ResolvedDatabaseConfig;
@@ -167,6 +179,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
       problems.push(`  ${name}=${JSON.stringify(given[name])}: ${messages.join('; ')}`);
     }
     config[key] = slice;
+  }
+  const redis = config.redis as RedisConfig;
+  if (redis.clusterNodes) {
+    for (const [name, value] of [
+      ['REDIS_URL', redis.url],
+      ['REDIS_LOCK_URLS', redis.lockUrls],
+    ] as const) {
+      if (value !== undefined) problems.push(`  REDIS_CLUSTER_NODES and ${name} are both set: a cluster replaces ${name}; unset one of them`);
+    }
   }
   if (problems.length > 0) throw new ConfigurationError(`Invalid configuration:\n${problems.join('\n')}`);
   return config as AppConfig;

@@ -1,4 +1,5 @@
-// GET /health (readiness: PostgreSQL and a quorum of Redis lock masters answer; each one reported),
+// GET /health (readiness: PostgreSQL and a quorum of Redis lock masters, or one Redis Cluster master,
+// answer; each one reported),
 // GET /health/live (the process runs) and GET /metrics (Prometheus).
 import { Controller, Get, Header, Res } from '@nestjs/common';
 import { ApiExcludeEndpoint, ApiOperation, ApiTags } from '@nestjs/swagger';
@@ -19,7 +20,9 @@ export class HealthController {
 
   @Get('health')
   @HealthCheck()
-  @ApiOperation({ summary: 'Readiness per dependency: 200 when PostgreSQL and a quorum of Redis lock masters answer, 503 otherwise' })
+  @ApiOperation({
+    summary: 'Readiness per dependency: 200 when PostgreSQL and a quorum of Redis lock masters (on a Redis Cluster: any master) answer, 503 otherwise',
+  })
   async ready(@Res({ passthrough: true }) res: FastifyReply) {
     try {
       return await this.health.check([() => this.db.pingCheck('postgres', { timeout: 1000 }), () => this.redis.check('redis')]);
@@ -39,6 +42,8 @@ export class HealthController {
   @ApiExcludeEndpoint()
   @Header('Content-Type', 'text/plain; version=0.0.4; charset=utf-8')
   async prometheus(): Promise<string> {
+    // Pings every Redis master, so that flashsale_redis_master_up is current.
+    await this.redis.check('redis');
     return this.metrics.render();
   }
 }

@@ -3,7 +3,7 @@
 import { randomBytes } from 'node:crypto';
 import { resolve } from 'node:path';
 import { Logger } from '@nestjs/common';
-import { AppConfig, ResolvedConfig } from '../config/app-config';
+import { AppConfig, RedisConfig, RedisTopology, ResolvedConfig } from '../config/app-config';
 import { startEmbeddedPostgres } from './embedded-postgres';
 import { startEmbeddedRedis } from './embedded-redis';
 
@@ -34,7 +34,7 @@ export async function resolveDependencies(config: AppConfig, logger = new Logger
       logger.log(`DATABASE_URL unset: started embedded PostgreSQL (pid ${pg.pid}) on 127.0.0.1:${pg.port}, data in ${where}`);
     }
     let redisUrl = config.redis.url;
-    if (!redisUrl) {
+    if (!redisUrl && !config.redis.clusterNodes) {
       const redis = await startEmbeddedRedis();
       stops.push(() => redis.stop());
       redisUrl = redis.url;
@@ -46,7 +46,7 @@ export async function resolveDependencies(config: AppConfig, logger = new Logger
       config: {
         ...config,
         database: { ...config.database, url: databaseUrl },
-        redis: { ...config.redis, url: redisUrl, lockUrls: config.redis.lockUrls ?? [redisUrl] },
+        redis: { ...config.redis, topology: topology(config.redis, redisUrl) },
         admin: { ...config.admin, token: adminToken },
       },
       generatedAdminToken,
@@ -56,4 +56,10 @@ export async function resolveDependencies(config: AppConfig, logger = new Logger
     await stop();
     throw err;
   }
+}
+
+function topology(redis: RedisConfig, url: string | undefined): RedisTopology {
+  if (redis.clusterNodes) return { kind: 'cluster', nodes: redis.clusterNodes };
+  if (!url) throw new Error('no Redis: REDIS_URL unset and no embedded redis-server started');
+  return { kind: 'standalone', url, lockUrls: redis.lockUrls ?? [url] };
 }

@@ -1,18 +1,18 @@
-// Shared services of every module: the Redis clients and the metrics.
+// Shared services of every module: the Redis clients, where a key lives on them, and the metrics.
 import { Global, Inject, Module, OnApplicationShutdown } from '@nestjs/common';
-import type Redis from 'ioredis';
 import { MetricsService } from '../metrics/metrics.service';
-import { REDIS_CLIENT, REDIS_LOCK_CLIENTS, redisProviders } from './redis.providers';
+import { RedisReachability } from './redis-reachability';
+import { REDIS_CLIENT, REDIS_LOCK_CLIENTS, RedisClient, redisProviders } from './redis.providers';
 
 @Global()
 @Module({
-  providers: [...redisProviders, MetricsService],
-  exports: [REDIS_CLIENT, REDIS_LOCK_CLIENTS, MetricsService],
+  providers: [...redisProviders, RedisReachability, MetricsService],
+  exports: [REDIS_CLIENT, REDIS_LOCK_CLIENTS, RedisReachability, MetricsService],
 })
 export class InfrastructureModule implements OnApplicationShutdown {
   constructor(
-    @Inject(REDIS_CLIENT) private readonly main: Redis,
-    @Inject(REDIS_LOCK_CLIENTS) private readonly lockClients: Redis[],
+    @Inject(REDIS_CLIENT) private readonly main: RedisClient,
+    @Inject(REDIS_LOCK_CLIENTS) private readonly lockClients: RedisClient[],
   ) {}
 
   /** Runs after the HTTP server stopped taking requests and in-flight ones finished. */

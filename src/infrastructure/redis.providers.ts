@@ -1,26 +1,23 @@
-// ioredis clients: one for hints, one per Redlock master (shared with hints when the URL is the
-// same), all failing fast while disconnected instead of queueing commands.
+// ioredis clients, all failing fast while disconnected instead of queueing commands. Standalone:
+// one for hints and user locks, one per Redlock master (shared with hints when the URL is the
+// same). Redis Cluster: one Cluster client for everything; it is also the one "lock master", so a
+// segment lock is a single-master lock on the shard that owns the key's slot.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Logger, Provider } from '@nestjs/common';
-import Redis, { RedisOptions, Result } from 'ioredis';
-import { RedisConfig, ResolvedRedisConfig } from '../config/app-config';
+import Redis, { Cluster, RedisOptions, Result } from 'ioredis';
+import { RedisConfig, RedisTopology, ResolvedRedisConfig } from '../config/app-config';
 import { projectRoot } from './project-root';
 
 export const REDIS_CLIENT = Symbol('REDIS_CLIENT');
+/** A single Redis server or a Redis Cluster: both take the same commands and scripts. */
+export type RedisClient = Redis | Cluster;
 export const REDIS_LOCK_CLIENTS = Symbol('REDIS_LOCK_CLIENTS');
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {
-    beginOrder(
-      soldOutKey: string,
-      userLockKey: string,
-      emptyKey: string,
-      generationKey: string,
-      token: string,
-      ttlMs: number,
-      generationTtlMs: number,
-    ): Result<number[], Context>;
+    /** numberOfKeys 4 takes the user lock too; 3 leaves it to the caller (Redis Cluster). */
+    beginOrder(numberOfKeys: 3 | 4, ...keysThenArgs: Array<string | number>): Result<number[], Context>;
     markSoldOut(soldOutKey: string, generationKey: string, generation: number, ttlMs: number): Result<number, Context>;
     stockReturned(soldOutKey: string, generationKey: string, emptyKey: string, ttlMs: number, ...segments: number[]): Result<number, Context>;
     endOrder(userLockKey: string, token: string): Result<number, Context>;
@@ -30,6 +27,9 @@ declare module 'ioredis' {
 
 const logger = new Logger('Redis');
 
+/** Reconnect forever, backing off to one attempt per second. */
+const reconnect = (times: number) => Math.min(50 * times, 1000);
+
 function redisOptions(config: RedisConfig): RedisOptions {
   return {
     // Commands fail at once while disconnected: the order path answers 503 rather than hang.
@@ -37,8 +37,7 @@ function redisOptions(config: RedisConfig): RedisOptions {
     maxRetriesPerRequest: 1,
     commandTimeout: config.timeoutMs,
     connectTimeout: config.timeoutMs,
-    // Reconnect forever, backing off to one attempt per second.
-    retryStrategy: (times) => Math.min(50 * times, 1000),
+    retryStrategy: reconnect,
     lazyConnect: true,
     // Commands issued in the same tick share one write: hundreds of concurrent orders cost far
     // fewer syscalls.
@@ -46,10 +45,40 @@ function redisOptions(config: RedisConfig): RedisOptions {
   };
 }
 
+function clusterClient(nodes: string[], config: RedisConfig): Cluster {
+  const { enableOfflineQueue, retryStrategy, lazyConnect, enableAutoPipelining, ...perNode } = redisOptions(config);
+  const first = new URL(nodes[0]);
+  return new Cluster(
+    nodes.map((n) => ({ host: new URL(n).hostname, port: Number(new URL(n).port || 6379) })),
+    {
+      enableOfflineQueue,
+      lazyConnect,
+      enableAutoPipelining,
+      clusterRetryStrategy: retryStrategy,
+      // A dead master's slots: ask again soon, but give up within a few tries (the order falls
+      // over to a segment on another master, or answers 503), never wait for the failover.
+      maxRedirections: 4,
+      retryDelayOnClusterDown: 50,
+      retryDelayOnFailover: 50,
+      retryDelayOnTryAgain: 50,
+      slotsRefreshTimeout: config.timeoutMs,
+      slotsRefreshInterval: 5000,
+      // Credentials of the first URL are used for every node (a cluster shares them).
+      redisOptions: {
+        ...perNode,
+        username: decodeURIComponent(first.username) || undefined,
+        password: decodeURIComponent(first.password) || undefined,
+        tls: first.protocol === 'rediss:' ? {} : undefined,
+      },
+    },
+  );
+}
+
 /** Loads every script in lua/ as a command (ioredis uses EVALSHA, falling back to EVAL). */
-export function defineScripts(client: Redis): void {
+export function defineScripts(client: RedisClient): void {
   const dir = join(projectRoot(), 'lua');
-  client.defineCommand('beginOrder', { numberOfKeys: 4, lua: readFileSync(join(dir, 'begin-order.lua'), 'utf8') });
+  // No numberOfKeys: the caller gives it first (3 on a cluster, 4 with the user lock).
+  client.defineCommand('beginOrder', { lua: readFileSync(join(dir, 'begin-order.lua'), 'utf8') });
   client.defineCommand('markSoldOut', { numberOfKeys: 2, lua: readFileSync(join(dir, 'mark-sold-out.lua'), 'utf8') });
   client.defineCommand('stockReturned', { numberOfKeys: 3, lua: readFileSync(join(dir, 'stock-returned.lua'), 'utf8') });
   client.defineCommand('endOrder', { numberOfKeys: 1, lua: readFileSync(join(dir, 'end-order.lua'), 'utf8') });
@@ -57,7 +86,7 @@ export function defineScripts(client: Redis): void {
 }
 
 /** Connects, waiting at most the Redis timeout; a Redis that is down at start is retried in the background. */
-async function connect(client: Redis, name: string): Promise<void> {
+async function connect(client: RedisClient, name: string): Promise<void> {
   client.on('error', (err: Error) => logger.warn(`${name}: ${err.message}`));
   await client.connect().catch((err: Error) => logger.error(`${name} not reachable at start: ${err.message}`));
 }
@@ -67,23 +96,27 @@ export const redisProviders: Provider[] = [
     provide: REDIS_CLIENT,
     inject: [RedisConfig],
     useFactory: async (config: ResolvedRedisConfig) => {
-      const client = new Redis(config.url, redisOptions(config));
+      const t = config.topology;
+      const client = t.kind === 'cluster' ? clusterClient(t.nodes, config) : new Redis(t.url, redisOptions(config));
       defineScripts(client);
-      await connect(client, 'redis');
+      await connect(client, t.kind === 'cluster' ? 'redis cluster' : 'redis');
       return client;
     },
   },
   {
     provide: REDIS_LOCK_CLIENTS,
     inject: [RedisConfig, REDIS_CLIENT],
-    useFactory: async (config: ResolvedRedisConfig, main: Redis) =>
-      Promise.all(
-        config.lockUrls.map(async (url, i) => {
-          if (url === config.url) return main;
+    useFactory: async (config: ResolvedRedisConfig, main: RedisClient) => {
+      const t: RedisTopology = config.topology;
+      if (t.kind === 'cluster') return [main];
+      return Promise.all(
+        t.lockUrls.map(async (url, i) => {
+          if (url === t.url) return main;
           const client = new Redis(url, redisOptions(config));
           await connect(client, `redis lock master ${i}`);
           return client;
         }),
-      ),
+      );
+    },
   },
 ];

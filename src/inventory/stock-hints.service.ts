@@ -6,8 +6,7 @@
 // saw the current generation, so a flag never hides returned units for longer than a failed
 // clear's SOLD_OUT_TTL_MS.
 import { Inject, Injectable } from '@nestjs/common';
-import type Redis from 'ioredis';
-import { REDIS_CLIENT } from '../infrastructure/redis.providers';
+import { REDIS_CLIENT, RedisClient } from '../infrastructure/redis.providers';
 
 const EMPTY_HINT_TTL_MS = 6 * 60 * 60 * 1000;
 /** Bounds a sold-out flag whose clearing failed (Redis away when units came back). */
@@ -15,15 +14,18 @@ const SOLD_OUT_TTL_MS = 60_000;
 /** A product's stock generation outlives its last return by this much (begin-order.lua starts a lost one afresh). */
 export const GENERATION_TTL_MS = 24 * 60 * 60 * 1000;
 
+// One hash tag per product, {<productId>}: the scripts read and write several of these keys at
+// once, and on a Redis Cluster a script's keys must share a slot. The price: all of one product's
+// hints live on one cluster master (the segment locks, hashed whole, spread over all of them).
 export const hintKeys = {
-  soldOut: (productId: number) => `hint:soldout:${productId}`,
-  empty: (productId: number, layoutVersion: number) => `hint:empty:${productId}:${layoutVersion}`,
-  generation: (productId: number) => `hint:stockgen:${productId}`,
+  soldOut: (productId: number) => `hint:soldout:{${productId}}`,
+  empty: (productId: number, layoutVersion: number) => `hint:empty:{${productId}}:${layoutVersion}`,
+  generation: (productId: number) => `hint:stockgen:{${productId}}`,
 };
 
 @Injectable()
 export class StockHintsService {
-  constructor(@Inject(REDIS_CLIENT) private readonly redis: Redis) {}
+  constructor(@Inject(REDIS_CLIENT) private readonly redis: RedisClient) {}
 
   async markEmpty(productId: number, layoutVersion: number, segment: number): Promise<void> {
     await this.redis.markSegmentEmpty(hintKeys.empty(productId, layoutVersion), segment, EMPTY_HINT_TTL_MS);

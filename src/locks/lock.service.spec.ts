@@ -1,7 +1,7 @@
 // How a failed Redlock vote is read: a held key or a slow master is "busy, retry"; masters that are
 // unreachable outright, or silent for two REDIS_TIMEOUT_MS, make a lost quorum (UNAVAILABLE).
 import { ExecutionError, Redlock, ResourceLockedError } from '@sesamecare-oss/redlock';
-import { HttpConfig, LocksConfig } from '../config/app-config';
+import { HttpConfig, LocksConfig, RedisTopology } from '../config/app-config';
 import { UnavailableError } from '../common/domain-errors';
 import { LockService } from './lock.service';
 
@@ -12,11 +12,12 @@ function failWith(...errors: Error[]): void {
   jest.spyOn(Redlock.prototype, 'acquire').mockRejectedValue(new ExecutionError('no quorum', [Promise.resolve(stats as never)]));
 }
 const REDIS_TIMEOUT_MS = 300;
-const service = () =>
+const QUORUM: RedisTopology = { kind: 'standalone', url: 'redis://a', lockUrls: ['redis://a', 'redis://b', 'redis://c'] };
+const service = (topology: RedisTopology = QUORUM) =>
   new LockService(
     { extend: false } as LocksConfig,
     { retryAfterS: 1 } as HttpConfig,
-    { timeoutMs: REDIS_TIMEOUT_MS },
+    { timeoutMs: REDIS_TIMEOUT_MS, topology },
     masters as never,
     { dependencyErrors: { inc: jest.fn() } } as never,
   );
@@ -49,6 +50,15 @@ describe('LockService.tryAcquire', () => {
     const locks = service();
     failWith(timedOut(), timedOut(), new ResourceLockedError('held'));
     at(2 * REDIS_TIMEOUT_MS + 50);
+    await expect(locks.tryAcquire('k', 1000)).rejects.toBeInstanceOf(UnavailableError);
+  });
+
+  it('should take a timed-out vote on a Redis Cluster for its shard lost (UNAVAILABLE), however recently the cluster answered', async () => {
+    at(0);
+    const locks = service({ kind: 'cluster', nodes: ['redis://a', 'redis://b', 'redis://c'] });
+    const votesAgainst = new Map([[masters[0] as never, timedOut()]]);
+    const stats = { membershipSize: 1, quorumSize: 1, votesFor: new Set(), votesAgainst };
+    jest.spyOn(Redlock.prototype, 'acquire').mockRejectedValue(new ExecutionError('no quorum', [Promise.resolve(stats as never)]));
     await expect(locks.tryAcquire('k', 1000)).rejects.toBeInstanceOf(UnavailableError);
   });
 

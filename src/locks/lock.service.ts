@@ -3,11 +3,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
 import { ExecutionError, Lock, Redlock, ResourceLockedError } from '@sesamecare-oss/redlock';
-import type Redis from 'ioredis';
-import { HttpConfig, LocksConfig, RedisConfig } from '../config/app-config';
+import { HttpConfig, LocksConfig, RedisConfig, ResolvedRedisConfig } from '../config/app-config';
 import { BusyError, UnavailableError } from '../common/domain-errors';
 import { MetricsService } from '../metrics/metrics.service';
-import { REDIS_LOCK_CLIENTS } from '../infrastructure/redis.providers';
+import { REDIS_LOCK_CLIENTS, RedisClient } from '../infrastructure/redis.providers';
 
 /** A lock this process holds, and its pending automatic extension. */
 export class HeldLock {
@@ -27,17 +26,23 @@ export class LockService implements OnModuleInit {
   private readonly lastHeard = new Map<unknown, number>();
   /** A master silent for longer than this is taken for lost, its timed-out votes with it. */
   private readonly silenceMs: number;
+  /**
+   * On a Redis Cluster the one "master" is the whole cluster: it answers for the live shards while
+   * one shard is frozen, so a timed-out vote there means that key's shard is lost, not slow.
+   */
+  private readonly timeoutMeansLost: boolean;
 
   constructor(
     private readonly config: LocksConfig,
     private readonly http: HttpConfig,
-    redis: RedisConfig,
-    @Inject(REDIS_LOCK_CLIENTS) clients: Redis[],
+    @Inject(RedisConfig) redis: ResolvedRedisConfig,
+    @Inject(REDIS_LOCK_CLIENTS) clients: RedisClient[],
     private readonly metrics: MetricsService,
   ) {
     // Retries are this service's own (fall over first, then a bounded wait), so Redlock tries once.
     this.redlock = new Redlock(clients, { retryCount: 0, driftFactor: 0.01 });
     this.silenceMs = 2 * redis.timeoutMs;
+    this.timeoutMeansLost = redis.topology.kind === 'cluster';
     const now = Date.now();
     for (const client of clients) this.lastHeard.set(client, now);
   }
@@ -151,7 +156,7 @@ export class LockService implements OnModuleInit {
     let lost = 0;
     for (const [client, e] of stats.votesAgainst) {
       if (e instanceof ResourceLockedError) continue;
-      if (!isTimeout(e) || now - (this.lastHeard.get(client) ?? 0) > this.silenceMs) lost += 1;
+      if (!isTimeout(e) || this.timeoutMeansLost || now - (this.lastHeard.get(client) ?? 0) > this.silenceMs) lost += 1;
     }
     return stats.membershipSize - lost >= stats.quorumSize;
   }

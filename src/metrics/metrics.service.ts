@@ -2,7 +2,7 @@
 // any worker answers with the sum over all workers, gathered by the cluster primary.
 import cluster from 'node:cluster';
 import { Injectable } from '@nestjs/common';
-import { AggregatorRegistry, Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client';
+import { AggregatorRegistry, Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 
 const ASK = 'flashsale:metrics-req';
 const ANSWER = 'flashsale:metrics-res';
@@ -42,6 +42,20 @@ export class MetricsService {
     buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
     registers: [this.registry],
   });
+  readonly lockAttempts = new Counter({
+    name: 'flashsale_segment_lock_attempts_total',
+    help: 'Segment lock attempts by Redis master (on a Redis Cluster the master owning the lock key; else "quorum") and outcome',
+    labelNames: ['master', 'outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly redisMasterUp = new Gauge({
+    name: 'flashsale_redis_master_up',
+    help: 'Whether each Redis master (cluster master, or lock master / hint server) answered its last ping (1) or not (0)',
+    labelNames: ['master'] as const,
+    // Over the workers of a process: down in any of them reads as down.
+    aggregator: 'min',
+    registers: [this.registry],
+  });
   readonly lockBusy = new Counter({
     name: 'flashsale_segment_lock_busy_total',
     help: 'Segment lock attempts that found the lock held by another request',
@@ -49,7 +63,7 @@ export class MetricsService {
   });
   readonly fallovers = new Counter({
     name: 'flashsale_segment_fallovers_total',
-    help: 'Times an order moved on to another segment (busy, empty or too small)',
+    help: 'Times an order moved on to another segment (busy, empty or too small, unreachable: its Redis Cluster master did not answer)',
     labelNames: ['reason'] as const,
     registers: [this.registry],
   });

@@ -10,12 +10,17 @@
 // long as the Redlock quorum of segment locks stands. When the hint Redis is also the only lock
 // master its failure is the lock's failure: 503 UNAVAILABLE at once, rather than a second and
 // third wait (segment lock, Redlock's cleanup) for the same dead or frozen server.
+//
+// On a Redis Cluster the user lock hashes to a slot of its own (users spread over the masters)
+// while the hints share the product's: the script reads the hints, then a SET NX PX takes the
+// user lock, so a sold-out refusal still costs one call. Either master being down only costs
+// what it holds: the hints, or the user lock.
 import { randomBytes } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
-import type Redis from 'ioredis';
 import { HttpConfig, LocksConfig, RedisConfig, ResolvedRedisConfig } from '../config/app-config';
 import { OrderInProgressError, SoldOutError, UnavailableError } from '../common/domain-errors';
-import { REDIS_CLIENT } from '../infrastructure/redis.providers';
+import { RedisReachability } from '../infrastructure/redis-reachability';
+import { REDIS_CLIENT, RedisClient } from '../infrastructure/redis.providers';
 import { GENERATION_TTL_MS, hintKeys } from '../inventory/stock-hints.service';
 import { ProductInfo } from '../inventory/product-catalog.service';
 import { lockKeys } from '../locks/lock-keys';
@@ -39,42 +44,64 @@ export class OrderGateService {
 
   /** True when REDIS_URL is the one Redlock master: no order can go on without it. */
   private readonly hintRedisIsTheLock: boolean;
+  /** On a Redis Cluster the user lock is taken apart from the hint script (another slot). */
+  private readonly userLockApart: boolean;
 
   constructor(
-    @Inject(REDIS_CLIENT) private readonly redis: Redis,
+    @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
     @Inject(RedisConfig) redisConfig: ResolvedRedisConfig,
     private readonly locks: LocksConfig,
     private readonly http: HttpConfig,
     private readonly metrics: MetricsService,
+    private readonly reach: RedisReachability,
   ) {
-    this.hintRedisIsTheLock = redisConfig.lockUrls.length === 1 && redisConfig.lockUrls[0] === redisConfig.url;
+    const t = redisConfig.topology;
+    this.hintRedisIsTheLock = t.kind === 'standalone' && t.lockUrls.length === 1 && t.lockUrls[0] === t.url;
+    this.userLockApart = t.kind === 'cluster';
   }
 
   /** SoldOutError, OrderInProgressError, UnavailableError, or the pass to go on with (degraded when the hint Redis fails). */
   async enter(product: ProductInfo, userId: string, quantity: number): Promise<Pass> {
     const token = this.prefix + (++this.counter).toString(36);
-    let reply: number[];
-    try {
-      reply = await this.redis.beginOrder(
-        hintKeys.soldOut(product.id),
-        lockKeys.user(userId),
-        hintKeys.empty(product.id, product.layoutVersion),
-        hintKeys.generation(product.id),
-        token,
-        this.locks.userTtlMs,
-        GENERATION_TTL_MS,
-      );
-    } catch (err) {
-      this.metrics.dependencyErrors.inc({ dependency: 'redis' });
-      if (this.hintRedisIsTheLock) throw new UnavailableError('redis', this.http.retryAfterS, err);
-      return { userId, token: null, empty: new Set(), generation: null };
+    const hintKeysOf = [hintKeys.soldOut(product.id), hintKeys.empty(product.id, product.layoutVersion), hintKeys.generation(product.id)];
+    const args = [token, this.locks.userTtlMs, GENERATION_TTL_MS];
+    let reply: number[] | null = null;
+    // A cluster master that failed a moment ago is passed over: the order goes on without hints.
+    if (!this.reach.isDown(hintKeysOf[0])) {
+      try {
+        reply = this.userLockApart
+          ? await this.redis.beginOrder(3, ...hintKeysOf, ...args)
+          : await this.redis.beginOrder(4, ...hintKeysOf, lockKeys.user(userId), ...args);
+      } catch (err) {
+        this.metrics.dependencyErrors.inc({ dependency: 'redis' });
+        if (this.hintRedisIsTheLock) throw new UnavailableError('redis', this.http.retryAfterS, err);
+        this.reach.markDown(hintKeysOf[0]);
+      }
     }
-    if (reply[0] === -1) {
+    if (reply?.[0] === -1) {
       this.metrics.soldOutShortCircuits.inc();
       throw new SoldOutError(0, quantity);
     }
-    if (reply[0] !== 1) throw new OrderInProgressError();
-    return { userId, token, generation: reply[1], empty: new Set(reply.slice(2)) };
+    if (reply !== null && reply[0] !== 1) throw new OrderInProgressError();
+    const hints = reply === null ? { generation: null, empty: new Set<number>() } : { generation: reply[1], empty: new Set(reply.slice(2)) };
+    const held = this.userLockApart ? await this.takeUserLock(userId, token) : reply === null ? null : token;
+    return { userId, token: held, ...hints };
+  }
+
+  /** The user lock on its own (Redis Cluster): the token, or null when its master cannot be reached. */
+  private async takeUserLock(userId: string, token: string): Promise<string | null> {
+    const key = lockKeys.user(userId);
+    if (this.reach.isDown(key)) return null;
+    let taken: string | null;
+    try {
+      taken = await this.redis.set(key, token, 'PX', this.locks.userTtlMs, 'NX');
+    } catch {
+      this.metrics.dependencyErrors.inc({ dependency: 'redis' });
+      this.reach.markDown(key);
+      return null;
+    }
+    if (taken !== 'OK') throw new OrderInProgressError();
+    return token;
   }
 
   /** Never throws: a lock that cannot be released expires after USER_LOCK_TTL_MS. */

@@ -27,6 +27,7 @@ interface World {
   config: Slices;
   stocks: number[];
   busy: Set<string>;
+  down: Set<string>;
   catalog: { get: jest.Mock; remember: jest.Mock };
   hints: { read: jest.Mock; markEmpty: jest.Mock; markSoldOut: jest.Mock; stockReturned: jest.Mock };
   stock: jest.Mocked<Pick<StockRepository, 'readLayout'>>;
@@ -52,6 +53,8 @@ function world(opts: {
   info?: Partial<ProductInfo>;
   layoutVersion?: number;
   ordered?: string[];
+  /** Redis Cluster: a lock failure is one master's, and only its segments are down. */
+  cluster?: boolean;
 }): World {
   const config = {
     locks: { stockLocking: 'redlock', waitMs: 30, ttlMs: 1000, userTtlMs: 1000, batchMax: 32, ...opts.config?.locks },
@@ -80,6 +83,8 @@ function world(opts: {
     expiresAt: new Date(Date.now() + 900_000),
   });
   const busy = new Set<string>();
+  /** Lock keys whose master does not answer (UNAVAILABLE). */
+  const down = new Set<string>();
   const orders = new Set<string>(opts.ordered ?? []);
   const onWait = jest.fn();
   const catalog = { get: jest.fn(async () => ({ ...info })), remember: jest.fn((p: ProductInfo) => p) };
@@ -140,7 +145,10 @@ function world(opts: {
     }),
   };
   const locks = {
-    tryAcquire: jest.fn(async (key: string, _ttlMs?: number) => (busy.has(key) ? null : { key })),
+    tryAcquire: jest.fn(async (key: string, _ttlMs?: number) => {
+      if (down.has(key)) throw new UnavailableError('redis', config.http.retryAfterS);
+      return busy.has(key) ? null : { key };
+    }),
     acquireWithin: jest.fn(async (key: string) => {
       if (busy.has(key)) throw new BusyError(`lock ${key} stayed busy`, config.http.retryAfterS);
       return { key };
@@ -156,6 +164,15 @@ function world(opts: {
       return 2;
     }),
   };
+  // RedisReachability over the fakes: on a cluster each lock key is its own master, remembered down once it failed.
+  const remembered = new Set<string>();
+  const reach = {
+    sharded: opts.cluster ?? false,
+    masterOf: (key: string) => (opts.cluster ? (down.has(key) ? 'dead:7000' : 'live:7001') : 'quorum'),
+    isDown: (key: string) => remembered.has(key),
+    markDown: (key: string) => remembered.add(key),
+    markUp: (key: string) => remembered.delete(key),
+  };
   const metric = () => ({ inc: jest.fn(), observe: jest.fn() });
   const metrics: World['metrics'] = {};
   for (const name of [
@@ -163,6 +180,7 @@ function world(opts: {
     'orderSeconds',
     'lockWaitSeconds',
     'lockBusy',
+    'lockAttempts',
     'fallovers',
     'soldOutShortCircuits',
     'authoritativeChecks',
@@ -209,6 +227,7 @@ function world(opts: {
           gate as never,
           hints as never,
           locks as never,
+          reach as never,
           ordersRepo as never,
           metrics as never,
         );
@@ -222,7 +241,7 @@ function world(opts: {
     hints as never,
     metrics as never,
   );
-  return { service, config, stocks, busy, catalog, hints, stock, orders: ordersRepo, locks, metrics, onWait };
+  return { service, config, stocks, busy, down, catalog, hints, stock, orders: ordersRepo, locks, metrics, onWait };
 }
 
 const seg = (idx: number) => `lock:stock:${PRODUCT}:${idx}`;
@@ -315,6 +334,55 @@ describe('OrdersService.place', () => {
       expect(order.allocations).toEqual([{ segment: 1, quantity: 1 }]);
       await new Promise((r) => setImmediate(r));
       expect(w.metrics.dependencyErrors.inc).toHaveBeenCalledWith({ dependency: 'redis' });
+    });
+  });
+
+  describe('Redis Cluster: a segment whose lock master does not answer', () => {
+    it('should fall over past a segment whose master is unreachable and sell from one on a live master', async () => {
+      const w = world({ stocks: [5, 5, 5], cluster: true });
+      w.down.add(seg(1));
+      startAt(1, 3);
+      const order = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 });
+      expect(order.allocations).toEqual([{ segment: 2, quantity: 1 }]);
+      expect(w.stocks).toEqual([5, 5, 4]);
+      expect(w.metrics.fallovers.inc).toHaveBeenCalledWith({ reason: 'unreachable' });
+      expect(w.metrics.lockAttempts.inc).toHaveBeenCalledWith({ master: 'dead:7000', outcome: 'unreachable' });
+      expect(w.metrics.lockAttempts.inc).toHaveBeenCalledWith({ master: 'live:7001', outcome: 'acquired' });
+    });
+
+    it('should pass over a segment found unreachable without asking Redis again for a while', async () => {
+      const w = world({ stocks: [5, 5, 5], cluster: true });
+      w.down.add(seg(1));
+      startAt(1, 3);
+      await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 });
+      await w.service.place({ userId: 'u2', productId: PRODUCT, quantity: 1 });
+      expect(acquiredKeys(w).filter((k) => k === seg(1))).toHaveLength(1);
+      expect(w.stocks).toEqual([5, 5, 3]);
+    });
+
+    it('should answer UNAVAILABLE, not SOLD_OUT, when the units left are all behind an unreachable master', async () => {
+      const w = world({ stocks: [0, 4, 0], cluster: true });
+      w.down.add(seg(1));
+      startAt(0, 3);
+      const err = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(UnavailableError);
+      expect((err as UnavailableError).retryAfterS).toBe(3);
+      expect(w.stocks).toEqual([0, 4, 0]);
+    });
+
+    it('should still answer SOLD_OUT when PostgreSQL says no units are left, whatever master is unreachable', async () => {
+      const w = world({ stocks: [0, 0, 0], cluster: true });
+      w.down.add(seg(1));
+      startAt(0, 3);
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(SoldOutError);
+    });
+
+    it('should take an unreachable lock master for a lost Redis outside a cluster: UNAVAILABLE at once, no fall-over', async () => {
+      const w = world({ stocks: [5, 5, 5] });
+      w.down.add(seg(1));
+      startAt(1, 3);
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(UnavailableError);
+      expect(w.stocks).toEqual([5, 5, 5]);
     });
   });
 

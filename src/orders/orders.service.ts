@@ -12,6 +12,7 @@ import {
   SaleEndedError,
   SaleNotStartedError,
   SoldOutError,
+  UnavailableError,
 } from '../common/domain-errors';
 import { ProductCatalogService, ProductInfo } from '../inventory/product-catalog.service';
 import { pickSegmentsFor, randomStart, visitOrder } from '../inventory/segment-plan';
@@ -134,8 +135,10 @@ export class OrdersService {
     let skip: ReadonlySet<number> = pass.empty;
     const deadline = Date.now() + this.lockConfig.waitMs;
     let layoutChanges = 0;
+    // Segments whose lock master (Redis Cluster) could not be reached during this order.
+    let down = new Set<number>();
     for (let round = 1; ; round++) {
-      const order = await this.trySingleSegments(product, req, skip);
+      const order = await this.trySingleSegments(product, req, skip, down);
       if (order) return order;
 
       this.metrics.authoritativeChecks.inc();
@@ -149,18 +152,24 @@ export class OrdersService {
       if (layout.version !== product.layoutVersion || layout.segmentCount !== product.segmentCount) {
         if (++layoutChanges >= MAX_LAYOUT_ROUNDS) throw new BusyError('the stock layout kept changing under this order', this.http.retryAfterS);
         product = this.catalog.remember({ ...product, segmentCount: layout.segmentCount, layoutVersion: layout.version });
+        down = new Set();
       } else if (round >= MAX_LAYOUT_ROUNDS && Date.now() >= deadline) {
         throw new BusyError(`the units left kept going to other orders for ${this.lockConfig.waitMs} ms`, this.http.retryAfterS);
       }
       // Retry single segments that (now) hold q; they were busy, or the layout moved.
-      const fits = layout.segments.filter((s) => s.stock >= req.quantity);
+      const reachable = layout.segments.filter((s) => !down.has(s.idx));
+      const fits = reachable.filter((s) => s.stock >= req.quantity);
       if (fits.length > 0) {
         const fitting = new Set(fits.map((s) => s.idx));
         skip = new Set(layout.segments.map((s) => s.idx).filter((i) => !fitting.has(i)));
         continue;
       }
-      const spread = await this.tryManySegments(product, req, layout.segments);
+      const spread = await this.tryManySegments(product, req, reachable);
       if (spread) return spread;
+      if (down.size > 0 && reachable.reduce((sum, s) => sum + s.stock, 0) < req.quantity) {
+        // The units are there, behind a Redis Cluster master that does not answer: not SOLD_OUT.
+        throw new UnavailableError('redis', this.http.retryAfterS, new Error(`segments ${[...down].join(', ')}: lock master unreachable`));
+      }
     }
   }
 
@@ -170,7 +179,7 @@ export class OrdersService {
    * makes one attempt, on the segment just released here or on the next busy one, so a waiting
    * order costs one Redis round trip per retry rather than one per segment. Until LOCK_WAIT_MS.
    */
-  private async trySingleSegments(product: ProductInfo, req: PlaceOrder, skip: ReadonlySet<number>): Promise<OrderRow | null> {
+  private async trySingleSegments(product: ProductInfo, req: PlaceOrder, skip: ReadonlySet<number>, down: Set<number>): Promise<OrderRow | null> {
     const deadline = Date.now() + this.lockConfig.waitMs;
     const order = visitOrder(product.segmentCount, randomStart(product.segmentCount), skip);
     // Requests of this process already wait for this product: every live segment was busy a
@@ -183,6 +192,9 @@ export class OrdersService {
       if (outcome === 'busy') {
         busy.push(idx);
         this.metrics.fallovers.inc({ reason: 'busy' });
+      } else if (outcome === 'down') {
+        down.add(idx);
+        this.metrics.fallovers.inc({ reason: 'unreachable' });
       } else if (outcome.order) {
         return outcome.order;
       } else {
@@ -221,6 +233,12 @@ export class OrdersService {
       const idx = released !== null && free.includes(released) ? released : free[turn++ % free.length];
       const outcome = await this.locking.attempt(product, idx, req);
       if (outcome === 'busy') continue;
+      if (outcome === 'down') {
+        busy.splice(busy.indexOf(idx), 1);
+        down.add(idx);
+        this.metrics.fallovers.inc({ reason: 'unreachable' });
+        continue;
+      }
       if (outcome.order) {
         this.metrics.lockWaitSeconds.observe((Date.now() - started) / 1000);
         return outcome.order;

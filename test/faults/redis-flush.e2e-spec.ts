@@ -3,6 +3,7 @@
 // refuse to oversell or to give a user a second order, and the hints must come back by themselves.
 import { join } from 'node:path';
 import { lockKeys } from '../../src/locks/lock-keys';
+import { hintKeys } from '../../src/inventory/stock-hints.service';
 import { createProduct, pooled, ServiceProcess } from '../support/service';
 import {
   audit,
@@ -99,7 +100,7 @@ describe('Redis flushed and restarted empty during a sale, across two service pr
     expect(outcomes.filter((o) => o.status === 201)).toHaveLength(STOCK);
 
     // The sold-out flag is a hint: after a flush the next order asks PostgreSQL and sets it again.
-    const soldOutKey = `hint:soldout:${product.id}`;
+    const soldOutKey = hintKeys.soldOut(product.id);
     const late = await placeOrder(a.url, 'late-1', product.id);
     expect(late).toMatchObject({ status: 410, code: 'SOLD_OUT' });
     expect(await redis.with((r) => r.exists(soldOutKey))).toBe(1);

@@ -1,12 +1,16 @@
 // STOCK_LOCKING=redlock (the product): the user lock and hints in one Redis script (the gate), a
 // Redlock lock per segment, a board of what this process holds and who here waits, and group
 // commit: a holder sells the waiting orders of its process in its own hold and one statement.
+// On a Redis Cluster a segment whose lock master cannot be reached is "down": the order falls over
+// to the others, and this process passes over that master's segments for DOWN_MEMORY_MS before
+// asking again (RedisReachability), so a dead or frozen master costs few calls, not one per order.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Injectable } from '@nestjs/common';
 import { BenchmarkConfig, HttpConfig, LocksConfig } from '../../config/app-config';
-import { AlreadyOrderedError, BusyError } from '../../common/domain-errors';
+import { AlreadyOrderedError, BusyError, UnavailableError } from '../../common/domain-errors';
 import type { ProductInfo } from '../../inventory/product-catalog.service';
 import { StockHintsService } from '../../inventory/stock-hints.service';
+import { RedisReachability } from '../../infrastructure/redis-reachability';
 import { lockKeys } from '../../locks/lock-keys';
 import { HeldLock, LockService } from '../../locks/lock.service';
 import { LocalLockBoard, WaitEnd } from '../../locks/local-lock-board';
@@ -27,6 +31,7 @@ export class RedlockSegmentLocking extends SegmentLocking {
     private readonly gate: OrderGateService,
     private readonly hints: StockHintsService,
     private readonly locks: LockService,
+    private readonly reach: RedisReachability,
     private readonly orders: OrdersRepository,
     private readonly metrics: MetricsService,
   ) {
@@ -54,13 +59,25 @@ export class RedlockSegmentLocking extends SegmentLocking {
   }
 
   /** Under the segment's Redis lock; a segment found empty is remembered so later orders skip it. */
-  async attempt(product: ProductInfo, idx: number, req: PlaceOrder): Promise<SegmentAttempt | 'busy'> {
+  async attempt(product: ProductInfo, idx: number, req: PlaceOrder): Promise<SegmentAttempt | 'busy' | 'down'> {
     // Held (or being taken) by another request of this very process: busy, no Redis round trip.
     if (this.board.isHeld(product.id, idx)) return 'busy';
+    const key = lockKeys.segment(product.id, idx);
+    if (this.reach.isDown(key)) return 'down';
     this.board.hold(product.id, idx);
     let held: HeldLock | null = null;
+    const master = this.reach.masterOf(key);
     try {
-      held = await this.locks.tryAcquire(lockKeys.segment(product.id, idx), this.lockConfig.ttlMs);
+      try {
+        held = await this.locks.tryAcquire(key, this.lockConfig.ttlMs);
+      } catch (err) {
+        if (!(this.reach.sharded && err instanceof UnavailableError)) throw err;
+        this.metrics.lockAttempts.inc({ master, outcome: 'unreachable' });
+        this.reach.markDown(key);
+        return 'down';
+      }
+      this.reach.markUp(key);
+      this.metrics.lockAttempts.inc({ master, outcome: held ? 'acquired' : 'busy' });
       if (!held) {
         this.metrics.lockBusy.inc();
         return 'busy';

@@ -34,8 +34,11 @@ export abstract class SegmentLocking {
   /** True when orders of this process already wait for the product: a new one queues behind them. */
   abstract queueBehind(productId: number): boolean;
 
-  /** One try at one segment: an order, what the segment has left (empty, too small, gone), or busy. */
-  abstract attempt(product: ProductInfo, idx: number, req: PlaceOrder): Promise<SegmentAttempt | 'busy'>;
+  /**
+   * One try at one segment: an order, what the segment has left (empty, too small, gone), busy, or
+   * down: its lock lives on a Redis Cluster master that cannot be reached (other segments may sell).
+   */
+  abstract attempt(product: ProductInfo, idx: number, req: PlaceOrder): Promise<SegmentAttempt | 'busy' | 'down'>;
 
   /** Waits for a chance at a busy segment: a release here, a holder that served this order, or the retry delay. */
   abstract wait(productId: number, req: PlaceOrder): Promise<WaitEnd<RideAnswer>>;

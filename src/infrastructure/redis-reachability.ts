@@ -1,0 +1,48 @@
+// Which Redis master a key lives on, and whether that master failed a moment ago. On a Redis
+// Cluster a dead or frozen master costs every call to its slots a failure (a timeout, or ioredis's
+// redirection retries); remembering it for DOWN_MEMORY_MS lets orders pass over its segments, its
+// hints and its user locks at once instead of paying that per call. Outside a cluster there is one
+// set of masters for every key, and this remembers nothing: a lost Redis is answered as before.
+import { Inject, Injectable } from '@nestjs/common';
+import calculateSlot from 'cluster-key-slot';
+import { Cluster } from 'ioredis';
+import { REDIS_CLIENT, RedisClient } from './redis.providers';
+
+/** How long a master that failed a call is passed over before it is asked again. */
+export const DOWN_MEMORY_MS = 1000;
+
+@Injectable()
+export class RedisReachability {
+  private readonly cluster: Cluster | null;
+  private readonly downUntil = new Map<string, number>();
+
+  constructor(@Inject(REDIS_CLIENT) client: RedisClient) {
+    this.cluster = client instanceof Cluster ? client : null;
+  }
+
+  /** True on a Redis Cluster: a master's loss is then one shard's, not all of Redis. */
+  get sharded(): boolean {
+    return this.cluster !== null;
+  }
+
+  /** The master owning the key's slot (`host:port`) on a cluster; "quorum" (every lock master) otherwise. */
+  masterOf(key: string): string {
+    if (!this.cluster) return 'quorum';
+    return this.cluster.slots[calculateSlot(key)]?.[0] ?? 'unknown';
+  }
+
+  /** Whether the key's master failed a call within DOWN_MEMORY_MS (always false outside a cluster). */
+  isDown(key: string, now = Date.now()): boolean {
+    if (!this.cluster) return false;
+    return (this.downUntil.get(this.masterOf(key)) ?? 0) > now;
+  }
+
+  markDown(key: string, now = Date.now()): void {
+    if (this.cluster) this.downUntil.set(this.masterOf(key), now + DOWN_MEMORY_MS);
+  }
+
+  /** A call to the key's master succeeded: it is back. */
+  markUp(key: string): void {
+    if (this.cluster && this.downUntil.size > 0) this.downUntil.delete(this.masterOf(key));
+  }
+}
