@@ -8,6 +8,15 @@ import calculateSlot from 'cluster-key-slot';
 import { Cluster } from 'ioredis';
 import { REDIS_CLIENT, RedisClient } from './redis.providers';
 
+/**
+ * A Redis Cluster error that says a slot is moving (MOVED, ASK, TRYAGAIN, or a pipeline grouped
+ * by a stale slot table), not that a master is lost: the call is worth retrying, the master is fine.
+ */
+export function isSlotMove(err: unknown): boolean {
+  const message = err instanceof Error ? err.message : String(err);
+  return /^(MOVED|ASK|TRYAGAIN) /.test(message) || message.includes('same slots allocation group');
+}
+
 /** How long a master that failed a call is passed over before it is asked again. */
 export const DOWN_MEMORY_MS = 1000;
 
@@ -37,8 +46,9 @@ export class RedisReachability {
     return (this.downUntil.get(this.masterOf(key)) ?? 0) > now;
   }
 
-  markDown(key: string, now = Date.now()): void {
-    if (this.cluster) this.downUntil.set(this.masterOf(key), now + DOWN_MEMORY_MS);
+  /** A call to the key's master failed with `err`; a slot on the move does not make the master down. */
+  markDown(key: string, err?: unknown, now = Date.now()): void {
+    if (this.cluster && !isSlotMove(err)) this.downUntil.set(this.masterOf(key), now + DOWN_MEMORY_MS);
   }
 
   /** A call to the key's master succeeded: it is back. */

@@ -62,6 +62,15 @@ describe('LockService.tryAcquire', () => {
     await expect(locks.tryAcquire('k', 1000)).rejects.toBeInstanceOf(UnavailableError);
   });
 
+  it('should call the lock busy, not lost, when a Redis Cluster vote met a slot on the move (MOVED, a stale pipeline)', async () => {
+    const locks = service({ kind: 'cluster', nodes: ['redis://a'] });
+    for (const moving of [new Error('MOVED 173 127.0.0.1:7002'), new Error('All keys in the pipeline should belong to the same slots allocation group')]) {
+      const stats = { membershipSize: 1, quorumSize: 1, votesFor: new Set(), votesAgainst: new Map([[masters[0] as never, moving]]) };
+      jest.spyOn(Redlock.prototype, 'acquire').mockRejectedValue(new ExecutionError('no quorum', [Promise.resolve(stats as never)]));
+      await expect(locks.tryAcquire('k', 1000)).resolves.toBeNull();
+    }
+  });
+
   it('should keep calling a timed-out master slow, not lost, while it answered another vote within two REDIS_TIMEOUT_MS', async () => {
     at(0);
     const locks = service();

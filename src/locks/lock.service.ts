@@ -6,6 +6,7 @@ import { ExecutionError, Lock, Redlock, ResourceLockedError } from '@sesamecare-
 import { HttpConfig, LocksConfig, RedisConfig, ResolvedRedisConfig } from '../config/app-config';
 import { BusyError, UnavailableError } from '../common/domain-errors';
 import { MetricsService } from '../metrics/metrics.service';
+import { isSlotMove } from '../infrastructure/redis-reachability';
 import { REDIS_LOCK_CLIENTS, RedisClient } from '../infrastructure/redis.providers';
 
 /** A lock this process holds, and its pending automatic extension. */
@@ -155,7 +156,8 @@ export class LockService implements OnModuleInit {
     for (const [client, e] of stats.votesAgainst) if (e instanceof ResourceLockedError) this.lastHeard.set(client, now);
     let lost = 0;
     for (const [client, e] of stats.votesAgainst) {
-      if (e instanceof ResourceLockedError) continue;
+      // A slot on the move (Redis Cluster resharding): nothing was taken, the master lives; retry.
+      if (e instanceof ResourceLockedError || isSlotMove(e)) continue;
       if (!isTimeout(e) || this.timeoutMeansLost || now - (this.lastHeard.get(client) ?? 0) > this.silenceMs) lost += 1;
     }
     return stats.membershipSize - lost >= stats.quorumSize;

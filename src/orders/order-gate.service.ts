@@ -75,7 +75,7 @@ export class OrderGateService {
       } catch (err) {
         this.metrics.dependencyErrors.inc({ dependency: 'redis' });
         if (this.hintRedisIsTheLock) throw new UnavailableError('redis', this.http.retryAfterS, err);
-        this.reach.markDown(hintKeysOf[0]);
+        this.reach.markDown(hintKeysOf[0], err);
       }
     }
     if (reply?.[0] === -1) {
@@ -95,9 +95,9 @@ export class OrderGateService {
     let taken: string | null;
     try {
       taken = await this.redis.set(key, token, 'PX', this.locks.userTtlMs, 'NX');
-    } catch {
+    } catch (err) {
       this.metrics.dependencyErrors.inc({ dependency: 'redis' });
-      this.reach.markDown(key);
+      this.reach.markDown(key, err);
       return null;
     }
     if (taken !== 'OK') throw new OrderInProgressError();
