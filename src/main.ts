@@ -16,7 +16,7 @@ import { registerJsonBody } from './common/json-body';
 import { requestId } from './common/request-id';
 import { validationPipe } from './common/validation.pipe';
 import { AppConfig, ConfigurationError, loadConfig, ResolvedConfig } from './config/app-config';
-import { Dependencies, resolveDependencies } from './infrastructure/dependencies';
+import { Dependencies, resolveDependencies, topology } from './infrastructure/dependencies';
 import { closeOnSignals } from './infrastructure/graceful-shutdown';
 import { runMigrations } from './infrastructure/migrate';
 import { createLogger, nestLogger } from './logging/logger';
@@ -222,7 +222,8 @@ async function main(): Promise<void> {
   const root = createLogger(config.logging);
   Logger.overrideLogger(nestLogger(root));
   if (cluster.isPrimary) await primary(config, root);
-  else await serve(config as ResolvedConfig, root);
+  // A worker's environment names everything the primary resolved (workerEnv): only the Redis topology is derived.
+  else await serve({ ...config, redis: { ...config.redis, topology: topology(config.redis, config.redis.url) } } as ResolvedConfig, root);
 }
 
 if (require.main === module) {

@@ -58,7 +58,8 @@ export async function resolveDependencies(config: AppConfig, logger = new Logger
   }
 }
 
-function topology(redis: RedisConfig, url: string | undefined): RedisTopology {
+/** Where Redis is, once every URL is known (a worker gets them all from its primary's environment). */
+export function topology(redis: RedisConfig, url: string | undefined): RedisTopology {
   if (redis.clusterNodes) return { kind: 'cluster', nodes: redis.clusterNodes };
   if (!url) throw new Error('no Redis: REDIS_URL unset and no embedded redis-server started');
   return { kind: 'standalone', url, lockUrls: redis.lockUrls ?? [url] };
