@@ -6,7 +6,7 @@
 import type { ProductView } from '../src/inventory/inventory.service';
 import { Client } from 'pg';
 import { waitFor } from './faults/support';
-import { auditProduct, resetState } from './support/database';
+import { auditProduct, countByStatus, expectStockBalanced, resetState } from './support/database';
 import { admin, pooled, Reply, request, ServiceProcess, startService, testUrls } from './support/service';
 
 /** Each process looks for expired reservations this often: expiries land within a few sweeps. */
@@ -96,11 +96,6 @@ describe('order lifecycle races across two service processes', () => {
     );
   }
 
-  async function countByStatus(productId: number): Promise<Record<string, number>> {
-    const { rows } = await db.query('SELECT status, count(*)::int AS n FROM orders WHERE product_id = $1 GROUP BY status', [productId]);
-    return Object.fromEntries(rows.map((r) => [r.status, r.n]));
-  }
-
   async function segmentStock(productId: number): Promise<number[]> {
     const { rows } = await db.query('SELECT stock::int AS stock FROM stock_segments WHERE product_id = $1 ORDER BY idx', [productId]);
     return rows.map((r) => r.stock);
@@ -111,14 +106,7 @@ describe('order lifecycle races across two service processes', () => {
    * view (its reserved and paid units) against the orders and segments in PostgreSQL.
    */
   async function expectBooksBalance(productId: number, stocked: number, quiet: boolean): Promise<void> {
-    const audit = await auditProduct(productId);
-    expect({ ...audit, balanced: audit.remaining + audit.ordered }).toEqual({
-      ...audit,
-      totalStock: stocked,
-      balanced: stocked,
-      negativeSegments: 0,
-      duplicateUsers: 0,
-    });
+    const audit = await expectStockBalanced(productId, stocked);
     if (!quiet) return;
     const { rows } = await db.query(
       `SELECT COALESCE(sum(quantity) FILTER (WHERE status = 'reserved'), 0)::int AS reserved,
@@ -284,7 +272,7 @@ describe('order lifecycle races across two service processes', () => {
     expect(refusedNow.filter((r) => !(r.status === 'expired' || (r.status === 'reserved' && r.due)))).toEqual([]);
 
     // Every reservation that was not paid is expired by the sweeps of either process.
-    await waitFor('every unpaid reservation to expire', async () => ((await countByStatus(product.id)).reserved ?? 0) === 0, 15_000);
+    await waitFor('every unpaid reservation to expire', async () => ((await countByStatus(db, product.id)).reserved ?? 0) === 0, 15_000);
     const inDb = await ordersInDb(product.id);
     const wrongState = payments
       .filter(({ order: o }) => inDb.get(o.id)?.status !== (paidIds.has(o.id) ? 'paid' : 'expired'))
@@ -323,7 +311,7 @@ describe('order lifecycle races across two service processes', () => {
     const stormOrders = created.map((r) => r.body as Order);
     const firstExpiry = Math.min(...stormOrders.map((o) => Date.parse(o.expiresAt)));
     // Units that came back before the storm ended (none unless the storm outlasted the payment timeout).
-    const returnedEarly = (await countByStatus(product.id)).expired ?? 0;
+    const returnedEarly = (await countByStatus(db, product.id)).expired ?? 0;
     expect(tally(storm)).toEqual({ '201': STOCK + returnedEarly, '410 SOLD_OUT': BUYERS - STOCK - returnedEarly });
     expect(new Set(stormOrders.map((o) => o.userId)).size).toBe(created.length);
     // I3: no SOLD_OUT came back while a later buyer still got a unit (only judged before any unit came back).
@@ -386,12 +374,12 @@ describe('order lifecycle races across two service processes', () => {
 
     // Phase 3: the untouched reservations expire while a second rebalance (to 13 segments) moves
     // the stock: returned units whose segment is gone land in the smallest one.
-    await waitFor('the first expiry', async () => ((await countByStatus(product.id)).expired ?? 0) > returnedEarly, 30_000);
+    await waitFor('the first expiry', async () => ((await countByStatus(db, product.id)).expired ?? 0) > returnedEarly, 30_000);
     const regrown = await request(b.url, 'POST', `/admin/products/${product.id}/rebalance`, { segments: 13 }, admin);
     expect(regrown.status).toBe(200);
     expect(regrown.body.after.stock).toBe(regrown.body.before.stock);
     expect(regrown.body.after.segmentCount).toBe(13);
-    await waitFor('every unpaid reservation to expire', async () => ((await countByStatus(product.id)).reserved ?? 0) === 0, 30_000);
+    await waitFor('every unpaid reservation to expire', async () => ((await countByStatus(db, product.id)).reserved ?? 0) === 0, 30_000);
 
     inDb = await ordersInDb(product.id);
     expectTimestampsMatch(inDb);
@@ -455,7 +443,7 @@ describe('order lifecycle races across two service processes', () => {
     // expired half); the others expire.
     const cancels = await Promise.all(first.slice(0, USERS / 2).map((o, i) => cancel(pick(i), o)));
     for (const c of cancels) expect(c.status === 200 ? c.body.status : c.body.code).toMatch(/^(cancelled|ORDER_EXPIRED)$/);
-    await waitFor('every unpaid reservation to expire', async () => ((await countByStatus(product.id)).reserved ?? 0) === 0, 15_000);
+    await waitFor('every unpaid reservation to expire', async () => ((await countByStatus(db, product.id)).reserved ?? 0) === 0, 15_000);
     expect(await auditProduct(product.id)).toMatchObject({ remaining: USERS, ordered: 0, orders: 0 });
 
     // Every user orders again four times at once, twice on each process.

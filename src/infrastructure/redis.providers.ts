@@ -54,6 +54,12 @@ function clusterClient(nodes: string[], config: RedisConfig): Cluster {
       enableOfflineQueue,
       lazyConnect,
       enableAutoPipelining,
+      // Scripts whose first argument is their number of keys (Redlock's, beginOrder) are sent on
+      // their own: ioredis files an auto-pipelined command under the slot of its first argument,
+      // here the number, so concurrent calls for keys on different masters would share a pipeline
+      // that ioredis then refuses ("All keys in the pipeline should belong to the same slots
+      // allocation group"), and every order in it would take its master for unreachable.
+      autoPipeliningIgnoredCommands: ['acquireLock', 'extendLock', 'releaseLock', 'beginOrder'],
       clusterRetryStrategy: retryStrategy,
       // A dead master's slots: ask again soon, but give up within a few tries (the order falls
       // over to a segment on another master, or answers 503), never wait for the failover.

@@ -31,3 +31,22 @@ export async function resetState(): Promise<void> {
 export function auditProduct(productId: number): Promise<StockAudit> {
   return withDb((db) => audit(db, productId));
 }
+
+/** I1 and I2 from one snapshot: remaining + ordered == `stocked` units, no segment below 0, no user twice. */
+export async function expectStockBalanced(productId: number, stocked: number): Promise<StockAudit> {
+  const books = await auditProduct(productId);
+  expect({ ...books, balanced: books.remaining + books.ordered }).toEqual({
+    ...books,
+    totalStock: stocked,
+    balanced: stocked,
+    negativeSegments: 0,
+    duplicateUsers: 0,
+  });
+  return books;
+}
+
+/** Orders of a product by status (reserved, paid, cancelled, expired), as PostgreSQL has them now. */
+export async function countByStatus(db: Client, productId: number): Promise<Record<string, number>> {
+  const { rows } = await db.query('SELECT status, count(*)::int AS n FROM orders WHERE product_id = $1 GROUP BY status', [productId]);
+  return Object.fromEntries(rows.map((r) => [r.status, r.n]));
+}

@@ -15,9 +15,17 @@ export function testUrls(): { databaseUrl: string; redisUrl: string } {
 
 /** Starts one service process (WORKERS=1 unless env says otherwise) on the test run's servers and waits until it serves. */
 export function startService(env: Record<string, string> = {}): Promise<ServiceProcess> {
-  const { databaseUrl, redisUrl } = testUrls();
+  return startOnTestDatabase({ REDIS_URL: testUrls().redisUrl, ...env });
+}
+
+/** The same on a Redis Cluster: REDIS_CLUSTER_NODES and no REDIS_URL (unless env adds one). */
+export function startClusterService(clusterNodes: string[], env: Record<string, string> = {}): Promise<ServiceProcess> {
+  return startOnTestDatabase({ REDIS_CLUSTER_NODES: clusterNodes.join(','), ...env });
+}
+
+function startOnTestDatabase(env: Record<string, string>): Promise<ServiceProcess> {
   const { PORT, ...rest } = env;
-  return launchService({ env: { DATABASE_URL: databaseUrl, REDIS_URL: redisUrl, ADMIN_TOKEN, ...rest }, port: PORT ? Number(PORT) : undefined });
+  return launchService({ env: { DATABASE_URL: testUrls().databaseUrl, ADMIN_TOKEN, ...rest }, port: PORT ? Number(PORT) : undefined });
 }
 
 export interface Reply<T = any> {
