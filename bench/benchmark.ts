@@ -1,7 +1,8 @@
 // The whole benchmark as one call, runBenchmark(options): PostgreSQL and Redis (given URLs, or
 // started here the way the service starts them by default), one start of the service (per
-// environment) or of a bare peer per configuration, every scenario, the reports; everything it
-// started is stopped again, also on errors and aborts.
+// environment and Redis setup) or of a bare peer per configuration, every scenario, the reports;
+// the Redis setups group's extra servers (bench/redis-setups.ts) only while their starts run;
+// everything it started is stopped again, also on errors and aborts.
 // bench/run.ts is the CLI around it; test/bench.e2e-spec.ts calls it in-process.
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -15,7 +16,8 @@ import { runMigrations } from '../src/infrastructure/migrate';
 import { projectRoot } from '../src/infrastructure/project-root';
 import { CostProbe } from './costs';
 import { startPeer } from './peers';
-import { BenchmarkReport, ServiceRun, writeReports } from './report';
+import { RedisSetups } from './redis-setups';
+import { BenchmarkReport, redisSetupsSection, ServiceRun, writeReports } from './report';
 import {
   createProductInDb,
   createProductViaApi,
@@ -29,7 +31,7 @@ import {
   ScenarioResult,
   warmUp,
 } from './scenarios';
-import { ProcessPeak, RssSampler, serviceReads, startService } from './service';
+import { ProcessPeak, RssSampler, ServiceRedis, serviceReads, startService } from './service';
 
 export interface BenchmarkOptions {
   /** Seconds of load per steady-state scenario. */
@@ -51,6 +53,11 @@ export interface BenchmarkOptions {
   batchSweep?: number[] | null;
   /** Refusals of a sold-out product to distinct buyers, at --speed-workers (default true). */
   soldOut?: boolean;
+  /**
+   * The speed load (--speed-workers, hold 0, --speed-segments; group commit and ORDER_BATCH_MAX=1)
+   * on one redis-server, on a Redlock quorum of three and on a 3-master Redis Cluster (default true).
+   */
+  redisSetups?: boolean;
   /** Segmented layouts compared against the single lock at every hold time. */
   segments?: number[];
   /** ORDER_HOLD_MS values of the comparison. */
@@ -121,6 +128,7 @@ export function resolveOptions(o: BenchmarkOptions, root = projectRoot(__dirname
     batchMax: o.batchMax ?? null,
     batchSweep: o.batchSweep ?? null,
     soldOut: o.soldOut ?? true,
+    redisSetups: o.redisSetups ?? true,
     segments: o.segments ?? [20],
     holds: o.holds ?? [0, 20],
     sweep: o.sweep === undefined ? (quick ? [1, 5, 20] : [1, 2, 5, 10, 20, 50]) : o.sweep,
@@ -268,6 +276,7 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
       batch: opts.batch,
       batchSweep: opts.batchSweep,
       soldOut: opts.soldOut,
+      redisSetups: opts.redisSetups,
     };
     const configs = plan(planOptions);
     const total = configs.reduce((n, c) => n + c.scenarios.length, 0);
@@ -276,14 +285,21 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
     const batchMaxRead = serviceReads('ORDER_BATCH_MAX', root);
     if (!batchMaxRead) log('note: the built service does not read ORDER_BATCH_MAX; its rows differ only in name');
 
+    // The quorum's and the cluster's servers: started for their first service start, stopped after their last.
+    const setups = new RedisSetups(db, redisUrl, costs, log);
+    cleanups.push(() => setups.stop());
+    const lastStartOn = new Map(configs.map((c, i) => [c.redis, i]));
+
     const adminToken = randomBytes(24).toString('base64url');
     const results: ScenarioResult[] = [];
     const services: ServiceRun[] = [];
     let done = 0;
-    for (const config of configs) {
+    for (const [index, config] of configs.entries()) {
+      checkAbort();
+      const servers = await setups.servers(config.redis);
       checkAbort();
       log(`${describe(config)}`);
-      const proc = await startTarget(config, { databaseUrl, redisUrl, adminToken, opts, signal });
+      const proc = await startTarget(config, { databaseUrl, redis: servers.service, adminToken, opts, signal });
       const sampler = new RssSampler(proc.pid);
       let peaks: ProcessPeak[] = [];
       const stopIt = async () => {
@@ -303,7 +319,7 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
           durationS: opts.duration,
           lockWaitMs: opts.lockWaitMs,
           targetPid: proc.pid,
-          costs,
+          costs: servers.costs,
           progress: log,
           signal,
         };
@@ -356,10 +372,12 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
           workers: config.workers,
           batchMax: config.batchMax,
           expirySweepMs: config.expirySweepMs,
+          redis: config.redis,
           processes: peaks,
           rssSupported: sampler.supported,
         });
       }
+      if (lastStartOn.get(config.redis) === index) await setups.release(config.redis);
     }
 
     const report: BenchmarkReport = {
@@ -384,6 +402,7 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
         batch: opts.batch,
         batchSweep: opts.batchSweep,
         soldOut: opts.soldOut,
+        redisSetups: opts.redisSetups,
         holds: opts.holds,
         segments: opts.segments,
         sweep: opts.sweep,
@@ -404,6 +423,8 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
       // Issue 8's bound for one service process.
       rssTargetMb: 200,
     };
+    const section = redisSetupsSection(report);
+    if (section) report.redisSetups = section;
     const files = writeReports(report, opts.outDir);
     return { report, files };
   } finally {
@@ -411,9 +432,11 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
   }
 }
 
+const REDIS_DESCRIBED = { single: '', quorum: ' Redis: Redlock quorum of 3 (REDIS_LOCK_URLS)', cluster: ' Redis: 3-master cluster (REDIS_CLUSTER_NODES)' };
+
 function describe(c: ProcessConfig): string {
   if (c.target !== 'service') return `peer ${c.target}${c.target === 'bare' ? `: STOCK_LOCKING=${c.locking}` : ':'} ORDER_HOLD_MS=${c.holdMs}`;
-  return `service: STOCK_LOCKING=${c.locking} ORDER_HOLD_MS=${c.holdMs} WORKERS=${c.workers} ORDER_BATCH_MAX=${c.batchMax ?? '(unset)'}${c.expirySweepMs !== null ? ` EXPIRY_SWEEP_MS=${c.expirySweepMs}` : ''}`;
+  return `service: STOCK_LOCKING=${c.locking} ORDER_HOLD_MS=${c.holdMs} WORKERS=${c.workers} ORDER_BATCH_MAX=${c.batchMax ?? '(unset)'}${c.expirySweepMs !== null ? ` EXPIRY_SWEEP_MS=${c.expirySweepMs}` : ''}${REDIS_DESCRIBED[c.redis]}`;
 }
 
 interface Started {
@@ -422,10 +445,10 @@ interface Started {
   stop(): Promise<unknown>;
 }
 
-/** The service with this configuration's environment, or the peer; the same lock settings for both. */
+/** The service with this configuration's environment and Redis setup, or the peer (on the one redis-server); the same lock settings for both. */
 function startTarget(
   c: ProcessConfig,
-  x: { databaseUrl: string; redisUrl: string; adminToken: string; opts: ResolvedOptions; signal?: AbortSignal },
+  x: { databaseUrl: string; redis: ServiceRedis; adminToken: string; opts: ResolvedOptions; signal?: AbortSignal },
 ): Promise<Started> {
   const { opts } = x;
   const locks = { lockTtlMs: opts.lockTtlMs, lockWaitMs: opts.lockWaitMs, lockRetryDelayMs: opts.lockRetryDelayMs, lockRetryJitterMs: opts.lockRetryJitterMs };
@@ -434,7 +457,7 @@ function startTarget(
     return startService(
       {
         databaseUrl: x.databaseUrl,
-        redisUrl: x.redisUrl,
+        redis: x.redis,
         adminToken: x.adminToken,
         workers: c.workers,
         stockLocking: c.locking,
@@ -446,9 +469,10 @@ function startTarget(
       x.signal,
     );
   }
+  if (!('url' in x.redis) || x.redis.lockUrls) throw new Error('a peer runs on the one redis-server only');
   return startPeer(
     c.target,
-    { databaseUrl: x.databaseUrl, redisUrl: x.redisUrl, locking: c.locking === 'database' ? 'database' : 'redlock', holdMs: c.holdMs, ...locks },
+    { databaseUrl: x.databaseUrl, redisUrl: x.redis.url, locking: c.locking === 'database' ? 'database' : 'redlock', holdMs: c.holdMs, ...locks },
     x.signal,
   );
 }

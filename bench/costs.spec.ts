@@ -1,5 +1,5 @@
 // The cost readings' parsing and arithmetic, on fixed INFO and /proc texts.
-import { CostSnapshot, costDeltas, parseCommandStats, parseRedisCpu, processCpuS } from './costs';
+import { CostSnapshot, costDeltas, parseCommandStats, parseRedisCpu, processCpuS, sumRedis } from './costs';
 
 describe('costs', () => {
   it('should read calls per command from INFO commandstats, subcommands included', () => {
@@ -60,5 +60,25 @@ describe('costs', () => {
     // PostgreSQL on another host: no CPU figure, the rest as before.
     expect(costDeltas({ ...before, pgCpuS: null }, after, 'order', 100).perUnit.pgCpuUs).toBeNull();
     expect(costDeltas(before, after, 'answer', 0).perUnit.redisScripts).toBe(0);
+  });
+
+  it('should sum the calls and CPU of every server of a setup, and keep each server apart', () => {
+    const at = (calls: number[], cpu: number[]): CostSnapshot => {
+      const servers = calls.map((n, i) => ({ server: `redis://127.0.0.1:700${i}`, redisCalls: { evalsha: n, pexpire: n / 2, info: 5 }, redisCpuS: cpu[i] }));
+      return { atMs: 0, ...sumRedis(servers), redisServers: servers, pgNextXid: 0, pgWalBytes: 0, pgCpuS: null, targetCpuS: null };
+    };
+    const before = at([100, 200, 300], [1, 2, 3]);
+    expect(before.redisCalls).toEqual({ evalsha: 600, pexpire: 300, info: 15 });
+    expect(before.redisCpuS).toBe(6);
+    const c = costDeltas(before, at([150, 300, 300], [1.001, 2.002, 3]), 'order', 50);
+    // 50 + 100 + 0 scripts, each with half as many PEXPIREs inside; the probe's INFO left out.
+    expect(c.totals).toMatchObject({ redisScripts: 150, redisCommands: 225, redisByCommand: { evalsha: 150, pexpire: 75 } });
+    expect(c.perUnit.redisScripts).toBe(3);
+    expect(c.perUnit.redisCpuUs).toBeCloseTo(60);
+    expect(c.redisServers!.map((x) => x.perUnit.redisScripts)).toEqual([1, 2, 0]);
+    expect(c.redisServers!.map((x) => x.server)).toEqual(['redis://127.0.0.1:7000', 'redis://127.0.0.1:7001', 'redis://127.0.0.1:7002']);
+    expect(c.redisServers![1].perUnit.redisCpuUs).toBeCloseTo(40);
+    // One server: the totals are its own, no per-server list.
+    expect(costDeltas(at([100], [1]), at([150], [1.001]), 'order', 50).redisServers).toBeUndefined();
   });
 });

@@ -1,7 +1,9 @@
 // What one order (or one refusal) costs the parts it touches, read around a scenario: Redis
 // commands (INFO commandstats) and Redis CPU (INFO cpu); PostgreSQL write transactions (the next
 // transaction id) and WAL bytes (the WAL insert position), both exact at any moment, and
-// PostgreSQL's CPU when it runs on this machine; the CPU of the target's processes. The scaling
+// PostgreSQL's CPU when it runs on this machine; the CPU of the target's processes. The Redis
+// figures are summed over every server of the Redis setup (a quorum's or a cluster's masters), and
+// kept per server too. The scaling
 // model (bench/scaling-model.ts) reads these figures from latest.json.
 //
 // Not read: pg_stat_database's xact_commit. PostgreSQL publishes a backend's counters at most once
@@ -21,12 +23,23 @@ const SCRIPT_COMMANDS = new Set(['eval', 'evalsha', 'eval_ro', 'evalsha_ro', 'fc
 /** The probe's own commands, left out of the counts. */
 const PROBE_COMMANDS = new Set(['info']);
 
+/** One Redis server's readings. */
+export interface RedisServerReading {
+  /** Its redis:// URL. */
+  server: string;
+  redisCalls: Record<string, number>;
+  redisCpuS: number;
+}
+
 export interface CostSnapshot {
   /** Date.now() when it was read. */
   atMs: number;
-  /** Calls per command name, as INFO commandstats counts them (commands run inside scripts included). */
+  /** Calls per command name, as INFO commandstats counts them (commands run inside scripts included), summed over every server of the setup. */
   redisCalls: Record<string, number>;
+  /** Summed over every server of the setup. */
   redisCpuS: number;
+  /** Each server of the setup (one for a single redis-server; absent in snapshots made by hand before setups existed). */
+  redisServers?: RedisServerReading[];
   /** The next transaction id PostgreSQL will hand out: write transactions take one, read-only ones none. */
   pgNextXid: number;
   pgWalBytes: number;
@@ -64,6 +77,17 @@ export interface ScenarioCosts {
     pgCpuUs: number | null;
     targetCpuUs: number | null;
   };
+  /**
+   * The Redis figures server by server, in the setup's order (a quorum's masters, a cluster's
+   * masters); the totals above are their sums. Absent where only one server was read.
+   */
+  redisServers?: RedisServerCosts[];
+}
+
+export interface RedisServerCosts {
+  server: string;
+  totals: { redisScripts: number; redisCommands: number; redisCpuS: number };
+  perUnit: { redisScripts: number; redisCommands: number; redisCpuUs: number };
 }
 
 /** `cmdstat_<name>:calls=N,...` lines of INFO commandstats; subcommands keep their `name|sub` form. */
@@ -124,12 +148,44 @@ const per = (x: number, n: number) => (n > 0 ? x / n : 0);
 const perUs = (x: number | null, n: number) => (x === null ? null : per(x * 1e6, n));
 const minus = (a: number | null, b: number | null) => (a === null || b === null ? null : a - b);
 
-export function costDeltas(before: CostSnapshot, after: CostSnapshot, unit: ScenarioCosts['unit'], units: number): ScenarioCosts {
-  const byCommand = callDelta(before.redisCalls, after.redisCalls);
-  const redisScripts = Object.entries(byCommand)
+const scriptCalls = (byCommand: Record<string, number>) =>
+  Object.entries(byCommand)
     .filter(([name]) => SCRIPT_COMMANDS.has(name))
     .reduce((s, [, n]) => s + n, 0);
-  const redisCommands = Object.values(byCommand).reduce((s, n) => s + n, 0);
+const allCalls = (byCommand: Record<string, number>) => Object.values(byCommand).reduce((s, n) => s + n, 0);
+
+/** Call tables and CPU summed over servers: what a setup of several servers costs as a whole. */
+export function sumRedis(readings: RedisServerReading[]): { redisCalls: Record<string, number>; redisCpuS: number } {
+  const redisCalls: Record<string, number> = {};
+  for (const r of readings) for (const [name, n] of Object.entries(r.redisCalls)) redisCalls[name] = (redisCalls[name] ?? 0) + n;
+  return { redisCalls, redisCpuS: readings.reduce((s, r) => s + r.redisCpuS, 0) };
+}
+
+/** Per server, when both snapshots read the same several servers. */
+function serverDeltas(before: CostSnapshot, after: CostSnapshot, units: number): RedisServerCosts[] | undefined {
+  const b = before.redisServers;
+  const a = after.redisServers;
+  if (!a || !b || a.length < 2 || a.length !== b.length || a.some((x, i) => x.server !== b[i].server)) return undefined;
+  return a.map((x, i) => {
+    const byCommand = callDelta(b[i].redisCalls, x.redisCalls);
+    const totals = { redisScripts: scriptCalls(byCommand), redisCommands: allCalls(byCommand), redisCpuS: x.redisCpuS - b[i].redisCpuS };
+    return {
+      server: x.server,
+      totals,
+      perUnit: {
+        redisScripts: per(totals.redisScripts, units),
+        redisCommands: per(totals.redisCommands, units),
+        redisCpuUs: per(totals.redisCpuS * 1e6, units),
+      },
+    };
+  });
+}
+
+export function costDeltas(before: CostSnapshot, after: CostSnapshot, unit: ScenarioCosts['unit'], units: number): ScenarioCosts {
+  const byCommand = callDelta(before.redisCalls, after.redisCalls);
+  const redisScripts = scriptCalls(byCommand);
+  const redisCommands = allCalls(byCommand);
+  const redisServers = serverDeltas(before, after, units);
   const totals = {
     redisScripts,
     redisCommands,
@@ -154,21 +210,32 @@ export function costDeltas(before: CostSnapshot, after: CostSnapshot, unit: Scen
       pgCpuUs: perUs(totals.pgCpuS, units),
       targetCpuUs: perUs(totals.targetCpuS, units),
     },
+    ...(redisServers ? { redisServers } : {}),
   };
 }
 
-/** Reads the snapshots; one per benchmark run, on the benchmark's own PostgreSQL connection and a Redis connection of its own. */
+/**
+ * Reads the snapshots, on the benchmark's own PostgreSQL connection and a Redis connection of its
+ * own to every server of a Redis setup (one per setup: the bench's redis-server, a quorum's
+ * masters, a cluster's masters, each read as a plain server: INFO is not a keyed command).
+ */
 export class CostProbe {
   private constructor(
     private readonly db: Client,
-    private readonly redis: Redis,
+    private readonly redis: Array<{ url: string; client: Redis }>,
     /** PostgreSQL's postmaster on this machine, or null (another host, or no /proc). */
     private readonly postmasterPid: number | null,
   ) {}
 
-  static async open(db: Client, redisUrl: string): Promise<CostProbe> {
-    const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
-    await redis.connect();
+  static async open(db: Client, redisUrls: string | string[]): Promise<CostProbe> {
+    const urls = typeof redisUrls === 'string' ? [redisUrls] : redisUrls;
+    const redis = urls.map((url) => ({ url, client: new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1 }) }));
+    try {
+      await Promise.all(redis.map((r) => r.client.connect()));
+    } catch (err) {
+      for (const r of redis) r.client.disconnect();
+      throw err;
+    }
     const { rows } = await db.query('SELECT pg_backend_pid() AS pid');
     return new CostProbe(db, redis, postmasterOf(rows[0].pid as number));
   }
@@ -179,11 +246,16 @@ export class CostProbe {
       `SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS next_xid,
               (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::text AS wal`,
     );
-    const [stats, cpu] = await Promise.all([this.redis.info('commandstats'), this.redis.info('cpu')]);
+    const servers = await Promise.all(
+      this.redis.map(async ({ url, client }) => {
+        const [stats, cpu] = await Promise.all([client.info('commandstats'), client.info('cpu')]);
+        return { server: url, redisCalls: parseCommandStats(stats), redisCpuS: parseRedisCpu(cpu) };
+      }),
+    );
     return {
       atMs: Date.now(),
-      redisCalls: parseCommandStats(stats),
-      redisCpuS: parseRedisCpu(cpu),
+      ...sumRedis(servers),
+      redisServers: servers,
       pgNextXid: Number(rows[0].next_xid),
       pgWalBytes: Number(rows[0].wal),
       pgCpuS: this.postmasterPid === null ? null : treeCpuS(this.postmasterPid),
@@ -192,7 +264,7 @@ export class CostProbe {
   }
 
   close(): void {
-    this.redis.disconnect();
+    for (const r of this.redis) r.client.disconnect();
   }
 }
 

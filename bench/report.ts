@@ -1,13 +1,13 @@
 // Turns a benchmark run into what people read: the console table, latest.md (the machine and
 // settings, issue 8's targets computed from this run, the service against the bare peers, group
-// commit, per-hold locking tables with ratios against the ideal, the sweep with its Mermaid
-// charts, the sale, the sale with returns, memory, the costs per order and per refusal), plus
+// commit, the Redis setups, per-hold locking tables with ratios against the ideal, the sweep with
+// its Mermaid charts, the sale, the sale with returns, memory, the costs per order and per refusal), plus
 // latest.json with every figure for tooling (bench/scaling-model.ts reads it).
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ScenarioCosts } from './costs';
 import { BACKEND_CONCURRENCY, ReturnsFigures, Spread } from './returns';
-import { Group, Locking, PlanOptions, ScenarioResult, StockLocking, Target } from './scenarios';
+import { Group, Locking, PlanOptions, REDIS_SETUPS, RedisSetup, ScenarioResult, StockLocking, Target } from './scenarios';
 import { ProcessPeak } from './service';
 
 /** One process start: the service with one environment, or a peer. */
@@ -19,6 +19,8 @@ export interface ServiceRun {
   batchMax: number | null;
   /** EXPIRY_SWEEP_MS of the start; null/absent = the service's default. */
   expirySweepMs?: number | null;
+  /** The Redis it ran on; absent = single. */
+  redis?: RedisSetup;
   processes: ProcessPeak[];
   rssSupported: boolean;
 }
@@ -42,6 +44,41 @@ export interface BenchmarkReport {
   scenarios: ScenarioResult[];
   services: ServiceRun[];
   rssTargetMb: number;
+  /** The Redis setups group's rows with their ratios to the one redis-server (absent when the group did not run). */
+  redisSetups?: RedisSetupsSection;
+}
+
+/** Redis figures per order of one setup: summed over its servers, or of one of them. */
+export interface RedisPerOrder {
+  /** EVAL/EVALSHA calls: round trips. */
+  redisScripts: number;
+  /** Every command Redis counted, those run inside scripts included. */
+  redisCommands: number;
+  redisCpuUs: number;
+}
+
+export interface RedisSetupRow {
+  setup: RedisSetup;
+  id: string;
+  batchMax: number | null;
+  status: ScenarioResult['status'];
+  ordersPerSec: number;
+  p99Ms: number | null;
+  /** Summed over every Redis server of the setup; null when the costs were not read. */
+  perOrder: RedisPerOrder | null;
+  /** Each server of the setup (a quorum's or a cluster's masters, in the setup's order); null for the one redis-server. */
+  perServer: Array<RedisPerOrder & { server: string }> | null;
+  /** This row / the one redis-server's row at the same ORDER_BATCH_MAX; null where either figure is missing. */
+  vsSingle: { ordersPerSec: number | null; p99: number | null; redisScripts: number | null; redisCommands: number | null; redisCpuUs: number | null };
+}
+
+export interface RedisSetupsSection {
+  /** How the run was started, to repeat it. */
+  command: string;
+  workers: number;
+  segments: number;
+  holdMs: number;
+  rows: RedisSetupRow[];
 }
 
 const MODE_NAME: Record<StockLocking, string> = { redlock: 'Redlock segments', database: 'no-lock mode (PG row lock)' };
@@ -104,6 +141,7 @@ function find(report: BenchmarkReport, locking: StockLocking, holdMs: number, se
     (r) =>
       r.kind === 'steady' &&
       r.target === 'service' &&
+      (r.redis ?? 'single') === 'single' &&
       r.workers === s.workers &&
       r.batchMax === s.batchMax &&
       r.locking === locking &&
@@ -122,6 +160,7 @@ export function findFast(
     (r) =>
       r.kind === 'steady' &&
       r.target === 'service' &&
+      (r.redis ?? 'single') === 'single' &&
       r.workers === s.speedWorkers &&
       r.batchMax === batchMax &&
       r.locking === locking &&
@@ -234,6 +273,93 @@ function batchRows(report: BenchmarkReport, group: Group): Array<{ r: ScenarioRe
     });
 }
 
+const ratioOf = (a: number | null | undefined, b: number | null | undefined): number | null =>
+  a === null || a === undefined || b === null || b === undefined || !(b > 0) || !Number.isFinite(a) ? null : a / b;
+
+/** The Redis setups group as rows (by ORDER_BATCH_MAX, then single, quorum, cluster), with ratios to the one redis-server; null when it did not run. */
+export function redisSetupsSection(report: BenchmarkReport): RedisSetupsSection | null {
+  const found = inGroup(report, 'redis-setups');
+  if (found.length === 0) return null;
+  const setupOf = (r: ScenarioResult) => r.redis ?? 'single';
+  const batches = [...new Set(found.map((r) => r.batchMax))].sort((a, b) => (a ?? Infinity) - (b ?? Infinity)).reverse();
+  const perOrder = (r: ScenarioResult): RedisPerOrder | null =>
+    r.costs ? { redisScripts: r.costs.perUnit.redisScripts, redisCommands: r.costs.perUnit.redisCommands, redisCpuUs: r.costs.perUnit.redisCpuUs } : null;
+  const rows: RedisSetupRow[] = [];
+  for (const batchMax of batches) {
+    const single = found.find((r) => r.batchMax === batchMax && setupOf(r) === 'single');
+    const base = single ? perOrder(single) : null;
+    for (const setup of REDIS_SETUPS) {
+      const r = found.find((x) => x.batchMax === batchMax && setupOf(x) === setup);
+      if (!r) continue;
+      const cost = perOrder(r);
+      rows.push({
+        setup,
+        id: r.id,
+        batchMax,
+        status: r.status,
+        ordersPerSec: r.ordersPerSec,
+        p99Ms: r.latency201Ms?.p99 ?? null,
+        perOrder: cost,
+        perServer:
+          r.costs?.redisServers?.map((x) => ({
+            server: x.server,
+            redisScripts: x.perUnit.redisScripts,
+            redisCommands: x.perUnit.redisCommands,
+            redisCpuUs: x.perUnit.redisCpuUs,
+          })) ?? null,
+        vsSingle: {
+          ordersPerSec: ratioOf(r.ordersPerSec, single?.ordersPerSec),
+          p99: ratioOf(r.latency201Ms?.p99, single?.latency201Ms?.p99),
+          redisScripts: ratioOf(cost?.redisScripts, base?.redisScripts),
+          redisCommands: ratioOf(cost?.redisCommands, base?.redisCommands),
+          redisCpuUs: ratioOf(cost?.redisCpuUs, base?.redisCpuUs),
+        },
+      });
+    }
+  }
+  const s = report.settings;
+  return { command: report.command, workers: s.speedWorkers, segments: s.speedSegments, holdMs: 0, rows };
+}
+
+const SETUP_NAME: Record<RedisSetup, string> = {
+  single: 'one redis-server',
+  quorum: 'Redlock quorum of 3',
+  cluster: 'Redis Cluster, 3 masters',
+};
+const times = (x: number | null) => (x === null ? '-' : `${x.toFixed(2)}x`);
+/** Per-server calls of a quorum or cluster: round trips (scripts) per order on each, in the setup's order. */
+function perServerCell(r: RedisSetupRow): string {
+  return r.perServer ? r.perServer.map((x) => x.redisScripts.toFixed(2)).join(' / ') : '-';
+}
+
+/** latest.md's section of the Redis setups group. */
+function redisSetupsMarkdown(x: RedisSetupsSection): string[] {
+  const out: string[] = [];
+  out.push(`## Redis setups (hold 0, ${x.segments} segments, WORKERS=${x.workers})`);
+  out.push('');
+  out.push(
+    'The same load on three Redis setups, each its own service start, each verified from PostgreSQL like every other scenario: ' +
+      "**one redis-server** (REDIS_URL; every other scenario's setup), a **Redlock quorum of 3** (REDIS_LOCK_URLS: the bench's redis-server and two more started for this group, REDIS_URL the first of them: hints and the user lock stay on one server) and a **Redis Cluster of 3 masters** (REDIS_CLUSTER_NODES alone, started for this group). " +
+      'Redis calls and Redis CPU are per order **summed over every server of the setup**: INFO commandstats and INFO cpu of each one. Per server: EVAL/EVALSHA calls (round trips) per order on each master, in the order of REDIS_LOCK_URLS / REDIS_CLUSTER_NODES; on the quorum every lock operation goes to all three, on the cluster a segment lock goes to the master of its slot. ' +
+      'Ratios are to the one redis-server at the same ORDER_BATCH_MAX.',
+  );
+  out.push('');
+  out.push(
+    '| setup | ORDER_BATCH_MAX | orders/s | vs single | p99 | Redis calls (scripts) / order | vs single | Redis commands / order | Redis CPU µs / order | vs single | scripts / order per server | verified |',
+  );
+  out.push('|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|---|');
+  for (const r of x.rows) {
+    const c = r.perOrder;
+    out.push(
+      `| ${SETUP_NAME[r.setup]} (\`${r.id}\`) | ${batchName(r.batchMax)} | **${rate(r.ordersPerSec)}** | ${times(r.vsSingle.ordersPerSec)} | ${ms(r.p99Ms)} ms | ${c ? c.redisScripts.toFixed(2) : '-'} | ${times(r.vsSingle.redisScripts)} | ${c ? c.redisCommands.toFixed(2) : '-'} | ${c ? ms(c.redisCpuUs) : '-'} | ${times(r.vsSingle.redisCpuUs)} | ${perServerCell(r)} | ${r.status === 'ok' ? 'ok' : '**FAILED**'} |`,
+    );
+  }
+  out.push('');
+  out.push(`Command: \`${x.command}\``);
+  out.push('');
+  return out;
+}
+
 export interface TargetRow {
   target: string;
   measured: string;
@@ -342,6 +468,38 @@ export function renderTable(report: BenchmarkReport): string {
           w,
         ),
       );
+    lines.push('');
+  }
+
+  const setups = redisSetupsSection(report);
+  if (setups) {
+    lines.push(
+      `Redis setups: hold 0, ${setups.segments} segments, service WORKERS=${setups.workers}; Redis calls (scripts) and Redis CPU per order summed over every server of the setup`,
+    );
+    const w = [34, 9, 9, 7, 8, 8, 7, 8, 8, 7, 22, 8];
+    lines.push(pad(['setup', 'BATCH', 'orders/s', 'vs 1', 'p99 ms', 'scripts', 'vs 1', 'cmds', 'redis', 'vs 1', 'scripts per server', 'verified'], w));
+    for (const r of setups.rows) {
+      const c = r.perOrder;
+      lines.push(
+        pad(
+          [
+            r.id,
+            r.batchMax === null ? 'default' : String(r.batchMax),
+            rate(r.ordersPerSec),
+            times(r.vsSingle.ordersPerSec),
+            ms(r.p99Ms),
+            c ? c.redisScripts.toFixed(2) : '-',
+            times(r.vsSingle.redisScripts),
+            c ? c.redisCommands.toFixed(2) : '-',
+            c ? ms(c.redisCpuUs) : '-',
+            times(r.vsSingle.redisCpuUs),
+            perServerCell(r),
+            r.status === 'ok' ? 'ok' : 'FAILED',
+          ],
+          w,
+        ),
+      );
+    }
     lines.push('');
   }
 
@@ -581,6 +739,9 @@ export function renderMarkdown(report: BenchmarkReport): string {
     out.push('');
   }
 
+  const setups = redisSetupsSection(report);
+  if (setups) out.push(...redisSetupsMarkdown(setups));
+
   const steady = inGroup(report, 'compare');
   const holds = [...new Set(steady.map((r) => r.holdMs))].sort((a, b) => a - b);
   for (const hold of holds) {
@@ -740,7 +901,7 @@ export function renderMarkdown(report: BenchmarkReport): string {
       const workers = svc.processes.filter((p) => p.role === 'worker');
       const what =
         svc.target === 'service'
-          ? `service ${svc.locking}, hold ${svc.holdMs} ms, WORKERS=${svc.workers}, ORDER_BATCH_MAX ${batchName(svc.batchMax)}${svc.expirySweepMs ? `, EXPIRY_SWEEP_MS=${svc.expirySweepMs}` : ''}`
+          ? `service ${svc.locking}, hold ${svc.holdMs} ms, WORKERS=${svc.workers}, ORDER_BATCH_MAX ${batchName(svc.batchMax)}${svc.expirySweepMs ? `, EXPIRY_SWEEP_MS=${svc.expirySweepMs}` : ''}${svc.redis && svc.redis !== 'single' ? `, ${SETUP_NAME[svc.redis]}` : ''}`
           : `peer ${svc.target}${svc.target === 'bare' ? ` (${svc.locking})` : ''}, hold ${svc.holdMs} ms`;
       out.push(
         `| ${what} | ${primary ? `${primary.peakRssMb.toFixed(0)} MB` : '-'} | ${workers.map((w) => `${w.peakRssMb.toFixed(0)} MB`).join(', ') || '-'} |`,
@@ -799,7 +960,7 @@ function costSection(report: BenchmarkReport): string[] {
   out.push(
     "Read just before each scenario's load and again once its target went quiet, then divided by the orders PostgreSQL holds for the scenario's product (unit: order; the sale's figures carry its 410s too) or by the answers (unit: answer: the sold-out product's 410s, GET /health/live). " +
       "**service CPU**: user + system time of the target's processes (the service's primary and workers, or the peer), from /proc. " +
-      "**Redis scripts**: EVAL/EVALSHA calls, each one round trip (every Redis call of the service's order path is a script; the bare peer also sends plain commands). **Redis commands**: every command INFO commandstats counted, those run inside scripts included. **Redis CPU**: INFO cpu, the whole server. " +
+      "**Redis scripts**: EVAL/EVALSHA calls, each one round trip (every Redis call of the service's order path is a script; the bare peer also sends plain commands). **Redis commands**: every command INFO commandstats counted, those run inside scripts included. **Redis CPU**: INFO cpu, the whole server. Calls and CPU are summed over every Redis server of the scenario's setup (the three masters of a Redlock quorum, `-rq`, or of a Redis Cluster, `-rc`). " +
       '**PG write transactions**: transaction ids handed out (read-only statements take none; they show in PG CPU only); **WAL bytes**: the WAL insert position; **PG CPU**: every PostgreSQL process, from /proc (a PostgreSQL on another host: -). ' +
       "The machine's 2 cores are shared by the load generator, the target, Redis and PostgreSQL, so CPU per unit includes what contention costs (busy locks retried, context switches).",
   );

@@ -18,6 +18,10 @@ const FLAGS = {
   'batch-max': { type: 'string', arg: 'N', help: "ORDER_BATCH_MAX wherever a row names no other (default: unset, the service's default)" },
   'batch-sweep': { type: 'string', arg: 'LIST', help: 'also sweep these ORDER_BATCH_MAX values at every --hold, e.g. 1,8,32,128 (default: none)' },
   'no-sold-out': { type: 'boolean', help: 'skip the refusals of a sold-out product (--speed-workers processes, hold 0)' },
+  'no-redis-setups': {
+    type: 'boolean',
+    help: 'skip the Redis setups: the speed load (group commit and ORDER_BATCH_MAX=1) on a Redlock quorum of 3 and a 3-master Redis Cluster, against the one redis-server (starts 2 more redis-servers and a cluster)',
+  },
   segments: { type: 'string', arg: 'LIST', help: 'segmented layouts compared with 1 segment (default 20)' },
   hold: { type: 'string', arg: 'LIST', help: 'ORDER_HOLD_MS values of the locking and group-commit comparisons (default 0,20)' },
   sweep: { type: 'string', arg: 'LIST', help: 'segment counts of the sweep (default 1,2,5,10,20,50; --quick: 1,5,20)' },
@@ -125,6 +129,7 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
     batchMax: opt(v['batch-max'], (x) => int('batch-max', x, 1)),
     batchSweep: opt(v['batch-sweep'], (x) => list('batch-sweep', x).filter((n) => n >= 1)),
     soldOut: v['no-sold-out'] ? false : undefined,
+    redisSetups: v['no-redis-setups'] ? false : undefined,
     segments: opt(v.segments, (x) => list('segments', x).filter((n) => n >= 1)),
     holds: opt(v.hold, (x) => list('hold', x)),
     sweep: v['no-sweep'] ? null : opt(v.sweep, (x) => list('sweep', x).filter((n) => n >= 1)),

@@ -1,6 +1,6 @@
 // The benchmark's scenarios: which ones a run holds (the service against the bare peers, group
 // commit, the refusals of a sold-out product, the locking comparison, the segment sweep, the
-// literal sale, the sale with returns) and how one is run: a fresh product, load, quiet, verify
+// literal sale, the sale with returns, the Redis setups) and how one is run: a fresh product, load, quiet, verify
 // from PostgreSQL, and what it cost Redis, PostgreSQL and the target's processes. The sale with
 // returns has phases of its own and lives in bench/returns.ts.
 import { Client } from 'pg';
@@ -19,6 +19,15 @@ export type Target = 'service' | 'bare' | 'bare-lua';
 /** The peers a run can hold; bare-nolock and bare-one-lock are the bare peer without Redis locks and on 1 segment. */
 export const PEER_NAMES = ['bare', 'bare-nolock', 'bare-one-lock', 'bare-lua'] as const;
 export type PeerName = (typeof PEER_NAMES)[number];
+/**
+ * The Redis behind a service start: the bench's one redis-server (every scenario but the quorum and
+ * cluster rows); a Redlock quorum of three independent servers (REDIS_LOCK_URLS: the main one and
+ * two more, REDIS_URL the main one); a 3-master Redis Cluster (REDIS_CLUSTER_NODES only).
+ */
+export const REDIS_SETUPS = ['single', 'quorum', 'cluster'] as const;
+export type RedisSetup = (typeof REDIS_SETUPS)[number];
+/** Id suffix of a scenario on a setup other than the one redis-server, so that every other id stays as it was. */
+const REDIS_SUFFIX: Record<RedisSetup, string> = { single: '', quorum: '-rq', cluster: '-rc' };
 
 export type Group =
   /** The service against the bare peers and GET /health/live, hold 0 (issue 8, part 1). */
@@ -34,12 +43,14 @@ export type Group =
   | 'sweep'
   | 'sale'
   /** The sale, then 30% of its reservations back (cancelled or expired) and resold. */
-  | 'returns';
+  | 'returns'
+  /** The same load on one redis-server, a Redlock quorum of three and a 3-master Redis Cluster (issue 10). */
+  | 'redis-setups';
 
 export interface ScenarioSpec {
   /**
    * Stable id, e.g. `redlock-h20-s20`, `redlock-w1-b1-h0-s20`, `bare-lua-h0-s20`, `soldout-redlock-w1-h0-s20`,
-   * `sale-redlock-h20-s1`, `returns-redlock-h20-s20`.
+   * `sale-redlock-h20-s1`, `returns-redlock-h20-s20`; `-rq` / `-rc` at the end on a Redlock quorum / a Redis Cluster.
    */
   id: string;
   /**
@@ -63,6 +74,8 @@ export interface ScenarioSpec {
   buyers?: number;
   /** The sale with returns only: what goes back and how. */
   returnsPlan?: ReturnsPlan;
+  /** The Redis the service runs on; absent = single (the bench's one redis-server, as in reports written before setups existed). */
+  redis?: RedisSetup;
 }
 
 /** How much of the sale with returns comes back, and the service settings that decide when. */
@@ -132,13 +145,19 @@ export interface PlanOptions {
   batchSweep: number[] | null;
   /** Refusals of a sold-out product (one unit per segment, sold before the load), beside the group-commit service at hold 0. */
   soldOut: boolean;
+  /**
+   * The speed load (speedWorkers, speedSegments, hold 0; group commit, and ORDER_BATCH_MAX=1 too)
+   * on each Redis setup, each its own service start; false/absent = not run.
+   */
+  redisSetups?: boolean;
 }
 
 type Shape = Omit<ScenarioSpec, 'id' | 'groups' | 'stock'> & { stock?: number };
 
 /**
- * `[sale-|soldout-|returns-]<mode>[-w<workers>][-b<batch>]-h<hold>-s<segments>`; `-w` only where the workers
- * differ from the comparison's, `-b` only where ORDER_BATCH_MAX is set, so the comparison keeps its old ids.
+ * `[sale-|soldout-|returns-]<mode>[-w<workers>][-b<batch>]-h<hold>-s<segments>[-rq|-rc]`; `-w` only where the workers
+ * differ from the comparison's, `-b` only where ORDER_BATCH_MAX is set, `-rq` / `-rc` only on a Redlock quorum / a
+ * Redis Cluster, so the comparison keeps its old ids.
  */
 export function scenarioId(s: Shape, baseWorkers: number): string {
   const w = s.workers !== baseWorkers ? `-w${s.workers}` : '';
@@ -146,7 +165,7 @@ export function scenarioId(s: Shape, baseWorkers: number): string {
   const b = s.batchMax !== null ? `-b${s.batchMax}` : '';
   const mode = s.target === 'service' ? `${s.locking}${w}${b}` : s.target === 'bare' && s.locking === 'database' ? 'bare-nolock' : s.target;
   const prefix = s.kind === 'steady' ? '' : `${s.kind}-`;
-  return `${prefix}${mode}-h${s.holdMs}-s${s.segments}`;
+  return `${prefix}${mode}-h${s.holdMs}-s${s.segments}${REDIS_SUFFIX[s.redis ?? 'single']}`;
 }
 
 export interface ProcessConfig {
@@ -157,6 +176,8 @@ export interface ProcessConfig {
   batchMax: number | null;
   /** EXPIRY_SWEEP_MS given to the service; null = unset (the service's default). */
   expirySweepMs: number | null;
+  /** The Redis the service runs on (a peer: always single). */
+  redis: RedisSetup;
   scenarios: ScenarioSpec[];
 }
 
@@ -216,10 +237,18 @@ export function plan(o: PlanOptions): ProcessConfig[] {
     want({ ...base, kind: 'returns', holdMs, segments, stock, buyers, returnsPlan }, 'returns');
   }
 
+  // Last, so that the extra Redis servers run only after every other start: the one redis-server's
+  // rows are the speed and group-commit scenarios above when those run (the same id, measured once).
+  if (o.redisSetups) {
+    for (const redis of REDIS_SETUPS)
+      for (const batchMax of [o.batchMax, 1]) want({ ...fast, batchMax, ...(redis === 'single' ? {} : { redis }) }, 'redis-setups');
+  }
+
   const configs = new Map<string, ProcessConfig>();
   for (const s of specs.values()) {
     const expirySweepMs = s.returnsPlan?.expirySweepMs ?? null;
-    const key = [s.target, s.locking, s.holdMs, s.workers, s.batchMax, expirySweepMs].join('|');
+    const redis = s.redis ?? 'single';
+    const key = [s.target, s.locking, s.holdMs, s.workers, s.batchMax, expirySweepMs, redis].join('|');
     const c = configs.get(key) ?? {
       target: s.target,
       locking: s.locking,
@@ -227,6 +256,7 @@ export function plan(o: PlanOptions): ProcessConfig[] {
       workers: s.workers,
       batchMax: s.batchMax,
       expirySweepMs,
+      redis,
       scenarios: [],
     };
     c.scenarios.push(s);

@@ -5,9 +5,12 @@ import { join } from 'node:path';
 import { projectRoot } from '../src/infrastructure/project-root';
 import { childrenOf, launchService, ServiceProcess } from './launcher';
 
+/** Where the service finds Redis: REDIS_URL (and REDIS_LOCK_URLS for a Redlock quorum), or REDIS_CLUSTER_NODES alone (the service refuses it beside either). */
+export type ServiceRedis = { url: string; lockUrls?: string[] } | { clusterNodes: string[] };
+
 export interface ServiceEnv {
   databaseUrl: string;
-  redisUrl: string;
+  redis: ServiceRedis;
   adminToken: string;
   workers: number;
   stockLocking: 'redlock' | 'database';
@@ -32,7 +35,9 @@ export function startService(env: ServiceEnv, signal?: AbortSignal): Promise<Ser
     env: {
       NODE_ENV: 'production',
       DATABASE_URL: env.databaseUrl,
-      REDIS_URL: env.redisUrl,
+      ...('clusterNodes' in env.redis
+        ? { REDIS_CLUSTER_NODES: env.redis.clusterNodes.join(',') }
+        : { REDIS_URL: env.redis.url, ...(env.redis.lockUrls ? { REDIS_LOCK_URLS: env.redis.lockUrls.join(',') } : {}) }),
       ADMIN_TOKEN: env.adminToken,
       WORKERS: String(env.workers),
       STOCK_LOCKING: env.stockLocking,

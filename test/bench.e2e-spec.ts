@@ -20,9 +20,10 @@ describe('benchmark (quick path)', () => {
     return s;
   };
 
-  // 20 scenarios and 8 process starts (the sale with returns has its own, for its short expiry
-  // sweep; the sold-out product shares the group-commit start): the hook's bound is there to catch
-  // a hang, not to judge speed.
+  // 24 scenarios and 12 process starts (the sale with returns has its own, for its short expiry
+  // sweep; the sold-out product shares the group-commit start; the Redis setups add two on a
+  // Redlock quorum and two on a Redis Cluster): the hook's bound is there to catch a hang, not to
+  // judge speed.
   // One peer (bare-lua) and the service at the comparison's WORKERS keep the starts few: the
   // group-commit rows at the service's default then share the comparison's starts.
   beforeAll(async () => {
@@ -44,7 +45,7 @@ describe('benchmark (quick path)', () => {
     } catch (err) {
       throw new Error(`runBenchmark failed: ${(err as Error).message}\n--- last progress lines ---\n${lines.slice(-40).join('\n')}`, { cause: err });
     }
-  }, 420_000);
+  }, 540_000);
 
   afterAll(() => rmSync(outDir, { recursive: true, force: true }));
 
@@ -288,6 +289,53 @@ describe('benchmark (quick path)', () => {
     const md = readFileSync(join(outDir, 'latest.md'), 'utf8');
     const section = md.slice(md.indexOf('## Costs per order and per refusal'), md.indexOf('\n## ', md.indexOf('## Costs per order and per refusal') + 1));
     for (const s of result.report.scenarios.filter((x) => x.costs)) expect(section).toContain(`| ${s.id} | ${s.costs!.unit} |`);
+  });
+
+  it('should run the Redis setups: the same load on the one redis-server, a Redlock quorum of 3 and a 3-master cluster, costs summed over every server', () => {
+    // The one redis-server's rows are the group-commit comparison's, measured once.
+    for (const id of ['redlock-h0-s20', 'redlock-b1-h0-s20']) expect(byId(id).groups).toContain('redis-setups');
+    for (const [suffix, redis] of [
+      ['-rq', 'quorum'],
+      ['-rc', 'cluster'],
+    ] as const) {
+      for (const b of ['', '-b1']) {
+        const r = byId(`redlock${b}-h0-s20${suffix}`);
+        expect(r).toMatchObject({ redis, groups: ['redis-setups'], kind: 'steady', workers: 2, holdMs: 0, segments: 20, batchMax: b ? 1 : null, status: 'ok' });
+        const c = r.costs!;
+        const servers = c.redisServers!;
+        expect(servers).toHaveLength(3);
+        expect(new Set(servers.map((x) => x.server)).size).toBe(3);
+        // The totals are the sums over the setup's servers, and every master took part (locks on all
+        // three of a quorum; a cluster's segments spread over its masters).
+        expect(servers.reduce((n, x) => n + x.totals.redisScripts, 0)).toBe(c.totals.redisScripts);
+        expect(servers.reduce((n, x) => n + x.totals.redisCommands, 0)).toBe(c.totals.redisCommands);
+        expect(servers.reduce((n, x) => n + x.totals.redisCpuS, 0)).toBeCloseTo(c.totals.redisCpuS, 6);
+        for (const x of servers) expect(x.totals.redisScripts).toBeGreaterThan(0);
+      }
+    }
+    // A quorum's lock and release go to every master: at ORDER_BATCH_MAX=1 each extra master sees at least one lock and one release per order.
+    for (const x of byId('redlock-b1-h0-s20-rq').costs!.redisServers!.slice(1)) expect(x.perUnit.redisScripts).toBeGreaterThanOrEqual(1.9);
+    // Their own service starts, on their own Redis.
+    expect(result.report.services.filter((svc) => svc.redis === 'quorum').map((svc) => svc.batchMax)).toEqual([null, 1]);
+    expect(result.report.services.filter((svc) => svc.redis === 'cluster').map((svc) => svc.batchMax)).toEqual([null, 1]);
+    // The section: latest.json's rows with ratios to the one redis-server, latest.md's table and the command line.
+    const json = JSON.parse(readFileSync(join(outDir, 'latest.json'), 'utf8'));
+    expect(json.redisSetups.rows.map((r: { id: string }) => r.id)).toEqual([
+      'redlock-h0-s20',
+      'redlock-h0-s20-rq',
+      'redlock-h0-s20-rc',
+      'redlock-b1-h0-s20',
+      'redlock-b1-h0-s20-rq',
+      'redlock-b1-h0-s20-rc',
+    ]);
+    const q = json.redisSetups.rows[1];
+    expect(q.vsSingle.ordersPerSec).toBeCloseTo(byId('redlock-h0-s20-rq').ordersPerSec / byId('redlock-h0-s20').ordersPerSec, 6);
+    expect(q.perServer).toHaveLength(3);
+    expect(json.redisSetups.command).toBe(result.report.command);
+    const md = readFileSync(join(outDir, 'latest.md'), 'utf8');
+    const section = md.slice(md.indexOf('## Redis setups'), md.indexOf('\n## ', md.indexOf('## Redis setups') + 1));
+    for (const id of ['redlock-h0-s20-rq', 'redlock-b1-h0-s20-rc']) expect(section).toContain(`(\`${id}\`)`);
+    expect(section).toContain(`Command: \`${result.report.command}\``);
   });
 
   it('should report finite figures', () => {
