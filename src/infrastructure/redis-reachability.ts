@@ -40,19 +40,18 @@ export class RedisReachability {
     return this.cluster.slots[calculateSlot(key)]?.[0] ?? 'unknown';
   }
 
-  /** Whether the key's master failed a call within DOWN_MEMORY_MS (always false outside a cluster). */
-  isDown(key: string, now = Date.now()): boolean {
-    if (!this.cluster) return false;
-    return (this.downUntil.get(this.masterOf(key)) ?? 0) > now;
+  /** Whether this master (from masterOf) failed a call within DOWN_MEMORY_MS (always false outside a cluster). */
+  isDown(master: string, now = Date.now()): boolean {
+    return this.downUntil.size > 0 && (this.downUntil.get(master) ?? 0) > now;
   }
 
-  /** A call to the key's master failed with `err`; a slot on the move does not make the master down. */
-  markDown(key: string, err?: unknown, now = Date.now()): void {
-    if (this.cluster && !isSlotMove(err)) this.downUntil.set(this.masterOf(key), now + DOWN_MEMORY_MS);
+  /** A call to this master failed with `err`; a slot on the move does not make the master down. */
+  markDown(master: string, err?: unknown, now = Date.now()): void {
+    if (this.cluster && !isSlotMove(err)) this.downUntil.set(master, now + DOWN_MEMORY_MS);
   }
 
-  /** A call to the key's master succeeded: it is back. */
-  markUp(key: string): void {
-    if (this.cluster && this.downUntil.size > 0) this.downUntil.delete(this.masterOf(key));
+  /** A call to this master succeeded: it is back. */
+  markUp(master: string): void {
+    if (this.downUntil.size > 0) this.downUntil.delete(master);
   }
 }

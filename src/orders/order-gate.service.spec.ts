@@ -12,7 +12,8 @@ const CLUSTER: RedisTopology = { kind: 'cluster', nodes: ['redis://n1:7000'] };
 function gate(topology: RedisTopology, beginReply: number[] = [1, 5, 3]) {
   const redis = { beginOrder: jest.fn(async (..._args: unknown[]) => beginReply), set: jest.fn(async (..._args: unknown[]): Promise<string | null> => 'OK') };
   const down = new Set<string>();
-  const reach = { isDown: (key: string) => down.has(key), markDown: (key: string) => down.add(key) };
+  // Each key its own master, so a test can say which one failed.
+  const reach = { masterOf: (key: string) => key, isDown: (master: string) => down.has(master), markDown: (master: string) => down.add(master) };
   const metrics = { dependencyErrors: { inc: jest.fn() }, soldOutShortCircuits: { inc: jest.fn() } };
   const service = new OrderGateService(
     redis as never,

@@ -67,7 +67,8 @@ export class OrderGateService {
     const args = [token, this.locks.userTtlMs, GENERATION_TTL_MS];
     let reply: number[] | null = null;
     // A cluster master that failed a moment ago is passed over: the order goes on without hints.
-    if (!this.reach.isDown(hintKeysOf[0])) {
+    const hintMaster = this.userLockApart ? this.reach.masterOf(hintKeysOf[0]) : '';
+    if (!this.reach.isDown(hintMaster)) {
       try {
         reply = this.userLockApart
           ? await this.redis.beginOrder(3, ...hintKeysOf, ...args)
@@ -75,7 +76,7 @@ export class OrderGateService {
       } catch (err) {
         this.metrics.dependencyErrors.inc({ dependency: 'redis' });
         if (this.hintRedisIsTheLock) throw new UnavailableError('redis', this.http.retryAfterS, err);
-        this.reach.markDown(hintKeysOf[0], err);
+        this.reach.markDown(hintMaster, err);
       }
     }
     if (reply?.[0] === -1) {
@@ -91,13 +92,14 @@ export class OrderGateService {
   /** The user lock on its own (Redis Cluster): the token, or null when its master cannot be reached. */
   private async takeUserLock(userId: string, token: string): Promise<string | null> {
     const key = lockKeys.user(userId);
-    if (this.reach.isDown(key)) return null;
+    const master = this.reach.masterOf(key);
+    if (this.reach.isDown(master)) return null;
     let taken: string | null;
     try {
       taken = await this.redis.set(key, token, 'PX', this.locks.userTtlMs, 'NX');
     } catch (err) {
       this.metrics.dependencyErrors.inc({ dependency: 'redis' });
-      this.reach.markDown(key, err);
+      this.reach.markDown(master, err);
       return null;
     }
     if (taken !== 'OK') throw new OrderInProgressError();

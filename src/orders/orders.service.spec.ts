@@ -164,14 +164,14 @@ function world(opts: {
       return 2;
     }),
   };
-  // RedisReachability over the fakes: on a cluster each lock key is its own master, remembered down once it failed.
+  // RedisReachability over the fakes: on a cluster the keys in `down` live on one dead master, the rest on a live one.
   const remembered = new Set<string>();
   const reach = {
     sharded: opts.cluster ?? false,
     masterOf: (key: string) => (opts.cluster ? (down.has(key) ? 'dead:7000' : 'live:7001') : 'quorum'),
-    isDown: (key: string) => remembered.has(key),
-    markDown: (key: string) => remembered.add(key),
-    markUp: (key: string) => remembered.delete(key),
+    isDown: (master: string) => remembered.has(master),
+    markDown: (master: string) => remembered.add(master),
+    markUp: (master: string) => remembered.delete(master),
   };
   const metric = () => ({ inc: jest.fn(), observe: jest.fn() });
   const metrics: World['metrics'] = {};

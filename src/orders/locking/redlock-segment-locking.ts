@@ -63,20 +63,20 @@ export class RedlockSegmentLocking extends SegmentLocking {
     // Held (or being taken) by another request of this very process: busy, no Redis round trip.
     if (this.board.isHeld(product.id, idx)) return 'busy';
     const key = lockKeys.segment(product.id, idx);
-    if (this.reach.isDown(key)) return 'down';
+    const master = this.reach.masterOf(key);
+    if (this.reach.isDown(master)) return 'down';
     this.board.hold(product.id, idx);
     let held: HeldLock | null = null;
-    const master = this.reach.masterOf(key);
     try {
       try {
         held = await this.locks.tryAcquire(key, this.lockConfig.ttlMs);
       } catch (err) {
         if (!(this.reach.sharded && err instanceof UnavailableError)) throw err;
         this.metrics.lockAttempts.inc({ master, outcome: 'unreachable' });
-        this.reach.markDown(key);
+        this.reach.markDown(master, err);
         return 'down';
       }
-      this.reach.markUp(key);
+      this.reach.markUp(master);
       this.metrics.lockAttempts.inc({ master, outcome: held ? 'acquired' : 'busy' });
       if (!held) {
         this.metrics.lockBusy.inc();
