@@ -93,6 +93,11 @@ export class LocksConfig {
   @Env('LOCK_RETRY_JITTER_MS') @Transform(toInt) @IsInt() @Min(0) @Max(10_000) retryJitterMs = 8;
   /** Group commit: most orders of one process sold in one segment lock hold and one statement (1 = one order per hold). */
   @Env('ORDER_BATCH_MAX') @Transform(toInt) @IsInt() @Min(1) @Max(1000) batchMax = 32;
+  /**
+   * Group commit: most segment locks of one product that one process holds at once; its further
+   * orders wait and ride in those holds (larger batches, fewer statements). Unused with ORDER_BATCH_MAX=1.
+   */
+  @Env('ORDER_HOLDS_MAX') @Transform(toInt) @IsInt() @Min(1) @Max(1000) holdsMax = 4;
 }
 
 export class InventoryConfig {

@@ -37,6 +37,11 @@ export class LocalLockBoard<R = unknown, A = unknown> {
     return this.held.get(productId)?.has(segment) ?? false;
   }
 
+  /** How many of the product's segments are held here (or being taken). */
+  holds(productId: number): number {
+    return this.held.get(productId)?.size ?? 0;
+  }
+
   hold(productId: number, segment: number): void {
     const set = this.held.get(productId);
     if (set) set.add(segment);

@@ -57,7 +57,7 @@ function world(opts: {
   cluster?: boolean;
 }): World {
   const config = {
-    locks: { stockLocking: 'redlock', waitMs: 30, ttlMs: 1000, userTtlMs: 1000, batchMax: 32, ...opts.config?.locks },
+    locks: { stockLocking: 'redlock', waitMs: 30, ttlMs: 1000, userTtlMs: 1000, batchMax: 32, holdsMax: 4, ...opts.config?.locks },
     http: { retryAfterS: 3, ...opts.config?.http },
     benchmark: { orderHoldMs: 0, ...opts.config?.benchmark },
   } as Slices;
@@ -854,6 +854,52 @@ describe('OrdersService.place with group commit', () => {
     const sizes = w.orders.sellBatch.mock.calls.map((c) => c[2].length);
     expect(Math.max(...sizes)).toBeLessThanOrEqual(3);
     expect(w.stocks).toEqual([3]);
+  });
+});
+
+describe('OrdersService.place: segment holds per process (ORDER_HOLDS_MAX)', () => {
+  /** Slows both selling statements down so that holds overlap, and counts the segment locks held at once. */
+  function slowStatements(w: World) {
+    let held = 0;
+    let most = 0;
+    const acquire = w.locks.tryAcquire.getMockImplementation() as (key: string) => Promise<unknown>;
+    w.locks.tryAcquire.mockImplementation(async (key: string) => {
+      const lock = await acquire(key);
+      if (lock && key.startsWith('lock:stock:')) most = Math.max(most, ++held);
+      return lock;
+    });
+    w.locks.release.mockImplementation(async (lock: { key: string }) => {
+      if (lock.key.startsWith('lock:stock:')) held -= 1;
+    });
+    for (const name of ['sellFromSegment', 'sellBatch'] as const) {
+      const sell = w.orders[name].getMockImplementation() as (...args: unknown[]) => Promise<unknown>;
+      (w.orders[name] as jest.Mock).mockImplementation(async (...args: unknown[]) => {
+        await new Promise((r) => setTimeout(r, 5));
+        return sell(...args);
+      });
+    }
+    return { most: () => most };
+  }
+  const place = (w: World, users: string[]) => Promise.all(users.map((userId) => w.service.place({ userId, productId: PRODUCT, quantity: 1 })));
+  const users = Array.from({ length: 12 }, (_, i) => `u${i}`);
+
+  it('should hold at most ORDER_HOLDS_MAX segments of a product at once and sell the other orders as riders in those holds', async () => {
+    const w = world({ stocks: [20, 20, 20, 20, 20, 20], config: { locks: { waitMs: 2000, holdsMax: 2 } } });
+    const holds = slowStatements(w);
+    const orders = await place(w, users);
+    expect(new Set(orders.map((o) => o.userId))).toEqual(new Set(users));
+    expect(holds.most()).toBe(2);
+    const statements = w.orders.sellBatch.mock.calls.length + w.orders.sellFromSegment.mock.calls.length;
+    expect(statements).toBeLessThan(users.length);
+    expect(w.stocks.reduce((a, b) => a + b, 0)).toBe(120 - users.length);
+  });
+
+  it('should let every order take its own hold with ORDER_BATCH_MAX=1, whatever ORDER_HOLDS_MAX says', async () => {
+    const w = world({ stocks: [20, 20, 20, 20, 20, 20], config: { locks: { waitMs: 2000, holdsMax: 2, batchMax: 1 } } });
+    const holds = slowStatements(w);
+    await place(w, users);
+    expect(holds.most()).toBe(6);
+    expect(w.orders.sellFromSegment).toHaveBeenCalledTimes(users.length);
   });
 });
 

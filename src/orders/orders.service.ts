@@ -174,20 +174,24 @@ export class OrdersService {
   }
 
   /**
-   * Visits every segment once from a random one, falling over past busy and empty ones. When all
-   * live segments were busy, it waits: each wake-up (a local release, or the jittered retry delay)
+   * Visits every segment once from a random one, falling over past busy and empty ones; with group
+   * commit it stops asking for more once this process holds ORDER_HOLDS_MAX of the product's
+   * segments, and waits to ride in one of those holds. When all live segments were busy, it waits: each wake-up (a local release, or the jittered retry delay)
    * makes one attempt, on the segment just released here or on the next busy one, so a waiting
    * order costs one Redis round trip per retry rather than one per segment. Until LOCK_WAIT_MS.
    */
   private async trySingleSegments(product: ProductInfo, req: PlaceOrder, skip: ReadonlySet<number>, down: Set<number>): Promise<OrderRow | null> {
     const deadline = Date.now() + this.lockConfig.waitMs;
     const order = visitOrder(product.segmentCount, randomStart(product.segmentCount), skip);
-    // Requests of this process already wait for this product: every live segment was busy a
-    // moment ago, and each release goes to them first. Queue behind them instead of trying every
-    // segment again (and asking Redis about the ones held elsewhere).
-    const queued = this.locking.queueBehind(product.id);
-    const busy: number[] = queued ? order : [];
-    for (const idx of queued ? [] : order) {
+    const busy: number[] = [];
+    for (const [i, idx] of order.entries()) {
+      // Requests of this process already wait for this product (every live segment was busy a
+      // moment ago, and each release goes to them first), or this process holds as many of its
+      // segments as it may: queue behind them instead of asking Redis about more segments.
+      if (this.locking.queueBehind(product.id)) {
+        busy.push(...order.slice(i));
+        break;
+      }
       const outcome = await this.locking.attempt(product, idx, req);
       if (outcome === 'busy') {
         busy.push(idx);
@@ -226,6 +230,8 @@ export class OrdersService {
         }
         continue;
       }
+      // At capacity: a holder here will take this order as a rider, or a release wake it.
+      if (this.locking.atCapacity(product.id)) continue;
       const released = 'released' in end ? end.released : null;
       const free = busy.filter((i) => !this.locking.heldHere(product.id, i));
       if (free.length === 0) continue;

@@ -47,7 +47,16 @@ export class RedlockSegmentLocking extends SegmentLocking {
   }
 
   queueBehind(productId: number): boolean {
-    return this.board.waiting(productId) > 0;
+    return this.board.waiting(productId) > 0 || this.atCapacity(productId);
+  }
+
+  /**
+   * With group commit, ORDER_HOLDS_MAX holds of a product per process: the orders beyond wait and
+   * ride in those holds, so a process sells in few large statements rather than in one small one
+   * per segment. With ORDER_BATCH_MAX=1 nobody rides, and every order takes its own hold.
+   */
+  atCapacity(productId: number): boolean {
+    return this.lockConfig.batchMax > 1 && this.board.holds(productId) >= this.lockConfig.holdsMax;
   }
 
   heldHere(productId: number, idx: number): boolean {

@@ -31,6 +31,10 @@ export class RowLockSegmentLocking extends SegmentLocking {
     return false;
   }
 
+  atCapacity(): boolean {
+    return false;
+  }
+
   attempt(product: ProductInfo, idx: number, req: PlaceOrder): Promise<SegmentAttempt | 'busy'> {
     return this.orders.sellFromSegment(product.id, idx, req.quantity, req.userId, this.benchmark.orderHoldMs);
   }

@@ -31,8 +31,14 @@ export abstract class SegmentLocking {
   /** Closes it; never throws. */
   abstract leave(pass: OrderPass): Promise<void>;
 
-  /** True when orders of this process already wait for the product: a new one queues behind them. */
+  /**
+   * True when orders of this process already wait for the product, or when it holds as many of the
+   * product's segments as it may at once (atCapacity): a new order queues behind them.
+   */
   abstract queueBehind(productId: number): boolean;
+
+  /** True when this process holds as many of the product's segments as it may at once: wait, and ride in one of those holds. */
+  abstract atCapacity(productId: number): boolean;
 
   /**
    * One try at one segment: an order, what the segment has left (empty, too small, gone), busy, or
