@@ -26,21 +26,44 @@ describe('LocalLockBoard', () => {
     expect(board.waiting(1)).toBe(0);
   });
 
-  it('should let a segment go to anyone after MAX_LOCAL_STREAK local hand-offs in a row, so other processes get their turn', async () => {
-    const board = new LocalLockBoard();
-    const woken: unknown[] = [];
-    for (let i = 0; i <= MAX_LOCAL_STREAK; i++) {
-      const waiting = board.waitForRelease(1, 30);
+  /** Resolves 'pending' unless the promise settles within ms. */
+  const within = <T>(p: Promise<T>, ms: number) => Promise.race([p, new Promise<'pending'>((r) => setTimeout(() => r('pending'), ms))]);
+
+  it('should leave a segment to other processes for lateWakeMs after MAX_LOCAL_STREAK local hand-offs in a row, then wake a local request for it', async () => {
+    const board = new LocalLockBoard(40);
+    for (let i = 0; i < MAX_LOCAL_STREAK; i++) {
+      const waiting = board.waitForRelease(1, 10_000);
       board.hold(1, 0);
       board.release(1, 0);
-      woken.push(await waiting);
+      await expect(waiting).resolves.toEqual({ released: 0 });
     }
-    // the first MAX_LOCAL_STREAK releases were handed on; the next one woke nobody (timer ended it)
-    expect(woken).toEqual([...Array(MAX_LOCAL_STREAK).fill({ released: 0 }), { timedOut: true }]);
+    const late = board.waitForRelease(1, 10_000);
+    board.hold(1, 0);
+    board.release(1, 0);
+    // not handed on at once: free in Redis for whoever asks first, in any process
+    expect(await within(late, 15)).toBe('pending');
+    // nobody here took it meanwhile: the local request is woken for it
+    await expect(late).resolves.toEqual({ released: 0 });
     // and the streak starts again after that
     const again = board.waitForRelease(1, 10_000);
+    board.hold(1, 0);
     board.release(1, 0);
     await expect(again).resolves.toEqual({ released: 0 });
+  });
+
+  it('should not wake anyone late for a segment a request of this process took again in the meantime', async () => {
+    const board = new LocalLockBoard(10);
+    for (let i = 0; i < MAX_LOCAL_STREAK; i++) {
+      const waiting = board.waitForRelease(1, 10_000);
+      board.hold(1, 0);
+      board.release(1, 0);
+      await waiting;
+    }
+    const late = board.waitForRelease(1, 60);
+    board.hold(1, 0);
+    board.release(1, 0);
+    board.hold(1, 0); // taken again here before the late wake
+    await expect(late).resolves.toEqual({ timedOut: true });
   });
 
   it('should not wake anyone when a hold is abandoned (Redis said busy)', async () => {

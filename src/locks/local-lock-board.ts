@@ -5,8 +5,10 @@
 //
 // Handing a lock from one local request to the next is instant, so a busy process would keep a
 // segment to itself and starve the waiters of other processes (a 1-segment sale saw 503 BUSY that
-// way). After MAX_LOCAL_STREAK hand-offs in a row the next release wakes nobody: the lock is then
-// free for whoever asks Redis first, in any process.
+// way). After MAX_LOCAL_STREAK hand-offs in a row the next release wakes nobody at once: the lock
+// is free for whoever asks Redis first, in any process, and only after `lateWakeMs`, if nobody here
+// has taken it, is a local request woken for it (local waiters may be waiting without a timer of
+// their own that would come back to it soon).
 //
 // Group commit: a waiter may carry a ride (what it wants to buy). A request that has just taken a
 // segment lock takes riders off the queue and serves them in its own lock hold; a rider is then
@@ -31,6 +33,8 @@ export class LocalLockBoard<R = unknown, A = unknown> {
   private readonly live = new Map<number, number>();
   /** Consecutive local hand-offs per `${productId}:${segment}`. */
   private readonly streaks = new Map<string, number>();
+
+  constructor(private readonly lateWakeMs = 4) {}
 
   /** Held here, or being taken by a request of this process. */
   isHeld(productId: number, segment: number): boolean {
@@ -65,8 +69,17 @@ export class LocalLockBoard<R = unknown, A = unknown> {
     const streak = this.streaks.get(key) ?? 0;
     if (streak >= MAX_LOCAL_STREAK) {
       this.streaks.delete(key);
+      setTimeout(() => {
+        if (!this.isHeld(productId, segment)) this.wakeOne(productId, segment);
+      }, this.lateWakeMs).unref();
       return;
     }
+    if (this.wakeOne(productId, segment)) this.streaks.set(key, streak + 1);
+    else this.streaks.delete(key);
+  }
+
+  /** Wakes the longest-waiting local request of the product with the segment; false when none waits. */
+  private wakeOne(productId: number, segment: number): boolean {
     const queue = this.waiters.get(productId);
     let woke = false;
     while (queue && queue.length > 0 && !woke) {
@@ -78,8 +91,7 @@ export class LocalLockBoard<R = unknown, A = unknown> {
       woke = true;
     }
     if (queue && queue.length === 0) this.waiters.delete(productId);
-    if (woke) this.streaks.set(key, streak + 1);
-    else this.streaks.delete(key);
+    return woke;
   }
 
   /**

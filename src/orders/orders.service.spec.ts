@@ -894,6 +894,25 @@ describe('OrdersService.place: segment holds per process (ORDER_HOLDS_MAX)', () 
     expect(w.stocks.reduce((a, b) => a + b, 0)).toBe(120 - users.length);
   });
 
+  it('should not poll on the retry delay while every segment an order waits for is held by this process, and still sell every order', async () => {
+    const w = world({ stocks: [20, 20], config: { locks: { waitMs: 2000, batchMax: 1 } } });
+    slowStatements(w);
+    const orders = await place(w, users);
+    expect(orders).toHaveLength(users.length);
+    // past MAX_LOCAL_STREAK hand-offs a segment is left free for a moment, and a waiter is woken for it late
+    expect(w.orders.sellFromSegment).toHaveBeenCalledTimes(users.length);
+    expect(w.onWait).not.toHaveBeenCalled();
+  });
+
+  it('should poll on the retry delay while a segment it waits for is held by another process', async () => {
+    const w = world({ stocks: [20, 20], config: { locks: { waitMs: 2000, batchMax: 1 } } });
+    slowStatements(w);
+    w.busy.add(seg(1));
+    setTimeout(() => w.busy.delete(seg(1)), 30);
+    expect(await place(w, users)).toHaveLength(users.length);
+    expect(w.onWait).toHaveBeenCalled();
+  });
+
   it('should let every order take its own hold with ORDER_BATCH_MAX=1, whatever ORDER_HOLDS_MAX says', async () => {
     const w = world({ stocks: [20, 20, 20, 20, 20, 20], config: { locks: { waitMs: 2000, holdsMax: 2, batchMax: 1 } } });
     const holds = slowStatements(w);

@@ -213,7 +213,11 @@ export class OrdersService {
       if (Date.now() >= deadline) {
         throw new BusyError(`every segment with stock stayed locked for ${this.lockConfig.waitMs} ms`, this.http.retryAfterS);
       }
-      const end = await this.locking.wait(product.id, req);
+      // Every segment this order could try is held by this process, or it holds all it may: only
+      // a local release or a holder taking this order as a rider can help, and both wake it at
+      // once, so it need not poll on the retry delay.
+      const patient = this.locking.atCapacity(product.id) || busy.every((i) => this.locking.heldHere(product.id, i));
+      const end = await this.locking.wait(product.id, req, patient);
       if ('served' in end) {
         // A holder of this process sold (or refused) this order in its own lock hold.
         const answer = end.served;

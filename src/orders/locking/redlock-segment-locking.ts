@@ -19,10 +19,17 @@ import { OrderGateService } from '../order-gate.service';
 import { BatchAttempt, BatchEntry, OrderRow, OrdersRepository, SegmentAttempt, UncertainBatch } from '../orders.repository';
 import { OrderPass, PlaceOrder, RideAnswer, SegmentLocking } from './segment-locking';
 
+/**
+ * The safety timer of a patient wait. Such a wait ends on a local release or a ride; the timer
+ * only bounds what a wake-up that went to a request unable to use the segment (it had found that
+ * segment too small for its quantity) can cost the others.
+ */
+const PATIENT_WAIT_MS = 200;
+
 @Injectable()
 export class RedlockSegmentLocking extends SegmentLocking {
   /** Segment locks this process holds, and its requests waiting for one (with their rides). */
-  private readonly board = new LocalLockBoard<BatchEntry, RideAnswer>();
+  private readonly board: LocalLockBoard<BatchEntry, RideAnswer>;
 
   constructor(
     private readonly lockConfig: LocksConfig,
@@ -36,6 +43,9 @@ export class RedlockSegmentLocking extends SegmentLocking {
     private readonly metrics: MetricsService,
   ) {
     super();
+    // After a streak of local hand-offs a released segment is left to other processes for one
+    // retry delay (their waiters poll that often) before a request of this process is woken for it.
+    this.board = new LocalLockBoard<BatchEntry, RideAnswer>(lockConfig.retryDelayMs);
   }
 
   enter(product: ProductInfo, req: PlaceOrder): Promise<OrderPass> {
@@ -63,8 +73,9 @@ export class RedlockSegmentLocking extends SegmentLocking {
     return this.board.isHeld(productId, idx);
   }
 
-  wait(productId: number, req: PlaceOrder): Promise<WaitEnd<RideAnswer>> {
-    return this.board.waitForRelease(productId, this.locks.backoffMs(), { userId: req.userId, quantity: req.quantity });
+  wait(productId: number, req: PlaceOrder, patient: boolean): Promise<WaitEnd<RideAnswer>> {
+    const ms = patient ? PATIENT_WAIT_MS : this.locks.backoffMs();
+    return this.board.waitForRelease(productId, ms, { userId: req.userId, quantity: req.quantity });
   }
 
   /** Under the segment's Redis lock; a segment found empty is remembered so later orders skip it. */

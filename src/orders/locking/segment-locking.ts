@@ -46,8 +46,12 @@ export abstract class SegmentLocking {
    */
   abstract attempt(product: ProductInfo, idx: number, req: PlaceOrder): Promise<SegmentAttempt | 'busy' | 'down'>;
 
-  /** Waits for a chance at a busy segment: a release here, a holder that served this order, or the retry delay. */
-  abstract wait(productId: number, req: PlaceOrder): Promise<WaitEnd<RideAnswer>>;
+  /**
+   * Waits for a chance at a busy segment: a release here, a holder that served this order, or the
+   * retry delay. A patient wait (every segment it could try is held by this process) has no retry
+   * to make on a timer: it ends on a release or a ride, its timer only a safety net.
+   */
+  abstract wait(productId: number, req: PlaceOrder, patient: boolean): Promise<WaitEnd<RideAnswer>>;
 
   /** Whether this process holds the segment itself (asking for it would only say busy). */
   abstract heldHere(productId: number, idx: number): boolean;
