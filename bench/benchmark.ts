@@ -51,6 +51,8 @@ export interface BenchmarkOptions {
   batchMax?: number | null;
   /** ORDER_BATCH_MAX values swept at every hold time, to choose the default; null/unset = no sweep. */
   batchSweep?: number[] | null;
+  /** ORDER_HOLDS_MAX of every service start; null/unset = the service's default. */
+  holdsMax?: number | null;
   /** Refusals of a sold-out product to distinct buyers, at --speed-workers (default true). */
   soldOut?: boolean;
   /**
@@ -105,9 +107,10 @@ export interface BenchmarkOptions {
   signal?: AbortSignal;
 }
 
-export type ResolvedOptions = Required<Omit<BenchmarkOptions, 'databaseUrl' | 'redisUrl' | 'signal' | 'log' | 'sweep' | 'batchMax' | 'batchSweep'>> & {
+export type ResolvedOptions = Required<Omit<BenchmarkOptions, 'databaseUrl' | 'redisUrl' | 'signal' | 'log' | 'sweep' | 'batchMax' | 'batchSweep' | 'holdsMax'>> & {
   sweep: number[] | null;
   batchMax: number | null;
+  holdsMax: number | null;
   batchSweep: number[] | null;
   databaseUrl?: string;
   redisUrl?: string;
@@ -127,6 +130,7 @@ export function resolveOptions(o: BenchmarkOptions, root = projectRoot(__dirname
     batch: o.batch ?? true,
     batchMax: o.batchMax ?? null,
     batchSweep: o.batchSweep ?? null,
+    holdsMax: o.holdsMax ?? null,
     soldOut: o.soldOut ?? true,
     redisSetups: o.redisSetups ?? true,
     segments: o.segments ?? [20],
@@ -298,7 +302,7 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
       checkAbort();
       const servers = await setups.servers(config.redis);
       checkAbort();
-      log(`${describe(config)}`);
+      log(`${describe(config, opts.holdsMax)}`);
       const proc = await startTarget(config, { databaseUrl, redis: servers.service, adminToken, opts, signal });
       const sampler = new RssSampler(proc.pid);
       let peaks: ProcessPeak[] = [];
@@ -398,6 +402,7 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
         speedSegments: opts.speedSegments,
         batchMax: opts.batchMax,
         batchMaxRead,
+        holdsMax: opts.holdsMax,
         peers: opts.peers,
         batch: opts.batch,
         batchSweep: opts.batchSweep,
@@ -434,9 +439,9 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
 
 const REDIS_DESCRIBED = { single: '', quorum: ' Redis: Redlock quorum of 3 (REDIS_LOCK_URLS)', cluster: ' Redis: 3-master cluster (REDIS_CLUSTER_NODES)' };
 
-function describe(c: ProcessConfig): string {
+function describe(c: ProcessConfig, holdsMax: number | null): string {
   if (c.target !== 'service') return `peer ${c.target}${c.target === 'bare' ? `: STOCK_LOCKING=${c.locking}` : ':'} ORDER_HOLD_MS=${c.holdMs}`;
-  return `service: STOCK_LOCKING=${c.locking} ORDER_HOLD_MS=${c.holdMs} WORKERS=${c.workers} ORDER_BATCH_MAX=${c.batchMax ?? '(unset)'}${c.expirySweepMs !== null ? ` EXPIRY_SWEEP_MS=${c.expirySweepMs}` : ''}${REDIS_DESCRIBED[c.redis]}`;
+  return `service: STOCK_LOCKING=${c.locking} ORDER_HOLD_MS=${c.holdMs} WORKERS=${c.workers} ORDER_BATCH_MAX=${c.batchMax ?? '(unset)'}${holdsMax !== null ? ` ORDER_HOLDS_MAX=${holdsMax}` : ''}${c.expirySweepMs !== null ? ` EXPIRY_SWEEP_MS=${c.expirySweepMs}` : ''}${REDIS_DESCRIBED[c.redis]}`;
 }
 
 interface Started {
@@ -463,6 +468,7 @@ function startTarget(
         stockLocking: c.locking,
         holdMs: c.holdMs,
         batchMax: c.batchMax,
+        holdsMax: opts.holdsMax,
         expirySweepMs: c.expirySweepMs,
         ...locks,
       },

@@ -133,6 +133,7 @@ describe('Redis setups: the report', () => {
       connections: 100,
       warmUpS: 1,
       batchMaxRead: true,
+      holdsMax: null,
       lock: { ttlMs: 2000, waitMs: 30000, retryDelayMs: 4, retryJitterMs: 8 },
       dependencies: { postgres: 'embedded', redis: 'redis-server' },
     },

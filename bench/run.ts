@@ -16,6 +16,7 @@ const FLAGS = {
   'no-peers': { type: 'boolean', help: 'skip the bare peers and the GET /health/live floor' },
   'no-group-commit': { type: 'boolean', help: 'skip ORDER_BATCH_MAX=1 against group commit' },
   'batch-max': { type: 'string', arg: 'N', help: "ORDER_BATCH_MAX wherever a row names no other (default: unset, the service's default)" },
+  'holds-max': { type: 'string', arg: 'N', help: "ORDER_HOLDS_MAX of every service start (default: unset, the service's default)" },
   'batch-sweep': { type: 'string', arg: 'LIST', help: 'also sweep these ORDER_BATCH_MAX values at every --hold, e.g. 1,8,32,128 (default: none)' },
   'no-sold-out': { type: 'boolean', help: 'skip the refusals of a sold-out product (--speed-workers processes, hold 0)' },
   'no-redis-setups': {
@@ -127,6 +128,7 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
     peers: v['no-peers'] ? [] : opt(v.peers, peerList),
     batch: v['no-group-commit'] ? false : undefined,
     batchMax: opt(v['batch-max'], (x) => int('batch-max', x, 1)),
+    holdsMax: opt(v['holds-max'], (x) => int('holds-max', x, 1)),
     batchSweep: opt(v['batch-sweep'], (x) => list('batch-sweep', x).filter((n) => n >= 1)),
     soldOut: v['no-sold-out'] ? false : undefined,
     redisSetups: v['no-redis-setups'] ? false : undefined,

@@ -17,6 +17,8 @@ export interface ServiceEnv {
   holdMs: number;
   /** ORDER_BATCH_MAX; null leaves it unset (the service's default). */
   batchMax: number | null;
+  /** ORDER_HOLDS_MAX; null or absent leaves it unset (the service's default). */
+  holdsMax?: number | null;
   /** EXPIRY_SWEEP_MS; null leaves it unset (the service's default). */
   expirySweepMs: number | null;
   lockTtlMs: number;
@@ -43,6 +45,7 @@ export function startService(env: ServiceEnv, signal?: AbortSignal): Promise<Ser
       STOCK_LOCKING: env.stockLocking,
       ORDER_HOLD_MS: String(env.holdMs),
       ...(env.batchMax !== null ? { ORDER_BATCH_MAX: String(env.batchMax) } : {}),
+      ...(env.holdsMax != null ? { ORDER_HOLDS_MAX: String(env.holdsMax) } : {}),
       ...(env.expirySweepMs !== null ? { EXPIRY_SWEEP_MS: String(env.expirySweepMs) } : {}),
       LOCK_TTL_MS: String(env.lockTtlMs),
       LOCK_WAIT_MS: String(env.lockWaitMs),
