@@ -66,6 +66,23 @@ describe('LocalLockBoard', () => {
     await expect(late).resolves.toEqual({ timedOut: true });
   });
 
+  it('should give a request that waits again with its ticket its place in line back, ahead of later arrivals', async () => {
+    const board = new LocalLockBoard();
+    const early = board.ticket();
+    const first = board.waitForRelease(1, 5, undefined, early);
+    const later = board.waitForRelease(1, 10_000);
+    await expect(first).resolves.toEqual({ timedOut: true });
+    // its timer ended the first wait; it waits again, with the ticket it had
+    const again = board.waitForRelease(1, 10_000, undefined, early);
+    board.hold(1, 2);
+    board.release(1, 2);
+    await expect(again).resolves.toEqual({ released: 2 });
+    expect(board.waiting(1)).toBe(1);
+    board.hold(1, 2);
+    board.release(1, 2);
+    await expect(later).resolves.toEqual({ released: 2 });
+  });
+
   it('should not wake anyone when a hold is abandoned (Redis said busy)', async () => {
     const board = new LocalLockBoard();
     const waiting = board.waitForRelease(1, 30);

@@ -23,7 +23,7 @@ export interface Rider<R, A> {
   serve(answer: A): void;
 }
 
-type Waiter<R, A> = { end: (how: WaitEnd<A>) => void; done: boolean; ride?: R; timer?: NodeJS.Timeout };
+type Waiter<R, A> = { end: (how: WaitEnd<A>) => void; done: boolean; ride?: R; timer?: NodeJS.Timeout; ticket: number };
 
 export const MAX_LOCAL_STREAK = 3;
 
@@ -34,7 +34,15 @@ export class LocalLockBoard<R = unknown, A = unknown> {
   /** Consecutive local hand-offs per `${productId}:${segment}`. */
   private readonly streaks = new Map<string, number>();
 
+  /** Hands out arrival tickets: the wait queue is kept in ticket order. */
+  private nextTicket = 0;
+
   constructor(private readonly lateWakeMs = 4) {}
+
+  /** A place in line for a request about to wait for the first time; it keeps it for every later wait. */
+  ticket(): number {
+    return this.nextTicket++;
+  }
 
   /** Held here, or being taken by a request of this process. */
   isHeld(productId: number, segment: number): boolean {
@@ -96,11 +104,13 @@ export class LocalLockBoard<R = unknown, A = unknown> {
 
   /**
    * Waits until a segment of the product is released here ({ released }), a holder serves the
-   * ride ({ served }), or `ms` pass ({ timedOut }), whichever is first.
+   * ride ({ served }), or `ms` pass ({ timedOut }), whichever is first. A request that waits again
+   * (its timer ended the last wait, or its try failed) passes its ticket and gets its place in line
+   * back instead of going to the end: releases and holders serve the queue in ticket order.
    */
-  waitForRelease(productId: number, ms: number, ride?: R): Promise<WaitEnd<A>> {
+  waitForRelease(productId: number, ms: number, ride?: R, ticket = this.ticket()): Promise<WaitEnd<A>> {
     return new Promise((resolve) => {
-      const waiter: Waiter<R, A> = { end: () => undefined, done: false, ride };
+      const waiter: Waiter<R, A> = { end: () => undefined, done: false, ride, ticket };
       waiter.timer = setTimeout(() => {
         waiter.done = true;
         this.count(productId, -1);
@@ -111,7 +121,9 @@ export class LocalLockBoard<R = unknown, A = unknown> {
         resolve(how);
       };
       const queue = this.waiters.get(productId) ?? [];
-      queue.push(waiter);
+      let at = queue.length;
+      while (at > 0 && queue[at - 1].ticket > ticket) at--;
+      queue.splice(at, 0, waiter);
       this.waiters.set(productId, queue);
       this.count(productId, 1);
     });

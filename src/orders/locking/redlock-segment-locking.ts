@@ -30,6 +30,8 @@ const PATIENT_WAIT_MS = 200;
 export class RedlockSegmentLocking extends SegmentLocking {
   /** Segment locks this process holds, and its requests waiting for one (with their rides). */
   private readonly board: LocalLockBoard<BatchEntry, RideAnswer>;
+  /** Each waiting order's place in line, kept across its waits. */
+  private readonly tickets = new WeakMap<PlaceOrder, number>();
 
   constructor(
     private readonly lockConfig: LocksConfig,
@@ -75,7 +77,13 @@ export class RedlockSegmentLocking extends SegmentLocking {
 
   wait(productId: number, req: PlaceOrder, patient: boolean): Promise<WaitEnd<RideAnswer>> {
     const ms = patient ? PATIENT_WAIT_MS : this.locks.backoffMs();
-    return this.board.waitForRelease(productId, ms, { userId: req.userId, quantity: req.quantity });
+    // An order keeps its place in line across its waits (first come, first served as a rider).
+    let ticket = this.tickets.get(req);
+    if (ticket === undefined) {
+      ticket = this.board.ticket();
+      this.tickets.set(req, ticket);
+    }
+    return this.board.waitForRelease(productId, ms, { userId: req.userId, quantity: req.quantity }, ticket);
   }
 
   /** Under the segment's Redis lock; a segment found empty is remembered so later orders skip it. */
