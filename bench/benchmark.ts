@@ -107,7 +107,9 @@ export interface BenchmarkOptions {
   signal?: AbortSignal;
 }
 
-export type ResolvedOptions = Required<Omit<BenchmarkOptions, 'databaseUrl' | 'redisUrl' | 'signal' | 'log' | 'sweep' | 'batchMax' | 'batchSweep' | 'holdsMax'>> & {
+export type ResolvedOptions = Required<
+  Omit<BenchmarkOptions, 'databaseUrl' | 'redisUrl' | 'signal' | 'log' | 'sweep' | 'batchMax' | 'batchSweep' | 'holdsMax'>
+> & {
   sweep: number[] | null;
   batchMax: number | null;
   holdsMax: number | null;
