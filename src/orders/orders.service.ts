@@ -176,9 +176,10 @@ export class OrdersService {
   /**
    * Visits every segment once from a random one, falling over past busy and empty ones; with group
    * commit it stops asking for more once this process holds ORDER_HOLDS_MAX of the product's
-   * segments, and waits to ride in one of those holds. When all live segments were busy, it waits: each wake-up (a local release, or the jittered retry delay)
-   * makes one attempt, on the segment just released here or on the next busy one, so a waiting
-   * order costs one Redis round trip per retry rather than one per segment. Until LOCK_WAIT_MS.
+   * segments, and waits to ride in one of those holds. When all live segments were busy, it waits:
+   * each wake-up (a local release, or the jittered retry delay) makes one attempt, on the segment
+   * just released here or on the next busy one, so a waiting order costs one Redis round trip per
+   * retry rather than one per segment. Until LOCK_WAIT_MS.
    */
   private async trySingleSegments(product: ProductInfo, req: PlaceOrder, skip: ReadonlySet<number>, down: Set<number>): Promise<OrderRow | null> {
     const deadline = Date.now() + this.lockConfig.waitMs;
