@@ -913,6 +913,23 @@ describe('OrdersService.place: segment holds per process (ORDER_HOLDS_MAX)', () 
     expect(w.onWait).toHaveBeenCalled();
   });
 
+  it('should answer UNAVAILABLE to every order queued behind the holds once a segment lock finds Redis lost, not let each meet the timeout in turn', async () => {
+    const w = world({ stocks: [20, 20, 20, 20, 20, 20], config: { locks: { waitMs: 2000, holdsMax: 2 } } });
+    const acquire = w.locks.tryAcquire.getMockImplementation() as (key: string) => Promise<unknown>;
+    // A frozen Redis: every segment lock vote runs into the command timeout.
+    w.locks.tryAcquire.mockImplementation(async (key: string) => {
+      if (!key.startsWith('lock:stock:')) return acquire(key);
+      await new Promise((r) => setTimeout(r, 20));
+      throw new UnavailableError('redis', 1, new Error('Command timed out'));
+    });
+    const outcomes = await Promise.allSettled(users.map((userId) => w.service.place({ userId, productId: PRODUCT, quantity: 1 })));
+    expect(outcomes.map((o) => (o.status === 'rejected' ? (o.reason as Error).constructor.name : 'sold'))).toEqual(users.map(() => 'UnavailableError'));
+    // Only the two holders asked Redis for a segment; the ten behind them were answered with their error.
+    expect(acquiredKeys(w).filter((k) => k.startsWith('lock:stock:'))).toHaveLength(2);
+    expect(w.orders.sellBatch).not.toHaveBeenCalled();
+    expect(w.orders.sellFromSegment).not.toHaveBeenCalled();
+  });
+
   it('should let every order take its own hold with ORDER_BATCH_MAX=1, whatever ORDER_HOLDS_MAX says', async () => {
     const w = world({ stocks: [20, 20, 20, 20, 20, 20], config: { locks: { waitMs: 2000, holdsMax: 2, batchMax: 1 } } });
     const holds = slowStatements(w);

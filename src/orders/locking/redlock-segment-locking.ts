@@ -99,10 +99,17 @@ export class RedlockSegmentLocking extends SegmentLocking {
       try {
         held = await this.locks.tryAcquire(key, this.lockConfig.ttlMs);
       } catch (err) {
-        if (!(this.reach.sharded && err instanceof UnavailableError)) throw err;
+        if (!(err instanceof UnavailableError)) throw err;
         this.metrics.lockAttempts.inc({ master, outcome: 'unreachable' });
-        this.reach.markDown(master, err);
-        return 'down';
+        if (this.reach.sharded) {
+          this.reach.markDown(master, err);
+          return 'down';
+        }
+        // Outside a cluster every segment has the same lock masters, and they are lost: the orders
+        // of this process queued for the product would otherwise meet the same timeout one after
+        // another, each when a hold frees up (a frozen Redis kept some waiting for seconds).
+        for (const rider of this.board.takeRiders(product.id, Number.MAX_SAFE_INTEGER)) rider.serve({ error: err });
+        throw err;
       }
       this.reach.markUp(master);
       this.metrics.lockAttempts.inc({ master, outcome: held ? 'acquired' : 'busy' });
