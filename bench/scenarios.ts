@@ -16,8 +16,14 @@ export type StockLocking = 'redlock' | 'database';
 export type Locking = StockLocking | 'lua';
 /** What serves the load: the built service, or one of the bare peers (bench/peers). */
 export type Target = 'service' | 'bare' | 'bare-lua';
-/** The peers a run can hold; bare-nolock and bare-one-lock are the bare peer without Redis locks and on 1 segment. */
-export const PEER_NAMES = ['bare', 'bare-nolock', 'bare-one-lock', 'bare-lua'] as const;
+/**
+ * The peers a run can hold; bare-nolock and bare-one-lock are the bare peer without Redis locks and
+ * on 1 segment; bare-held is the bare peer holding its lock BARE_HELD_MS, on 1 segment and on the
+ * speed segments (the floor of the segments-against-one-lock target on this machine).
+ */
+export const PEER_NAMES = ['bare', 'bare-nolock', 'bare-one-lock', 'bare-lua', 'bare-held'] as const;
+/** The hold of the segments-against-one-lock target, which bare-held runs the bare peer at. */
+export const BARE_HELD_MS = 20;
 export type PeerName = (typeof PEER_NAMES)[number];
 /**
  * The Redis behind a service start: the bench's one redis-server (every scenario but the quorum and
@@ -209,6 +215,9 @@ export function plan(o: PlanOptions): ProcessConfig[] {
     if (o.peers.includes('bare-nolock')) want({ ...peer, target: 'bare', locking: 'database' }, 'speed');
     if (o.peers.includes('bare-one-lock')) want({ ...peer, target: 'bare', locking: 'redlock', segments: 1 }, 'speed');
     if (o.peers.includes('bare-lua')) want({ ...peer, target: 'bare-lua', locking: 'lua' }, 'speed');
+    if (o.peers.includes('bare-held')) {
+      for (const segments of [1, o.speedSegments]) want({ ...peer, target: 'bare', locking: 'redlock', holdMs: BARE_HELD_MS, segments }, 'speed');
+    }
   }
   for (const holdMs of o.holds) {
     if (o.batch) {
