@@ -1,74 +1,15 @@
 // The bare-held peer pair: the bare peer holding each lock BARE_HELD_MS on one segment and on the
 // speed segments, so that the segments-against-one-lock target has this machine's floor beside it.
 // Its plan (one peer start, two scenarios) and where the report puts it, on a fixed report.
+import { planOptions, reportOf, scenarioRow } from './fixtures';
 import { BenchmarkReport, renderMarkdown, targets } from './report';
 import { BARE_HELD_MS, plan, PlanOptions, ScenarioResult } from './scenarios';
 
-const options: PlanOptions = {
-  holds: [0, 20],
-  segments: [20],
-  sweep: null,
-  sweepHold: 20,
-  peer: false,
-  sale: null,
-  returns: null,
-  steadyStock: 1_000_000,
-  workers: 2,
-  speedWorkers: 1,
-  speedSegments: 20,
-  batchMax: null,
-  peers: ['bare-held'],
-  batch: true,
-  batchSweep: null,
-  soldOut: false,
-  redisSetups: false,
-};
+const options: PlanOptions = { ...planOptions, peers: ['bare-held'], soldOut: false, redisSetups: false };
 
-const row = (s: Partial<ScenarioResult>): ScenarioResult =>
-  ({
-    kind: 'steady',
-    target: 'service',
-    locking: 'redlock',
-    workers: 1,
-    holdMs: 0,
-    segments: 20,
-    stock: 1_000_000,
-    batchMax: 1,
-    groups: ['batch'],
-    status: 'ok',
-    statusCounts: { '201': 3000 },
-    created: 3000,
-    responses: 3000,
-    errors: 0,
-    timeouts: 0,
-    latency201Ms: { p50: 10, p99: 40, max: 60 },
-    metrics: { source: 'all-workers', note: '' },
-    verification: { verified: true, checks: [], audit: null },
-    ...s,
-  }) as ScenarioResult;
+const row = (s: Partial<ScenarioResult>): ScenarioResult => scenarioRow({ batchMax: 1, groups: ['batch'], ...s });
 
-function reportWith(scenarios: ScenarioResult[]): BenchmarkReport {
-  return {
-    startedAt: '2026-11-22T00:00:00Z',
-    finishedAt: '2026-11-22T00:01:00Z',
-    command: 'node dist/bench/run.js --peers bare-held',
-    machine: { cores: 2, cpuModel: 'test', memoryGb: 4, os: 'Linux', node: 'v20', postgres: 'PostgreSQL 17', redis: '7.0.15' },
-    settings: {
-      ...options,
-      quick: false,
-      durationS: 10,
-      connections: 100,
-      warmUpS: 3,
-      batchMaxRead: true,
-      holdsMax: null,
-      lock: { ttlMs: 2000, waitMs: 30000, retryDelayMs: 4, retryJitterMs: 8 },
-      dependencies: { postgres: 'embedded', redis: 'redis-server' },
-    },
-    scenarios,
-    services: [],
-    rssTargetMb: 200,
-  };
-}
+const reportWith = (scenarios: ScenarioResult[]) => reportOf(options, 'node dist/bench/run.js --peers bare-held', scenarios, false);
 
 const service = [
   row({ id: 'redlock-w1-b1-h20-s1', holdMs: 20, segments: 1, ordersPerSec: 40 }),

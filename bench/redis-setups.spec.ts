@@ -2,28 +2,11 @@
 // report (the rows, the ratios to the one redis-server, per-server calls, the command line), on a
 // fixed report; the group's real run is covered by test/bench.e2e-spec.ts.
 import { ScenarioCosts } from './costs';
-import { BenchmarkReport, findFast, redisSetupsSection, renderMarkdown, renderTable } from './report';
-import { plan, PlanOptions, ScenarioResult } from './scenarios';
+import { planOptions, reportOf, scenarioRow } from './fixtures';
+import { findFast, redisSetupsSection, renderMarkdown, renderTable } from './report';
+import { plan, ScenarioResult } from './scenarios';
 
-const options: PlanOptions = {
-  holds: [0, 20],
-  segments: [20],
-  sweep: null,
-  sweepHold: 20,
-  peer: false,
-  sale: null,
-  returns: null,
-  steadyStock: 1_000_000,
-  workers: 2,
-  speedWorkers: 1,
-  speedSegments: 20,
-  batchMax: null,
-  peers: ['bare-lua'],
-  batch: true,
-  batchSweep: null,
-  soldOut: true,
-  redisSetups: true,
-};
+const options = planOptions;
 
 describe('Redis setups: the plan', () => {
   it('should add the speed load on a quorum and on a cluster, each its own start, after every other start; the one redis-server shares the existing rows', () => {
@@ -99,61 +82,21 @@ describe('Redis setups: the report', () => {
           }
         : {}),
     }) as unknown as ScenarioCosts;
-  const row = (s: Partial<ScenarioResult>): ScenarioResult =>
-    ({
-      kind: 'steady',
-      target: 'service',
-      locking: 'redlock',
-      workers: 1,
-      holdMs: 0,
-      segments: 20,
-      stock: 1_000_000,
-      batchMax: null,
-      groups: ['redis-setups'],
-      status: 'ok',
-      statusCounts: { '201': 3000 },
-      created: 3000,
-      responses: 3000,
-      errors: 0,
-      timeouts: 0,
-      latency201Ms: { p50: 10, p99: 40, max: 60 },
-      metrics: { source: 'all-workers', note: '' },
-      verification: { verified: true, checks: [], audit: null },
-      ...s,
-    }) as ScenarioResult;
-  const report = {
-    startedAt: '2026-11-22T00:00:00Z',
-    finishedAt: '2026-11-22T00:01:00Z',
-    command: 'node dist/bench/run.js --quick --no-sweep',
-    machine: { cores: 2, cpuModel: 'test', memoryGb: 4, os: 'Linux', node: 'v22', postgres: 'PostgreSQL 17', redis: '7.2.4' },
-    settings: {
-      ...options,
-      quick: true,
-      durationS: 3,
-      connections: 100,
-      warmUpS: 1,
-      batchMaxRead: true,
-      holdsMax: null,
-      lock: { ttlMs: 2000, waitMs: 30000, retryDelayMs: 4, retryJitterMs: 8 },
-      dependencies: { postgres: 'embedded', redis: 'redis-server' },
-    },
-    scenarios: [
-      row({ id: 'redlock-w1-h0-s20', groups: ['speed', 'batch', 'redis-setups'], ordersPerSec: 1000, costs: costs(2, 20) }),
-      row({ id: 'redlock-w1-b1-h0-s20', batchMax: 1, groups: ['speed', 'batch', 'redis-setups'], ordersPerSec: 800, costs: costs(4, 40) }),
-      row({
-        id: 'redlock-w1-h0-s20-rq',
-        redis: 'quorum',
-        ordersPerSec: 500,
-        latency201Ms: { mean: 20, p50: 20, p99: 80, max: 90 },
-        costs: costs(6, 60, [3, 1.5, 1.5]),
-      }),
-      row({ id: 'redlock-w1-b1-h0-s20-rq', redis: 'quorum', batchMax: 1, ordersPerSec: 400, costs: costs(12, 100, [6, 3, 3]) }),
-      row({ id: 'redlock-w1-h0-s20-rc', redis: 'cluster', ordersPerSec: 900, costs: costs(3, 30, [1.25, 0.75, 1]) }),
-      row({ id: 'redlock-w1-b1-h0-s20-rc', redis: 'cluster', batchMax: 1, ordersPerSec: 700, status: 'FAILED', costs: costs(5, 50, [2, 1.5, 1.5]) }),
-    ],
-    services: [],
-    rssTargetMb: 200,
-  } as unknown as BenchmarkReport;
+  const row = (s: Partial<ScenarioResult>): ScenarioResult => scenarioRow({ groups: ['redis-setups'], ...s });
+  const report = reportOf(options, 'node dist/bench/run.js --quick --no-sweep', [
+    row({ id: 'redlock-w1-h0-s20', groups: ['speed', 'batch', 'redis-setups'], ordersPerSec: 1000, costs: costs(2, 20) }),
+    row({ id: 'redlock-w1-b1-h0-s20', batchMax: 1, groups: ['speed', 'batch', 'redis-setups'], ordersPerSec: 800, costs: costs(4, 40) }),
+    row({
+      id: 'redlock-w1-h0-s20-rq',
+      redis: 'quorum',
+      ordersPerSec: 500,
+      latency201Ms: { mean: 20, p50: 20, p99: 80, max: 90 },
+      costs: costs(6, 60, [3, 1.5, 1.5]),
+    }),
+    row({ id: 'redlock-w1-b1-h0-s20-rq', redis: 'quorum', batchMax: 1, ordersPerSec: 400, costs: costs(12, 100, [6, 3, 3]) }),
+    row({ id: 'redlock-w1-h0-s20-rc', redis: 'cluster', ordersPerSec: 900, costs: costs(3, 30, [1.25, 0.75, 1]) }),
+    row({ id: 'redlock-w1-b1-h0-s20-rc', redis: 'cluster', batchMax: 1, ordersPerSec: 700, status: 'FAILED', costs: costs(5, 50, [2, 1.5, 1.5]) }),
+  ]);
 
   it('should give a row per setup and ORDER_BATCH_MAX, group commit first, with ratios to the one redis-server at the same ORDER_BATCH_MAX', () => {
     const x = redisSetupsSection(report)!;
