@@ -56,13 +56,24 @@ export async function launchService(options: LaunchOptions): Promise<ServiceProc
   const keep = (c: Buffer) => (out = (out + c.toString()).slice(-OUTPUT_KEPT));
   child.stdout?.on('data', keep);
   child.stderr?.on('data', keep);
+  let stopping = false;
+  let serving = false;
+  // A service that dies while a spec or the benchmark still counts on it (a crash, a kill from
+  // elsewhere) is said at once, with its last words: otherwise all that shows is ECONNREFUSED.
+  child.once('exit', (code, signal) => {
+    if (serving && !stopping)
+      process.stderr.write(`\nservice pid ${child.pid} on port ${port} exited unasked (${code ?? signal}); its last output:\n${out.slice(-8000)}\n`);
+  });
   const service: ServiceProcess = {
     url: `http://127.0.0.1:${port}`,
     port,
     pid: child.pid ?? 0,
     child,
     output: () => out,
-    stop: (signal = 'SIGTERM') => stopProcess(child, signal),
+    stop: (signal = 'SIGTERM') => {
+      stopping = true;
+      return stopProcess(child, signal);
+    },
   };
   const exited = () => child.exitCode !== null || child.signalCode !== null;
   try {
@@ -83,6 +94,7 @@ export async function launchService(options: LaunchOptions): Promise<ServiceProc
     await service.stop();
     throw err;
   }
+  serving = true;
   return service;
 }
 

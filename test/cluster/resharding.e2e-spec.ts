@@ -5,7 +5,7 @@
 // Orders keep succeeding throughout; an answer is 201 or, where a move got in the way, 503 with
 // Retry-After (nothing happened); never a 500 or a hang; PostgreSQL shows the books exact.
 import type { RedisClusterNode } from '../../src/infrastructure/embedded-redis-cluster';
-import { brief, expectPromisesKept, loadUntilStopped, waitFor } from '../faults/support';
+import { brief, expectPromisesKept, loadUntilStopped, tally, waitFor } from '../faults/support';
 import { createProduct, testUrls } from '../support/service';
 import { ClusterSale, hintMaster, segmentMasters, startClusterSale } from './support';
 
@@ -51,7 +51,9 @@ describe('Redis Cluster slots moved during a sale, across two service processes'
     await cluster.moveSlots(bulk, cluster.nodes[1]);
     await moveEach(slots, (_, i) => before[i]);
     const movesEnded = Date.now();
-    await waitFor('orders after the moves', () => createdSince(movesEnded) >= 50, 30_000);
+    const sinceMoves = () =>
+      `orders after the moves (they took ${movesEnded - movesBegan} ms; answers since: ${JSON.stringify(tally(load.outcomes.filter((o) => o.sentAt >= movesEnded)))})`;
+    await waitFor(sinceMoves, () => createdSince(movesEnded) >= 50, 30_000);
     const outcomes = await load.stop();
 
     // The moves happened: each slot went to the next master and came back.

@@ -4,13 +4,14 @@
 // PostgreSQL; and evidence from Redis itself that every master served segment-lock traffic (the
 // segment locks hash whole, so one product's segments spread over the masters).
 import { Client } from 'pg';
-import { brief, expectPromisesKept, Outcome, placeOrder, tally, waitFor } from '../faults/support';
+import { brief, expectPromisesKept, metric, Outcome, placeOrder, tally, waitFor } from '../faults/support';
 import { auditProduct, countByStatus, expectStockBalanced } from '../support/database';
 import { admin, createProduct, pooled, request, testUrls } from '../support/service';
 import { ClusterSale, hintMaster, onNode, scriptCalls, segmentMasters, startClusterSale, watchSegmentLocks } from './support';
 
 const CONCURRENCY = 64;
 const EXPIRY_SWEEP_MS = 100;
+const LOCK_ATTEMPTS = 'flashsale_segment_lock_attempts_total';
 
 describe('a sale on a 3-master Redis Cluster across two service processes', () => {
   let sale: ClusterSale;
@@ -30,6 +31,18 @@ describe('a sale on a 3-master Redis Cluster across two service processes', () =
   function falseSoldOuts(outcomes: Outcome[]): string[] {
     const lastCreatedSend = Math.max(-Infinity, ...outcomes.filter((o) => o.status === 201).map((o) => o.sentAt));
     return outcomes.filter((o) => o.status === 410 && o.doneAt < lastCreatedSend).map(brief);
+  }
+
+  /** Segment-lock attempts the two services counted, per master of the cluster (in node order). */
+  async function lockAttemptsByMaster(): Promise<Array<{ acquired: number; unreachable: number }>> {
+    const count = async (master: string, outcome: string) =>
+      (await metric(sale.a.url, LOCK_ATTEMPTS, { master, outcome })) + (await metric(sale.b.url, LOCK_ATTEMPTS, { master, outcome }));
+    return Promise.all(
+      sale.cluster.nodes.map(async (n) => ({
+        acquired: await count(`127.0.0.1:${n.port}`, 'acquired'),
+        unreachable: await count(`127.0.0.1:${n.port}`, 'unreachable'),
+      })),
+    );
   }
 
   async function statusOf(ids: number[]): Promise<Map<number, string>> {
@@ -148,11 +161,13 @@ describe('a sale on a 3-master Redis Cluster across two service processes', () =
 
     const watch = await watchSegmentLocks(sale.cluster, product.id);
     const scriptsBefore = await Promise.all(sale.cluster.nodes.map(scriptCalls));
+    const attemptsBefore = await lockAttemptsByMaster();
     const outcomes = await pooled(
       Array.from({ length: 600 }, (_, i) => () => placeOrder(sale.pick(i), `spread-${i}`, product.id)),
       CONCURRENCY,
     );
     const scriptsAfter = await Promise.all(sale.cluster.nodes.map(scriptCalls));
+    const attemptsAfter = await lockAttemptsByMaster();
     // The last notifications are still on their way when the last reply is in.
     await waitFor('the lock releases to be reported', () => [...watch.counts().values()].reduce((n, c) => n + c.del, 0) > 0, 5000);
     await new Promise((r) => setTimeout(r, 200));
@@ -160,19 +175,29 @@ describe('a sale on a 3-master Redis Cluster across two service processes', () =
 
     expect(tally(outcomes)).toEqual({ '201': 600 });
     const counts = watch.counts();
-    const takes = [...counts.values()].reduce((n, c) => n + c.set, 0);
+    const acquired = sale.cluster.nodes.map((_, i) => attemptsAfter[i].acquired - attemptsBefore[i].acquired);
+    const takes = acquired.reduce((n, a) => n + a, 0);
+    // Every order took a lock or rode in a hold of at most ORDER_BATCH_MAX (default 32).
+    expect(takes).toBeGreaterThanOrEqual(600 / 32);
     const report = sale.cluster.nodes.map((n, i) => ({
       port: n.port,
       segmentsOwned: owned.get(n),
-      lockSets: counts.get(n)?.set,
-      lockDels: counts.get(n)?.del,
+      locksAcquired: acquired[i],
+      unreachable: attemptsAfter[i].unreachable - attemptsBefore[i].unreachable,
+      lockSetsSeen: counts.get(n)?.set,
+      lockDelsSeen: counts.get(n)?.del,
       scriptCalls: scriptsAfter[i] - scriptsBefore[i],
     }));
     for (const [i, node] of sale.cluster.nodes.entries()) {
       const c = counts.get(node) as { set: number; del: number; keys: Set<string> };
       const fair = (owned.get(node) as number) / SEGMENTS;
-      // A share of the lock writes in line with the segments it serves (at least half the fair share).
-      expect({ ...report[i], enough: c.set >= 0.5 * fair * takes && c.del > 0 }).toEqual({ ...report[i], enough: true });
+      // A share of the lock takes in line with the segments it serves (at least half the fair
+      // share), counted by the services: keyspace notifications are fire-and-forget, so the
+      // counts seen from Redis are only a floor (a CI run saw 20 sets from a master that ran 237
+      // scripts, where other runs see one set per 5 to 7 scripts).
+      expect({ ...report[i], enough: acquired[i] >= 0.5 * fair * takes }).toEqual({ ...report[i], enough: true });
+      // Redis itself reports lock writes, takes and releases, on every master.
+      expect(c.set > 0 && c.del > 0).toBe(true);
       // Only keys of its own segments: the locks went to the master that owns their slot.
       const own = new Set(masters.flatMap((m, idx) => (m === node ? [`lock:stock:${product.id}:${idx}`] : [])));
       expect([...c.keys].filter((k) => !own.has(k))).toEqual([]);

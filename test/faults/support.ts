@@ -358,13 +358,16 @@ export function loadUntilStopped(opts: { concurrency: number; productId: number;
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** Polls `check` every `everyMs` until it returns a truthy value; fails with `what` after `timeoutMs`. */
-export async function waitFor<T>(what: string, check: () => Promise<T> | T, timeoutMs = 15_000, everyMs = 25): Promise<NonNullable<T>> {
+/**
+ * Polls `check` every `everyMs` until it returns a truthy value; fails with `what` after `timeoutMs`
+ * (a function is asked then, so the message can say what was seen instead).
+ */
+export async function waitFor<T>(what: string | (() => string), check: () => Promise<T> | T, timeoutMs = 15_000, everyMs = 25): Promise<NonNullable<T>> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await check();
     if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${typeof what === 'string' ? what : what()}`);
     await sleep(everyMs);
   }
 }
@@ -428,12 +431,15 @@ export function leaksInternals(text: string): boolean {
   return /Error\b|\s+at\s|\/work\/|node_modules|\.ts:\d|\.js:\d|SELECT|INSERT|UPDATE|QueryFailed|ECONN|stack/.test(text);
 }
 
-/** The value of one counter on /metrics (sum over its label sets), 0 when absent. */
-export async function metric(base: string, name: string): Promise<number> {
+/** The value of one counter on /metrics (sum over its label sets that carry `labels`), 0 when absent. */
+export async function metric(base: string, name: string, labels: Record<string, string> = {}): Promise<number> {
   const r = await request(base, 'GET', '/metrics');
+  const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
   let sum = 0;
   for (const line of r.text.split('\n')) {
-    if (line.startsWith(name) && /^[a-z_]+(\{[^}]*\})? /.test(line)) sum += Number(line.split(' ').pop());
+    if (!line.startsWith(name) || !/^[a-z_]+(\{[^}]*\})? /.test(line)) continue;
+    const set = /^[a-z_]+\{([^}]*)\}/.exec(line)?.[1].split(',') ?? [];
+    if (wanted.every((w) => set.includes(w))) sum += Number(line.split(' ').pop());
   }
   return sum;
 }
