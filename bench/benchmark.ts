@@ -53,6 +53,8 @@ export interface BenchmarkOptions {
   batchSweep?: number[] | null;
   /** ORDER_HOLDS_MAX of every service start; null/unset = the service's default. */
   holdsMax?: number | null;
+  /** Node / V8 flags of every service start, beside `npm start`'s heap bound (default none). */
+  nodeFlags?: string[];
   /** Refusals of a sold-out product to distinct buyers, at --speed-workers (default true). */
   soldOut?: boolean;
   /**
@@ -133,6 +135,7 @@ export function resolveOptions(o: BenchmarkOptions, root = projectRoot(__dirname
     batchMax: o.batchMax ?? null,
     batchSweep: o.batchSweep ?? null,
     holdsMax: o.holdsMax ?? null,
+    nodeFlags: o.nodeFlags ?? [],
     soldOut: o.soldOut ?? true,
     redisSetups: o.redisSetups ?? true,
     segments: o.segments ?? [20],
@@ -405,6 +408,7 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
         batchMax: opts.batchMax,
         batchMaxRead,
         holdsMax: opts.holdsMax,
+        nodeFlags: opts.nodeFlags,
         peers: opts.peers,
         batch: opts.batch,
         batchSweep: opts.batchSweep,
@@ -471,6 +475,7 @@ function startTarget(
         holdMs: c.holdMs,
         batchMax: c.batchMax,
         holdsMax: opts.holdsMax,
+        nodeFlags: opts.nodeFlags,
         expirySweepMs: c.expirySweepMs,
         ...locks,
       },

@@ -15,6 +15,8 @@ export interface LaunchOptions {
   port?: number;
   /** --max-old-space-size, as `npm start` sets it; unset = Node's default. */
   heapMb?: number;
+  /** More Node / V8 flags, after the heap bound (the benchmark's --node-flags). */
+  nodeFlags?: string[];
   /** How long the service may take to answer GET /health/live. */
   startTimeoutMs?: number;
   signal?: AbortSignal;
@@ -47,7 +49,8 @@ export async function launchService(options: LaunchOptions): Promise<ServiceProc
     ...options.env,
     PORT: String(port),
   };
-  const child = spawn(process.execPath, [...(options.heapMb ? [`--max-old-space-size=${options.heapMb}`] : []), main], {
+  const flags = [...(options.heapMb ? [`--max-old-space-size=${options.heapMb}`] : []), ...(options.nodeFlags ?? [])];
+  const child = spawn(process.execPath, [...flags, main], {
     cwd: root,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],

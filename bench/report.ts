@@ -40,6 +40,8 @@ export interface BenchmarkReport {
     batchMaxRead: boolean;
     /** ORDER_HOLDS_MAX of every service start; null = the service's default. */
     holdsMax: number | null;
+    /** Node / V8 flags of every service start beside the heap bound (absent in reports before them). */
+    nodeFlags?: string[];
     lock: { ttlMs: number; waitMs: number; retryDelayMs: number; retryJitterMs: number };
     dependencies: { postgres: string; redis: string };
   };
@@ -667,7 +669,7 @@ export function renderMarkdown(report: BenchmarkReport): string {
     `- Service: WORKERS=${s.speedWorkers} beside the peers and in the group-commit comparison (each peer is one process), WORKERS=${s.workers} in the locking comparison, the segment sweep, the sale and the sale with returns; one start per environment (STOCK_LOCKING, ORDER_HOLD_MS, WORKERS, ORDER_BATCH_MAX, EXPIRY_SWEEP_MS), ${s.warmUpS} s of unmeasured warm-up after each start (peers too).`,
   );
   out.push(
-    `- ORDER_BATCH_MAX: ${batchName(s.batchMax)} wherever a row does not name another value; ORDER_HOLDS_MAX: ${s.holdsMax ?? 'service default'}.${s.batchMaxRead ? '' : ' **The built service does not read ORDER_BATCH_MAX: rows that differ only in it measure the same code.**'}`,
+    `- ORDER_BATCH_MAX: ${batchName(s.batchMax)} wherever a row does not name another value; ORDER_HOLDS_MAX: ${s.holdsMax ?? 'service default'}; Node flags of the service: --max-old-space-size=128 (as \`npm start\`)${(s.nodeFlags ?? []).map((f) => ` ${f}`).join('')}.${s.batchMaxRead ? '' : ' **The built service does not read ORDER_BATCH_MAX: rows that differ only in it measure the same code.**'}`,
   );
   out.push('- ORDER_HOLD_MS is spent once per lock hold, not once per order: with group commit one hold sells up to ORDER_BATCH_MAX orders.');
   out.push(`- Load: autocannon, ${s.connections} connections, POST /orders, a distinct userId per request; ${s.durationS} s per steady-state scenario.`);

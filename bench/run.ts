@@ -17,6 +17,11 @@ const FLAGS = {
   'no-group-commit': { type: 'boolean', help: 'skip ORDER_BATCH_MAX=1 against group commit' },
   'batch-max': { type: 'string', arg: 'N', help: "ORDER_BATCH_MAX wherever a row names no other (default: unset, the service's default)" },
   'holds-max': { type: 'string', arg: 'N', help: "ORDER_HOLDS_MAX of every service start (default: unset, the service's default)" },
+  'node-flags': {
+    type: 'string',
+    arg: 'FLAGS',
+    help: 'Node / V8 flags of every service start, space-separated, given with = as they start with a dash: --node-flags="--max-semi-space-size=16" (default: none beyond npm start\'s heap bound)',
+  },
   'batch-sweep': { type: 'string', arg: 'LIST', help: 'also sweep these ORDER_BATCH_MAX values at every --hold, e.g. 1,8,32,128 (default: none)' },
   'no-sold-out': { type: 'boolean', help: 'skip the refusals of a sold-out product (--speed-workers processes, hold 0)' },
   'no-redis-setups': {
@@ -84,6 +89,14 @@ function peerList(v: string): PeerName[] {
   return names as PeerName[];
 }
 
+/** Flags for node itself, space-separated; each must look like one (a stray word would be taken for the script). */
+function nodeFlagList(v: string): string[] {
+  const flags = v.split(/\s+/).filter((x) => x !== '');
+  const bad = flags.filter((f) => !/^--?[a-z]/i.test(f));
+  if (flags.length === 0 || bad.length > 0) throw new UsageError(`--node-flags: expected flags such as "--max-semi-space-size=16", got "${v}"`);
+  return flags;
+}
+
 function int(flag: string, v: string, min: number): number {
   const n = num(flag, v, min);
   if (!Number.isInteger(n)) throw new UsageError(`--${flag}: expected a whole number >= ${min}, got "${v}"`);
@@ -129,6 +142,7 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
     batch: v['no-group-commit'] ? false : undefined,
     batchMax: opt(v['batch-max'], (x) => int('batch-max', x, 1)),
     holdsMax: opt(v['holds-max'], (x) => int('holds-max', x, 1)),
+    nodeFlags: opt(v['node-flags'], nodeFlagList),
     batchSweep: opt(v['batch-sweep'], (x) => list('batch-sweep', x).filter((n) => n >= 1)),
     soldOut: v['no-sold-out'] ? false : undefined,
     redisSetups: v['no-redis-setups'] ? false : undefined,

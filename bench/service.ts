@@ -21,6 +21,8 @@ export interface ServiceEnv {
   holdsMax?: number | null;
   /** EXPIRY_SWEEP_MS; null leaves it unset (the service's default). */
   expirySweepMs: number | null;
+  /** Node / V8 flags beside the heap bound; none, as `npm start`, when absent. */
+  nodeFlags?: string[];
   lockTtlMs: number;
   lockWaitMs: number;
   lockRetryDelayMs: number;
@@ -32,6 +34,7 @@ export function startService(env: ServiceEnv, signal?: AbortSignal): Promise<Ser
   return launchService({
     // The same heap bound as `npm start` (package.json), so memory is measured as users run it.
     heapMb: 128,
+    nodeFlags: env.nodeFlags,
     startTimeoutMs: 90_000,
     signal,
     env: {
