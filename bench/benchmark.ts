@@ -5,7 +5,7 @@
 // everything it started is stopped again, also on errors and aborts.
 // bench/run.ts is the CLI around it; test/bench.e2e-spec.ts calls it in-process.
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join, resolve } from 'node:path';
 import Redis from 'ioredis';
@@ -303,6 +303,11 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
     const results: ScenarioResult[] = [];
     const services: ServiceRun[] = [];
     let done = 0;
+    // What each started process printed (its warnings; with --node-flags="--trace-gc", its GC),
+    // one file per start, numbered in start order; the folder holds this run's only.
+    const logDir = join(opts.outDir, 'logs');
+    rmSync(logDir, { recursive: true, force: true });
+    mkdirSync(logDir, { recursive: true });
     for (const [index, config] of configs.entries()) {
       checkAbort();
       const servers = await setups.servers(config.redis);
@@ -314,6 +319,7 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
       const stopIt = async () => {
         peaks = sampler.stop();
         await proc.stop();
+        writeFileSync(join(logDir, `${String(index + 1).padStart(2, '0')}.log`), `${describe(config, opts.holdsMax)}\n\n${proc.output()}`);
       };
       cleanups.push(stopIt);
       try {
@@ -453,6 +459,8 @@ function describe(c: ProcessConfig, holdsMax: number | null): string {
 interface Started {
   url: string;
   pid: number;
+  /** What the process printed (the last 200 kB). */
+  output(): string;
   stop(): Promise<unknown>;
 }
 

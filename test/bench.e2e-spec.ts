@@ -50,7 +50,7 @@ describe('benchmark (quick path)', () => {
   afterAll(() => rmSync(outDir, { recursive: true, force: true }));
 
   it('should write latest.json and latest.md, with a Mermaid chart of the sweep per locking mode', () => {
-    expect(readdirSync(outDir).sort()).toEqual(['latest.json', 'latest.md']);
+    expect(readdirSync(outDir).sort()).toEqual(['latest.json', 'latest.md', 'logs']);
     const md = readFileSync(join(outDir, 'latest.md'), 'utf8');
     expect(md).toMatch(/cores/);
     const charts = [...md.matchAll(/```mermaid\n([\s\S]*?)```/g)].map((m) => m[1]);
@@ -75,6 +75,14 @@ describe('benchmark (quick path)', () => {
     }
     const json = JSON.parse(readFileSync(join(outDir, 'latest.json'), 'utf8'));
     expect(json.scenarios).toHaveLength(result.report.scenarios.length);
+  });
+
+  it('should keep what each started process printed, one file per start in start order, headed by its configuration', () => {
+    const starts = lines.filter((l) => /^(service:|peer )/.test(l));
+    expect(starts).toHaveLength(12);
+    const files = readdirSync(join(outDir, 'logs')).sort();
+    expect(files).toEqual(starts.map((_, i) => `${String(i + 1).padStart(2, '0')}.log`));
+    expect(files.map((f) => readFileSync(join(outDir, 'logs', f), 'utf8').split('\n')[0])).toEqual(starts);
   });
 
   it('should run the single lock, the segmented layout, the sweep, the no-lock mode, the sale and the sale with returns', () => {
