@@ -459,7 +459,7 @@ function describe(c: ProcessConfig, holdsMax: number | null): string {
 interface Started {
   url: string;
   pid: number;
-  /** What the process printed (the last 200 kB). */
+  /** What the process printed, as much as its launcher keeps. */
   output(): string;
   stop(): Promise<unknown>;
 }

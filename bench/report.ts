@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { ScenarioCosts } from './costs';
 import { BACKEND_CONCURRENCY, ReturnsFigures, Spread } from './returns';
 import { BARE_HELD_MS, Group, Locking, PlanOptions, REDIS_SETUPS, RedisSetup, ScenarioResult, StockLocking, Target } from './scenarios';
-import { ProcessPeak } from './service';
+import { ProcessPeak, SERVICE_HEAP_MB } from './service';
 
 /** One process start: the service with one environment, or a peer. */
 export interface ServiceRun {
@@ -669,7 +669,7 @@ export function renderMarkdown(report: BenchmarkReport): string {
     `- Service: WORKERS=${s.speedWorkers} beside the peers and in the group-commit comparison (each peer is one process), WORKERS=${s.workers} in the locking comparison, the segment sweep, the sale and the sale with returns; one start per environment (STOCK_LOCKING, ORDER_HOLD_MS, WORKERS, ORDER_BATCH_MAX, EXPIRY_SWEEP_MS), ${s.warmUpS} s of unmeasured warm-up after each start (peers too).`,
   );
   out.push(
-    `- ORDER_BATCH_MAX: ${batchName(s.batchMax)} wherever a row does not name another value; ORDER_HOLDS_MAX: ${s.holdsMax ?? 'service default'}; Node flags of the service: --max-old-space-size=128 (as \`npm start\`)${(s.nodeFlags ?? []).map((f) => ` ${f}`).join('')}.${s.batchMaxRead ? '' : ' **The built service does not read ORDER_BATCH_MAX: rows that differ only in it measure the same code.**'}`,
+    `- ORDER_BATCH_MAX: ${batchName(s.batchMax)} wherever a row does not name another value; ORDER_HOLDS_MAX: ${s.holdsMax ?? 'service default'}; Node flags of the service: --max-old-space-size=${SERVICE_HEAP_MB} (as \`npm start\`)${(s.nodeFlags ?? []).map((f) => ` ${f}`).join('')}.${s.batchMaxRead ? '' : ' **The built service does not read ORDER_BATCH_MAX: rows that differ only in it measure the same code.**'}`,
   );
   out.push('- ORDER_HOLD_MS is spent once per lock hold, not once per order: with group commit one hold sells up to ORDER_BATCH_MAX orders.');
   out.push(`- Load: autocannon, ${s.connections} connections, POST /orders, a distinct userId per request; ${s.durationS} s per steady-state scenario.`);

@@ -8,6 +8,9 @@ import { childrenOf, launchService, ServiceProcess } from './launcher';
 /** Where the service finds Redis: REDIS_URL (and REDIS_LOCK_URLS for a Redlock quorum), or REDIS_CLUSTER_NODES alone (the service refuses it beside either). */
 export type ServiceRedis = { url: string; lockUrls?: string[] } | { clusterNodes: string[] };
 
+/** --max-old-space-size of every benchmark start: the bound `npm start` sets (package.json), so memory is measured as users run it. */
+export const SERVICE_HEAP_MB = 128;
+
 export interface ServiceEnv {
   databaseUrl: string;
   redis: ServiceRedis;
@@ -32,8 +35,7 @@ export interface ServiceEnv {
 /** One benchmark configuration of the service, through the launcher the e2e tests use too. */
 export function startService(env: ServiceEnv, signal?: AbortSignal): Promise<ServiceProcess> {
   return launchService({
-    // The same heap bound as `npm start` (package.json), so memory is measured as users run it.
-    heapMb: 128,
+    heapMb: SERVICE_HEAP_MB,
     nodeFlags: env.nodeFlags,
     startTimeoutMs: 90_000,
     signal,

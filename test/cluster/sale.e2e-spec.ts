@@ -4,7 +4,7 @@
 // PostgreSQL; and evidence from Redis itself that every master served segment-lock traffic (the
 // segment locks hash whole, so one product's segments spread over the masters).
 import { Client } from 'pg';
-import { brief, expectPromisesKept, metric, Outcome, placeOrder, tally, waitFor } from '../faults/support';
+import { brief, expectPromisesKept, metricIn, Outcome, placeOrder, tally, waitFor } from '../faults/support';
 import { auditProduct, countByStatus, expectStockBalanced } from '../support/database';
 import { admin, createProduct, pooled, request, testUrls } from '../support/service';
 import { ClusterSale, hintMaster, onNode, scriptCalls, segmentMasters, startClusterSale, watchSegmentLocks } from './support';
@@ -35,14 +35,9 @@ describe('a sale on a 3-master Redis Cluster across two service processes', () =
 
   /** Segment-lock attempts the two services counted, per master of the cluster (in node order). */
   async function lockAttemptsByMaster(): Promise<Array<{ acquired: number; unreachable: number }>> {
-    const count = async (master: string, outcome: string) =>
-      (await metric(sale.a.url, LOCK_ATTEMPTS, { master, outcome })) + (await metric(sale.b.url, LOCK_ATTEMPTS, { master, outcome }));
-    return Promise.all(
-      sale.cluster.nodes.map(async (n) => ({
-        acquired: await count(`127.0.0.1:${n.port}`, 'acquired'),
-        unreachable: await count(`127.0.0.1:${n.port}`, 'unreachable'),
-      })),
-    );
+    const texts = await Promise.all([sale.a, sale.b].map(async (s) => (await request(s.url, 'GET', '/metrics')).text));
+    const count = (master: string, outcome: string) => texts.reduce((n, t) => n + metricIn(t, LOCK_ATTEMPTS, { master, outcome }), 0);
+    return sale.cluster.nodes.map((n) => ({ acquired: count(`127.0.0.1:${n.port}`, 'acquired'), unreachable: count(`127.0.0.1:${n.port}`, 'unreachable') }));
   }
 
   async function statusOf(ids: number[]): Promise<Map<number, string>> {

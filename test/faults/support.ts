@@ -431,15 +431,20 @@ export function leaksInternals(text: string): boolean {
   return /Error\b|\s+at\s|\/work\/|node_modules|\.ts:\d|\.js:\d|SELECT|INSERT|UPDATE|QueryFailed|ECONN|stack/.test(text);
 }
 
-/** The value of one counter on /metrics (sum over its label sets that carry `labels`), 0 when absent. */
-export async function metric(base: string, name: string, labels: Record<string, string> = {}): Promise<number> {
-  const r = await request(base, 'GET', '/metrics');
+/** The value of one counter on /metrics (sum over its label sets), 0 when absent. */
+export async function metric(base: string, name: string): Promise<number> {
+  return metricIn((await request(base, 'GET', '/metrics')).text, name);
+}
+
+/** The same, read from a /metrics text already fetched, over the label sets that carry `labels`. */
+export function metricIn(text: string, name: string, labels: Record<string, string> = {}): number {
   const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
   let sum = 0;
-  for (const line of r.text.split('\n')) {
-    if (!line.startsWith(name) || !/^[a-z_]+(\{[^}]*\})? /.test(line)) continue;
-    const set = /^[a-z_]+\{([^}]*)\}/.exec(line)?.[1].split(',') ?? [];
-    if (wanted.every((w) => set.includes(w))) sum += Number(line.split(' ').pop());
+  for (const line of text.split('\n')) {
+    const m = /^([a-z_]+)(?:\{([^}]*)\})? (\S+)$/.exec(line);
+    if (!m || !m[1].startsWith(name)) continue;
+    const set = m[2]?.split(',') ?? [];
+    if (wanted.every((w) => set.includes(w))) sum += Number(m[3]);
   }
   return sum;
 }
