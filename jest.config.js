@@ -12,7 +12,7 @@ const typescript = ['ts-jest', { tsconfig: 'tsconfig.json' }];
 // only on Node 24.9+ with --experimental-vm-modules; on the Node this project supports (20.19+) it
 // cannot, so jest has Babel turn those packages into CommonJS as they load. The built service needs
 // nothing of the kind: Node's own require(esm) runs it.
-const esmPackages = ['@nestjs', 'file-type', '@standard-schema'];
+const esmPackages = ['@nestjs', 'file-type', '@standard-schema', 'jose'];
 const esmToCommonJs = [
   'babel-jest',
   {

@@ -11,6 +11,7 @@ import { autocannonTimeoutS, Latency, LoadResult, runLoad } from './load';
 import { scenarioDeltas, snapshot } from './metrics';
 import type { ReturnsPlan, RunContext, ScenarioResult, ScenarioSpec } from './scenarios';
 import { auditProduct, Check, verify, waitQuiet } from './verify';
+import { BENCH_SHOP_TOKEN } from './service';
 
 /** Pay and cancel calls in flight at once: the shop's backend, with a pool of its own. */
 export const BACKEND_CONCURRENCY = 32;
@@ -139,7 +140,11 @@ class Backend {
         resolve({ status, body: err ? err.message : Buffer.concat(chunks).toString(), ms: Number(process.hrtime.bigint() - started) / 1e6 });
       const req = http.request(
         `${this.base}${path}`,
-        { method: 'POST', agent: this.agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } },
+        {
+          method: 'POST',
+          agent: this.agent,
+          headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), authorization: `Bearer ${BENCH_SHOP_TOKEN}` },
+        },
         (res) => {
           res.on('data', (c: Buffer) => chunks.push(c));
           res.on('end', () => done(res.statusCode ?? 0));

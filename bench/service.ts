@@ -15,6 +15,11 @@ export interface ServiceEnv {
   databaseUrl: string;
   redis: ServiceRedis;
   adminToken: string;
+  /** RATE_LIMIT_USER / RATE_LIMIT_IP; unset: off ('0'). */
+  rateLimitUser?: string;
+  rateLimitIp?: string;
+  /** BUYER_JWT_SECRET; unset: buyer identity off. */
+  buyerJwtSecret?: string;
   workers: number;
   stockLocking: 'redlock' | 'database';
   holdMs: number;
@@ -33,6 +38,9 @@ export interface ServiceEnv {
 }
 
 /** One benchmark configuration of the service, through the launcher the e2e tests use too. */
+/** The shop's token of every service the benchmark starts (pay and cancel calls carry it). */
+export const BENCH_SHOP_TOKEN = 'bench-shop-token-0123456789abcdef';
+
 export function startService(env: ServiceEnv, signal?: AbortSignal): Promise<ServiceProcess> {
   return launchService({
     heapMb: SERVICE_HEAP_MB,
@@ -46,6 +54,12 @@ export function startService(env: ServiceEnv, signal?: AbortSignal): Promise<Ser
         ? { REDIS_CLUSTER_NODES: env.redis.clusterNodes.join(',') }
         : { REDIS_URL: env.redis.url, ...(env.redis.lockUrls ? { REDIS_LOCK_URLS: env.redis.lockUrls.join(',') } : {}) }),
       ADMIN_TOKEN: env.adminToken,
+      SHOP_TOKEN: BENCH_SHOP_TOKEN,
+      // The order path is measured without the door's budgets (one address, many buyers); the
+      // door's own scenarios set them.
+      RATE_LIMIT_USER: env.rateLimitUser ?? '0',
+      RATE_LIMIT_IP: env.rateLimitIp ?? '0',
+      ...(env.buyerJwtSecret ? { BUYER_JWT_SECRET: env.buyerJwtSecret } : {}),
       WORKERS: String(env.workers),
       STOCK_LOCKING: env.stockLocking,
       ORDER_HOLD_MS: String(env.holdMs),

@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import { AdminModule } from './admin/admin.module';
 import { ResolvedConfig } from './config/app-config';
 import { AppConfigModule } from './config/config.module';
+import { DoorModule } from './door/door.module';
 import { HealthModule } from './health/health.module';
 import { dataSourceOptions } from './infrastructure/data-source';
 import { InfrastructureModule } from './infrastructure/infrastructure.module';
@@ -22,6 +23,7 @@ export class AppModule {
         AppConfigModule.forRoot(config),
         TypeOrmModule.forRoot(dataSourceOptions(config.database.url, { poolSize: config.database.poolSize, timeoutMs: config.database.timeoutMs })),
         InfrastructureModule,
+        DoorModule,
         OrdersModule,
         AdminModule,
         HealthModule,

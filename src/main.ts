@@ -13,6 +13,7 @@ import type { Logger as Pino } from 'pino';
 import { AppModule } from './app.module';
 import { AllExceptionsFilter, sendError } from './common/all-exceptions.filter';
 import { registerJsonBody } from './common/json-body';
+import { Door } from './door/door.service';
 import { requestId } from './common/request-id';
 import { validationPipe } from './common/validation.pipe';
 import { AppConfig, ConfigurationError, loadConfig, ResolvedConfig } from './config/app-config';
@@ -35,6 +36,9 @@ export const KEEP_ALIVE_TIMEOUT_MS = 72_000;
 export async function createApp(config: ResolvedConfig, root: Pino = createLogger(config.logging)): Promise<NestFastifyApplication> {
   const adapter: FastifyAdapter = new FastifyAdapter({
     keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+    // request.ip is the socket's address, or X-Forwarded-For's nearest hop that is not one of
+    // these proxies (rate limits per address; a forged header from elsewhere changes nothing).
+    trustProxy: config.door.trustProxy ?? false,
     // Fastify names the request; the middleware that hands it to pino-http copies this id onto the
     // raw request, which pino-http then logs (its own genReqId is not consulted once an id is set).
     genReqId: (req: IncomingMessage) => requestId(req.headers),
@@ -57,13 +61,24 @@ export async function createApp(config: ResolvedConfig, root: Pino = createLogge
     reply.header('X-Request-Id', req.id);
     done();
   });
+  fastify.addHook('preHandler', app.get(Door).preHandler);
   app.useGlobalPipes(validationPipe());
   app.useGlobalFilters(new AllExceptionsFilter(app.get(HttpAdapterHost), config.http.retryAfterS));
   const doc = new DocumentBuilder()
     .setTitle('Flash-sale inventory service')
     .setDescription('Orders over segmented stock locks; errors are { statusCode, code, message }.')
     .setVersion('1')
-    .addBearerAuth()
+    .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'ADMIN_TOKEN, for /admin calls' }, 'admin')
+    .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'SHOP_TOKEN: pay, and read or cancel any order' }, 'shop')
+    .addBearerAuth(
+      {
+        type: 'http',
+        scheme: 'bearer',
+        bearerFormat: 'JWT',
+        description: "a buyer's JWT (sub = the user), when BUYER_JWT_SECRET or BUYER_JWT_PUBLIC_KEY is set",
+      },
+      'buyer',
+    )
     .build();
   SwaggerModule.setup('docs', app, () => SwaggerModule.createDocument(app, doc));
   return app;
@@ -80,7 +95,7 @@ async function serve(config: ResolvedConfig, root: Pino): Promise<void> {
 function workerEnv(c: ResolvedConfig): NodeJS.ProcessEnv {
   const t = c.redis.topology;
   const redis = t.kind === 'cluster' ? { REDIS_CLUSTER_NODES: t.nodes.join(',') } : { REDIS_URL: t.url, REDIS_LOCK_URLS: t.lockUrls.join(',') };
-  return { DATABASE_URL: c.database.url, ...redis, ADMIN_TOKEN: c.admin.token };
+  return { DATABASE_URL: c.database.url, ...redis, ADMIN_TOKEN: c.admin.token, SHOP_TOKEN: c.identity.shopToken };
 }
 
 /** Turns a failed start into what to do; the message of an error already written for a person stays. */
@@ -123,6 +138,10 @@ async function primary(config: AppConfig, root: Pino): Promise<void> {
     const applied = await runMigrations(resolved.database.url);
     if (applied.length > 0) logger.log(`migrations applied: ${applied.join(', ')}`);
     if (deps.generatedAdminToken) logger.warn(`ADMIN_TOKEN unset: this run's admin token is ${resolved.admin.token}`);
+    if (deps.generatedShopToken) logger.warn(`SHOP_TOKEN unset: this run's shop token is ${resolved.identity.shopToken}`);
+    if (!resolved.identity.jwtSecret && !resolved.identity.jwtPublicKey) {
+      logger.warn('BUYER_JWT_SECRET and BUYER_JWT_PUBLIC_KEY unset: buyer identity is off, POST /orders trusts the userId of its body');
+    }
     if (config.http.workers === 1) {
       app = await createApp(resolved, root);
       await app.listen(resolved.http.port, resolved.http.host);

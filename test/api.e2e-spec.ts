@@ -4,7 +4,7 @@ import type { ProductView } from '../src/inventory/inventory.service';
 import Redis from 'ioredis';
 import { freePort } from '../src/infrastructure/free-port';
 import { auditProduct, resetState, withDb } from './support/database';
-import { admin, createProduct, Reply, request, ServiceProcess, startService, testUrls } from './support/service';
+import { admin, createProduct, Reply, request, ServiceProcess, startService, testUrls, shop } from './support/service';
 
 const LOCK_WAIT_MS = 200;
 const RETRY_AFTER_S = 2;
@@ -228,7 +228,7 @@ describe('HTTP API', () => {
       const p = await createProduct(svc.url, { stock: 3, segments: 1 });
       const created = await order({ userId: user('reader'), productId: p.id });
       expect(created.status).toBe(201);
-      const res = await request(svc.url, 'GET', `/orders/${created.body.id}`);
+      const res = await request(svc.url, 'GET', `/orders/${created.body.id}`, undefined, shop);
       expect(res.status).toBe(200);
       expect(res.body).toEqual(created.body);
     });
@@ -240,7 +240,7 @@ describe('HTTP API', () => {
       ['a negative id', '-1'],
       ['an id longer than a bigint', '123456789012345678901234'],
     ])('should answer ORDER_NOT_FOUND for %s', async (_name, id) => {
-      expectError(await request(svc.url, 'GET', `/orders/${id}`), 404, 'ORDER_NOT_FOUND');
+      expectError(await request(svc.url, 'GET', `/orders/${id}`, undefined, shop), 404, 'ORDER_NOT_FOUND');
     });
   });
 

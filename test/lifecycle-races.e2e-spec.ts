@@ -7,7 +7,7 @@ import type { ProductView } from '../src/inventory/inventory.service';
 import { Client } from 'pg';
 import { waitFor } from './faults/support';
 import { auditProduct, countByStatus, expectStockBalanced, resetState } from './support/database';
-import { admin, pooled, Reply, request, ServiceProcess, startService, testUrls } from './support/service';
+import { admin, pooled, Reply, request, ServiceProcess, startService, testUrls, shop } from './support/service';
 
 /** Each process looks for expired reservations this often: expiries land within a few sweeps. */
 const EXPIRY_SWEEP_MS = 50;
@@ -59,8 +59,8 @@ describe('order lifecycle races across two service processes', () => {
     return { ...r, sentAt, receivedAt: Date.now() };
   }
   const order = (i: number, userId: string, productId: number) => timed(pick(i), 'POST', '/orders', { userId, productId });
-  const pay = (base: string, o: { id: number; userId: string }) => timed(base, 'POST', `/orders/${o.id}/pay`, { userId: o.userId });
-  const cancel = (base: string, o: { id: number; userId: string }) => timed(base, 'POST', `/orders/${o.id}/cancel`, { userId: o.userId });
+  const pay = (base: string, o: { id: number; userId: string }) => timed(base, 'POST', `/orders/${o.id}/pay`, { userId: o.userId }, shop);
+  const cancel = (base: string, o: { id: number; userId: string }) => timed(base, 'POST', `/orders/${o.id}/cancel`, { userId: o.userId }, shop);
 
   async function createProduct(p: { stock: number; segments: number; paymentTimeoutS?: number }): Promise<ProductView> {
     const res = await request<ProductView>(a.url, 'POST', '/admin/products', { name: 'lifecycle race', ...p }, admin);

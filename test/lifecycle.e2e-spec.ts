@@ -6,7 +6,7 @@ import type { ProductView } from '../src/inventory/inventory.service';
 import { hintKeys } from '../src/inventory/stock-hints.service';
 import { waitFor } from './faults/support';
 import { resetState, withDb } from './support/database';
-import { admin, createProduct, NewTestProduct, Reply, request, ServiceProcess, startService, testUrls } from './support/service';
+import { admin, createProduct, NewTestProduct, Reply, request, ServiceProcess, startService, testUrls, shop } from './support/service';
 
 const RETRY_AFTER_S = 2;
 
@@ -38,8 +38,8 @@ describe('Order lifecycle and sale terms', () => {
   let userSeq = 0;
   const user = (tag: string) => `${tag}-${++userSeq}`;
   const order = (userId: string, productId: number, quantity?: number) => request(svc.url, 'POST', '/orders', { userId, productId, quantity });
-  const pay = (id: unknown, userId: unknown) => request(svc.url, 'POST', `/orders/${String(id)}/pay`, { userId });
-  const cancel = (id: unknown, userId: unknown) => request(svc.url, 'POST', `/orders/${String(id)}/cancel`, { userId });
+  const pay = (id: unknown, userId: unknown) => request(svc.url, 'POST', `/orders/${String(id)}/pay`, { userId }, shop);
+  const cancel = (id: unknown, userId: unknown) => request(svc.url, 'POST', `/orders/${String(id)}/cancel`, { userId }, shop);
   const view = async (id: number) => (await request<ProductView>(svc.url, 'GET', `/admin/products/${id}`, undefined, admin)).body;
   const patch = (id: number, body: unknown, headers = admin) => request<ProductView>(svc.url, 'PATCH', `/admin/products/${id}`, body, headers);
   const restock = (id: number, body: unknown, headers = admin) => request<ProductView>(svc.url, 'POST', `/admin/products/${id}/restock`, body, headers);
@@ -76,7 +76,7 @@ describe('Order lifecycle and sale terms', () => {
       expect(res.status).toBe(200);
       expect(res.body).toMatchObject({ id: o.id, status: 'paid', paidAt: ISO, expiresAt: o.expiresAt });
       expect(res.body.closedAt).toBeUndefined();
-      expect((await request(svc.url, 'GET', `/orders/${o.id}`)).body).toEqual(res.body);
+      expect((await request(svc.url, 'GET', `/orders/${o.id}`, undefined, shop)).body).toEqual(res.body);
       expect(await view(p.id)).toMatchObject({ stocked: 10, stock: 9, sold: 1, reserved: 0, paid: 1 });
     });
 
@@ -103,10 +103,10 @@ describe('Order lifecycle and sale terms', () => {
     it('should refuse a body without a valid userId with VALIDATION_FAILED and change nothing', async () => {
       const p = await product();
       const { order: o } = await reserve(p.id);
-      await unchangedBy(() => request(svc.url, 'POST', `/orders/${o.id}/pay`, {}), 400, 'VALIDATION_FAILED');
+      await unchangedBy(() => request(svc.url, 'POST', `/orders/${o.id}/pay`, {}, shop), 400, 'VALIDATION_FAILED');
       await unchangedBy(() => pay(o.id, 'has space'), 400, 'VALIDATION_FAILED');
       await unchangedBy(() => pay(o.id, null), 400, 'VALIDATION_FAILED');
-      await unchangedBy(() => request(svc.url, 'POST', `/orders/${o.id}/pay`, { userId: 'x', amount: 5 }), 400, 'VALIDATION_FAILED');
+      await unchangedBy(() => request(svc.url, 'POST', `/orders/${o.id}/pay`, { userId: 'x', amount: 5 }, shop), 400, 'VALIDATION_FAILED');
     });
 
     it('should refuse to pay a cancelled order with ORDER_CANCELLED and change nothing', async () => {
@@ -196,7 +196,7 @@ describe('Order lifecycle and sale terms', () => {
       await unchangedBy(() => pay(o.id, userId), 409, 'ORDER_EXPIRED');
       await unchangedBy(() => cancel(o.id, userId), 409, 'ORDER_EXPIRED');
       // Nobody swept (EXPIRY_SWEEP_MS=0): PostgreSQL decided from expires_at alone.
-      expect((await request(svc.url, 'GET', `/orders/${o.id}`)).body.status).toBe('reserved');
+      expect((await request(svc.url, 'GET', `/orders/${o.id}`, undefined, shop)).body.status).toBe('reserved');
     });
 
     it('should expire a reservation within the sweep period of a sweeping process, return its unit once, and let its user order again', async () => {
@@ -207,7 +207,7 @@ describe('Order lifecycle and sale terms', () => {
         const expired = await waitFor(
           'the sweep to expire the order',
           async () => {
-            const r = await request(sweeper.url, 'GET', `/orders/${o.id}`);
+            const r = await request(sweeper.url, 'GET', `/orders/${o.id}`, undefined, shop);
             return r.body.status === 'expired' ? r.body : null;
           },
           10_000,

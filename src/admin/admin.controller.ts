@@ -17,7 +17,7 @@ function productId(raw: string): number {
 }
 
 @ApiTags('admin')
-@ApiBearerAuth()
+@ApiBearerAuth('admin')
 @UseGuards(AdminTokenGuard)
 @Controller('admin/products')
 export class AdminController {

@@ -7,6 +7,10 @@ export type ErrorCode =
   | 'PAYLOAD_TOO_LARGE'
   | 'UNSUPPORTED_MEDIA_TYPE'
   | 'UNAUTHORIZED'
+  | 'UNAUTHENTICATED'
+  | 'IDENTITY_MISMATCH'
+  | 'FORBIDDEN'
+  | 'RATE_LIMITED'
   | 'NOT_FOUND'
   | 'PRODUCT_NOT_FOUND'
   | 'ORDER_NOT_FOUND'
@@ -27,6 +31,9 @@ export const ERROR_STATUS: Record<ErrorCode, number> = {
   VALIDATION_FAILED: 400,
   QUANTITY_OVER_LIMIT: 400,
   UNAUTHORIZED: 401,
+  UNAUTHENTICATED: 401,
+  IDENTITY_MISMATCH: 403,
+  FORBIDDEN: 403,
   SALE_NOT_STARTED: 403,
   SALE_ENDED: 403,
   NOT_FOUND: 404,
@@ -40,6 +47,7 @@ export const ERROR_STATUS: Record<ErrorCode, number> = {
   SOLD_OUT: 410,
   PAYLOAD_TOO_LARGE: 413,
   UNSUPPORTED_MEDIA_TYPE: 415,
+  RATE_LIMITED: 429,
   INTERNAL: 500,
   BUSY: 503,
   UNAVAILABLE: 503,
@@ -65,6 +73,37 @@ export class UnauthorizedError extends DomainError {
   readonly code = 'UNAUTHORIZED';
   constructor() {
     super('a valid admin bearer token is required');
+  }
+}
+/** A buyer or shop call without an acceptable credential (none, malformed, expired, badly signed). */
+export class UnauthenticatedError extends DomainError {
+  readonly code = 'UNAUTHENTICATED';
+  constructor(message = 'a valid bearer token is required') {
+    super(message);
+  }
+}
+/** A verified buyer acting for another user. */
+export class IdentityMismatchError extends DomainError {
+  readonly code = 'IDENTITY_MISMATCH';
+  constructor() {
+    super('the userId is not the one the token names');
+  }
+}
+/** A verified caller asking for what only the shop's backend may do. */
+export class ForbiddenError extends DomainError {
+  readonly code = 'FORBIDDEN';
+  constructor(message: string) {
+    super(message);
+  }
+}
+/** Over a rate limit; Retry-After says when the budget has room again. */
+export class RateLimitedError extends DomainError {
+  readonly code = 'RATE_LIMITED';
+  constructor(
+    readonly limit: 'user' | 'ip',
+    override readonly retryAfterS: number,
+  ) {
+    super(`too many calls from this ${limit === 'user' ? 'user' : 'address'}: retry after ${retryAfterS} s`);
   }
 }
 export class ProductNotFoundError extends DomainError {
@@ -94,7 +133,10 @@ export class OrderInProgressError extends DomainError {
 }
 export class SoldOutError extends DomainError {
   readonly code = 'SOLD_OUT';
-  constructor(remaining: number, asked: number) {
+  constructor(
+    readonly remaining: number,
+    asked: number,
+  ) {
     super(remaining === 0 ? 'sold out' : `only ${remaining} left, fewer than the ${asked} asked`);
   }
 }

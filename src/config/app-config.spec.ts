@@ -31,6 +31,8 @@ describe('loadConfig', () => {
       inventory: { productCacheMs: 1000, rebalanceWaitMs: 10_000, expirySweepMs: 1000 },
       benchmark: { orderHoldMs: 0 },
       admin: { token: undefined },
+      door: { rateLimitUser: '5,10', rateLimitIp: '50,100', trustProxy: undefined, soldOutStaleMs: 100 },
+      identity: { jwtSecret: undefined, jwtPublicKey: undefined, shopToken: undefined },
       logging: { level: 'info' },
       embedded: { dataDir: '.data' },
     });
@@ -68,6 +70,12 @@ describe('loadConfig', () => {
       PRODUCT_CACHE_MS: '0',
       DATA_DIR: '/var/lib/flashsale',
       LOG_LEVEL: 'warn',
+      RATE_LIMIT_USER: '2,4',
+      RATE_LIMIT_IP: '0',
+      TRUST_PROXY: '10.0.0.0/8, 127.0.0.1',
+      SOLD_OUT_STALE_MS: '250',
+      BUYER_JWT_SECRET: 'a-buyer-secret-of-thirty-two-chars!!',
+      SHOP_TOKEN: 'a-long-enough-shop-token',
     });
     expect(c).toEqual({
       http: { port: 8080, host: '127.0.0.1', workers: 4, retryAfterS: 3 },
@@ -77,6 +85,8 @@ describe('loadConfig', () => {
       inventory: { productCacheMs: 0, rebalanceWaitMs: 300, expirySweepMs: 250 },
       benchmark: { orderHoldMs: 20 },
       admin: { token: 'a-long-enough-admin-token' },
+      door: { rateLimitUser: '2,4', rateLimitIp: '0', trustProxy: ['10.0.0.0/8', '127.0.0.1'], soldOutStaleMs: 250 },
+      identity: { jwtSecret: 'a-buyer-secret-of-thirty-two-chars!!', jwtPublicKey: undefined, shopToken: 'a-long-enough-shop-token' },
       logging: { level: 'warn' },
       embedded: { dataDir: '/var/lib/flashsale' },
     });
@@ -157,10 +167,24 @@ describe('loadConfig', () => {
     ['LOCK_EXTEND', 'maybe'],
     ['RETRY_AFTER_S', '0'],
     ['LOG_LEVEL', 'verbose'],
+    ['RATE_LIMIT_USER', 'five'],
+    ['RATE_LIMIT_USER', '5,'],
+    ['RATE_LIMIT_USER', '5,0'],
+    ['RATE_LIMIT_USER', '-1'],
+    ['RATE_LIMIT_IP', '1.5'],
+    ['SOLD_OUT_STALE_MS', '5'],
+    ['BUYER_JWT_SECRET', 'too-short-for-hs256'],
+    ['BUYER_JWT_PUBLIC_KEY', 'not a pem'],
+    ['SHOP_TOKEN', 'short'],
   ])('should refuse %s=%j with a message that names it', (name, value) => {
     const err = refusal({ [name]: value });
     expect(err.message).toContain(`${name}=`);
     expect(err.message).toContain(JSON.stringify(value));
+  });
+
+  it('should refuse BUYER_JWT_SECRET together with BUYER_JWT_PUBLIC_KEY, naming both', () => {
+    const err = refusal({ BUYER_JWT_SECRET: 's'.repeat(32), BUYER_JWT_PUBLIC_KEY: '-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----' });
+    expect(err.message).toContain('BUYER_JWT_SECRET and BUYER_JWT_PUBLIC_KEY are both set');
   });
 
   it('should speak of the variable, not of the property it is read into', () => {

@@ -125,6 +125,50 @@ export class AdminConfig {
   token?: string;
 }
 
+/** Budget `<per second>[,<burst>]`; 0 turns the limit off. */
+const RATE_BUDGET = /^(0|[1-9][0-9]{0,5})(,[1-9][0-9]{0,6})?$/;
+
+/** The door: who may call, how often, and how long a process trusts what it knows of a sold-out product. */
+export class DoorConfig {
+  /** Buyer calls per user: `<per second>[,<burst>]` (burst defaults to the rate); 0: no limit. */
+  @Env('RATE_LIMIT_USER') @Matches(RATE_BUDGET, { message: 'RATE_LIMIT_USER must be <per second>[,<burst>], for example 5 or 5,10 (0: off)' }) rateLimitUser =
+    '5,10';
+  /** Buyer calls per client address, as RATE_LIMIT_USER. */
+  @Env('RATE_LIMIT_IP') @Matches(RATE_BUDGET, { message: 'RATE_LIMIT_IP must be <per second>[,<burst>], for example 50 or 50,100 (0: off)' }) rateLimitIp =
+    '50,100';
+  /**
+   * The proxies in front, whose X-Forwarded-For is believed: comma-separated addresses or CIDR
+   * ranges (or loopback, linklocal, uniquelocal); unset: the socket's address is the client's.
+   */
+  @Env('TRUST_PROXY') @Transform(toList) @IsOptional() @ArrayMinSize(1) @IsString({ each: true }) trustProxy?: string[];
+  /** Longest a process answers from what it knows of a sold-out product after units came back. */
+  @Env('SOLD_OUT_STALE_MS') @Transform(toInt) @IsInt() @Min(10) @Max(60_000) soldOutStaleMs = 100;
+}
+
+/** Who the buyers and the shop are. */
+export class IdentityConfig {
+  /** HS256 secret of buyer tokens (at least 32 characters); with it every buyer call needs a verified token. */
+  @Env('BUYER_JWT_SECRET')
+  @Transform(emptyToUndefined)
+  @IsOptional()
+  @IsString()
+  @MinLength(32, { message: 'BUYER_JWT_SECRET must be at least 32 characters' })
+  jwtSecret?: string;
+  /** PEM public key of buyer tokens (RS256 or ES256); as BUYER_JWT_SECRET, for issuers that sign with a private key. */
+  @Env('BUYER_JWT_PUBLIC_KEY')
+  @Transform(emptyToUndefined)
+  @IsOptional()
+  @Matches(/-----BEGIN PUBLIC KEY-----/, { message: 'BUYER_JWT_PUBLIC_KEY must be a PEM public key (-----BEGIN PUBLIC KEY-----)' })
+  jwtPublicKey?: string;
+  /** The shop backend's token (pay; read or cancel any order). Unset: a random one, logged once. */
+  @Env('SHOP_TOKEN')
+  @Transform(emptyToUndefined)
+  @IsOptional()
+  @IsString()
+  @MinLength(16, { message: 'SHOP_TOKEN must be at least 16 characters' })
+  shopToken?: string;
+}
+
 export class LoggingConfig {
   @Env('LOG_LEVEL') @IsIn(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) level = 'info';
 }
@@ -144,6 +188,8 @@ export const CONFIG_AREAS = {
   inventory: InventoryConfig,
   benchmark: BenchmarkConfig,
   admin: AdminConfig,
+  door: DoorConfig,
+  identity: IdentityConfig,
   logging: LoggingConfig,
   embedded: EmbeddedConfig,
 } as const;
@@ -160,10 +206,12 @@ export type ResolvedDatabaseConfig = DatabaseConfig & { url: string };
 export type RedisTopology = { kind: 'standalone'; url: string; lockUrls: string[] } | { kind: 'cluster'; nodes: string[] };
 export type ResolvedRedisConfig = RedisConfig & { topology: RedisTopology };
 export type ResolvedAdminConfig = AdminConfig & { token: string };
-export type ResolvedConfig = Omit<AppConfig, 'database' | 'redis' | 'admin'> & {
+export type ResolvedIdentityConfig = IdentityConfig & { shopToken: string };
+export type ResolvedConfig = Omit<AppConfig, 'database' | 'redis' | 'admin' | 'identity'> & {
   database: ResolvedDatabaseConfig;
   redis: ResolvedRedisConfig;
   admin: ResolvedAdminConfig;
+  identity: ResolvedIdentityConfig;
 };
 
 export class ConfigurationError extends Error {}
@@ -193,6 +241,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     ] as const) {
       if (value !== undefined) problems.push(`  REDIS_CLUSTER_NODES and ${name} are both set: a cluster replaces ${name}; unset one of them`);
     }
+  }
+  const identity = config.identity as IdentityConfig;
+  if (identity.jwtSecret && identity.jwtPublicKey) {
+    problems.push('  BUYER_JWT_SECRET and BUYER_JWT_PUBLIC_KEY are both set: buyer tokens are verified one way; unset one of them');
   }
   if (problems.length > 0) throw new ConfigurationError(`Invalid configuration:\n${problems.join('\n')}`);
   return config as AppConfig;

@@ -1,5 +1,5 @@
 // Resolves what the service talks to: the configured PostgreSQL and Redis, or private embedded
-// ones when DATABASE_URL / REDIS_URL are unset; also makes the admin token when none is set.
+// ones when DATABASE_URL / REDIS_URL are unset; also makes the admin and shop tokens when none is set.
 import { randomBytes } from 'node:crypto';
 import { resolve } from 'node:path';
 import { Logger } from '@nestjs/common';
@@ -10,6 +10,7 @@ import { startEmbeddedRedis } from './embedded-redis';
 export interface Dependencies {
   config: ResolvedConfig;
   generatedAdminToken: boolean;
+  generatedShopToken: boolean;
   stop(): Promise<void>;
 }
 
@@ -42,14 +43,18 @@ export async function resolveDependencies(config: AppConfig, logger = new Logger
     }
     const generatedAdminToken = !config.admin.token;
     const adminToken = config.admin.token ?? randomBytes(24).toString('base64url');
+    const generatedShopToken = !config.identity.shopToken;
+    const shopToken = config.identity.shopToken ?? randomBytes(24).toString('base64url');
     return {
       config: {
         ...config,
         database: { ...config.database, url: databaseUrl },
         redis: { ...config.redis, topology: topology(config.redis, redisUrl) },
         admin: { ...config.admin, token: adminToken },
+        identity: { ...config.identity, shopToken },
       },
       generatedAdminToken,
+      generatedShopToken,
       stop,
     };
   } catch (err) {

@@ -1,11 +1,12 @@
 import { Module } from '@nestjs/common';
 import { InventoryService } from './inventory.service';
 import { ProductCatalogService } from './product-catalog.service';
+import { SoldOutBoard } from './sold-out-board.service';
 import { StockHintsService } from './stock-hints.service';
 import { StockRepository } from './stock.repository';
 
 @Module({
-  providers: [InventoryService, ProductCatalogService, StockHintsService, StockRepository],
-  exports: [InventoryService, ProductCatalogService, StockHintsService, StockRepository],
+  providers: [InventoryService, ProductCatalogService, SoldOutBoard, StockHintsService, StockRepository],
+  exports: [InventoryService, ProductCatalogService, SoldOutBoard, StockHintsService, StockRepository],
 })
 export class InventoryModule {}

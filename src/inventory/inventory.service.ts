@@ -9,6 +9,7 @@ import { DomainError, ProductNotFoundError, ValidationFailedError } from '../com
 import { MetricsService } from '../metrics/metrics.service';
 import { ProductCatalogService } from './product-catalog.service';
 import { evenSplit, fillEvenly } from './segment-plan';
+import { SoldOutBoard } from './sold-out-board.service';
 import { StockHintsService } from './stock-hints.service';
 
 export interface ProductView {
@@ -64,6 +65,7 @@ export class InventoryService {
     private readonly http: HttpConfig,
     private readonly hints: StockHintsService,
     private readonly catalog: ProductCatalogService,
+    private readonly board: SoldOutBoard,
     private readonly metrics: MetricsService,
   ) {}
 
@@ -142,6 +144,7 @@ export class InventoryService {
       }),
     );
     this.metrics.restockedUnits.inc(units);
+    this.board.forget(productId);
     await this.hints.stockReturned(productId, result.layoutVersion, result.filled).catch(() => this.metrics.dependencyErrors.inc({ dependency: 'redis' }));
     this.logger.log(`restocked product ${productId} with ${units} units: ${result.view.stock} remaining`);
     return result.view;
@@ -184,6 +187,7 @@ export class InventoryService {
     );
     this.metrics.rebalances.inc();
     this.catalog.forget(productId);
+    this.board.forget(productId);
     await this.hints.forgetLayout(productId, result.oldVersion).catch(() => undefined);
     this.logger.log(`rebalanced product ${productId}: ${result.before.segmentCount} -> ${result.after.segmentCount} segments, ${result.after.stock} units`);
     return { before: result.before, after: result.after };

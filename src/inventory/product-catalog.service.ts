@@ -49,6 +49,12 @@ export class ProductCatalogService {
     });
   }
 
+  /** The cached product while it is fresh, without asking PostgreSQL; else undefined. */
+  peek(productId: number): ProductInfo | undefined {
+    const hit = this.cache.get(productId);
+    return hit && hit.until > Date.now() ? hit.info : undefined;
+  }
+
   remember(info: ProductInfo): ProductInfo {
     if (this.cache.size > 10_000) this.cache.clear();
     this.cache.set(info.id, { info, until: Date.now() + this.inventory.productCacheMs });

@@ -1,5 +1,6 @@
-// The authoritative read of a product's stock layout. The SQL that sells (deduct and insert the
-// order) belongs to the orders module (orders/orders.repository.ts); this module never imports it.
+// The authoritative read of a product's stock layout, and the reads behind the sold-out board
+// (sold-out-board.service.ts). The SQL that sells (deduct and insert the order) belongs to the
+// orders module (orders/orders.repository.ts); this module never imports it.
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { HttpConfig } from '../config/app-config';
@@ -13,6 +14,23 @@ export interface Layout {
   segments: Array<{ idx: number; stock: number }>;
 }
 
+/**
+ * A product as the sold-out board sees it: units left and a fingerprint of its segment rows (each
+ * row's index and xmin, the transaction that last wrote it). Every sale, return, restock and
+ * rebalance writes a segment row, so an unchanged fingerprint means nothing was sold or returned.
+ */
+export interface StockFingerprint {
+  remaining: number;
+  fingerprint: string;
+}
+
+/** The same, with who holds the product's live orders; `holders` only when nothing remains. */
+export interface SoldOutSnapshot extends StockFingerprint {
+  holders: Array<[userId: string, orderId: number]> | null;
+}
+
+const FINGERPRINT_COLUMNS = `coalesce(sum(stock), 0)::text AS remaining, coalesce(string_agg(idx || ':' || xmin::text, ',' ORDER BY idx), '') AS fingerprint`;
+
 @Injectable()
 export class StockRepository {
   constructor(
@@ -23,24 +41,62 @@ export class StockRepository {
 
   /** The authoritative stock of a product: its layout version and every segment. */
   async readLayout(productId: number): Promise<Layout | null> {
-    let rows: Array<{ layout_version: number; segment_count: number; idx: number | null; stock: string | null }>;
-    try {
-      rows = await this.db.query<typeof rows>(
+    const rows = await this.guarded(() =>
+      this.db.query<Array<{ layout_version: number; segment_count: number; idx: number | null; stock: string | null }>>(
         `SELECT p.layout_version, p.segment_count, s.idx, s.stock
            FROM products p LEFT JOIN stock_segments s ON s.product_id = p.id
           WHERE p.id = $1 ORDER BY s.idx`,
         [productId],
-      );
-    } catch (err) {
-      const mapped = mapDatabaseError(err, this.http.retryAfterS);
-      if (mapped instanceof UnavailableError) this.metrics.dependencyErrors.inc({ dependency: 'postgres' });
-      throw mapped;
-    }
+      ),
+    );
     if (rows.length === 0) return null;
     return {
       version: rows[0].layout_version,
       segmentCount: rows[0].segment_count,
       segments: rows.filter((r) => r.idx !== null).map((r) => ({ idx: r.idx as number, stock: Number(r.stock) })),
     };
+  }
+
+  /**
+   * One statement, so one snapshot: the holders are exactly those of the stock it read (no order
+   * can be made or returned between the two reads). Null for a product without segments.
+   */
+  async soldOutSnapshot(productId: number): Promise<SoldOutSnapshot | null> {
+    const rows = await this.guarded(() =>
+      this.db.query<Array<{ remaining: string; fingerprint: string; holders: Array<[string, string | number]> | null }>>(
+        `WITH seg AS (SELECT ${FINGERPRINT_COLUMNS} FROM stock_segments WHERE product_id = $1)
+         SELECT seg.remaining, seg.fingerprint,
+                CASE WHEN seg.remaining = '0' THEN
+                  (SELECT coalesce(json_agg(json_build_array(o.user_id, o.id)), '[]'::json)
+                     FROM orders o WHERE o.product_id = $1 AND o.status IN ('reserved', 'paid'))
+                END AS holders
+           FROM seg`,
+        [productId],
+      ),
+    );
+    const r = rows[0];
+    if (!r || r.fingerprint === '') return null;
+    return { remaining: Number(r.remaining), fingerprint: r.fingerprint, holders: r.holders?.map(([u, id]) => [u, Number(id)]) ?? null };
+  }
+
+  /** The fingerprints of several products at once (the board's poll); a product without segments is absent. */
+  async fingerprints(productIds: number[]): Promise<Map<number, StockFingerprint>> {
+    const rows = await this.guarded(() =>
+      this.db.query<Array<{ product_id: number; remaining: string; fingerprint: string }>>(
+        `SELECT product_id, ${FINGERPRINT_COLUMNS} FROM stock_segments WHERE product_id = ANY($1::int[]) GROUP BY product_id`,
+        [productIds],
+      ),
+    );
+    return new Map(rows.map((r) => [r.product_id, { remaining: Number(r.remaining), fingerprint: r.fingerprint }]));
+  }
+
+  private async guarded<T>(read: () => Promise<T>): Promise<T> {
+    try {
+      return await read();
+    } catch (err) {
+      const mapped = mapDatabaseError(err, this.http.retryAfterS);
+      if (mapped instanceof UnavailableError) this.metrics.dependencyErrors.inc({ dependency: 'postgres' });
+      throw mapped;
+    }
   }
 }

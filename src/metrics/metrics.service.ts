@@ -72,6 +72,34 @@ export class MetricsService {
     help: 'Orders answered SOLD_OUT from the sold-out flag without touching a segment',
     registers: [this.registry],
   });
+  readonly inProcessRefusals = new Counter({
+    name: 'flashsale_in_process_refusals_total',
+    help: 'POST /orders answered from what this process knows of a sold-out product (SOLD_OUT, ALREADY_ORDERED), with no PostgreSQL or Redis call',
+    labelNames: ['code'] as const,
+    registers: [this.registry],
+  });
+  readonly soldOutBoardProducts = new Gauge({
+    name: 'flashsale_sold_out_board_products',
+    help: 'Sold-out products whose refusals this process answers from memory',
+    registers: [this.registry],
+  });
+  readonly rateLimited = new Counter({
+    name: 'flashsale_rate_limited_total',
+    help: 'Buyer calls answered 429 RATE_LIMITED, by the limit that refused them (user, ip)',
+    labelNames: ['limit'] as const,
+    registers: [this.registry],
+  });
+  readonly rateLimitStoreErrors = new Counter({
+    name: 'flashsale_rate_limit_fallbacks_total',
+    help: 'Rate-limit decisions taken by the process alone because Redis did not answer',
+    registers: [this.registry],
+  });
+  readonly authRefusals = new Counter({
+    name: 'flashsale_auth_refusals_total',
+    help: 'Calls refused at the door for their credentials, by code (UNAUTHENTICATED, IDENTITY_MISMATCH, FORBIDDEN)',
+    labelNames: ['code'] as const,
+    registers: [this.registry],
+  });
   readonly authoritativeChecks = new Counter({
     name: 'flashsale_stock_checks_total',
     help: 'Authoritative stock reads from PostgreSQL after every segment looked empty',

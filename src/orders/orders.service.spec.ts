@@ -15,6 +15,7 @@ import {
 import { ProductInfo } from '../inventory/product-catalog.service';
 import { takeFrom } from '../inventory/segment-plan';
 import { Layout, StockRepository } from '../inventory/stock.repository';
+import { SoldOutBoard } from '../inventory/sold-out-board.service';
 import { BatchAttempt, BatchResult, OrderRow, OrdersRepository, SegmentAttempt, UncertainBatch, UncertainWrite } from './orders.repository';
 import { OrdersService } from './orders.service';
 import { RedlockSegmentLocking } from './locking/redlock-segment-locking';
@@ -31,6 +32,7 @@ interface World {
   catalog: { get: jest.Mock; remember: jest.Mock };
   hints: { read: jest.Mock; markEmpty: jest.Mock; markSoldOut: jest.Mock; stockReturned: jest.Mock };
   stock: jest.Mocked<Pick<StockRepository, 'readLayout'>>;
+  board: jest.Mocked<Pick<SoldOutBoard, 'learn' | 'forget'>>;
   orders: jest.Mocked<Pick<OrdersRepository, 'sellFromSegment' | 'sellFromSegments' | 'sellBatch' | 'findByKey' | 'findById' | 'settle'>>;
   locks: { tryAcquire: jest.Mock; acquireWithin: jest.Mock; release: jest.Mock; backoff: jest.Mock; backoffMs: jest.Mock };
   /** Called once per pause between retries of busy segments, however the service pauses. */
@@ -231,6 +233,7 @@ function world(opts: {
           ordersRepo as never,
           metrics as never,
         );
+  const board: World['board'] = { learn: jest.fn(), forget: jest.fn() };
   const service = new OrdersService(
     config.locks,
     config.http,
@@ -239,9 +242,10 @@ function world(opts: {
     stock as never,
     ordersRepo as never,
     hints as never,
+    board as never,
     metrics as never,
   );
-  return { service, config, stocks, busy, down, catalog, hints, stock, orders: ordersRepo, locks, metrics, onWait };
+  return { service, board, config, stocks, busy, down, catalog, hints, stock, orders: ordersRepo, locks, metrics, onWait };
 }
 
 const seg = (idx: number) => `lock:stock:${PRODUCT}:${idx}`;

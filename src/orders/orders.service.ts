@@ -16,6 +16,7 @@ import {
 } from '../common/domain-errors';
 import { ProductCatalogService, ProductInfo } from '../inventory/product-catalog.service';
 import { pickSegmentsFor, randomStart, visitOrder } from '../inventory/segment-plan';
+import { SoldOutBoard } from '../inventory/sold-out-board.service';
 import { StockHintsService } from '../inventory/stock-hints.service';
 import { StockRepository } from '../inventory/stock.repository';
 import { MetricsService } from '../metrics/metrics.service';
@@ -40,6 +41,7 @@ export class OrdersService {
     private readonly stock: StockRepository,
     private readonly orders: OrdersRepository,
     private readonly hints: StockHintsService,
+    private readonly board: SoldOutBoard,
     private readonly metrics: MetricsService,
   ) {}
 
@@ -50,6 +52,8 @@ export class OrdersService {
       // A client retrying after a lost answer must learn that its order exists, and which, also
       // once the product is sold out. Costs one index lookup, on these two paths only.
       if (err instanceof SoldOutError) {
+        // From now on this process answers the product's refusals from memory, if it is sold out.
+        if (err.remaining === 0) this.board.learn(req.productId);
         const existing = await this.orders.findByKey(req.productId, req.userId);
         if (existing) throw new AlreadyOrderedError(existing.id);
       } else if (err instanceof AlreadyOrderedError && err.orderId === undefined) {
@@ -117,6 +121,7 @@ export class OrdersService {
   /** Counts returned units and clears the hints that would hide them (a failure only costs reads until SOLD_OUT_TTL_MS). */
   async unitsReturned(returned: ReturnedUnits, reason: 'cancelled' | 'expired'): Promise<void> {
     this.metrics.unitsReturned.inc({ reason }, returned.units);
+    this.board.forget(returned.productId);
     await this.hints
       .stockReturned(returned.productId, returned.layoutVersion, returned.segments)
       .catch(() => this.metrics.dependencyErrors.inc({ dependency: 'redis' }));

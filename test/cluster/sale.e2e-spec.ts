@@ -6,7 +6,7 @@
 import { Client } from 'pg';
 import { brief, expectPromisesKept, metricIn, Outcome, placeOrder, tally, waitFor } from '../faults/support';
 import { auditProduct, countByStatus, expectStockBalanced } from '../support/database';
-import { admin, createProduct, pooled, request, testUrls } from '../support/service';
+import { admin, createProduct, pooled, request, testUrls, shop } from '../support/service';
 import { ClusterSale, hintMaster, onNode, scriptCalls, segmentMasters, startClusterSale, watchSegmentLocks } from './support';
 
 const CONCURRENCY = 64;
@@ -98,8 +98,12 @@ describe('a sale on a 3-master Redis Cluster across two service processes', () =
     const toPay = orders.filter((_, i) => i % 10 >= 3 && i % 10 < 6);
     const calls = await pooled(
       [
-        ...toCancel.map((o, i) => async () => ({ kind: 'cancel', o, r: await request(sale.pick(i), 'POST', `/orders/${o.id}/cancel`, { userId: o.userId }) })),
-        ...toPay.map((o, i) => async () => ({ kind: 'pay', o, r: await request(sale.pick(i + 1), 'POST', `/orders/${o.id}/pay`, { userId: o.userId }) })),
+        ...toCancel.map((o, i) => async () => ({
+          kind: 'cancel',
+          o,
+          r: await request(sale.pick(i), 'POST', `/orders/${o.id}/cancel`, { userId: o.userId }, shop),
+        })),
+        ...toPay.map((o, i) => async () => ({ kind: 'pay', o, r: await request(sale.pick(i + 1), 'POST', `/orders/${o.id}/pay`, { userId: o.userId }, shop) })),
       ],
       CONCURRENCY,
     );

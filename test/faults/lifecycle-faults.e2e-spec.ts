@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { Client } from 'pg';
 import { auditProduct, Audit } from '../../bench/verify';
 import { hintKeys } from '../../src/inventory/stock-hints.service';
-import { admin, pooled, request, ServiceProcess } from '../support/service';
+import { admin, pooled, request, ServiceProcess, shop } from '../support/service';
 import {
   brief,
   crashAndFreezeCycles,
@@ -330,7 +330,7 @@ describe('Order lifecycle under faults: expiry, pay and cancel across two proces
       disarm(redisProxy);
     }
     // Meanwhile the unit comes back (a cancel on a), and Redis loses everything.
-    const cancel = await request(a.url, 'POST', `/orders/${holder.orderId}/cancel`, { userId: 'g-holder' });
+    const cancel = await request(a.url, 'POST', `/orders/${holder.orderId}/cancel`, { userId: 'g-holder' }, shop);
     expect(cancel.status).toBe(200);
     await redis.with((r) => r.flushall());
     expect(await refused).toMatchObject({ status: 410, code: 'SOLD_OUT' }); // true when PostgreSQL was asked
@@ -378,7 +378,7 @@ describe('Order lifecycle under faults: expiry, pay and cancel across two proces
     expect(order.status).toBe(201);
     const held = pgProxy.stallNext("SET status = 'cancelled'", 2 * DB_TIMEOUT_MS + 500);
     const sentAt = Date.now();
-    const cancel = request(b.url, 'POST', `/orders/${order.orderId}/cancel`, { userId: 'idle-1' });
+    const cancel = request(b.url, 'POST', `/orders/${order.orderId}/cancel`, { userId: 'idle-1' }, shop);
     try {
       await within(held, 10_000, "b's cancel to reach its UPDATE");
     } finally {
@@ -396,7 +396,7 @@ describe('Order lifecycle under faults: expiry, pay and cancel across two proces
     expect(after.orders.get(order.orderId as number)?.status).toBe('reserved');
     expectUnitsBackExactlyOnce(product, after);
     // The same call again does it.
-    const again = await request(b.url, 'POST', `/orders/${order.orderId}/cancel`, { userId: 'idle-1' });
+    const again = await request(b.url, 'POST', `/orders/${order.orderId}/cancel`, { userId: 'idle-1' }, shop);
     expect({ status: again.status, body: again.body?.status }).toEqual({ status: 200, body: 'cancelled' });
     const done = await books(product.id);
     expect(done.audit).toMatchObject({ orders: 0, remaining: 4 });

@@ -4,8 +4,9 @@ import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Transform } from 'class-transformer';
 import { IsInt, IsString, Matches, Max, Min, ValidateIf } from 'class-validator';
 
-export const USER_ID_PATTERN = /^[A-Za-z0-9_.:-]{1,64}$/;
-export const MAX_ID = 2_147_483_647;
+import { MAX_ID, USER_ID_PATTERN } from '../../common/ids';
+
+export { MAX_ID, USER_ID_PATTERN };
 
 /** A positive integer user id is kept as its decimal string; anything else is validated as given. */
 const userIdFromNumber = ({ value }: { value: unknown }) => (typeof value === 'number' && Number.isSafeInteger(value) && value > 0 ? String(value) : value);

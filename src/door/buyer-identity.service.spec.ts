@@ -1,0 +1,85 @@
+// Buyer tokens are verified with the one algorithm of the configured key: every hostile token is
+// an UnauthenticatedError, and only a well-signed, current token with a valid sub names a user.
+import { generateKeyPairSync } from 'node:crypto';
+import { SignJWT, UnsecuredJWT } from 'jose';
+import { UnauthenticatedError } from '../common/domain-errors';
+import { BuyerIdentity, buyerKey, MAX_TOKEN_LENGTH } from './buyer-identity.service';
+
+const SECRET = 'unit-buyer-secret-0123456789abcdef';
+const now = () => Math.floor(Date.now() / 1000);
+const hs256 = (claims: Record<string, unknown>, secret = SECRET) =>
+  new SignJWT(claims).setProtectedHeader({ alg: 'HS256' }).sign(new TextEncoder().encode(secret));
+const identity = (jwtSecret?: string, jwtPublicKey?: string) => new BuyerIdentity({ jwtSecret, jwtPublicKey, shopToken: 'unit-shop-token-0123' });
+
+async function refusal(id: BuyerIdentity, token: string | null): Promise<string> {
+  try {
+    await id.userOf(token);
+  } catch (err) {
+    expect(err).toBeInstanceOf(UnauthenticatedError);
+    return (err as Error).message;
+  }
+  throw new Error('the token was accepted');
+}
+
+describe('BuyerIdentity', () => {
+  it('should name the user of a valid HS256 token', async () => {
+    expect(await identity(SECRET).userOf(await hs256({ sub: 'buyer-1', exp: now() + 60 }))).toBe('buyer-1');
+  });
+
+  it('should be off without a secret or a public key, and refuse any token then', async () => {
+    const off = identity();
+    expect(off.enabled).toBe(false);
+    await refusal(off, await hs256({ sub: 'buyer-1', exp: now() + 60 }));
+  });
+
+  it.each([
+    ['no token', async () => null, 'required'],
+    ['a malformed token', async () => 'not.a.jwt', 'malformed'],
+    ['a token that is not even dotted', async () => 'garbage', 'malformed'],
+    ['an unsigned token (alg none)', async () => new UnsecuredJWT({ sub: 'buyer-1', exp: now() + 60 }).encode(), ''],
+    ['a token signed with another secret', async () => hs256({ sub: 'buyer-1', exp: now() + 60 }, 'another-secret-0123456789abcdefgh'), 'bad signature'],
+    ['an expired token', async () => hs256({ sub: 'buyer-1', exp: now() - 60 }), 'expired'],
+    ['a token not yet valid', async () => hs256({ sub: 'buyer-1', exp: now() + 120, nbf: now() + 60 }), 'nbf'],
+    ['a token without exp', async () => hs256({ sub: 'buyer-1' }), 'exp'],
+    ['a token without sub', async () => hs256({ exp: now() + 60 }), 'sub'],
+    ['a token whose sub is no valid userId', async () => hs256({ sub: 'a b', exp: now() + 60 }), 'sub'],
+    [
+      'a token with a tampered payload',
+      async () => {
+        const [h, , s] = (await hs256({ sub: 'buyer-1', exp: now() + 60 })).split('.');
+        const forged = Buffer.from(JSON.stringify({ sub: 'buyer-2', exp: now() + 60 })).toString('base64url');
+        return `${h}.${forged}.${s}`;
+      },
+      'bad signature',
+    ],
+    ['a huge token', async () => 'a'.repeat(MAX_TOKEN_LENGTH + 1), 'longer'],
+  ])('should refuse %s', async (_name, make, why) => {
+    expect(await refusal(identity(SECRET), await make())).toContain(why);
+  });
+
+  describe('with a public key', () => {
+    const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 });
+    const publicPem = rsa.publicKey.export({ type: 'spki', format: 'pem' }).toString();
+
+    it('should name the user of a valid RS256 token', async () => {
+      const token = await new SignJWT({ sub: 'buyer-9', exp: now() + 60 }).setProtectedHeader({ alg: 'RS256' }).sign(rsa.privateKey);
+      expect(await identity(undefined, publicPem).userOf(token)).toBe('buyer-9');
+    });
+
+    it('should refuse an HS256 token signed with the public key as its secret', async () => {
+      const token = await hs256({ sub: 'buyer-9', exp: now() + 60 }, publicPem);
+      expect(await refusal(identity(undefined, publicPem), token)).toContain('algorithm not allowed');
+    });
+
+    it('should read a PEM given on one line with literal \\n', () => {
+      expect(buyerKey({ jwtPublicKey: publicPem.replace(/\n/g, '\\n') })?.algorithm).toBe('RS256');
+    });
+
+    it('should take ES256 for a P-256 key and refuse other curves', () => {
+      const p256 = generateKeyPairSync('ec', { namedCurve: 'prime256v1' }).publicKey.export({ type: 'spki', format: 'pem' }).toString();
+      const p384 = generateKeyPairSync('ec', { namedCurve: 'secp384r1' }).publicKey.export({ type: 'spki', format: 'pem' }).toString();
+      expect(buyerKey({ jwtPublicKey: p256 })?.algorithm).toBe('ES256');
+      expect(() => buyerKey({ jwtPublicKey: p384 })).toThrow('EC P-256');
+    });
+  });
+});

@@ -1,0 +1,96 @@
+// Rate limits of buyer calls, per user and per client address, shared by every process of a
+// deployment through Redis (rate-limiter-flexible: one atomic script per key and call, fixed
+// windows). A budget `<rate>[,<burst>]` allows `burst` calls per window of burst / rate seconds
+// (rounded to whole seconds, at least 1): `5` is 5 per second, `5,10` is 10 per 2 seconds.
+//
+// A key over its budget is blocked in this process's memory for the rest of its window, so the
+// 429s that follow cost no Redis call. When Redis does not answer, each process keeps the same
+// budgets on its own (in memory): a user can then get up to one budget per process, but limits
+// never vanish and nobody is refused because Redis is away.
+import { Inject, Injectable } from '@nestjs/common';
+import { RateLimiterAbstract, RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
+import { DoorConfig } from '../config/app-config';
+import { RateLimitedError } from '../common/domain-errors';
+import { REDIS_CLIENT, RedisClient } from '../infrastructure/redis.providers';
+import { MetricsService } from '../metrics/metrics.service';
+
+export interface Budget {
+  points: number;
+  durationS: number;
+}
+
+/** `<rate>[,<burst>]` as calls per window; null for 0 (no limit). */
+export function parseBudget(spec: string): Budget | null {
+  const [rate, burst] = spec.split(',').map(Number);
+  if (rate === 0) return null;
+  const points = burst ?? rate;
+  return { points, durationS: Math.max(1, Math.round(points / rate)) };
+}
+
+interface Limit {
+  name: 'user' | 'ip';
+  shared: RateLimiterAbstract;
+  local: RateLimiterMemory;
+}
+
+@Injectable()
+export class RateLimits {
+  private readonly user: Limit | null;
+  private readonly ip: Limit | null;
+
+  constructor(
+    @Inject(REDIS_CLIENT) redis: RedisClient,
+    config: DoorConfig,
+    private readonly metrics: MetricsService,
+  ) {
+    const limit = (name: Limit['name'], spec: string): Limit | null => {
+      const budget = parseBudget(spec);
+      if (budget === null) return null;
+      const common = { points: budget.points, duration: budget.durationS, keyPrefix: `rl:${name}` };
+      const shared = new RateLimiterRedis({
+        ...common,
+        storeClient: redis,
+        // Over budget: later calls in the window are refused from memory, without Redis.
+        inMemoryBlockOnConsumed: budget.points + 1,
+        // Disconnected: decide locally at once instead of waiting for a command to fail.
+        rejectIfRedisNotReady: true,
+      });
+      return { name, shared, local: new RateLimiterMemory(common) };
+    };
+    this.user = limit('user', config.rateLimitUser);
+    this.ip = limit('ip', config.rateLimitIp);
+  }
+
+  get enabled(): boolean {
+    return this.user !== null || this.ip !== null;
+  }
+
+  /** Null while the call is within both budgets; else the refusal to answer (429 RATE_LIMITED). */
+  async check(userId: string | null, ip: string): Promise<RateLimitedError | null> {
+    const [byUser, byIp] = await Promise.all([userId === null ? null : this.consume(this.user, userId), this.consume(this.ip, ip)]);
+    return byUser ?? byIp;
+  }
+
+  private async consume(limit: Limit | null, key: string): Promise<RateLimitedError | null> {
+    if (limit === null) return null;
+    try {
+      await limit.shared.consume(key);
+      return null;
+    } catch (err) {
+      if (err instanceof RateLimiterRes) return this.refused(limit, err);
+      this.metrics.rateLimitStoreErrors.inc();
+    }
+    try {
+      await limit.local.consume(key);
+      return null;
+    } catch (err) {
+      if (err instanceof RateLimiterRes) return this.refused(limit, err);
+      throw err;
+    }
+  }
+
+  private refused(limit: Limit, res: RateLimiterRes): RateLimitedError {
+    this.metrics.rateLimited.inc({ limit: limit.name });
+    return new RateLimitedError(limit.name, Math.max(1, Math.ceil(res.msBeforeNext / 1000)));
+  }
+}

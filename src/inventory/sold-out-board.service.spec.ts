@@ -1,0 +1,118 @@
+// The sold-out board refuses from memory only what PostgreSQL showed sold out, and never for
+// longer than SOLD_OUT_STALE_MS past the last poll that found the segment rows unchanged.
+import { DoorConfig } from '../config/app-config';
+import { SoldOutBoard } from './sold-out-board.service';
+import { SoldOutSnapshot, StockFingerprint, StockRepository } from './stock.repository';
+
+const STALE_MS = 100;
+const P = 7;
+
+function world(snapshot: SoldOutSnapshot | null) {
+  const stock: jest.Mocked<Pick<StockRepository, 'soldOutSnapshot' | 'fingerprints'>> = {
+    soldOutSnapshot: jest.fn(async () => snapshot),
+    fingerprints: jest.fn(async (): Promise<Map<number, StockFingerprint>> => new Map([[P, { remaining: 0, fingerprint: 'f1' }]])),
+  };
+  const metrics = { soldOutBoardProducts: { set: jest.fn() } };
+  const door = Object.assign(new DoorConfig(), { soldOutStaleMs: STALE_MS });
+  const board = new SoldOutBoard(stock as unknown as StockRepository, door, metrics as never);
+  return { board, stock };
+}
+
+const soldOut: SoldOutSnapshot = {
+  remaining: 0,
+  fingerprint: 'f1',
+  holders: [
+    ['alice', 11],
+    ['bob', 12],
+  ],
+};
+
+beforeEach(() => jest.useFakeTimers({ now: 1_000_000 }));
+afterEach(() => jest.useRealTimers());
+
+describe('SoldOutBoard', () => {
+  it('should refuse from memory once PostgreSQL showed the product sold out, with the holder its orderId', async () => {
+    const { board } = world(soldOut);
+    expect(board.refusal(P, 'carol')).toBeNull();
+    board.learn(P);
+    await board.settled();
+    expect(board.refusal(P, 'carol')).toEqual({ kind: 'sold_out' });
+    expect(board.refusal(P, 'alice')).toEqual({ kind: 'already_ordered', orderId: 11 });
+    expect(board.refusal(P + 1, 'carol')).toBeNull();
+    board.onApplicationShutdown();
+  });
+
+  it('should not remember a product that PostgreSQL shows with units left', async () => {
+    const { board, stock } = world({ remaining: 3, fingerprint: 'f1', holders: null });
+    board.learn(P);
+    await board.settled();
+    expect(board.refusal(P, 'carol')).toBeNull();
+    // and does not ask again at once: a stale sold-out flag elsewhere costs at most one read per half bound
+    board.learn(P);
+    await board.settled();
+    expect(stock.soldOutSnapshot).toHaveBeenCalledTimes(1);
+  });
+
+  it('should read PostgreSQL once for many concurrent sold-out answers', async () => {
+    const { board, stock } = world(soldOut);
+    for (let i = 0; i < 50; i++) board.learn(P);
+    await board.settled();
+    expect(stock.soldOutSnapshot).toHaveBeenCalledTimes(1);
+    board.onApplicationShutdown();
+  });
+
+  it('should stop refusing SOLD_OUT_STALE_MS after learning when no poll confirms it', async () => {
+    const { board, stock } = world(soldOut);
+    stock.fingerprints.mockRejectedValue(new Error('PostgreSQL is down'));
+    board.learn(P);
+    await board.settled();
+    jest.setSystemTime(1_000_000 + STALE_MS - 1);
+    expect(board.refusal(P, 'carol')).toEqual({ kind: 'sold_out' });
+    await board.poll();
+    jest.setSystemTime(1_000_000 + STALE_MS);
+    expect(board.refusal(P, 'carol')).toBeNull();
+    board.onApplicationShutdown();
+  });
+
+  it('should keep refusing while polls find the segment rows unchanged', async () => {
+    const { board } = world(soldOut);
+    board.learn(P);
+    await board.settled();
+    for (let t = 50; t <= 500; t += 50) {
+      jest.setSystemTime(1_000_000 + t);
+      await board.poll();
+    }
+    jest.setSystemTime(1_000_000 + 500 + STALE_MS - 1);
+    expect(board.refusal(P, 'carol')).toEqual({ kind: 'sold_out' });
+    board.onApplicationShutdown();
+  });
+
+  it.each([
+    ['units came back', { remaining: 1, fingerprint: 'f2' }],
+    ['a segment row was written though nothing remains (a return resold)', { remaining: 0, fingerprint: 'f2' }],
+  ])('should forget the product at the first poll after %s', async (_name, seen) => {
+    const { board, stock } = world(soldOut);
+    board.learn(P);
+    await board.settled();
+    stock.fingerprints.mockResolvedValue(new Map([[P, seen]]));
+    await board.poll();
+    expect(board.refusal(P, 'carol')).toBeNull();
+  });
+
+  it('should forget the product at the first poll after its segments are gone', async () => {
+    const { board, stock } = world(soldOut);
+    board.learn(P);
+    await board.settled();
+    stock.fingerprints.mockResolvedValue(new Map());
+    await board.poll();
+    expect(board.refusal(P, 'carol')).toBeNull();
+  });
+
+  it('should forget at once when this process returns units', async () => {
+    const { board } = world(soldOut);
+    board.learn(P);
+    await board.settled();
+    board.forget(P);
+    expect(board.refusal(P, 'alice')).toBeNull();
+  });
+});

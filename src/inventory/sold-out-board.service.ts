@@ -1,0 +1,150 @@
+// What this process knows of its sold-out products, so that the crowd's "no" costs no PostgreSQL
+// statement and no Redis round trip: for each product it learnt was sold out, the users who hold
+// its live orders (409 ALREADY_ORDERED keeps its orderId) and a fingerprint of its segment rows.
+//
+// Why no invalidation message: a message can be lost (a Redis restart, a dropped subscriber, a
+// failover), and then a process would refuse returned units for ever. Instead each entry is only
+// believed until `freshUntil`, and a poll moves that forward only when PostgreSQL shows the
+// segment rows unchanged since the snapshot. Every sale, return, restock and rebalance writes a
+// segment row (a new xmin), so units that come back end the entry at the next poll, and if the
+// polls fail the entry simply goes stale: refusals then take the ordinary path. Either way no
+// process refuses returned units for longer than SOLD_OUT_STALE_MS after they were committed.
+// The process that returns units drops its own entry at once (forget).
+//
+// The poll is one statement every SOLD_OUT_STALE_MS / 2 for all of this process's sold-out
+// products, whatever the number of refusals: its cost is per process, not per refusal.
+import { Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
+import { DoorConfig } from '../config/app-config';
+import { MetricsService } from '../metrics/metrics.service';
+import { StockRepository } from './stock.repository';
+
+/** At most this many sold-out products are held per process (the oldest learnt is dropped first). */
+export const BOARD_MAX_PRODUCTS = 256;
+
+interface Entry {
+  /** userId -> id of the live order it holds. */
+  holders: Map<string, number>;
+  fingerprint: string;
+  /** Epoch ms until which a refusal may be answered from this entry. */
+  freshUntil: number;
+}
+
+export type Refusal = { kind: 'sold_out' } | { kind: 'already_ordered'; orderId: number };
+
+const SOLD_OUT: Refusal = { kind: 'sold_out' };
+
+@Injectable()
+export class SoldOutBoard implements OnApplicationShutdown {
+  private readonly logger = new Logger('SoldOutBoard');
+  private readonly entries = new Map<number, Entry>();
+  /** Learning in flight, one per product. */
+  private readonly learning = new Map<number, Promise<void>>();
+  /** A product found with units left is not looked at again before this (epoch ms). */
+  private readonly quietUntil = new Map<number, number>();
+  private timer: NodeJS.Timeout | null = null;
+  private polling = false;
+
+  constructor(
+    private readonly stock: StockRepository,
+    private readonly door: DoorConfig,
+    private readonly metrics: MetricsService,
+  ) {}
+
+  /** The answer this process may give from memory, or null: ask the order path. */
+  refusal(productId: number, userId: string): Refusal | null {
+    const e = this.entries.get(productId);
+    if (e === undefined || Date.now() >= e.freshUntil) return null;
+    const orderId = e.holders.get(userId);
+    return orderId === undefined ? SOLD_OUT : { kind: 'already_ordered', orderId };
+  }
+
+  /** Whether refusals of this product are answered from memory now. */
+  knowsSoldOut(productId: number): boolean {
+    const e = this.entries.get(productId);
+    return e !== undefined && Date.now() < e.freshUntil;
+  }
+
+  /**
+   * The order path answered SOLD_OUT: check it in PostgreSQL and, if nothing remains, remember the
+   * product with its holders. Never throws; at most one read per product at a time.
+   */
+  learn(productId: number): void {
+    if (this.knowsSoldOut(productId) || this.learning.has(productId)) return;
+    if ((this.quietUntil.get(productId) ?? 0) > Date.now()) return;
+    const started = Date.now();
+    const read = this.stock
+      .soldOutSnapshot(productId)
+      .then((snap) => {
+        if (snap === null || snap.remaining > 0 || snap.holders === null) {
+          this.quietUntil.set(productId, Date.now() + this.pollMs);
+          return;
+        }
+        this.quietUntil.delete(productId);
+        if (this.entries.size >= BOARD_MAX_PRODUCTS && !this.entries.has(productId)) {
+          const oldest = this.entries.keys().next().value;
+          if (oldest !== undefined) this.entries.delete(oldest);
+        }
+        this.entries.set(productId, { holders: new Map(snap.holders), fingerprint: snap.fingerprint, freshUntil: started + this.door.soldOutStaleMs });
+        this.metrics.soldOutBoardProducts.set(this.entries.size);
+        this.schedule();
+      })
+      .catch((err: Error) => this.logger.debug(`could not learn product ${productId}: ${err.message}`))
+      .finally(() => this.learning.delete(productId));
+    this.learning.set(productId, read);
+  }
+
+  /** Units of the product came back here: stop refusing it at once. */
+  forget(productId: number): void {
+    this.entries.delete(productId);
+    this.quietUntil.delete(productId);
+    this.metrics.soldOutBoardProducts.set(this.entries.size);
+  }
+
+  /** Resolves once every learn in flight has finished (tests). */
+  async settled(): Promise<void> {
+    await Promise.all(this.learning.values());
+  }
+
+  onApplicationShutdown(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  private get pollMs(): number {
+    return Math.max(5, Math.floor(this.door.soldOutStaleMs / 2));
+  }
+
+  private schedule(): void {
+    if (this.timer !== null) return;
+    this.timer = setInterval(() => void this.poll(), this.pollMs);
+    this.timer.unref();
+  }
+
+  /** Confirms or ends every entry from one statement; a failed poll confirms nothing. */
+  async poll(): Promise<void> {
+    if (this.entries.size === 0) {
+      this.onApplicationShutdown();
+      return;
+    }
+    if (this.polling) return;
+    this.polling = true;
+    const started = Date.now();
+    try {
+      const now = await this.stock.fingerprints([...this.entries.keys()]);
+      for (const [productId, e] of this.entries) {
+        const seen = now.get(productId);
+        if (seen !== undefined && seen.remaining === 0 && seen.fingerprint === e.fingerprint) {
+          e.freshUntil = started + this.door.soldOutStaleMs;
+        } else {
+          // Something was sold or returned: the order path decides again, and relearns if need be.
+          this.entries.delete(productId);
+        }
+      }
+      this.metrics.soldOutBoardProducts.set(this.entries.size);
+    } catch (err) {
+      this.logger.debug(`poll failed: ${(err as Error).message}`);
+    } finally {
+      this.polling = false;
+    }
+  }
+}
