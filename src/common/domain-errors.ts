@@ -136,6 +136,8 @@ export class SoldOutError extends DomainError {
   constructor(
     readonly remaining: number,
     asked: number,
+    /** True when only the Redis sold-out flag said so (a hint: PostgreSQL has not been asked). */
+    readonly fromHint = false,
   ) {
     super(remaining === 0 ? 'sold out' : `only ${remaining} left, fewer than the ${asked} asked`);
   }

@@ -31,6 +31,8 @@ export interface EmbeddedPostgresOptions {
   port?: number;
   persistent?: boolean;
   log?: (line: string) => void;
+  /** Server settings given as `-c name=value` (the tests and the benchmark load pg_stat_statements). */
+  settings?: Record<string, string>;
 }
 
 const USER = 'postgres';
@@ -58,7 +60,7 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
     place.discard();
     throw err;
   }
-  const child = await startServer(place, port, spawnOpts, log).catch((err: unknown) => {
+  const child = await startServer(place, port, spawnOpts, log, opts.settings ?? {}).catch((err: unknown) => {
     place.discard();
     throw err;
   });
@@ -135,9 +137,16 @@ function spawnFailure(file: string, err: NodeJS.ErrnoException, spawnOpts: Spawn
 }
 
 /** Starts postgres in its own process group (a terminal's Ctrl-C is for the service, which stops it last). */
-function startServer(place: PostgresPlacement, port: number, spawnOpts: SpawnOptions, log: (line: string) => void): Promise<ChildProcess> {
+function startServer(
+  place: PostgresPlacement,
+  port: number,
+  spawnOpts: SpawnOptions,
+  log: (line: string) => void,
+  settings: Record<string, string>,
+): Promise<ChildProcess> {
   const file = exe(place.binDir, 'postgres');
   const args = ['-D', place.dataDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=300'];
+  for (const [name, value] of Object.entries(settings)) args.push('-c', `${name}=${value}`);
   const child = spawn(file, args, { ...spawnOpts, detached: true, stdio: ['ignore', 'ignore', 'pipe'] });
   // Last resort when this process ends without stopping the server (an uncaught error, process.exit,
   // a signal during the start): SIGINT asks for PostgreSQL's fast shutdown, which it finishes alone.

@@ -17,6 +17,28 @@ export interface ProductInfo {
   endsAt: number | null;
 }
 
+/** The products columns the order path reads, as PostgreSQL returns them. */
+export interface ProductTermsRow {
+  id: number;
+  limit_per_user: number;
+  segment_count: number;
+  layout_version: number;
+  starts_at: Date | null;
+  ends_at: Date | null;
+}
+export const PRODUCT_TERMS_COLUMNS = 'id, limit_per_user, segment_count, layout_version, starts_at, ends_at';
+
+export function toProductInfo(r: ProductTermsRow): ProductInfo {
+  return {
+    id: r.id,
+    limitPerUser: r.limit_per_user,
+    segmentCount: r.segment_count,
+    layoutVersion: r.layout_version,
+    startsAt: r.starts_at?.getTime() ?? null,
+    endsAt: r.ends_at?.getTime() ?? null,
+  };
+}
+
 @Injectable()
 export class ProductCatalogService {
   private readonly cache = new Map<number, { info: ProductInfo; until: number }>();
@@ -31,22 +53,14 @@ export class ProductCatalogService {
   async get(productId: number): Promise<ProductInfo> {
     const hit = this.cache.get(productId);
     if (hit && hit.until > Date.now()) return hit.info;
-    let rows: Array<{ id: number; limit_per_user: number; segment_count: number; layout_version: number; starts_at: Date | null; ends_at: Date | null }>;
+    let rows: ProductTermsRow[];
     try {
-      rows = await this.db.query('SELECT id, limit_per_user, segment_count, layout_version, starts_at, ends_at FROM products WHERE id = $1', [productId]);
+      rows = await this.db.query(`SELECT ${PRODUCT_TERMS_COLUMNS} FROM products WHERE id = $1`, [productId]);
     } catch (err) {
       throw mapDatabaseError(err, this.http.retryAfterS);
     }
     if (rows.length === 0) throw new ProductNotFoundError(productId);
-    const r = rows[0];
-    return this.remember({
-      id: r.id,
-      limitPerUser: r.limit_per_user,
-      segmentCount: r.segment_count,
-      layoutVersion: r.layout_version,
-      startsAt: r.starts_at?.getTime() ?? null,
-      endsAt: r.ends_at?.getTime() ?? null,
-    });
+    return this.remember(toProductInfo(rows[0]));
   }
 
   /** The cached product while it is fresh, without asking PostgreSQL; else undefined. */

@@ -2,21 +2,26 @@
 // longer than SOLD_OUT_STALE_MS past the last poll that found the segment rows unchanged.
 import { DoorConfig } from '../config/app-config';
 import { SoldOutBoard } from './sold-out-board.service';
-import { SoldOutSnapshot, StockFingerprint, StockRepository } from './stock.repository';
+import { ProductCatalogService, ProductInfo } from './product-catalog.service';
+import { PolledProduct, SoldOutSnapshot, StockRepository } from './stock.repository';
 
 const STALE_MS = 100;
 const P = 7;
 
 function world(snapshot: SoldOutSnapshot | null) {
   const stock: jest.Mocked<Pick<StockRepository, 'soldOutSnapshot' | 'fingerprints'>> = {
-    soldOutSnapshot: jest.fn(async () => snapshot),
-    fingerprints: jest.fn(async (): Promise<Map<number, StockFingerprint>> => new Map([[P, { remaining: 0, fingerprint: 'f1' }]])),
+    soldOutSnapshot: jest.fn(async (_productId: number) => snapshot),
+    fingerprints: jest.fn(async (_ids: number[]): Promise<Map<number, PolledProduct>> => new Map([[P, polled(0, 'f1')]])),
   };
+  const catalog = { remember: jest.fn((info: ProductInfo) => info) };
   const metrics = { soldOutBoardProducts: { set: jest.fn() } };
   const door = Object.assign(new DoorConfig(), { soldOutStaleMs: STALE_MS });
-  const board = new SoldOutBoard(stock as unknown as StockRepository, door, metrics as never);
-  return { board, stock };
+  const board = new SoldOutBoard(stock as unknown as StockRepository, catalog as unknown as ProductCatalogService, door, metrics as never);
+  return { board, stock, catalog };
 }
+
+const terms: ProductInfo = { id: P, limitPerUser: 1, segmentCount: 2, layoutVersion: 1, startsAt: null, endsAt: null };
+const polled = (remaining: number, fingerprint: string): PolledProduct => ({ remaining, fingerprint, terms });
 
 const soldOut: SoldOutSnapshot = {
   remaining: 0,
@@ -74,8 +79,8 @@ describe('SoldOutBoard', () => {
     board.onApplicationShutdown();
   });
 
-  it('should keep refusing while polls find the segment rows unchanged', async () => {
-    const { board } = world(soldOut);
+  it("should keep refusing while polls find the segment rows unchanged, keeping the product's terms fresh", async () => {
+    const { board, catalog } = world(soldOut);
     board.learn(P);
     await board.settled();
     for (let t = 50; t <= 500; t += 50) {
@@ -84,12 +89,14 @@ describe('SoldOutBoard', () => {
     }
     jest.setSystemTime(1_000_000 + 500 + STALE_MS - 1);
     expect(board.refusal(P, 'carol')).toEqual({ kind: 'sold_out' });
+    expect(catalog.remember).toHaveBeenCalledTimes(10);
+    expect(catalog.remember).toHaveBeenCalledWith(terms);
     board.onApplicationShutdown();
   });
 
   it.each([
-    ['units came back', { remaining: 1, fingerprint: 'f2' }],
-    ['a segment row was written though nothing remains (a return resold)', { remaining: 0, fingerprint: 'f2' }],
+    ['units came back', polled(1, 'f2')],
+    ['a segment row was written though nothing remains (a return resold)', polled(0, 'f2')],
   ])('should forget the product at the first poll after %s', async (_name, seen) => {
     const { board, stock } = world(soldOut);
     board.learn(P);

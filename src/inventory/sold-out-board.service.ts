@@ -11,11 +11,13 @@
 // process refuses returned units for longer than SOLD_OUT_STALE_MS after they were committed.
 // The process that returns units drops its own entry at once (forget).
 //
-// The poll is one statement every SOLD_OUT_STALE_MS / 2 for all of this process's sold-out
-// products, whatever the number of refusals: its cost is per process, not per refusal.
+// The poll is one statement every SOLD_OUT_STALE_MS / 4 for all of this process's sold-out
+// products, whatever the number of refusals: its cost is per process, not per refusal. It also
+// brings the products' terms (sale window, limit), which keeps their catalog entries fresh.
 import { Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
 import { DoorConfig } from '../config/app-config';
 import { MetricsService } from '../metrics/metrics.service';
+import { ProductCatalogService } from './product-catalog.service';
 import { StockRepository } from './stock.repository';
 
 /** At most this many sold-out products are held per process (the oldest learnt is dropped first). */
@@ -46,6 +48,7 @@ export class SoldOutBoard implements OnApplicationShutdown {
 
   constructor(
     private readonly stock: StockRepository,
+    private readonly catalog: ProductCatalogService,
     private readonly door: DoorConfig,
     private readonly metrics: MetricsService,
   ) {}
@@ -76,7 +79,7 @@ export class SoldOutBoard implements OnApplicationShutdown {
       .soldOutSnapshot(productId)
       .then((snap) => {
         if (snap === null || snap.remaining > 0 || snap.holders === null) {
-          this.quietUntil.set(productId, Date.now() + this.pollMs);
+          this.quietUntil.set(productId, Date.now() + 2 * this.pollMs);
           return;
         }
         this.quietUntil.delete(productId);
@@ -106,27 +109,34 @@ export class SoldOutBoard implements OnApplicationShutdown {
   }
 
   onApplicationShutdown(): void {
-    if (this.timer) clearInterval(this.timer);
+    if (this.timer) clearTimeout(this.timer);
     this.timer = null;
   }
 
+  /**
+   * A quarter of the bound: an entry lapses only when a poll takes longer than three quarters of
+   * SOLD_OUT_STALE_MS (then refusals take the order path until the next poll confirms it).
+   */
   private get pollMs(): number {
-    return Math.max(5, Math.floor(this.door.soldOutStaleMs / 2));
+    return Math.max(5, Math.floor(this.door.soldOutStaleMs / 4));
   }
 
-  private schedule(): void {
+  /** Polls while any product is held, the next one a poll interval after the last one started. */
+  private schedule(delayMs = this.pollMs): void {
     if (this.timer !== null) return;
-    this.timer = setInterval(() => void this.poll(), this.pollMs);
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      const started = Date.now();
+      void this.poll().finally(() => {
+        if (this.entries.size > 0) this.schedule(Math.max(0, started + this.pollMs - Date.now()));
+      });
+    }, delayMs);
     this.timer.unref();
   }
 
   /** Confirms or ends every entry from one statement; a failed poll confirms nothing. */
   async poll(): Promise<void> {
-    if (this.entries.size === 0) {
-      this.onApplicationShutdown();
-      return;
-    }
-    if (this.polling) return;
+    if (this.entries.size === 0 || this.polling) return;
     this.polling = true;
     const started = Date.now();
     try {
@@ -135,6 +145,9 @@ export class SoldOutBoard implements OnApplicationShutdown {
         const seen = now.get(productId);
         if (seen !== undefined && seen.remaining === 0 && seen.fingerprint === e.fingerprint) {
           e.freshUntil = started + this.door.soldOutStaleMs;
+          // The door checks the sale window and limit from the catalog: keep it fresh here, so that
+          // no refusal has to ask PostgreSQL for them.
+          this.catalog.remember(seen.terms);
         } else {
           // Something was sold or returned: the order path decides again, and relearns if need be.
           this.entries.delete(productId);

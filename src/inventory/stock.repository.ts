@@ -7,6 +7,7 @@ import { HttpConfig } from '../config/app-config';
 import { mapDatabaseError } from '../common/database-errors';
 import { UnavailableError } from '../common/domain-errors';
 import { MetricsService } from '../metrics/metrics.service';
+import { PRODUCT_TERMS_COLUMNS, ProductInfo, ProductTermsRow, toProductInfo } from './product-catalog.service';
 
 export interface Layout {
   version: number;
@@ -22,6 +23,11 @@ export interface Layout {
 export interface StockFingerprint {
   remaining: number;
   fingerprint: string;
+}
+
+/** The board's poll of one product: its fingerprint and its current terms (to keep the catalog fresh). */
+export interface PolledProduct extends StockFingerprint {
+  terms: ProductInfo;
 }
 
 /** The same, with who holds the product's live orders; `holders` only when nothing remains. */
@@ -79,15 +85,26 @@ export class StockRepository {
     return { remaining: Number(r.remaining), fingerprint: r.fingerprint, holders: r.holders?.map(([u, id]) => [u, Number(id)]) ?? null };
   }
 
-  /** The fingerprints of several products at once (the board's poll); a product without segments is absent. */
-  async fingerprints(productIds: number[]): Promise<Map<number, StockFingerprint>> {
+  /**
+   * The fingerprints of several products at once, with their terms (the board's poll, one
+   * statement; tagged so that a count of statements can tell it apart). A product that no longer
+   * exists is absent.
+   */
+  async fingerprints(productIds: number[]): Promise<Map<number, PolledProduct>> {
+    const terms = PRODUCT_TERMS_COLUMNS.split(', ')
+      .map((c) => `p.${c}`)
+      .join(', ');
     const rows = await this.guarded(() =>
-      this.db.query<Array<{ product_id: number; remaining: string; fingerprint: string }>>(
-        `SELECT product_id, ${FINGERPRINT_COLUMNS} FROM stock_segments WHERE product_id = ANY($1::int[]) GROUP BY product_id`,
+      this.db.query<Array<ProductTermsRow & { remaining: string; fingerprint: string }>>(
+        `/* sold-out board poll */
+         SELECT ${terms}, coalesce(sum(s.stock), 0)::text AS remaining,
+                coalesce(string_agg(s.idx || ':' || s.xmin::text, ',' ORDER BY s.idx), '') AS fingerprint
+           FROM products p LEFT JOIN stock_segments s ON s.product_id = p.id
+          WHERE p.id = ANY($1::int[]) GROUP BY p.id`,
         [productIds],
       ),
     );
-    return new Map(rows.map((r) => [r.product_id, { remaining: Number(r.remaining), fingerprint: r.fingerprint }]));
+    return new Map(rows.map((r) => [r.id, { remaining: Number(r.remaining), fingerprint: r.fingerprint, terms: toProductInfo(r) }]));
   }
 
   private async guarded<T>(read: () => Promise<T>): Promise<T> {

@@ -72,6 +72,11 @@ export class MetricsService {
     help: 'Orders answered SOLD_OUT from the sold-out flag without touching a segment',
     registers: [this.registry],
   });
+  readonly staleSoldOutFlags = new Counter({
+    name: 'flashsale_stale_sold_out_flags_total',
+    help: 'Redis sold-out flags found wrong by PostgreSQL (their clearing was lost) and cleared',
+    registers: [this.registry],
+  });
   readonly inProcessRefusals = new Counter({
     name: 'flashsale_in_process_refusals_total',
     help: 'POST /orders answered from what this process knows of a sold-out product (SOLD_OUT, ALREADY_ORDERED), with no PostgreSQL or Redis call',

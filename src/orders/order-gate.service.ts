@@ -81,7 +81,7 @@ export class OrderGateService {
     }
     if (reply?.[0] === -1) {
       this.metrics.soldOutShortCircuits.inc();
-      throw new SoldOutError(0, quantity);
+      throw new SoldOutError(0, quantity, true);
     }
     if (reply !== null && reply[0] !== 1) throw new OrderInProgressError();
     const hints = reply === null ? { generation: null, empty: new Set<number>() } : { generation: reply[1], empty: new Set(reply.slice(2)) };

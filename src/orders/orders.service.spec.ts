@@ -185,6 +185,7 @@ function world(opts: {
     'lockAttempts',
     'fallovers',
     'soldOutShortCircuits',
+    'staleSoldOutFlags',
     'authoritativeChecks',
     'rebalances',
     'dependencyErrors',
@@ -208,7 +209,7 @@ function world(opts: {
       }
       if (h.soldOut) {
         metrics.soldOutShortCircuits.inc();
-        throw new SoldOutError(0, q);
+        throw new SoldOutError(0, q, true);
       }
       const held = await locks.tryAcquire(`lock:order:${userId}`, config.locks.userTtlMs);
       if (!held) throw new OrderInProgressError();
@@ -454,17 +455,34 @@ describe('OrdersService.place', () => {
       expect(w.hints.markSoldOut).not.toHaveBeenCalled();
     });
 
-    it('should answer SOLD_OUT from the sold-out flag without taking the user lock or touching a segment', async () => {
-      const w = world({ stocks: [5] });
+    it('should answer SOLD_OUT from the sold-out flag, checked by one read, without taking the user lock or touching a segment', async () => {
+      const w = world({ stocks: [0, 0] });
       w.hints.read.mockResolvedValue({ soldOut: true, empty: new Set() });
       await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(SoldOutError);
       expect(w.locks.tryAcquire).not.toHaveBeenCalled();
       expect(w.orders.sellFromSegment).not.toHaveBeenCalled();
+      expect(w.stock.readLayout).toHaveBeenCalledTimes(1);
       expect(w.metrics.soldOutShortCircuits.inc).toHaveBeenCalled();
+      expect(w.board.learn).toHaveBeenCalledWith(PRODUCT);
+    });
+
+    it('should clear a sold-out flag that PostgreSQL contradicts (its clearing was lost) and sell', async () => {
+      const w = world({ stocks: [0, 3] });
+      w.hints.read.mockResolvedValue({ soldOut: true, empty: new Set() });
+      w.hints.stockReturned.mockImplementation(async () => {
+        w.hints.read.mockResolvedValue({ soldOut: false, empty: new Set() });
+        return 1;
+      });
+      startAt(0, 2);
+      const order = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 });
+      expect(order.allocations).toEqual([{ segment: 1, quantity: 1 }]);
+      expect(w.hints.stockReturned).toHaveBeenCalledWith(PRODUCT, 1, [1]);
+      expect(w.metrics.staleSoldOutFlags.inc).toHaveBeenCalledTimes(1);
+      expect(w.board.learn).not.toHaveBeenCalled();
     });
 
     it('should answer ALREADY_ORDERED instead of SOLD_OUT to a user who holds an order of the sold-out product', async () => {
-      const w = world({ stocks: [5], ordered: ['u1'] });
+      const w = world({ stocks: [0], ordered: ['u1'] });
       w.hints.read.mockResolvedValue({ soldOut: true, empty: new Set() });
       await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(AlreadyOrderedError);
       await expect(w.service.place({ userId: 'u2', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(SoldOutError);

@@ -47,7 +47,7 @@ export class OrdersService {
 
   async place(req: PlaceOrder): Promise<OrderRow> {
     try {
-      return await this.sell(req);
+      return await this.sellPastStaleHint(req);
     } catch (err) {
       // A client retrying after a lost answer must learn that its order exists, and which, also
       // once the product is sold out. Costs one index lookup, on these two paths only.
@@ -62,6 +62,33 @@ export class OrdersService {
         if (existing) throw new AlreadyOrderedError(existing.id);
       }
       throw err;
+    }
+  }
+
+  /**
+   * The Redis sold-out flag is a hint: before it refuses, PostgreSQL is asked, so a flag whose
+   * clearing was lost (Redis away when units came back, a failover) cannot hide returned units.
+   * Such a flag is cleared and the order sold. This costs one read per refusal only until this
+   * process's sold-out board knows the product (then refusals never reach the order path).
+   */
+  private async sellPastStaleHint(req: PlaceOrder): Promise<OrderRow> {
+    try {
+      return await this.sell(req);
+    } catch (err) {
+      if (!(err instanceof SoldOutError && err.fromHint)) throw err;
+      const layout = await this.stock.readLayout(req.productId);
+      const left = layout?.segments.filter((s) => s.stock > 0) ?? [];
+      const remaining = left.reduce((sum, s) => sum + s.stock, 0);
+      if (layout === null || remaining < req.quantity) throw new SoldOutError(remaining, req.quantity);
+      this.metrics.staleSoldOutFlags.inc();
+      await this.hints
+        .stockReturned(
+          req.productId,
+          layout.version,
+          left.map((s) => s.idx),
+        )
+        .catch(() => this.metrics.dependencyErrors.inc({ dependency: 'redis' }));
+      return this.sell(req);
     }
   }
 

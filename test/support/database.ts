@@ -50,3 +50,37 @@ export async function countByStatus(db: Client, productId: number): Promise<Reco
   const { rows } = await db.query('SELECT status, count(*)::int AS n FROM orders WHERE product_id = $1 GROUP BY status', [productId]);
   return Object.fromEntries(rows.map((r) => [r.status, r.n]));
 }
+
+/**
+ * Statements PostgreSQL has run in the test database so far (pg_stat_statements, loaded by the
+ * global setup; its counts are exact at once, unlike pg_stat_database's), leaving out these reads
+ * and, with `except`, the statements whose text holds it.
+ */
+export async function statementCount(opts: { except?: string } = {}): Promise<number> {
+  return withDb(async (db) => {
+    await db.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
+    const { rows } = await db.query<{ n: string }>(
+      `SELECT coalesce(sum(s.calls), 0)::text AS n
+         FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
+        WHERE d.datname = current_database() AND s.query NOT ILIKE '%pg_stat_statements%' AND ($1::text IS NULL OR strpos(s.query, $1) = 0)`,
+      [opts.except ?? null],
+    );
+    return Number(rows[0].n);
+  });
+}
+
+/** Probes, health checks and connection set-up (this reader's own among them), left out of the counts. */
+const NOT_COUNTED = new Set(['info', 'ping', 'client', 'hello', 'select', 'auth']);
+
+/** Commands the Redis at `url` has run (INFO commandstats), leaving out NOT_COUNTED. */
+export async function redisCommandCount(url = testUrls().redisUrl): Promise<number> {
+  const redis = new Redis(url);
+  try {
+    const text = await redis.info('commandstats');
+    let calls = 0;
+    for (const m of text.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) if (!NOT_COUNTED.has(m[1].split('|')[0])) calls += Number(m[2]);
+    return calls;
+  } finally {
+    redis.disconnect();
+  }
+}

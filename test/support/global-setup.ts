@@ -18,7 +18,13 @@ export default async function globalSetup(): Promise<void> {
   let databaseUrl = process.env.TEST_DATABASE_URL;
   if (!databaseUrl) {
     const dir = mkdtempSync(join(tmpdir(), 'flashsale-test-'));
-    const pg = await startEmbeddedPostgres({ dataDir: join(dir, 'pg'), database: 'flashsale_test', persistent: false });
+    // pg_stat_statements: the door's spec counts the statements that refusals cost (none).
+    const pg = await startEmbeddedPostgres({
+      dataDir: join(dir, 'pg'),
+      database: 'flashsale_test',
+      persistent: false,
+      settings: { shared_preload_libraries: 'pg_stat_statements' },
+    });
     stops.push(() => pg.stop());
     databaseUrl = pg.url;
   }
