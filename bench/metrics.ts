@@ -36,6 +36,8 @@ export interface MetricDeltas {
   soldOut: number | null;
   /** Orders answered SOLD_OUT from the sold-out flag, with no lock and no stock read. */
   soldOutShortCircuits: number | null;
+  /** Orders answered SOLD_OUT by the door from the process's memory (no PostgreSQL, no Redis). */
+  soldOutInProcess?: number | null;
 }
 
 const WANTED = [
@@ -45,6 +47,7 @@ const WANTED = [
   'flashsale_lock_wait_seconds_sum',
   'flashsale_lock_wait_seconds_count',
   'flashsale_sold_out_short_circuits_total',
+  'flashsale_in_process_refusals_total',
 ];
 
 /** Parses the lines of the wanted families; key = `name{labels as printed}`. */
@@ -125,6 +128,7 @@ function deltasOf(before: Samples, after: Samples) {
     lockWaitMeanMs: waitCount > 0 ? (waitSum / waitCount) * 1000 : 0,
     soldOut: d('flashsale_orders_total', 'outcome="SOLD_OUT"'),
     soldOutShortCircuits: d('flashsale_sold_out_short_circuits_total'),
+    soldOutInProcess: d('flashsale_in_process_refusals_total', 'code="SOLD_OUT"'),
   };
 }
 
@@ -137,6 +141,7 @@ const EMPTY: Omit<MetricDeltas, 'source' | 'note'> = {
   lockWaitMeanMs: null,
   soldOut: null,
   soldOutShortCircuits: null,
+  soldOutInProcess: null,
 };
 
 /** For a scenario with no counters to read (a peer, GET /health/live); `why` goes into the report. */

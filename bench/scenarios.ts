@@ -400,9 +400,9 @@ const SOLD_OUT_EXTRA_BUYERS = 20;
 
 /**
  * A product sold out before the load (its units, then a few buyers more), then orders of distinct
- * buyers for the scenario's time: every answer must be 410, nothing may be sold, and every
- * refusal must come from the sold-out flag (the path a big sale's refusals take). Its costs are
- * per refusal.
+ * buyers for the scenario's time: every answer must be 410, nothing may be sold, and the
+ * refusals must come from the process's memory (the door's sold-out board: the path a big sale's
+ * refusals take). Its costs are per refusal.
  */
 async function runSoldOut(ctx: RunContext, spec: ScenarioSpec): Promise<ScenarioResult> {
   if (ctx.target !== 'service') throw new Error('the sold-out scenario measures the service');
@@ -459,12 +459,14 @@ async function runSoldOut(ctx: RunContext, spec: ScenarioSpec): Promise<Scenario
     },
     { name: 'nothing sold during the load', ok: ordersInDb === sold, detail: `${ordersInDb - sold} orders added` },
   ];
-  if (metrics.soldOut !== null && metrics.soldOutShortCircuits !== null) {
-    // Up to one request per connection is answered after autocannon stopped counting.
+  if (metrics.soldOut != null && metrics.soldOutInProcess != null) {
+    // Up to one request per connection is answered after autocannon stopped counting. A poll of the
+    // sold-out board slower than 3/4 of SOLD_OUT_STALE_MS sends refusals down the order path until
+    // the next one (correct, dearer): the costs show it; most must still come from memory.
     checks.push({
-      name: 'every refusal from the sold-out flag',
-      ok: metrics.soldOutShortCircuits === metrics.soldOut && metrics.soldOut >= refused && metrics.soldOut <= refused + ctx.connections,
-      detail: `${metrics.soldOutShortCircuits} of the service's ${metrics.soldOut} SOLD_OUT answers from the flag; ${refused} counted here`,
+      name: 'refusals from memory',
+      ok: metrics.soldOutInProcess >= 0.95 * metrics.soldOut && metrics.soldOut >= refused && metrics.soldOut <= refused + ctx.connections,
+      detail: `${metrics.soldOutInProcess} of the service's ${metrics.soldOut} SOLD_OUT answers from the process's memory, ${metrics.soldOutShortCircuits ?? 0} from the Redis flag; ${refused} counted here`,
     });
   }
   verification.checks.push(...checks);
