@@ -13,6 +13,10 @@ export interface LoadSpec {
   userPrefix?: string;
   /** ... or GET this path instead (no body). */
   get?: string;
+  /** The n-th POST /orders body, instead of `{ userId: <prefix><n>, productId }` (the door's loads: holders asking again, one user). */
+  bodyOf?: (n: number) => string;
+  /** Headers of the n-th POST /orders (a buyer token of its own). */
+  headersOf?: (n: number) => Record<string, string>;
   /** The answer that counts and whose latency is kept (default 201). */
   okStatus?: number;
   connections: number;
@@ -71,7 +75,7 @@ function summarise(h: RecordableHistogram): Latency | null {
 export function runLoad(spec: LoadSpec): Promise<LoadResult> {
   return new Promise((resolve, reject) => {
     let issued = 0;
-    const body = () => JSON.stringify({ userId: `${spec.userPrefix ?? 'u'}${issued++}`, productId: spec.productId });
+    const body = (n: number) => (spec.bodyOf ? spec.bodyOf(n) : JSON.stringify({ userId: `${spec.userPrefix ?? 'u'}${n}`, productId: spec.productId }));
     const okStatus = spec.okStatus ?? 201;
     const statusCounts: Record<string, number> = {};
     const latencies = createHistogram();
@@ -125,7 +129,10 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
                 path: '/orders',
                 headers: { 'content-type': 'application/json' },
                 // Called for every request (not just once per connection), so no userId repeats.
-                setupRequest: (req) => ({ ...req, body: body() }),
+                setupRequest: (req) => {
+                  const n = issued++;
+                  return { ...req, body: body(n), ...(spec.headersOf ? { headers: { ...req.headers, ...spec.headersOf(n) } } : {}) };
+                },
                 // Only where asked for: autocannon reads every body anyway, this hands it over.
                 ...(spec.onAnswer ? { onResponse: spec.onAnswer } : {}),
               },

@@ -140,7 +140,7 @@ async function primary(config: AppConfig, root: Pino): Promise<void> {
     if (deps.generatedAdminToken) logger.warn(`ADMIN_TOKEN unset: this run's admin token is ${resolved.admin.token}`);
     if (deps.generatedShopToken) logger.warn(`SHOP_TOKEN unset: this run's shop token is ${resolved.identity.shopToken}`);
     if (!resolved.identity.jwtSecret && !resolved.identity.jwtPublicKey) {
-      logger.warn('BUYER_JWT_SECRET and BUYER_JWT_PUBLIC_KEY unset: buyer identity is off, POST /orders trusts the userId of its body');
+      logger.log('BUYER_JWT_SECRET and BUYER_JWT_PUBLIC_KEY unset: buyer identity is off, POST /orders trusts the userId of its body');
     }
     if (config.http.workers === 1) {
       app = await createApp(resolved, root);

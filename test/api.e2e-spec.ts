@@ -1,5 +1,6 @@
-// The HTTP API of DESIGN.md, row by row: each success and each error code that can be produced
-// deterministically, with the database checked after every error to prove it changed nothing.
+// The HTTP API (the table in README.md, "API"), row by row, held to the invariants of
+// docs/design.md: each success and each error code that can be produced deterministically, with
+// the database checked after every error to prove it changed nothing.
 import type { ProductView } from '../src/inventory/inventory.service';
 import Redis from 'ioredis';
 import { freePort } from '../src/infrastructure/free-port';

@@ -2,7 +2,7 @@
 // nothing: neither PostgreSQL (orders, products, segment stock) nor Redis (locks, hints).
 import Redis from 'ioredis';
 import { auditProduct, resetState, withDb } from './support/database';
-import { admin, createProduct, Reply, request, ServiceProcess, startService, testUrls } from './support/service';
+import { admin, createProduct, Reply, request, ServiceProcess, startService, testUrls, shop } from './support/service';
 
 interface Case {
   name: string;
@@ -170,7 +170,7 @@ const badPaths: Case[] = [
   ['a non-numeric product id', '/admin/products/abc', 'PRODUCT_NOT_FOUND'],
   ['a negative product id', '/admin/products/-1', 'PRODUCT_NOT_FOUND'],
   ['a product id beyond int4', '/admin/products/99999999999', 'PRODUCT_NOT_FOUND'],
-].map(([name, path, code]) => ({ name, method: 'GET', path, headers: admin, status: 404, code }));
+].map(([name, path, code]) => ({ name, method: 'GET', path, headers: path.startsWith('/orders') ? shop : admin, status: 404, code }));
 
 const malformedPaths: Case[] = [
   { name: 'a malformed percent-encoding in an order id', method: 'GET', path: '/orders/%E0%A4%A', status: 400, code: 'VALIDATION_FAILED' },

@@ -1,4 +1,4 @@
-// The invariants of DESIGN.md (I1-I5) under concurrency: two service processes share one
+// The invariants of docs/design.md (I1-I5) under concurrency: two service processes share one
 // PostgreSQL and one Redis, thousands of orders arrive at once (with duplicate bursts, bad inputs
 // and rebalances mixed in), and the database is checked afterwards.
 import { auditProduct, resetState, withDb } from './support/database';

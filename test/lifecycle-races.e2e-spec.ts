@@ -1,5 +1,5 @@
-// Races of the order lifecycle (DESIGN.md I1, I2, I3, I6, I7) across two service processes that
-// share one PostgreSQL and one Redis: pay against cancel on the same orders, pay against the
+// Races of the order lifecycle (docs/design.md, I1, I2, I3, I6, I7) across two service processes
+// that share one PostgreSQL and one Redis: pay against cancel on the same orders, pay against the
 // expiry moment and the sweeps of both processes, a sell-out storm followed by cancels, payments,
 // expiries, a rebalance and a restock, and users ordering again after their order closed. Every
 // phase is checked from PostgreSQL, and every answer a client got is checked against it.

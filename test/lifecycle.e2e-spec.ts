@@ -1,6 +1,7 @@
-// The order's life and the sale's terms, row by row of DESIGN.md's API table: pay, cancel, expiry,
-// restock, PATCH and sale windows, each success and each error code, with the database compared
-// before and after every refusal to prove it changed nothing.
+// The order's life and the sale's terms, row by row of the API table (README.md, "API") held to the
+// invariants of docs/design.md: pay, cancel, expiry, restock, PATCH and sale windows, each success
+// and each error code, with the database compared before and after every refusal to prove it
+// changed nothing.
 import Redis from 'ioredis';
 import type { ProductView } from '../src/inventory/inventory.service';
 import { hintKeys } from '../src/inventory/stock-hints.service';

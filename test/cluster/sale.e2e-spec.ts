@@ -1,8 +1,8 @@
 // A sale on a Redis Cluster of 3 masters (REDIS_CLUSTER_NODES) across two service processes: the
-// invariants of DESIGN.md (I1-I7) through a sell-out storm with duplicate bursts and a rebalance,
-// then payments, cancels, expiries and a resale of the returned units, each phase checked from
-// PostgreSQL; and evidence from Redis itself that every master served segment-lock traffic (the
-// segment locks hash whole, so one product's segments spread over the masters).
+// invariants of docs/design.md (I1-I7) through a sell-out storm with duplicate bursts and a
+// rebalance, then payments, cancels, expiries and a resale of the returned units, each phase
+// checked from PostgreSQL; and evidence from Redis itself that every master served segment-lock
+// traffic (the segment locks hash whole, so one product's segments spread over the masters).
 import { Client } from 'pg';
 import { brief, expectPromisesKept, metricIn, Outcome, placeOrder, tally, waitFor } from '../faults/support';
 import { auditProduct, countByStatus, expectStockBalanced } from '../support/database';

@@ -3,7 +3,7 @@
 // characters in ids, deeply nested JSON. Each must get a clear 4xx that changes nothing, and no
 // reply body may show anything of the inside (stack, error class, file path, SQL).
 import { join } from 'node:path';
-import { admin, ADMIN_TOKEN, createProduct, pooled, Reply, request, ServiceProcess } from '../support/service';
+import { admin, ADMIN_TOKEN, createProduct, pooled, Reply, request, ServiceProcess, shop } from '../support/service';
 import { brief, expectPromisesKept, FaultPostgres, FaultRedis, leaksInternals, placeOrder, scratchDir, startFaultService, stopAll, withPg } from './support';
 
 describe('abuse of the public and admin API', () => {
@@ -142,7 +142,7 @@ describe('abuse of the public and admin API', () => {
     const answers = await Promise.all(numbers.map(async (b) => ({ b, status: (await raw(b)).status })));
     expect(answers.filter((x) => x.status !== 400 && x.status !== 404)).toEqual([]);
     for (const path of ['/orders/99999999999999999999999', '/orders/-1', '/orders/1e3', '/orders/0x10']) {
-      expect((await send('GET', path)).status).toBe(404);
+      expect((await send('GET', path, undefined, shop)).status).toBe(404);
     }
     for (const id of ['99999999999', '1e3', '-1', '0', '2147483648']) {
       expect((await send('GET', `/admin/products/${id}`, undefined, admin)).status).toBe(404);
@@ -176,7 +176,7 @@ describe('abuse of the public and admin API', () => {
       expect({ userId, status: r.status, code: r.body?.code }).toEqual({ userId, status: 400, code: 'VALIDATION_FAILED' });
     }
     for (const path of ['/orders/%00', '/orders/1%0A', '/orders/%F0%9F%91%8D', '/orders/%E0%A4%A', '/orders/..%2f..%2fetc%2fpasswd', '/orders/%D9%A1']) {
-      const r = await send('GET', path);
+      const r = await send('GET', path, undefined, shop);
       expect({ path, ok: r.status >= 400 && r.status < 500 }).toEqual({ path, ok: true });
     }
     for (const path of ['/admin/products/%00', '/admin/products/%E0%A4%A', '/admin/products/%D9%A1']) {

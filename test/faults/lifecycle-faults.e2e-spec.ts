@@ -414,7 +414,7 @@ describe('Order lifecycle under faults: expiry, pay and cancel across two proces
       const sentAt = Date.now();
       const call = { op, orderId: o.id, userId: o.userId, target: base, sentAt };
       try {
-        const r = await request(base, 'POST', `/orders/${o.id}/${op}`, { userId: o.userId });
+        const r = await request(base, 'POST', `/orders/${o.id}/${op}`, { userId: o.userId }, shop);
         return { ...call, doneAt: Date.now(), status: r.status, code: r.body?.code, retryAfter: r.headers['retry-after'], body: r.body };
       } catch (err) {
         return { ...call, doneAt: Date.now(), status: 0, error: (err as NodeJS.ErrnoException).code ?? (err as Error).message };

@@ -1,0 +1,391 @@
+// `npm run bench:door`: what the door costs, measured in one run on this machine, each figure
+// beside GET /health/live of the same process (the cost of answering nothing):
+// - refusals of a sold-out product to distinct buyers (410), and holders asking again (409), with
+//   the PostgreSQL statements (pg_stat_statements) and Redis commands (INFO commandstats) each cost;
+// - 429 RATE_LIMITED to one user over budget;
+// - orders/s with buyer identity on (HS256 tokens, one per buyer) against off;
+// - the memory a process spends on knowing a sold-out product of 100,000 holders.
+// It starts its own PostgreSQL and Redis and one service process per configuration, one after the
+// other (never two loads at once), and writes door.md and door.json beside latest.md.
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { parseArgs } from 'node:util';
+import { SignJWT } from 'jose';
+import { Client } from 'pg';
+import { startEmbeddedPostgres } from '../src/infrastructure/embedded-postgres';
+import { startEmbeddedRedis } from '../src/infrastructure/embedded-redis';
+import { runMigrations } from '../src/infrastructure/migrate';
+import { CostProbe, costDeltas, ScenarioCosts } from './costs';
+import { launchService, ServiceProcess } from './launcher';
+import { Latency, LoadSpec, runLoad } from './load';
+import { createProductViaApi } from './scenarios';
+import { BENCH_SHOP_TOKEN } from './service';
+
+const ADMIN_TOKEN = 'bench-door-admin-token-0123456789';
+const JWT_SECRET = 'bench-door-buyer-secret-0123456789abcdef';
+/** As `npm start`. */
+const HEAP_MB = 128;
+
+export interface DoorRow {
+  id: string;
+  /** Which service start measured it: plain (identity off, no limits), identity (HS256), limited (RATE_LIMIT_USER=1). */
+  start: 'plain' | 'identity' | 'limited';
+  what: string;
+  okStatus: number;
+  answers: number;
+  perSec: number;
+  statusCounts: Record<string, number>;
+  latencyMs: Latency | null;
+  costs: ScenarioCosts;
+}
+
+export interface DoorTarget {
+  name: string;
+  measured: number;
+  target: number;
+  /** At least (>=) or at most (<=) the target. */
+  sense: '>=' | '<=';
+  ok: boolean;
+}
+
+export interface DoorReport {
+  startedAt: string;
+  machine: { cores: number; memoryGb: number; node: string };
+  durationS: number;
+  connections: number;
+  rows: DoorRow[];
+  memory: { holders: number; heapBeforeMb: number; heapAfterMb: number; learnMs: number; entryMb: number | null };
+  targets: DoorTarget[];
+}
+
+/** The targets of the door, as ratios of rows measured in this run. */
+export function doorTargets(rows: DoorRow[]): DoorTarget[] {
+  const rate = (id: string) => rows.find((r) => r.id === id)?.perSec ?? NaN;
+  const per = (id: string, key: 'pgStatements' | 'redisCommands') => {
+    const p = rows.find((r) => r.id === id)?.costs.perUnit;
+    return p ? ((key === 'pgStatements' ? p.pgStatements : p.redisCommands) ?? NaN) : NaN;
+  };
+  const t = (name: string, measured: number, target: number, sense: '>=' | '<=' = '>='): DoorTarget => ({
+    name,
+    measured,
+    target,
+    sense,
+    ok: sense === '>=' ? measured >= target : measured <= target,
+  });
+  return [
+    t('410 to distinct buyers / GET /health/live (same process)', rate('sold-out-410') / rate('health-live-plain'), 0.7),
+    t('409 to holders asking again / GET /health/live (same process)', rate('already-ordered-409') / rate('health-live-plain'), 0.5),
+    t('PostgreSQL statements per 410', per('sold-out-410', 'pgStatements'), 0.01, '<='),
+    t('Redis commands per 410', per('sold-out-410', 'redisCommands'), 0.01, '<='),
+    t('PostgreSQL statements per 409', per('already-ordered-409', 'pgStatements'), 0.01, '<='),
+    t('Redis commands per 409', per('already-ordered-409', 'redisCommands'), 0.01, '<='),
+    t('429 / GET /health/live (same process)', rate('rate-limited-429') / rate('health-live-limited'), 0.7),
+    t('orders/s with HS256 identity / without', rate('orders-hs256') / rate('orders-plain'), 0.9),
+  ];
+}
+
+const f = (n: number | null | undefined, digits = 0) => (n == null || !Number.isFinite(n) ? '-' : n.toFixed(digits));
+
+export function renderDoor(r: DoorReport): string {
+  const out: string[] = [];
+  out.push(`# The door: what a "no" costs (${r.startedAt})`);
+  out.push('');
+  out.push(
+    `${r.machine.cores} cores, ${r.machine.memoryGb} GB, Node ${r.machine.node}; ${r.connections} connections, ${r.durationS} s per row; one service process ` +
+      `(WORKERS=1, --max-old-space-size=${HEAP_MB}) per start, started in turn; the load generator, PostgreSQL and Redis share the same cores. ` +
+      'Costs per answer: PostgreSQL statements from pg_stat_statements (read-only ones included; the sold-out board polls once per SOLD_OUT_STALE_MS / 4 whatever the load, and those polls are in), Redis commands from INFO commandstats, service CPU from /proc.',
+  );
+  out.push('');
+  out.push('| row | start | what | answers | answers/s | p50 ms | p99 ms | PG statements / answer | Redis commands / answer | service CPU µs / answer |');
+  out.push('|---|---|---|--:|--:|--:|--:|--:|--:|--:|');
+  for (const x of r.rows) {
+    const p = x.costs.perUnit;
+    out.push(
+      `| ${x.id} | ${x.start} | ${x.what} | ${x.answers} | ${f(x.perSec)} | ${f(x.latencyMs?.p50, 1)} | ${f(x.latencyMs?.p99, 1)} | ${f(p.pgStatements, 3)} | ${f(p.redisCommands, 3)} | ${f(p.targetCpuUs)} |`,
+    );
+  }
+  out.push('');
+  out.push('| target | measured | wanted | |');
+  out.push('|---|--:|--:|---|');
+  for (const t of r.targets) out.push(`| ${t.name} | ${f(t.measured, 3)} | ${t.sense} ${t.target} | ${t.ok ? 'pass' : 'MISSED'} |`);
+  out.push('');
+  out.push(
+    `Memory: a sold-out product with ${r.memory.holders} live orders, learnt by a process in ${f(r.memory.learnMs)} ms (one statement), ` +
+      `took its heap from ${f(r.memory.heapBeforeMb, 1)} MB to ${f(r.memory.heapAfterMb, 1)} MB (V8 heap used as the service reports it, garbage included); ` +
+      `the entry alone (a Map of ${r.memory.holders} user ids to order ids, between two forced collections in the benchmark's process) is ${f(r.memory.entryMb, 1)} MB.`,
+  );
+  out.push('');
+  return out.join('\n');
+}
+
+interface Ctx {
+  db: Client;
+  probe: CostProbe;
+  durationS: number;
+  connections: number;
+  log: (line: string) => void;
+}
+
+async function measure(
+  ctx: Ctx,
+  svc: ServiceProcess,
+  row: Omit<DoorRow, 'answers' | 'perSec' | 'statusCounts' | 'latencyMs' | 'costs'>,
+  load: Partial<LoadSpec>,
+): Promise<DoorRow> {
+  const before = await ctx.probe.snapshot(svc.pid);
+  const result = await runLoad({
+    url: svc.url,
+    connections: ctx.connections,
+    durationS: ctx.durationS,
+    timeoutS: 20,
+    label: row.id,
+    okStatus: row.okStatus,
+    progress: ctx.log,
+    ...load,
+  });
+  await sleep(200);
+  const after = await ctx.probe.snapshot(svc.pid);
+  const answers = result.responses;
+  ctx.log(`${row.id}: ${JSON.stringify(result.statusCounts)} in ${result.elapsedS.toFixed(1)} s`);
+  return {
+    ...row,
+    answers,
+    perSec: result.created / result.elapsedS,
+    statusCounts: result.statusCounts,
+    latencyMs: result.latency201,
+    costs: costDeltas(before, after, 'answer', answers),
+  };
+}
+
+async function metricValue(svc: ServiceProcess, name: string): Promise<number> {
+  const text = await (await fetch(`${svc.url}/metrics`)).text();
+  return text
+    .split('\n')
+    .filter((l) => l.startsWith(name))
+    .reduce((sum, l) => sum + Number(l.split(' ').pop()), 0);
+}
+
+async function order(svc: ServiceProcess, body: unknown, headers: Record<string, string> = {}): Promise<number> {
+  const r = await fetch(`${svc.url}/orders`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+  await r.arrayBuffer();
+  return r.status;
+}
+
+/** Until the process answers the product's refusals from memory (the board learnt it). */
+async function untilRefusedFromMemory(svc: ServiceProcess, productId: number, prefix: string): Promise<number> {
+  const started = Date.now();
+  const before = await metricValue(svc, 'flashsale_in_process_refusals_total');
+  for (let i = 0; Date.now() - started < 30_000; i++) {
+    const status = await order(svc, { userId: `${prefix}-${i}`, productId });
+    if (status !== 410) throw new Error(`expected 410 for a sold-out product, got ${status}`);
+    if ((await metricValue(svc, 'flashsale_in_process_refusals_total')) > before) return Date.now() - started;
+    await sleep(2);
+  }
+  throw new Error(`product ${productId} was not answered from memory within 30 s`);
+}
+
+async function warmUp(ctx: Ctx, svc: ServiceProcess, seconds: number): Promise<void> {
+  await runLoad({ url: svc.url, get: '/health/live', okStatus: 200, connections: ctx.connections, durationS: seconds, timeoutS: 20, label: 'warm-up' });
+}
+
+async function heapUsedMb(svc: ServiceProcess): Promise<number> {
+  return (await metricValue(svc, 'flashsale_nodejs_heap_size_used_bytes')) / 1e6;
+}
+
+/**
+ * The board's entry for `holders` users on its own, measured in this process between two forced
+ * collections (run with --expose-gc): the service's heap figures carry garbage of their own.
+ */
+function entryMb(holders: number): number | null {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  if (!gc) return null;
+  gc();
+  const before = process.memoryUsage().heapUsed;
+  // As the snapshot hands them over: user ids of the length a real one has, order ids as numbers.
+  const entry = new Map<string, number>(Array.from({ length: holders }, (_, i) => [`memory-buyer-${i}`, 1_000_000 + i]));
+  gc();
+  const mb = (process.memoryUsage().heapUsed - before) / 1e6;
+  if (entry.size !== holders) throw new Error('unreachable');
+  return mb;
+}
+
+/** A product of `holders` units, sold out straight in PostgreSQL (a fixture), then learnt by the process. */
+async function boardMemory(ctx: Ctx, svc: ServiceProcess, holders: number): Promise<DoorReport['memory']> {
+  const productId = await createProductViaApi(svc.url, ADMIN_TOKEN, { name: 'door memory', stock: holders, segments: 20 });
+  await ctx.db.query(
+    `INSERT INTO orders (product_id, user_id, quantity, allocations, status, expires_at)
+     SELECT $1, 'memory-buyer-' || g, 1, jsonb_build_array(jsonb_build_object('segment', g % 20, 'quantity', 1)), 'reserved', now() + interval '1 hour'
+       FROM generate_series(1, $2::int) g`,
+    [productId, holders],
+  );
+  await ctx.db.query('UPDATE stock_segments SET stock = 0 WHERE product_id = $1', [productId]);
+  await fetch(`${svc.url}/metrics`);
+  const heapBeforeMb = await heapUsedMb(svc);
+  const learnMs = await untilRefusedFromMemory(svc, productId, 'memory-late');
+  return { holders, heapBeforeMb, heapAfterMb: await heapUsedMb(svc), learnMs, entryMb: entryMb(holders) };
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      duration: { type: 'string' },
+      connections: { type: 'string' },
+      holders: { type: 'string' },
+      out: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) {
+    process.stdout.write('npm run bench:door -- [--duration S (8)] [--connections N (100)] [--holders N (100000)] [--out DIR (bench/results)]\n');
+    return;
+  }
+  const durationS = Number(values.duration ?? 8);
+  const connections = Number(values.connections ?? 100);
+  const holders = Number(values.holders ?? 100_000);
+  const outDir = values.out ?? join(__dirname, '..', '..', 'bench', 'results');
+  const log = (line: string) => process.stderr.write(`${line}\n`);
+  const cleanups: Array<() => Promise<unknown>> = [];
+  try {
+    const dir = mkdtempSync(join(os.tmpdir(), 'flashsale-door-'));
+    cleanups.push(() => Promise.resolve(rmSync(dir, { recursive: true, force: true })));
+    log('starting embedded PostgreSQL and redis-server ...');
+    const pg = await startEmbeddedPostgres({
+      dataDir: join(dir, 'pg'),
+      database: 'flashsale_bench',
+      persistent: false,
+      settings: { shared_preload_libraries: 'pg_stat_statements' },
+    });
+    cleanups.push(() => pg.stop());
+    const redis = await startEmbeddedRedis();
+    cleanups.push(() => redis.stop());
+    await runMigrations(pg.url);
+    const db = new Client({ connectionString: pg.url });
+    db.on('error', (err) => log(`PostgreSQL connection: ${err.message}`));
+    await db.connect();
+    cleanups.push(() => db.end());
+    await db.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
+    const probe = await CostProbe.open(db, redis.url);
+    cleanups.push(() => Promise.resolve(probe.close()));
+    const ctx: Ctx = { db, probe, durationS, connections, log };
+    const base = {
+      DATABASE_URL: pg.url,
+      REDIS_URL: redis.url,
+      ADMIN_TOKEN,
+      SHOP_TOKEN: BENCH_SHOP_TOKEN,
+      RATE_LIMIT_USER: '0',
+      RATE_LIMIT_IP: '0',
+      LOG_LEVEL: 'warn',
+      LOCK_WAIT_MS: '30000',
+      DB_TIMEOUT_MS: '30000',
+    };
+    const start = async (env: Record<string, string>) => {
+      const svc = await launchService({ env: { ...base, ...env }, heapMb: HEAP_MB });
+      cleanups.push(() => svc.stop());
+      await warmUp(ctx, svc, 2);
+      return svc;
+    };
+    const rows: DoorRow[] = [];
+
+    // 1. Identity off, no limits: the floor, the refusals, the orders.
+    let svc = await start({});
+    rows.push(await measure(ctx, svc, { id: 'health-live-plain', start: 'plain', what: 'GET /health/live', okStatus: 200 }, { get: '/health/live' }));
+    const soldOut = await createProductViaApi(svc.url, ADMIN_TOKEN, { name: 'door sold out', stock: 20, segments: 20 });
+    for (let i = 0; i < 20; i++) if ((await order(svc, { userId: `holder-${i}`, productId: soldOut })) !== 201) throw new Error('the sell-out failed');
+    await untilRefusedFromMemory(svc, soldOut, 'teach');
+    rows.push(
+      await measure(
+        ctx,
+        svc,
+        { id: 'sold-out-410', start: 'plain', what: 'POST /orders, sold-out product, distinct buyers', okStatus: 410 },
+        { productId: soldOut, userPrefix: 'late-' },
+      ),
+    );
+    rows.push(
+      await measure(
+        ctx,
+        svc,
+        { id: 'already-ordered-409', start: 'plain', what: 'POST /orders, sold-out product, its 20 holders again', okStatus: 409 },
+        { bodyOf: (n) => JSON.stringify({ userId: `holder-${n % 20}`, productId: soldOut }) },
+      ),
+    );
+    const stocked = await createProductViaApi(svc.url, ADMIN_TOKEN, { name: 'door orders', stock: 10_000_000, segments: 20 });
+    await runLoad({ url: svc.url, productId: stocked, userPrefix: 'warm-', connections, durationS: 2, timeoutS: 20, label: 'warm-up orders' });
+    const plain = await measure(
+      ctx,
+      svc,
+      { id: 'orders-plain', start: 'plain', what: 'POST /orders, distinct buyers, 20 segments, identity off', okStatus: 201 },
+      { productId: stocked, userPrefix: 'buyer-' },
+    );
+    rows.push(plain);
+    const memory = await boardMemory(ctx, svc, holders);
+    await svc.stop();
+
+    // 2. Buyer identity on (HS256): the same load, each buyer with a token of their own.
+    svc = await start({ BUYER_JWT_SECRET: JWT_SECRET });
+    const key = new TextEncoder().encode(JWT_SECRET);
+    const count = Math.ceil(plain.perSec * (durationS + 2) * 2) + 1000;
+    log(`signing ${count} buyer tokens ...`);
+    const exp = Math.floor(Date.now() / 1000) + 3600;
+    const tokens: string[] = [];
+    for (let i = 0; i < count; i++) tokens.push(await new SignJWT({ sub: `jwt-buyer-${i}`, exp }).setProtectedHeader({ alg: 'HS256' }).sign(key));
+    const stocked2 = await createProductViaApi(svc.url, ADMIN_TOKEN, { name: 'door orders with identity', stock: 10_000_000, segments: 20 });
+    // Every request takes the next token: no buyer orders twice, the warm-up's included.
+    let next = 0;
+    const jwtLoad: Partial<LoadSpec> = {
+      productId: stocked2,
+      bodyOf: () => JSON.stringify({ productId: stocked2 }),
+      headersOf: () => ({ authorization: `Bearer ${tokens[next++ % tokens.length]}` }),
+    };
+    await runLoad({ url: svc.url, connections, timeoutS: 20, durationS: 2, label: 'warm-up orders', ...jwtLoad });
+    rows.push(
+      await measure(
+        ctx,
+        svc,
+        { id: 'orders-hs256', start: 'identity', what: 'POST /orders, distinct buyers each with an HS256 token, 20 segments', okStatus: 201 },
+        jwtLoad,
+      ),
+    );
+    if (next > tokens.length) log(`note: ${next - tokens.length} requests reused a token (answered 409)`);
+    await svc.stop();
+
+    // 3. One user over a budget of 1 call per second.
+    svc = await start({ RATE_LIMIT_USER: '1' });
+    rows.push(await measure(ctx, svc, { id: 'health-live-limited', start: 'limited', what: 'GET /health/live', okStatus: 200 }, { get: '/health/live' }));
+    const later = await createProductViaApi(svc.url, ADMIN_TOKEN, { name: 'door limited', stock: 10, segments: 2 });
+    rows.push(
+      await measure(
+        ctx,
+        svc,
+        { id: 'rate-limited-429', start: 'limited', what: 'POST /orders, one user over RATE_LIMIT_USER=1', okStatus: 429 },
+        { bodyOf: () => JSON.stringify({ userId: 'eager', productId: later }) },
+      ),
+    );
+    await svc.stop();
+
+    const report: DoorReport = {
+      startedAt: new Date().toISOString(),
+      machine: { cores: os.cpus().length, memoryGb: Math.round(os.totalmem() / 2 ** 30), node: process.versions.node },
+      durationS,
+      connections,
+      rows,
+      memory,
+      targets: doorTargets(rows),
+    };
+    mkdirSync(outDir, { recursive: true });
+    writeFileSync(join(outDir, 'door.json'), `${JSON.stringify(report, null, 2)}\n`);
+    const md = renderDoor(report);
+    writeFileSync(join(outDir, 'door.md'), md);
+    process.stdout.write(md);
+  } finally {
+    while (cleanups.length > 0) await cleanups.pop()!().catch((err: Error) => log(`cleanup: ${err.message}`));
+  }
+}
+
+if (require.main === module) {
+  main().catch((err: Error) => {
+    process.stderr.write(`bench:door failed: ${err.stack ?? err.message}\n`);
+    process.exit(1);
+  });
+}
