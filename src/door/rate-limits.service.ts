@@ -10,7 +10,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { RateLimiterAbstract, RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import { DoorConfig } from '../config/app-config';
-import { RateLimitedError } from '../common/domain-errors';
 import { REDIS_CLIENT, RedisClient } from '../infrastructure/redis.providers';
 import { MetricsService } from '../metrics/metrics.service';
 
@@ -27,10 +26,18 @@ export function parseBudget(spec: string): Budget | null {
   return { points, durationS: Math.max(1, Math.round(points / rate)) };
 }
 
+/** A call over a budget: which one, and when it has room again. A plain value, not an Error: most 429s cost little, and a stack trace is most of that. */
+export interface OverBudget {
+  limit: 'user' | 'ip';
+  retryAfterS: number;
+}
+
 interface Limit {
   name: 'user' | 'ip';
   shared: RateLimiterAbstract;
   local: RateLimiterMemory;
+  /** flashsale_rate_limited_total{limit}, its label looked up once. */
+  refusals: { inc(): void };
 }
 
 @Injectable()
@@ -55,7 +62,7 @@ export class RateLimits {
         // Disconnected: decide locally at once instead of waiting for a command to fail.
         rejectIfRedisNotReady: true,
       });
-      return { name, shared, local: new RateLimiterMemory(common) };
+      return { name, shared, local: new RateLimiterMemory(common), refusals: metrics.rateLimited.labels(name) };
     };
     this.user = limit('user', config.rateLimitUser);
     this.ip = limit('ip', config.rateLimitIp);
@@ -65,13 +72,15 @@ export class RateLimits {
     return this.user !== null || this.ip !== null;
   }
 
-  /** Null while the call is within both budgets; else the refusal to answer (429 RATE_LIMITED). */
-  async check(userId: string | null, ip: string): Promise<RateLimitedError | null> {
-    const [byUser, byIp] = await Promise.all([userId === null ? null : this.consume(this.user, userId), this.consume(this.ip, ip)]);
+  /** Null while the call is within both budgets; else the budget it is over (429 RATE_LIMITED). */
+  async check(userId: string | null, ip: string): Promise<OverBudget | null> {
+    if (this.ip === null) return userId === null ? null : this.consume(this.user, userId);
+    if (userId === null || this.user === null) return this.consume(this.ip, ip);
+    const [byUser, byIp] = await Promise.all([this.consume(this.user, userId), this.consume(this.ip, ip)]);
     return byUser ?? byIp;
   }
 
-  private async consume(limit: Limit | null, key: string): Promise<RateLimitedError | null> {
+  private async consume(limit: Limit | null, key: string): Promise<OverBudget | null> {
     if (limit === null) return null;
     try {
       await limit.shared.consume(key);
@@ -89,8 +98,8 @@ export class RateLimits {
     }
   }
 
-  private refused(limit: Limit, res: RateLimiterRes): RateLimitedError {
-    this.metrics.rateLimited.inc({ limit: limit.name });
-    return new RateLimitedError(limit.name, Math.max(1, Math.ceil(res.msBeforeNext / 1000)));
+  private refused(limit: Limit, res: RateLimiterRes): OverBudget {
+    limit.refusals.inc();
+    return { limit: limit.name, retryAfterS: Math.max(1, Math.ceil(res.msBeforeNext / 1000)) };
   }
 }

@@ -115,6 +115,26 @@ describe('SoldOutBoard', () => {
     expect(board.refusal(P, 'carol')).toBeNull();
   });
 
+  it('should offer the poll on its way when an entry has lapsed, and refuse again once it renewed the entry', async () => {
+    const { board, stock } = world(soldOut);
+    board.learn(P);
+    await board.settled();
+    let answer: (m: Map<number, PolledProduct>) => void = () => undefined;
+    stock.fingerprints.mockImplementation(() => new Promise((resolve) => (answer = resolve)));
+    jest.setSystemTime(1_000_000 + 30);
+    const polling = board.poll();
+    jest.setSystemTime(1_000_000 + STALE_MS + 1);
+    expect(board.refusal(P, 'carol')).toBeNull();
+    const renewal = board.renewal(P);
+    expect(renewal).not.toBeNull();
+    answer(new Map([[P, polled(0, 'f1')]]));
+    await renewal;
+    await polling;
+    expect(board.refusal(P, 'carol')).toEqual({ kind: 'sold_out' });
+    expect(board.renewal(P + 1)).toBeNull();
+    board.onApplicationShutdown();
+  });
+
   it('should forget at once when this process returns units', async () => {
     const { board } = world(soldOut);
     board.learn(P);

@@ -44,7 +44,8 @@ export class SoldOutBoard implements OnApplicationShutdown {
   /** A product found with units left is not looked at again before this (epoch ms). */
   private readonly quietUntil = new Map<number, number>();
   private timer: NodeJS.Timeout | null = null;
-  private polling = false;
+  /** The poll on its way, if any. */
+  private polling: Promise<void> | null = null;
 
   constructor(
     private readonly stock: StockRepository,
@@ -59,6 +60,20 @@ export class SoldOutBoard implements OnApplicationShutdown {
     if (e === undefined || Date.now() >= e.freshUntil) return null;
     const orderId = e.holders.get(userId);
     return orderId === undefined ? SOLD_OUT : { kind: 'already_ordered', orderId };
+  }
+
+  /** Whether the product is on the board at all (fresh or lapsed). */
+  holds(productId: number): boolean {
+    return this.entries.has(productId);
+  }
+
+  /**
+   * The poll on its way when the product's entry has lapsed (a busy process handles the poll's
+   * answer late): waiting for it costs the caller a few milliseconds, the order path would cost
+   * PostgreSQL and Redis calls. Null when there is nothing to wait for.
+   */
+  renewal(productId: number): Promise<void> | null {
+    return this.entries.has(productId) ? this.polling : null;
   }
 
   /** Whether refusals of this product are answered from memory now. */
@@ -135,9 +150,13 @@ export class SoldOutBoard implements OnApplicationShutdown {
   }
 
   /** Confirms or ends every entry from one statement; a failed poll confirms nothing. */
-  async poll(): Promise<void> {
-    if (this.entries.size === 0 || this.polling) return;
-    this.polling = true;
+  poll(): Promise<void> {
+    if (this.entries.size === 0) return Promise.resolve();
+    this.polling ??= this.confirm().finally(() => (this.polling = null));
+    return this.polling;
+  }
+
+  private async confirm(): Promise<void> {
     const started = Date.now();
     try {
       const now = await this.stock.fingerprints([...this.entries.keys()]);
@@ -156,8 +175,6 @@ export class SoldOutBoard implements OnApplicationShutdown {
       this.metrics.soldOutBoardProducts.set(this.entries.size);
     } catch (err) {
       this.logger.debug(`poll failed: ${(err as Error).message}`);
-    } finally {
-      this.polling = false;
     }
   }
 }
