@@ -126,14 +126,22 @@ const queued = (sale: Sale, cap: Capacity) => Math.max(0, (cap.admitFactor - 1) 
 export const VARIANTS: Variant[] = [
   {
     name: 'as built',
-    what: "every refusal asks Redis (the sold-out flag, on the product's slot) and PostgreSQL (the buyer's order, for 409 ALREADY_ORDERED)",
+    what: "refusals cost what the benchmark measured (since the door: from each process's memory, no Redis call, no PostgreSQL statement); requests before the sell-out take the order path",
     refusal: (m) => m.refusal,
   },
-  { name: '+ local flag', what: 'each process keeps the sold-out flag it learnt: refusals no longer reach Redis', refusal: localFlag },
-  { name: '+ replicas', what: "the refusal's buyer lookup goes to read replicas: the primary only sells", refusal: lookupOnReplica },
+  {
+    name: '+ local flag',
+    what: 'refusals no longer reach Redis (built: the door; the same as "as built" on a run that measured it)',
+    refusal: localFlag,
+  },
+  {
+    name: '+ replicas',
+    what: 'no refusal reaches the primary (built another way: the door answers holders from memory)',
+    refusal: lookupOnReplica,
+  },
   {
     name: '+ queue',
-    what: 'a queue in front admits at most admitFactor x units into the order path until sold out; the rest are refused from the flag',
+    what: 'a queue in front (the waiting room: not built) admits at most admitFactor x units into the order path until sold out; the rest wait',
     refusal: lookupOnReplica,
     maxLosers: queued,
   },

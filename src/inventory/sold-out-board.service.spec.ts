@@ -1,7 +1,7 @@
 // The sold-out board refuses from memory only what PostgreSQL showed sold out, and never for
 // longer than SOLD_OUT_STALE_MS past the last poll that found the segment rows unchanged.
 import { DoorConfig } from '../config/app-config';
-import { SoldOutBoard } from './sold-out-board.service';
+import { BOARD_MAX_HOLDERS, SoldOutBoard } from './sold-out-board.service';
 import { ProductCatalogService, ProductInfo } from './product-catalog.service';
 import { PolledProduct, SoldOutSnapshot, StockRepository } from './stock.repository';
 
@@ -132,6 +132,25 @@ describe('SoldOutBoard', () => {
     await polling;
     expect(board.refusal(P, 'carol')).toEqual({ kind: 'sold_out' });
     expect(board.renewal(P + 1)).toBeNull();
+    board.onApplicationShutdown();
+  });
+
+  it('should not hold a product with more holders than the board may hold, and drop the oldest to make room', async () => {
+    const many = (n: number, prefix: string): SoldOutSnapshot => ({
+      remaining: 0,
+      fingerprint: 'f1',
+      holders: Array.from({ length: n }, (_, i): [string, number] => [`${prefix}${i}`, i + 1]),
+    });
+    const { board, stock } = world(many(BOARD_MAX_HOLDERS + 1, 'x'));
+    board.learn(P);
+    await board.settled();
+    expect(board.holds(P)).toBe(false);
+    stock.soldOutSnapshot.mockResolvedValueOnce(many(BOARD_MAX_HOLDERS - 10, 'a')).mockResolvedValueOnce(many(20, 'b'));
+    board.learn(P + 1);
+    await board.settled();
+    board.learn(P + 2);
+    await board.settled();
+    expect([board.holds(P + 1), board.holds(P + 2)]).toEqual([false, true]);
     board.onApplicationShutdown();
   });
 

@@ -22,6 +22,12 @@ import { StockRepository } from './stock.repository';
 
 /** At most this many sold-out products are held per process (the oldest learnt is dropped first). */
 export const BOARD_MAX_PRODUCTS = 256;
+/**
+ * At most this many holders over all of them: about 16 MB of heap per 100,000 (measured by
+ * `npm run bench:door`), so some 40 MB beside the 128 MB heap bound of `npm start`. A product with
+ * more holders than this alone is not held: its refusals take the order path, as before the board.
+ */
+export const BOARD_MAX_HOLDERS = 250_000;
 
 interface Entry {
   /** userId -> id of the live order it holds. */
@@ -98,9 +104,19 @@ export class SoldOutBoard implements OnApplicationShutdown {
           return;
         }
         this.quietUntil.delete(productId);
-        if (this.entries.size >= BOARD_MAX_PRODUCTS && !this.entries.has(productId)) {
+        if (snap.holders.length > BOARD_MAX_HOLDERS) {
+          this.logger.warn(
+            `product ${productId} has ${snap.holders.length} live orders, more than the board holds (${BOARD_MAX_HOLDERS}): its refusals take the order path`,
+          );
+          this.quietUntil.set(productId, Date.now() + 60_000);
+          return;
+        }
+        this.entries.delete(productId);
+        // The oldest learnt go first, until the new one fits both bounds.
+        while (this.entries.size >= BOARD_MAX_PRODUCTS || this.heldHolders() + snap.holders.length > BOARD_MAX_HOLDERS) {
           const oldest = this.entries.keys().next().value;
-          if (oldest !== undefined) this.entries.delete(oldest);
+          if (oldest === undefined) break;
+          this.entries.delete(oldest);
         }
         this.entries.set(productId, { holders: new Map(snap.holders), fingerprint: snap.fingerprint, freshUntil: started + this.door.soldOutStaleMs });
         this.metrics.soldOutBoardProducts.set(this.entries.size);
@@ -109,6 +125,12 @@ export class SoldOutBoard implements OnApplicationShutdown {
       .catch((err: Error) => this.logger.debug(`could not learn product ${productId}: ${err.message}`))
       .finally(() => this.learning.delete(productId));
     this.learning.set(productId, read);
+  }
+
+  private heldHolders(): number {
+    let n = 0;
+    for (const e of this.entries.values()) n += e.holders.size;
+    return n;
   }
 
   /** Units of the product came back here: stop refusing it at once. */
