@@ -10,11 +10,10 @@ import os from 'node:os';
 import { join, resolve } from 'node:path';
 import Redis from 'ioredis';
 import { Client } from 'pg';
-import { startEmbeddedPostgres } from '../src/infrastructure/embedded-postgres';
 import { startEmbeddedRedis } from '../src/infrastructure/embedded-redis';
 import { runMigrations } from '../src/infrastructure/migrate';
 import { projectRoot } from '../src/infrastructure/project-root';
-import { CostProbe } from './costs';
+import { CostProbe, startBenchPostgres } from './costs';
 import { startPeer } from './peers';
 import { RedisSetups } from './redis-setups';
 import { BenchmarkReport, redisSetupsSection, ServiceRun, writeReports } from './report';
@@ -233,13 +232,7 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
       cleanups.push(() => Promise.resolve(rmSync(dir, { recursive: true, force: true })));
       log('starting embedded PostgreSQL ...');
       // The launcher removes embedded-postgres' own signal hooks and stops only a live server.
-      // pg_stat_statements: the costs count every statement, read-only ones too (a refusal's).
-      const pg = await startEmbeddedPostgres({
-        dataDir: join(dir, 'pg'),
-        database: 'flashsale_bench',
-        persistent: false,
-        settings: { shared_preload_libraries: 'pg_stat_statements' },
-      });
+      const pg = await startBenchPostgres(dir);
       cleanups.push(() => pg.stop());
       databaseUrl = pg.url;
     }

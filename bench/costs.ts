@@ -11,8 +11,10 @@
 // misses part of it; transaction ids and the WAL position have no such delay (read-only
 // statements take no transaction id: their cost shows in PostgreSQL's CPU only).
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import Redis from 'ioredis';
 import { Client } from 'pg';
+import { startEmbeddedPostgres } from '../src/infrastructure/embedded-postgres';
 import { childrenOf } from './launcher';
 
 /** Linux reports process times in USER_HZ ticks, 100 per second on every architecture Node runs on. */
@@ -297,4 +299,17 @@ function postmasterOf(backendPid: number): number | null {
   const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
   const parent = readStat(ppid);
   return parent !== null && /^\d+ \(postgres/.test(parent) ? ppid : null;
+}
+
+/**
+ * The benchmark's own PostgreSQL: embedded, throwaway, with pg_stat_statements loaded so that the
+ * costs count every statement, read-only ones too (a refusal's). Its data lives in `dir`.
+ */
+export function startBenchPostgres(dir: string): ReturnType<typeof startEmbeddedPostgres> {
+  return startEmbeddedPostgres({
+    dataDir: join(dir, 'pg'),
+    database: 'flashsale_bench',
+    persistent: false,
+    settings: { shared_preload_libraries: 'pg_stat_statements' },
+  });
 }

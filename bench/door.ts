@@ -14,10 +14,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { SignJWT } from 'jose';
 import { Client } from 'pg';
-import { startEmbeddedPostgres } from '../src/infrastructure/embedded-postgres';
 import { startEmbeddedRedis } from '../src/infrastructure/embedded-redis';
 import { runMigrations } from '../src/infrastructure/migrate';
-import { CostProbe, costDeltas, ScenarioCosts } from './costs';
+import { CostProbe, costDeltas, ScenarioCosts, startBenchPostgres } from './costs';
 import { launchService, ServiceProcess } from './launcher';
 import { Latency, LoadSpec, runLoad } from './load';
 import { createProductViaApi } from './scenarios';
@@ -299,12 +298,7 @@ async function main(): Promise<void> {
     const dir = mkdtempSync(join(os.tmpdir(), 'flashsale-door-'));
     cleanups.push(() => Promise.resolve(rmSync(dir, { recursive: true, force: true })));
     log('starting embedded PostgreSQL and redis-server ...');
-    const pg = await startEmbeddedPostgres({
-      dataDir: join(dir, 'pg'),
-      database: 'flashsale_bench',
-      persistent: false,
-      settings: { shared_preload_libraries: 'pg_stat_statements' },
-    });
+    const pg = await startBenchPostgres(dir);
     cleanups.push(() => pg.stop());
     const redis = await startEmbeddedRedis();
     cleanups.push(() => redis.stop());
