@@ -378,6 +378,14 @@ describe('the door: buyer identity and the shop token (I9)', () => {
     expect([paid.status, paid.body.status]).toEqual([200, 'paid']);
   });
 
+  it('should answer a valid token with no body, or a body that is not an object, with 400 VALIDATION_FAILED', async () => {
+    const token = await tokenFor('bodiless');
+    for (const body of [undefined, '[]', 'null', '"text"']) {
+      const r = await request(a.url, 'POST', '/orders', body, bearer(token));
+      expect(`${String(body)}: ${r.status} ${r.body.code}`).toBe(`${String(body)}: 400 VALIDATION_FAILED`);
+    }
+  });
+
   it('should document the three bearer schemes in OpenAPI', async () => {
     const doc = (await request(a.url, 'GET', '/docs-json')).body;
     expect(Object.keys(doc.components.securitySchemes).sort()).toEqual(['admin', 'buyer', 'shop']);

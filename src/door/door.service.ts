@@ -104,7 +104,8 @@ export class Door {
       userId = body !== null && typeof body === 'object' ? normalUserId(body.userId) : null;
     }
     if (userId !== null) req.caller = { kind: 'buyer', userId, verified: this.identity.enabled };
-    if (userId !== null) {
+    // (A token with no body at all goes on to validation: 400.)
+    if (userId !== null && body !== null && typeof body === 'object') {
       // Synchronous unless a lapsed entry waits for its renewal: no extra turn of the event loop per call.
       const answered = this.answeredFromMemory(body as Record<string, unknown>, userId, reply);
       if (answered === true || (answered !== false && (await answered))) return;
