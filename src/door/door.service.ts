@@ -107,7 +107,7 @@ export class Door {
     // (A token with no body at all goes on to validation: 400.)
     if (userId !== null && body !== null && typeof body === 'object') {
       // Synchronous unless a lapsed entry waits for its renewal: no extra turn of the event loop per call.
-      const answered = this.answeredFromMemory(body as Record<string, unknown>, userId, reply);
+      const answered = this.answeredFromMemory(body, userId, reply);
       if (answered === true || (answered !== false && (await answered))) return;
     }
     if (!this.limits.enabled) return;
