@@ -293,6 +293,7 @@ async function main(): Promise<void> {
   const nodeFlags = values['node-flags']?.split(' ').filter((x) => x !== '') ?? [];
   const outDir = values.out ?? join(__dirname, '..', '..', 'bench', 'results');
   const log = (line: string) => process.stderr.write(`${line}\n`);
+  const startedAt = new Date().toISOString();
   const cleanups: Array<() => Promise<unknown>> = [];
   try {
     const dir = mkdtempSync(join(os.tmpdir(), 'flashsale-door-'));
@@ -445,7 +446,7 @@ async function main(): Promise<void> {
     await svc.stop();
 
     const report: DoorReport = {
-      startedAt: new Date().toISOString(),
+      startedAt,
       machine: { cores: os.cpus().length, memoryGb: Math.round(os.totalmem() / 2 ** 30), node: process.versions.node },
       durationS,
       connections,

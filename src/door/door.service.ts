@@ -111,7 +111,7 @@ export class Door {
       if (answered === true || (answered !== false && (await answered))) return;
     }
     if (!this.limits.enabled) return;
-    const over = await this.limits.check(userId, req.ip);
+    const over = this.limits.blockedNow(userId, req.ip) ?? (await this.limits.check(userId, req.ip));
     if (over) this.overBudget(reply, over);
   }
 
