@@ -102,11 +102,17 @@ describe('Redlock quorum over three Redis masters, across two service processes'
     expect((await expectPromisesKept(pg.url, product.id, down, { failedMeansNoOrder: true })).orders).toBe(0);
 
     await Promise.all([masters[0].start(), masters[1].start()]);
-    // The clients reconnect by themselves (backing off to one attempt a second).
-    await waitFor('readiness with every master back', async () => {
-      const h = await health();
+    // The clients reconnect by themselves (backing off to one attempt a second), in each process:
+    // the storm below goes to both, so both must be ready (a CI run that waited for a alone saw b
+    // answer every order 503 UNAVAILABLE, its clients not yet back).
+    const ready = async (svc: ServiceProcess) => {
+      const h = await request(svc.url, 'GET', '/health');
       return h.status === 200 && h.body.details.redis.hints === 'up' && h.body.details.redis.lockMasters.every((m: string) => m === 'up');
-    });
+    };
+    await waitFor(
+      () => 'readiness of both processes with every master back',
+      async () => (await ready(a)) && (await ready(b)),
+    );
     const back = await storm(
       product.id,
       Array.from({ length: 50 }, (_, i) => `back-${i}`),
