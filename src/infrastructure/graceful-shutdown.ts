@@ -22,7 +22,11 @@ export async function drainHttp(server: Server, graceMs = SHUTDOWN_GRACE_MS): Pr
     res.shouldKeepAlive = false;
   });
   const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-  server.closeIdleConnections();
+  // Not at once: the signal may be handled in the same turn of the event loop as reads of requests
+  // that already arrived on keep-alive connections; such a connection still looks idle, and closing
+  // it would reset a request the client sent before the signal. After setImmediate those reads have
+  // been parsed, so their connections are busy and get answered (with Connection: close).
+  setImmediate(() => server.closeIdleConnections());
   const sweep = setInterval(() => server.closeIdleConnections(), 20);
   let timer: NodeJS.Timeout | undefined;
   const cut = new Promise<boolean>((resolve) => {

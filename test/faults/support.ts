@@ -305,9 +305,21 @@ export interface Outcome {
   retryAfter?: string;
   text: string;
   error?: string;
+  /** The request went out on a kept-alive socket (set only when it failed without a reply). */
+  reusedSocket?: boolean;
 }
 
 export async function placeOrder(base: string, userId: string, productId: number, quantity?: number): Promise<Outcome> {
+  const first = await placeOrderOnce(base, userId, productId, quantity);
+  // A reset of a kept-alive socket before any response: the server closed that connection as idle
+  // (a stopping process does) just as the request went out, so the request never reached it. HTTP
+  // clients retry that case once on a new connection (Node documents `reusedSocket` for it), and
+  // so do these buyers; the outcome is then the retry's, sent when it was sent.
+  if (first.status === 0 && first.error === 'ECONNRESET' && first.reusedSocket) return placeOrderOnce(base, userId, productId, quantity);
+  return first;
+}
+
+async function placeOrderOnce(base: string, userId: string, productId: number, quantity?: number): Promise<Outcome> {
   const sentAt = Date.now();
   const body = quantity === undefined ? { userId, productId } : { userId, productId, quantity };
   try {
@@ -324,7 +336,8 @@ export async function placeOrder(base: string, userId: string, productId: number
       text: r.text,
     };
   } catch (err) {
-    return { userId, target: base, sentAt, doneAt: Date.now(), status: 0, text: '', error: (err as NodeJS.ErrnoException).code ?? (err as Error).message };
+    const e = err as NodeJS.ErrnoException & { reusedSocket?: boolean };
+    return { userId, target: base, sentAt, doneAt: Date.now(), status: 0, text: '', error: e.code ?? e.message, reusedSocket: e.reusedSocket };
   }
 }
 

@@ -76,7 +76,12 @@ export function request<T = any>(base: string, method: string, path: string, bod
       },
     );
     req.on('timeout', () => req.destroy(new Error(`${method} ${path} timed out`)));
-    req.on('error', reject);
+    // Whether the request went out on a kept-alive socket: a reset there, before any response, is
+    // the server closing a connection it saw idle, so it never read the request (see placeOrder).
+    req.on('error', (err: Error & { reusedSocket?: boolean }) => {
+      err.reusedSocket = req.reusedSocket;
+      reject(err);
+    });
     if (payload !== undefined) req.write(payload);
     req.end();
   });
