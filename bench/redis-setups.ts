@@ -7,7 +7,7 @@
 // over every server it touches.
 import { Client } from 'pg';
 import { startEmbeddedRedis } from '../src/infrastructure/embedded-redis';
-import { startEmbeddedRedisCluster } from '../src/infrastructure/embedded-redis-cluster';
+import { startEmbeddedRedisCluster } from '../harness/embedded-redis-cluster';
 import { CostProbe } from './costs';
 import { RedisSetup } from './scenarios';
 import { ServiceRedis } from './service';

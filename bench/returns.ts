@@ -10,7 +10,7 @@ import { createHistogram } from 'node:perf_hooks';
 import { autocannonTimeoutS, Latency, LoadResult, runLoad } from './load';
 import { scenarioDeltas, snapshot } from './metrics';
 import type { ReturnsPlan, RunContext, ScenarioResult, ScenarioSpec } from './scenarios';
-import { auditProduct, Check, verify, waitQuiet } from './verify';
+import { auditProduct, Check, verify, waitQuiet } from '../harness/verify';
 import { BENCH_SHOP_TOKEN } from './service';
 
 /** Pay and cancel calls in flight at once: the shop's backend, with a pool of its own. */

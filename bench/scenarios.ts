@@ -9,7 +9,7 @@ import { auditLuaPeer, insertProduct } from './peers';
 import { autocannonTimeoutS, runLoad, Latency } from './load';
 import { MetricDeltas, noMetrics, scenarioDeltas, snapshot } from './metrics';
 import { ReturnsFigures, runReturns } from './returns';
-import { auditProduct, Check, Verification, verify, waitQuiet } from './verify';
+import { auditProduct, Check, Verification, verify, waitQuiet } from '../harness/verify';
 
 export type StockLocking = 'redlock' | 'database';
 /** How a scenario's stock is guarded: the service's two modes, or the bare-lua peer's Redis count. */
