@@ -1,5 +1,5 @@
 # The service image: build with dev dependencies, run with production ones as an unprivileged user.
-# The benchmark (bench/) and the tests are dev tools: neither is copied, built or installed here.
+# The benchmark (bench/), the tests and their harness (harness/) are dev tools: none is copied, built or installed here.
 FROM node:20-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./

@@ -1,6 +1,6 @@
-// Two projects. `unit`: specs beside the code (src/**/*.spec.ts, and bench/*.spec.ts for the
-// benchmark's and the scaling model's arithmetic) against fakes; no global setup, no build, no
-// PostgreSQL, no Redis, so it runs in seconds. `e2e`: test/**/*.e2e-spec.ts against the
+// Two projects. `unit`: specs beside the code (src/**/*.spec.ts, harness/**/*.spec.ts, and
+// bench/*.spec.ts for the benchmark's and the scaling model's arithmetic) against fakes; no global
+// setup, no build, no PostgreSQL, no Redis, so it runs in seconds. `e2e`: test/**/*.e2e-spec.ts against the
 // built service and the real PostgreSQL and Redis that test/support/global-setup.ts starts.
 // `npm test` builds, then runs both; `npm run test:unit` / `npm run test:e2e` run one.
 
@@ -38,7 +38,7 @@ module.exports = {
     {
       ...common,
       displayName: 'unit',
-      testMatch: ['<rootDir>/src/**/*.spec.ts', '<rootDir>/bench/**/*.spec.ts'],
+      testMatch: ['<rootDir>/src/**/*.spec.ts', '<rootDir>/harness/**/*.spec.ts', '<rootDir>/bench/**/*.spec.ts'],
       transform: { '^.+\\.ts$': typescript, '^.+\\.js$': esmToCommonJs },
       transformIgnorePatterns: [`/node_modules/(?!(${esmPackages.join('|')})/)`],
     },

@@ -2,8 +2,9 @@
 // speed segments, so that the segments-against-one-lock target has this machine's floor beside it.
 // Its plan (one peer start, two scenarios) and where the report puts it, on a fixed report.
 import { planOptions, reportOf, scenarioRow } from './fixtures';
-import { BenchmarkReport, renderMarkdown, targets } from './report';
-import { BARE_HELD_MS, plan, PlanOptions, ScenarioResult } from './scenarios';
+import { renderMarkdown, targets } from './report';
+import { plan } from './scenarios';
+import { BARE_HELD_MS, BenchmarkReport, PlanOptions, ScenarioResult } from './types';
 
 const options: PlanOptions = { ...planOptions, peers: ['bare-held'], soldOut: false, redisSetups: false };
 

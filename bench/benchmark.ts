@@ -16,21 +16,10 @@ import { projectRoot } from '../src/infrastructure/project-root';
 import { CostProbe, startBenchPostgres } from './costs';
 import { startPeer } from './peers';
 import { RedisSetups } from './redis-setups';
-import { BenchmarkReport, redisSetupsSection, ServiceRun, writeReports } from './report';
-import {
-  createProductInDb,
-  createProductViaApi,
-  PEER_NAMES,
-  PeerName,
-  plan,
-  PlanOptions,
-  ProcessConfig,
-  runScenario,
-  RunContext,
-  ScenarioResult,
-  warmUp,
-} from './scenarios';
+import { redisSetupsSection, writeReports } from './report';
+import { createProductInDb, createProductViaApi, plan, runScenario, warmUp } from './scenarios';
 import { ProcessPeak, RssSampler, ServiceRedis, serviceReads, startService } from './service';
+import { BenchmarkReport, PEER_NAMES, PeerName, PlanOptions, ProcessConfig, RunContext, ScenarioResult, ServiceRun } from './types';
 
 export interface BenchmarkOptions {
   /** Seconds of load per steady-state scenario. */

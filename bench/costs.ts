@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import Redis from 'ioredis';
 import { Client } from 'pg';
 import { startEmbeddedPostgres } from '../src/infrastructure/embedded-postgres';
-import { childrenOf } from './launcher';
+import { childrenOf } from '../harness/launcher';
 
 /** Linux reports process times in USER_HZ ticks, 100 per second on every architecture Node runs on. */
 const USER_HZ = 100;

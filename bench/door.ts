@@ -17,7 +17,7 @@ import { Client } from 'pg';
 import { startEmbeddedRedis } from '../src/infrastructure/embedded-redis';
 import { runMigrations } from '../src/infrastructure/migrate';
 import { CostProbe, costDeltas, ScenarioCosts, startBenchPostgres } from './costs';
-import { launchService, ServiceProcess } from './launcher';
+import { launchService, ServiceProcess } from '../harness/launcher';
 import { Latency, LoadSpec, runLoad } from './load';
 import { createProductViaApi } from './scenarios';
 import { BENCH_SHOP_TOKEN } from './service';

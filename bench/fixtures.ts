@@ -1,7 +1,6 @@
 // Fixed plans, scenario rows and reports for the benchmark's unit specs (the report's arithmetic
 // and wording on known figures); not used by a run.
-import { BenchmarkReport } from './report';
-import { PlanOptions, ScenarioResult } from './scenarios';
+import { BenchmarkReport, PlanOptions, ScenarioResult } from './types';
 
 /** The plan of a default run, with only the Lua peer and neither the sweep nor the sales. */
 export const planOptions: PlanOptions = {

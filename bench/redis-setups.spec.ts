@@ -4,7 +4,8 @@
 import { ScenarioCosts } from './costs';
 import { planOptions, reportOf, scenarioRow } from './fixtures';
 import { findFast, redisSetupsSection, renderMarkdown, renderTable } from './report';
-import { plan, ScenarioResult } from './scenarios';
+import { plan } from './scenarios';
+import { ScenarioResult } from './types';
 
 const options = planOptions;
 

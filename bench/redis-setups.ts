@@ -1,4 +1,4 @@
-// The Redis servers behind each Redis setup of the benchmark (bench/scenarios.ts, REDIS_SETUPS):
+// The Redis servers behind each Redis setup of the benchmark (REDIS_SETUPS in bench/types.ts):
 // single is the run's one redis-server; quorum adds two independent redis-servers beside it (the
 // Redlock majority is then 2 of 3); cluster is a 3-master Redis Cluster of its own. The extra
 // servers are started when the first service start on their setup needs them and stopped after
@@ -7,10 +7,10 @@
 // over every server it touches.
 import { Client } from 'pg';
 import { startEmbeddedRedis } from '../src/infrastructure/embedded-redis';
-import { startEmbeddedRedisCluster } from '../src/infrastructure/embedded-redis-cluster';
+import { startEmbeddedRedisCluster } from '../harness/embedded-redis-cluster';
 import { CostProbe } from './costs';
-import { RedisSetup } from './scenarios';
 import { ServiceRedis } from './service';
+import { RedisSetup } from './types';
 
 export interface SetupServers {
   /** What the service is given (REDIS_URL [+ REDIS_LOCK_URLS] or REDIS_CLUSTER_NODES). */

@@ -7,73 +7,16 @@
 // and every fate checked against PostgreSQL.
 import http from 'node:http';
 import { createHistogram } from 'node:perf_hooks';
-import { autocannonTimeoutS, Latency, LoadResult, runLoad } from './load';
+import { autocannonTimeoutS, LoadResult, runLoad } from './load';
 import { scenarioDeltas, snapshot } from './metrics';
-import type { ReturnsPlan, RunContext, ScenarioResult, ScenarioSpec } from './scenarios';
-import { auditProduct, Check, verify, waitQuiet } from './verify';
+import { auditProduct, Check, verify, waitQuiet } from '../harness/verify';
 import { BENCH_SHOP_TOKEN } from './service';
+import type { CallFigures, Fate, ReturnsFigures, ReturnsPlan, RunContext, ScenarioResult, ScenarioSpec, Spread } from './types';
 
 /** Pay and cancel calls in flight at once: the shop's backend, with a pool of its own. */
 export const BACKEND_CONCURRENCY = 32;
 /** How long the resale may go on after the last reservation is due to expire before it counts as stuck. */
 const RESALE_MARGIN_S = 20;
-
-export type Fate = 'pay' | 'cancel' | 'expire';
-
-/** Exact distribution figures of a list of values (nearest rank), in ms. */
-export interface Spread {
-  count: number;
-  p50: number;
-  p99: number;
-  max: number;
-}
-
-/** A batch of pay or cancel calls of the shop's backend. */
-export interface CallFigures {
-  calls: number;
-  /** Answered 200. */
-  ok: number;
-  statusCounts: Record<string, number>;
-  /** From the first call sent to the last answer. */
-  elapsedMs: number;
-  /** 200s per second over elapsedMs. */
-  perSec: number;
-  latencyMs: Latency | null;
-}
-
-export interface ReturnsFigures {
-  paymentTimeoutS: number;
-  expirySweepMs: number;
-  /** What the run meant to do with the first sale's reservations (fates dealt as their 201s arrived). */
-  planned: Record<Fate, number>;
-  /** The reservations to pay, paid right after the first sell-out and before any return. */
-  pays: CallFigures;
-  /** The reservations to cancel, cancelled after the pays while the new buyers already ask. */
-  cancels: CallFigures;
-  /** Expired orders, from PostgreSQL: closed_at - expires_at, i.e. expiresAt to units back on sale. */
-  expiryLagMs: Spread | null;
-  /** Units that came back, from PostgreSQL. */
-  returnedUnits: { cancelled: number; expired: number };
-  resale: {
-    /** POST /orders of the new buyers: one distinct buyer per request, until every returned unit sold again. */
-    requests: number;
-    statusCounts: Record<string, number>;
-    created: number;
-    /** Seconds from the new buyers' first request to their last answer. */
-    elapsedS: number;
-    latency201Ms: Latency | null;
-    /** Answers to the new buyers' payments (each sent as soon as its reservation was answered). */
-    paysStatusCounts: Record<string, number>;
-    /** PostgreSQL: from the first returned unit back on sale to the last resale order. */
-    firstReturnToSoldOutMs: number | null;
-    /** PostgreSQL: from the last returned unit back on sale to the last resale order. */
-    lastReturnToSoldOutMs: number | null;
-    /** PostgreSQL: how long each returned unit was on sale before it sold again (k-th return paired with the k-th resale). */
-    onSaleMs: Spread | null;
-  };
-  /** The product's orders by status at the end, from PostgreSQL. */
-  statuses: { reserved: number; paid: number; cancelled: number; expired: number };
-}
 
 /**
  * The fate of the k-th reservation of the first sale (k counts its 201s as they arrive): of `stock`

@@ -4,7 +4,7 @@
 import { parseArgs as parseFlags } from 'node:util';
 import { BenchmarkOptions, runBenchmark } from './benchmark';
 import { renderTable } from './report';
-import { PEER_NAMES, PeerName } from './scenarios';
+import { PEER_NAMES, PeerName } from './types';
 
 // Every flag once: parseArgs reads them, --help prints them.
 const FLAGS = {

@@ -1,7 +1,6 @@
 // The scaling model's arithmetic with fixed inputs worked out by hand, and how it reads a report.
-import { BenchmarkReport } from './report';
 import { Capacity, loserCost, maxBuyersPerS, Measured, ModelInputError, parseModelArgs, plan, readMeasured, render, Sale, VARIANTS } from './scaling-model';
-import { ScenarioResult } from './scenarios';
+import { BenchmarkReport, ScenarioResult } from './types';
 
 const measured: Measured = {
   order: {

@@ -14,8 +14,8 @@ import { join } from 'node:path';
 import { parseArgs as parseFlags } from 'node:util';
 import { projectRoot } from '../src/infrastructure/project-root';
 import type { ScenarioCosts } from './costs';
-import { BenchmarkReport, findFast, findHealth, findSoldOut } from './report';
-import type { ScenarioResult } from './scenarios';
+import { findFast, findHealth, findSoldOut } from './report';
+import type { BenchmarkReport, ScenarioResult } from './types';
 
 export type Source = 'measured' | 'derived' | 'extrapolated' | 'assumed';
 

@@ -4,159 +4,28 @@
 // from PostgreSQL, and what it cost Redis, PostgreSQL and the target's processes. The sale with
 // returns has phases of its own and lives in bench/returns.ts.
 import { Client } from 'pg';
-import { CostProbe, CostSnapshot, costDeltas, ScenarioCosts } from './costs';
+import { CostSnapshot, costDeltas, ScenarioCosts } from './costs';
 import { auditLuaPeer, insertProduct } from './peers';
-import { autocannonTimeoutS, runLoad, Latency } from './load';
-import { MetricDeltas, noMetrics, scenarioDeltas, snapshot } from './metrics';
-import { ReturnsFigures, runReturns } from './returns';
-import { auditProduct, Check, Verification, verify, waitQuiet } from './verify';
+import { autocannonTimeoutS, runLoad } from './load';
+import { noMetrics, scenarioDeltas, snapshot } from './metrics';
+import { runReturns } from './returns';
+import { auditProduct, Check, Verification, verify, waitQuiet } from '../harness/verify';
+import {
+  BARE_HELD_MS,
+  Group,
+  NewProduct,
+  PlanOptions,
+  ProcessConfig,
+  REDIS_SETUPS,
+  RedisSetup,
+  RunContext,
+  ScenarioResult,
+  ScenarioSpec,
+  StockLocking,
+} from './types';
 
-export type StockLocking = 'redlock' | 'database';
-/** How a scenario's stock is guarded: the service's two modes, or the bare-lua peer's Redis count. */
-export type Locking = StockLocking | 'lua';
-/** What serves the load: the built service, or one of the bare peers (bench/peers). */
-export type Target = 'service' | 'bare' | 'bare-lua';
-/**
- * The peers a run can hold; bare-nolock and bare-one-lock are the bare peer without Redis locks and
- * on 1 segment; bare-held is the bare peer holding its lock BARE_HELD_MS, on 1 segment and on the
- * speed segments (the floor of the segments-against-one-lock target on this machine).
- */
-export const PEER_NAMES = ['bare', 'bare-nolock', 'bare-one-lock', 'bare-lua', 'bare-held'] as const;
-/** The hold of the segments-against-one-lock target, which bare-held runs the bare peer at. */
-export const BARE_HELD_MS = 20;
-export type PeerName = (typeof PEER_NAMES)[number];
-/**
- * The Redis behind a service start: the bench's one redis-server (every scenario but the quorum and
- * cluster rows); a Redlock quorum of three independent servers (REDIS_LOCK_URLS: the main one and
- * two more, REDIS_URL the main one); a 3-master Redis Cluster (REDIS_CLUSTER_NODES only).
- */
-export const REDIS_SETUPS = ['single', 'quorum', 'cluster'] as const;
-export type RedisSetup = (typeof REDIS_SETUPS)[number];
 /** Id suffix of a scenario on a setup other than the one redis-server, so that every other id stays as it was. */
 const REDIS_SUFFIX: Record<RedisSetup, string> = { single: '', quorum: '-rq', cluster: '-rc' };
-
-export type Group =
-  /** The service against the bare peers and GET /health/live, hold 0 (issue 8, part 1). */
-  | 'speed'
-  /** ORDER_BATCH_MAX=1 against group commit, per hold time (issue 8, part 3). */
-  | 'batch'
-  /** A few ORDER_BATCH_MAX values, to choose the default by measurement. */
-  | 'batch-sweep'
-  /** Refusals of a sold-out product to distinct buyers: most of the traffic of a big sale (issue 10). */
-  | 'soldout'
-  /** Redlock segments against one lock and the no-Redis-lock mode, per hold time. */
-  | 'compare'
-  | 'sweep'
-  | 'sale'
-  /** The sale, then 30% of its reservations back (cancelled or expired) and resold. */
-  | 'returns'
-  /** The same load on one redis-server, a Redlock quorum of three and a 3-master Redis Cluster (issue 10). */
-  | 'redis-setups';
-
-export interface ScenarioSpec {
-  /**
-   * Stable id, e.g. `redlock-h20-s20`, `redlock-w1-b1-h0-s20`, `bare-lua-h0-s20`, `soldout-redlock-w1-h0-s20`,
-   * `sale-redlock-h20-s1`, `returns-redlock-h20-s20`; `-rq` / `-rc` at the end on a Redlock quorum / a Redis Cluster.
-   */
-  id: string;
-  /**
-   * steady: orders for a fixed time; sale: one order per buyer until sold out; health: GET
-   * /health/live for a fixed time; soldout: orders of distinct buyers for a fixed time to a product
-   * sold out before the load; returns: the sale, then part of it cancelled or expired and resold.
-   */
-  kind: 'steady' | 'sale' | 'health' | 'soldout' | 'returns';
-  /** Why the scenario is in the run; one measurement may serve several sections. */
-  groups: Group[];
-  target: Target;
-  locking: Locking;
-  /** Service processes (WORKERS); a peer is always one process. */
-  workers: number;
-  /** ORDER_BATCH_MAX given to the service; null = unset (the service's default), and for peers. */
-  batchMax: number | null;
-  holdMs: number;
-  segments: number;
-  stock: number;
-  /** The sale (and the sale with returns): one request per distinct buyer. */
-  buyers?: number;
-  /** The sale with returns only: what goes back and how. */
-  returnsPlan?: ReturnsPlan;
-  /** The Redis the service runs on; absent = single (the bench's one redis-server, as in reports written before setups existed). */
-  redis?: RedisSetup;
-}
-
-/** How much of the sale with returns comes back, and the service settings that decide when. */
-export interface ReturnsPlan {
-  /** Share of the first sale's reservations that come back (0.3: 30%); the rest is paid at once. */
-  share: number;
-  /** Share of those returns cancelled through POST /orders/:id/cancel; the others are left to expire. */
-  cancelShare: number;
-  /** The product's paymentTimeoutS: the unpaid reservations expire this long after they were made. */
-  paymentTimeoutS: number;
-  /** EXPIRY_SWEEP_MS of the service start that runs this scenario. */
-  expirySweepMs: number;
-}
-
-export interface ScenarioResult extends ScenarioSpec {
-  productId: number | null;
-  connections: number;
-  /** Seconds of load as measured (steady), or from the first request to the last answer (sale). */
-  elapsedS: number;
-  responses: number;
-  statusCounts: Record<string, number>;
-  /** Answers with the success status: 201 for orders, 200 for GET /health/live, 410 for the sold-out product. */
-  created: number;
-  /** 201s per second (200s for GET /health/live, 410s for the sold-out product): over the load (steady), or until the last unit sold (sale). */
-  ordersPerSec: number;
-  /** Latencies of the success answers only. */
-  latency201Ms: Latency | null;
-  errors: number;
-  timeouts: number;
-  /** The sale (and the first sell-out of the sale with returns): ms from the first request to the last 201. */
-  sellOutMs: number | null;
-  /** Orders in PostgreSQL once the target went quiet (includes answers autocannon hung up on). */
-  ordersInDb: number;
-  metrics: MetricDeltas;
-  /** What the scenario cost Redis, PostgreSQL and the target's processes, per order or per answer; null where not read (the sale with returns). */
-  costs: ScenarioCosts | null;
-  verification: Verification;
-  status: 'ok' | 'FAILED';
-  /** The sale with returns only: its own figures (pays, cancels, expiry lag, the resale). */
-  returns?: ReturnsFigures;
-}
-
-export interface PlanOptions {
-  holds: number[];
-  segments: number[];
-  sweep: number[] | null;
-  sweepHold: number;
-  /** Also run the no-Redis-lock mode (STOCK_LOCKING=database) in the comparison and the sweep. */
-  peer: boolean;
-  sale: { stock: number; segments: number; buyers: number; holdMs: number } | null;
-  /** The sale with returns: the sale's stock, buyers and hold on `segments` segments, and what comes back; null = not run. */
-  returns: ({ stock: number; segments: number; buyers: number; holdMs: number } & ReturnsPlan) | null;
-  steadyStock: number;
-  /** WORKERS of the comparison, the sweep and the sale. */
-  workers: number;
-  /** WORKERS of the service in the peer and group-commit comparisons (the peers are one process each). */
-  speedWorkers: number;
-  /** Segments of the peer and group-commit comparisons. */
-  speedSegments: number;
-  /** ORDER_BATCH_MAX of every service start but the ORDER_BATCH_MAX=1 and sweep rows; null = the service's default. */
-  batchMax: number | null;
-  /** The bare peers to run beside the service; empty = none (and no GET /health/live floor). */
-  peers: PeerName[];
-  /** ORDER_BATCH_MAX=1 against group commit at every hold of `holds`. */
-  batch: boolean;
-  /** ORDER_BATCH_MAX values swept at every hold of `holds`; null = no sweep. */
-  batchSweep: number[] | null;
-  /** Refusals of a sold-out product (one unit per segment, sold before the load), beside the group-commit service at hold 0. */
-  soldOut: boolean;
-  /**
-   * The speed load (speedWorkers, speedSegments, hold 0; group commit, and ORDER_BATCH_MAX=1 too)
-   * on each Redis setup, each its own service start; false/absent = not run.
-   */
-  redisSetups?: boolean;
-}
 
 type Shape = Omit<ScenarioSpec, 'id' | 'groups' | 'stock'> & { stock?: number };
 
@@ -172,19 +41,6 @@ export function scenarioId(s: Shape, baseWorkers: number): string {
   const mode = s.target === 'service' ? `${s.locking}${w}${b}` : s.target === 'bare' && s.locking === 'database' ? 'bare-nolock' : s.target;
   const prefix = s.kind === 'steady' ? '' : `${s.kind}-`;
   return `${prefix}${mode}-h${s.holdMs}-s${s.segments}${REDIS_SUFFIX[s.redis ?? 'single']}`;
-}
-
-export interface ProcessConfig {
-  target: Target;
-  locking: Locking;
-  holdMs: number;
-  workers: number;
-  batchMax: number | null;
-  /** EXPIRY_SWEEP_MS given to the service; null = unset (the service's default). */
-  expirySweepMs: number | null;
-  /** The Redis the service runs on (a peer: always single). */
-  redis: RedisSetup;
-  scenarios: ScenarioSpec[];
 }
 
 /**
@@ -276,35 +132,6 @@ export function plan(o: PlanOptions): ProcessConfig[] {
   for (const c of configs.values())
     c.scenarios.sort((a, b) => order[a.kind] - order[b.kind] || (a.kind === 'sale' ? b.segments - a.segments : a.segments - b.segments));
   return [...configs.values()];
-}
-
-export interface RunContext {
-  url: string;
-  target: Target;
-  /** A fresh product: through POST /admin/products for the service, straight into PostgreSQL for a peer (which has no payment timeout). */
-  createProduct: (p: NewProduct) => Promise<number>;
-  db: Client;
-  redisUrl: string;
-  workers: number;
-  connections: number;
-  durationS: number;
-  lockWaitMs: number;
-  /** The process serving the load (the service's primary, or the peer), whose CPU the costs count with its children. */
-  targetPid: number;
-  /** Reads the costs around a scenario; null = not read. */
-  costs: CostProbe | null;
-  progress: (line: string) => void;
-  signal?: AbortSignal;
-}
-
-export interface NewProduct {
-  name: string;
-  stock: number;
-  segments: number;
-  /** Seconds a reservation may stay unpaid (the service's default when unset). */
-  paymentTimeoutS?: number;
-  /** The sale's start (ISO 8601); unset: open. */
-  startsAt?: string;
 }
 
 export async function createProductViaApi(url: string, adminToken: string, p: NewProduct): Promise<number> {

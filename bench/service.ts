@@ -3,7 +3,7 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { projectRoot } from '../src/infrastructure/project-root';
-import { childrenOf, launchService, ServiceProcess } from './launcher';
+import { childrenOf, launchService, ServiceProcess } from '../harness/launcher';
 
 /** Where the service finds Redis: REDIS_URL (and REDIS_LOCK_URLS for a Redlock quorum), or REDIS_CLUSTER_NODES alone (the service refuses it beside either). */
 export type ServiceRedis = { url: string; lockUrls?: string[] } | { clusterNodes: string[] };

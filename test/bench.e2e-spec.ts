@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BenchmarkResult, runBenchmark } from '../bench/benchmark';
 import { targets } from '../bench/report';
-import { ScenarioResult } from '../bench/scenarios';
+import { ScenarioResult } from '../bench/types';
 import { testUrls } from './support/service';
 
 describe('benchmark (quick path)', () => {

@@ -1,11 +1,11 @@
 // The bare-lua peer's audit. That peer holds the stock in Redis and never deducts stock_segments,
-// so bench/verify.ts (which reads what is left from the segments) cannot judge it; this reads what
+// so harness/verify.ts (which reads what is left from the segments) cannot judge it; this reads what
 // is left from Redis instead. The bare peer deducts segments like the service: verify.ts audits it.
 import Redis from 'ioredis';
 import { Client } from 'pg';
 import { luaPeerKeys } from './lua-keys';
 
-/** Same fields as bench/verify.ts `Audit` (so its `verify()` can take it), plus where they came from. */
+/** Same fields as harness/verify.ts `Audit` (so its `verify()` can take it), plus where they came from. */
 export interface LuaPeerAudit {
   /** products.total_stock. */
   totalStock: number;

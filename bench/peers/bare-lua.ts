@@ -21,7 +21,8 @@ declare module 'ioredis' {
 const HOLD_MS = env('ORDER_HOLD_MS', 0);
 const pool = new Pool({ connectionString: required('DATABASE_URL'), max: env('DB_POOL_SIZE', 20) });
 const redis = new Redis(required('REDIS_URL'), REDIS_OPTIONS).on('error', (err: Error) => console.error(`redis: ${err.message}`));
-const lua = (name: string) => readFileSync(join(projectRoot(__dirname), 'lua', name), 'utf8');
+// Its scripts sit beside the peers' sources (bench/peers/lua/), not in lua/, which ships with the service.
+const lua = (name: string) => readFileSync(join(projectRoot(__dirname), 'bench', 'peers', 'lua', name), 'utf8');
 redis.defineCommand('peerTakeStock', { numberOfKeys: 2, lua: lua('peer-take-stock.lua') });
 redis.defineCommand('peerReturnStock', { numberOfKeys: 2, lua: lua('peer-return-stock.lua') });
 

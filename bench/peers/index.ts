@@ -3,7 +3,7 @@
 // GET /health/live answers 200. Also exports the bare-lua peer's audit and a product insert.
 import { ChildProcess, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { live } from '../launcher';
+import { live } from '../../harness/launcher';
 import { join } from 'node:path';
 import { freePort } from '../../src/infrastructure/free-port';
 import { projectRoot } from '../../src/infrastructure/project-root';

@@ -1,7 +1,7 @@
 // REDIS_CLUSTER_NODES replaces REDIS_URL and REDIS_LOCK_URLS: alone it starts a service that sells
 // through the cluster; beside either of the others the start is refused, with a message that names
 // both variables and an exit code other than 0.
-import { EmbeddedRedisCluster, startEmbeddedRedisCluster } from '../../src/infrastructure/embedded-redis-cluster';
+import { EmbeddedRedisCluster, startEmbeddedRedisCluster } from '../../harness/embedded-redis-cluster';
 import { placeOrder } from '../faults/support';
 import { createProduct, request, startClusterService, startService, testUrls } from '../support/service';
 

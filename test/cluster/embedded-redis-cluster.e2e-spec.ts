@@ -1,5 +1,5 @@
 // The throwaway Redis Cluster of the cluster specs and the benchmark
-// (src/infrastructure/embedded-redis-cluster.ts): it comes up with every slot served by its
+// (harness/embedded-redis-cluster.ts): it comes up with every slot served by its
 // masters, serves keys on every master through an ioredis Cluster client, moves slots with their
 // keys, keeps serving the other masters' slots while one is down, and leaves no process or folder
 // behind; it starts the same way as an unprivileged user from a private working folder.
@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import Redis, { Cluster } from 'ioredis';
-import { CLUSTER_SLOTS, EmbeddedRedisCluster, startEmbeddedRedisCluster } from '../../src/infrastructure/embedded-redis-cluster';
+import { CLUSTER_SLOTS, EmbeddedRedisCluster, startEmbeddedRedisCluster } from '../../harness/embedded-redis-cluster';
 
 const ROOT = join(__dirname, '..', '..');
 
@@ -126,7 +126,7 @@ describe('embedded Redis Cluster (launcher of the cluster specs and the benchmar
     const cwd = mkdtempSync(join(tmpdir(), 'flashsale-launcher-cwd-'));
     if (asRoot) chownSync(cwd, 65534, 65534);
     try {
-      const launcher = join(ROOT, 'dist', 'src', 'infrastructure', 'embedded-redis-cluster.js');
+      const launcher = join(ROOT, 'dist', 'harness', 'embedded-redis-cluster.js');
       const script = `require(${JSON.stringify(launcher)}).startEmbeddedRedisCluster().then(
         async (c) => { const ranges = (await c.slotMap()).length; await c.stop(); console.log(JSON.stringify({ uid: process.getuid(), ranges, dir: c.dir })); },
         (e) => { console.error(e.message); process.exit(1); })`;

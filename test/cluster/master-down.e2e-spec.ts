@@ -5,7 +5,7 @@
 // hints live on the dead master sells on without them; users whose order lock lives there order
 // without it, and the partial unique index still keeps one live order each. No 500, no hang, and
 // PostgreSQL shows nothing lost or oversold and every 201 stored.
-import type { RedisClusterNode } from '../../src/infrastructure/embedded-redis-cluster';
+import type { RedisClusterNode } from '../../harness/embedded-redis-cluster';
 import { brief, expectPromisesKept, loadUntilStopped, Outcome, placeOrder, tally, waitFor } from '../faults/support';
 import { withDb } from '../support/database';
 import { createProduct, testUrls } from '../support/service';

@@ -4,7 +4,7 @@
 // back, and 300 slots besides (with the user locks in them) move from one master to another.
 // Orders keep succeeding throughout; an answer is 201 or, where a move got in the way, 503 with
 // Retry-After (nothing happened); never a 500 or a hang; PostgreSQL shows the books exact.
-import type { RedisClusterNode } from '../../src/infrastructure/embedded-redis-cluster';
+import type { RedisClusterNode } from '../../harness/embedded-redis-cluster';
 import { brief, expectPromisesKept, loadUntilStopped, tally, waitFor } from '../faults/support';
 import { createProduct, testUrls } from '../support/service';
 import { ClusterSale, hintMaster, segmentMasters, startClusterSale } from './support';

@@ -2,7 +2,7 @@
 // (and the test run's PostgreSQL), where a product's keys live, and Redis-side evidence of the
 // segment-lock traffic each master served.
 import Redis from 'ioredis';
-import { EmbeddedRedisCluster, RedisClusterNode, startEmbeddedRedisCluster } from '../../src/infrastructure/embedded-redis-cluster';
+import { EmbeddedRedisCluster, RedisClusterNode, startEmbeddedRedisCluster } from '../../harness/embedded-redis-cluster';
 import { stopAll } from '../faults/support';
 import { resetState } from '../support/database';
 import { ServiceProcess, startClusterService } from '../support/service';

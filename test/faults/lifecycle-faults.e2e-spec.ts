@@ -16,7 +16,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client } from 'pg';
-import { auditProduct, Audit } from '../../bench/verify';
+import { auditProduct, Audit } from '../../harness/verify';
 import { hintKeys } from '../../src/inventory/stock-hints.service';
 import { admin, pooled, request, ServiceProcess, shop } from '../support/service';
 import {

@@ -1,7 +1,7 @@
 // Helpers of the fault specs: private PostgreSQL and Redis servers that a spec may stop and restart
 // on the same port (never the shared ones of global setup), a load generator that records when
 // each reply came, and the invariant checks read from PostgreSQL afterwards.
-import { Audit as StockAudit, auditProduct } from '../../bench/verify';
+import { Audit as StockAudit, auditProduct } from '../../harness/verify';
 import { ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -1,7 +1,7 @@
 // Direct access to the test run's PostgreSQL and Redis, to reset them and to check invariants.
 import Redis from 'ioredis';
 import { Client } from 'pg';
-import { Audit, auditProduct as audit } from '../../bench/verify';
+import { Audit, auditProduct as audit } from '../../harness/verify';
 import { testUrls } from './service';
 
 export type StockAudit = Audit;

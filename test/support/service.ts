@@ -1,7 +1,7 @@
 // Starts built service processes (node dist/src/main.js, through the launcher the benchmark uses
 // too) against the test run's PostgreSQL and Redis, and talks to them over real HTTP.
 import http from 'node:http';
-import { launchService, ServiceProcess } from '../../bench/launcher';
+import { launchService, ServiceProcess } from '../../harness/launcher';
 
 export type { ServiceProcess };
 export const ADMIN_TOKEN = 'test-admin-token-0123456789';

@@ -1,5 +1,9 @@
-// Starts the built service (node dist/src/main.js) as its own process and waits until it serves:
-// the one launcher of the e2e tests (test/support/service.ts) and of the benchmark (bench/service.ts).
+// Harness (see harness/README.md): the one launcher of the built service, shared by the e2e tests
+// (test/support/service.ts) and the benchmark (bench/service.ts, bench/door.ts), so that both start
+// the service exactly as a user does and a fix to how it is started or stopped reaches both.
+//
+// Starts node dist/src/main.js as its own process with only the environment it is given, waits
+// until every worker serves, and stops it (and its workers) on demand.
 import { ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import http from 'node:http';

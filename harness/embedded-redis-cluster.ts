@@ -1,16 +1,19 @@
-// Starts a throwaway Redis Cluster: N redis-server masters (no replicas) on free loopback ports,
-// each in its own temporary folder, joined with `redis-cli --cluster create`. For the cluster specs
-// and the benchmark, never for the service itself. Nodes may be killed, stopped and restarted one
-// by one, and hash slots moved between them while clients use the cluster (resharding).
+// Harness (see harness/README.md): the throwaway Redis Cluster of the cluster specs (test/cluster/)
+// and of the benchmark's Redis setups (bench/redis-setups.ts). The service never starts one, so this
+// lives here and not in src/, and stays out of the service's build and image.
+//
+// N redis-server masters (no replicas) on free loopback ports, each in its own temporary folder,
+// joined with `redis-cli --cluster create`. Nodes may be killed, stopped and restarted one by one,
+// and hash slots moved between them while clients use the cluster (resharding).
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Redis from 'ioredis';
-import { EmbeddedRedis, redisServerOnPath, startEmbeddedRedis } from './embedded-redis';
-import { freePort } from './free-port';
-import { EmbeddedServerError } from './postgres-placement';
+import { EmbeddedRedis, redisServerOnPath, startEmbeddedRedis } from '../src/infrastructure/embedded-redis';
+import { freePort } from '../src/infrastructure/free-port';
+import { EmbeddedServerError } from '../src/infrastructure/postgres-placement';
 
 export const CLUSTER_SLOTS = 16384;
 

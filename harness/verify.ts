@@ -1,6 +1,10 @@
-// Checks after every scenario, from PostgreSQL (the source of truth) and the answers seen: no
-// oversell (I1), no user twice (I2), no false sold-out (I3), no 5xx. A scenario that breaks any of
-// them is FAILED however fast it was.
+// Harness (see harness/README.md): the audit of a product from PostgreSQL, the source of truth,
+// shared by the e2e specs (test/support/database.ts, test/faults/) and the benchmark's scenarios,
+// so that a test and a benchmark run call the same thing a kept invariant.
+//
+// auditProduct reads stock, segments and live orders in one snapshot; verify() adds the answers a
+// run saw and checks no oversell (I1), no user twice (I2), no false sold-out (I3), no 5xx. A
+// benchmark scenario that breaks any of them is FAILED however fast it was.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from 'pg';
 

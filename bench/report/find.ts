@@ -1,0 +1,66 @@
+// Which scenarios of a run each section reads: the service at the comparison's or the speed
+// settings, a peer, GET /health/live, the sold-out refusals, a group, the failures, and the highest
+// RSS. The scaling model (bench/scaling-model.ts) reads latest.json through the same finders.
+import type { BenchmarkReport, Group, Locking, ReturnsFigures, ScenarioResult, StockLocking } from '../types';
+
+export function returnsOf(report: BenchmarkReport): Array<ScenarioResult & { returns: ReturnsFigures }> {
+  return report.scenarios.filter((r): r is ScenarioResult & { returns: ReturnsFigures } => r.kind === 'returns' && r.returns !== undefined);
+}
+
+/** A scenario of the locking comparison, the sweep or the sale: the service at --workers and --batch-max. */
+export function find(report: BenchmarkReport, locking: StockLocking, holdMs: number, segments: number): ScenarioResult | undefined {
+  const s = report.settings;
+  return report.scenarios.find(
+    (r) =>
+      r.kind === 'steady' &&
+      r.target === 'service' &&
+      (r.redis ?? 'single') === 'single' &&
+      r.workers === s.workers &&
+      r.batchMax === s.batchMax &&
+      r.locking === locking &&
+      r.holdMs === holdMs &&
+      r.segments === segments,
+  );
+}
+/** The service beside the peers and in the group-commit comparison (--speed-workers processes). */
+export function findFast(
+  report: BenchmarkReport,
+  w: { locking?: StockLocking; holdMs?: number; segments?: number; batchMax: number | null },
+): ScenarioResult | undefined {
+  const s = report.settings;
+  const { locking = 'redlock', holdMs = 0, segments = s.speedSegments, batchMax } = w;
+  return report.scenarios.find(
+    (r) =>
+      r.kind === 'steady' &&
+      r.target === 'service' &&
+      (r.redis ?? 'single') === 'single' &&
+      r.workers === s.speedWorkers &&
+      r.batchMax === batchMax &&
+      r.locking === locking &&
+      r.holdMs === holdMs &&
+      r.segments === segments,
+  );
+}
+export function findPeer(report: BenchmarkReport, target: 'bare' | 'bare-lua', locking: Locking, segments: number, holdMs = 0): ScenarioResult | undefined {
+  return report.scenarios.find((r) => r.kind === 'steady' && r.target === target && r.locking === locking && r.holdMs === holdMs && r.segments === segments);
+}
+export function findHealth(report: BenchmarkReport): ScenarioResult | undefined {
+  return report.scenarios.find((r) => r.kind === 'health');
+}
+/** The refusals of a sold-out product (at --speed-workers). */
+export function findSoldOut(report: BenchmarkReport): ScenarioResult | undefined {
+  return report.scenarios.find((r) => r.kind === 'soldout');
+}
+export function inGroup(report: BenchmarkReport, g: Group): ScenarioResult[] {
+  return report.scenarios.filter((r) => r.groups.includes(g));
+}
+
+export function failed(report: BenchmarkReport): ScenarioResult[] {
+  return report.scenarios.filter((s) => s.status !== 'ok');
+}
+
+/** The highest RSS of any service process (the peers are not the service and do not count). */
+export function peakRss(report: BenchmarkReport): number | null {
+  const all = report.services.filter((s) => s.target === 'service').flatMap((s) => s.processes.map((p) => p.peakRssMb));
+  return all.length > 0 ? Math.max(...all) : null;
+}

@@ -1,0 +1,120 @@
+// The locking modes per hold time (Redlock segments against one lock and against the no-Redis-lock
+// mode, with the ideal N x), and where the lock counters of every scenario came from.
+import type { BenchmarkReport, StockLocking } from '../types';
+import { find, inGroup } from './find';
+import { batchName, codes, fivexx, holdName, metricCell, MODE_NAME, ms, pad, rate, ratio, statusWord } from './format';
+
+/** The console's block per hold time of the locking comparison. */
+export function lockingLines(report: BenchmarkReport): string[] {
+  const lines: string[] = [];
+  const st = report.settings;
+  const steady = inGroup(report, 'compare');
+  const holds = [...new Set(steady.map((s) => s.holdMs))].sort((a, b) => a - b);
+  const head = ['scenario', 'orders/s', 'vs 1 seg', 'ideal', 'vs nolock', 'p50 ms', 'p99 ms', 'max ms', '5xx', 'codes', 'verified'];
+  const widths = [22, 9, 9, 6, 8, 8, 8, 8, 5, 30, 8];
+  for (const hold of holds) {
+    lines.push(
+      `ORDER_HOLD_MS=${holdName(hold)}  (${st.connections} connections, ${st.durationS} s, ${st.workers} worker(s), ORDER_BATCH_MAX ${batchName(st.batchMax)})`,
+    );
+    lines.push(pad(head, widths));
+    for (const r of steady
+      .filter((s) => s.holdMs === hold)
+      .sort((a, b) => (a.locking === b.locking ? a.segments - b.segments : a.locking === 'redlock' ? -1 : 1))) {
+      const single = find(report, r.locking as StockLocking, hold, 1);
+      const peer = r.locking === 'redlock' ? find(report, 'database', hold, r.segments) : undefined;
+      lines.push(
+        pad(
+          [
+            r.id,
+            rate(r.ordersPerSec),
+            r.segments === 1 ? '1.00x' : ratio(r.ordersPerSec, single?.ordersPerSec),
+            `${r.segments}x`,
+            ratio(r.ordersPerSec, peer?.ordersPerSec),
+            ms(r.latency201Ms?.p50),
+            ms(r.latency201Ms?.p99),
+            ms(r.latency201Ms?.max),
+            String(fivexx(r)),
+            codes(r).slice(0, 30),
+            r.status === 'ok' ? 'ok' : 'FAILED',
+          ],
+          widths,
+        ),
+      );
+    }
+    lines.push('');
+  }
+  return lines;
+}
+
+/** latest.md's section per hold time of the locking comparison. */
+export function lockingMarkdown(report: BenchmarkReport): string[] {
+  const s = report.settings;
+  const out: string[] = [];
+  const steady = inGroup(report, 'compare');
+  const holds = [...new Set(steady.map((r) => r.holdMs))].sort((a, b) => a - b);
+  for (const hold of holds) {
+    out.push(`## Locking modes, ORDER_HOLD_MS=${holdName(hold)} (WORKERS=${s.workers}, ORDER_BATCH_MAX ${batchName(s.batchMax)})`);
+    out.push('');
+    out.push('| scenario | locking | segments | orders/s | p50 | p99 | max | answers | lock busy | fallovers busy/empty | lock waits (n x mean) | verified |');
+    out.push('|---|---|--:|--:|--:|--:|--:|---|--:|--:|--:|---|');
+    const rows = steady.filter((r) => r.holdMs === hold).sort((a, b) => (a.locking === b.locking ? a.segments - b.segments : a.locking === 'redlock' ? -1 : 1));
+    for (const r of rows) {
+      const mc = metricCell(r);
+      out.push(
+        `| ${r.id} | ${MODE_NAME[r.locking as StockLocking]} | ${r.segments} | **${rate(r.ordersPerSec)}** | ${ms(r.latency201Ms?.p50)} | ${ms(r.latency201Ms?.p99)} | ${ms(r.latency201Ms?.max)} | ${codes(r)}${r.errors ? ` err:${r.errors}` : ''}${r.timeouts ? ` timeouts:${r.timeouts}` : ''} | ${mc.busy} | ${mc.fall} | ${mc.wait} | ${statusWord(r)} |`,
+      );
+    }
+    out.push('');
+    const single = find(report, 'redlock', hold, 1);
+    const peerSingle = find(report, 'database', hold, 1);
+    const ratioRows = s.segments.filter((n) => n !== 1);
+    if (ratioRows.length > 0) {
+      out.push('| segments | segmented / single lock | ideal | segmented / no-lock mode (same segments) | no-lock segmented / no-lock single |');
+      out.push('|--:|--:|--:|--:|--:|');
+      for (const n of ratioRows) {
+        const seg = find(report, 'redlock', hold, n);
+        const peer = find(report, 'database', hold, n);
+        out.push(
+          `| ${n} | **${ratio(seg?.ordersPerSec, single?.ordersPerSec)}** | ${n}x | ${ratio(seg?.ordersPerSec, peer?.ordersPerSec)} | ${ratio(peer?.ordersPerSec, peerSingle?.ordersPerSec)} |`,
+        );
+      }
+      out.push('');
+      out.push(
+        hold === 0
+          ? 'With no hold the lock is held only for the PostgreSQL statement, so the ideal N x is an upper bound the CPU (2 cores for everything) decides long before the locks do.'
+          : `With ${hold} ms inside the lock (once per lock hold) a single lock gets at most ${rate(1000 / hold)} holds per second, so ${rate(1000 / hold)} orders/s with ORDER_BATCH_MAX=1 and up to ORDER_BATCH_MAX times that with group commit; N segments raise that bound N-fold until CPU, PostgreSQL or Redis becomes the limit.`,
+      );
+      out.push('');
+    }
+  }
+  return out;
+}
+
+/** latest.md's account of the lock counters: which scrape each scenario's figures came from. */
+export function lockCountersMarkdown(report: BenchmarkReport): string[] {
+  const out: string[] = [];
+  out.push('## Lock counters');
+  out.push('');
+  out.push(
+    'From GET /metrics deltas around each scenario (flashsale_segment_lock_busy_total, flashsale_segment_fallovers_total, flashsale_lock_wait_seconds), checked against the orders PostgreSQL holds:',
+  );
+  out.push('');
+  const sources = new Map<string, string[]>();
+  const what: Record<string, string> = {
+    'all-workers': 'one scrape covered every worker',
+    'summed-per-worker': 'per-worker counters, one scrape per worker summed',
+    partial: 'figures marked * are from one worker only (partial)',
+  };
+  for (const r of report.scenarios) {
+    // "Not available" has several reasons (a peer, no order, no answer); each gets its own line.
+    const key = what[r.metrics.source] ?? `not available (${r.metrics.note})`;
+    sources.set(key, [...(sources.get(key) ?? []), r.id]);
+  }
+  for (const [why, ids] of sources) out.push(`- ${why}: ${ids.join(', ')}`);
+  out.push('');
+  out.push(
+    '"lock waits" = orders that found every live segment busy and waited, times their mean wait. In the no-lock mode the waiting happens inside PostgreSQL and is not counted.',
+  );
+  out.push('');
+  return out;
+}

@@ -1,0 +1,74 @@
+// The literal sale: one request per distinct buyer until sold out, as 20 x 50 and as 1 x 1000, with
+// the time to sell out and the orders PostgreSQL holds.
+import type { BenchmarkReport } from '../types';
+import { batchName, holdName, layout, ms, pad, rate, statusWord } from './format';
+
+/** The console's block of the sale. */
+export function saleLines(report: BenchmarkReport): string[] {
+  const lines: string[] = [];
+  const sales = report.scenarios.filter((s) => s.kind === 'sale');
+  if (sales.length > 0) {
+    lines.push(`The sale (ORDER_HOLD_MS=${sales[0].holdMs}): ${sales[0].stock} units, ${sales[0].buyers} buyers`);
+    lines.push(pad(['layout', 'sell-out s', 'orders/s', 'orders', '201', '410', 'other', 'verified'], [22, 10, 9, 7, 6, 6, 16, 8]));
+    for (const r of sales) {
+      const other = Object.entries(r.statusCounts)
+        .filter(([c]) => c !== '201' && c !== '410')
+        .map(([c, n]) => `${c}:${n}`)
+        .join(' ');
+      lines.push(
+        pad(
+          [
+            layout(r),
+            r.sellOutMs === null ? '-' : (r.sellOutMs / 1000).toFixed(2),
+            rate(r.ordersPerSec),
+            String(r.verification.audit?.orders ?? '-'),
+            String(r.statusCounts['201'] ?? 0),
+            String(r.statusCounts['410'] ?? 0),
+            other || '-',
+            r.status === 'ok' ? 'ok' : 'FAILED',
+          ],
+          [22, 10, 9, 7, 6, 6, 16, 8],
+        ),
+      );
+    }
+    lines.push('');
+  }
+  return lines;
+}
+
+/** latest.md's section of the sale; none when it did not run. */
+export function saleMarkdown(report: BenchmarkReport): string[] {
+  const s = report.settings;
+  const out: string[] = [];
+  const sales = report.scenarios.filter((r) => r.kind === 'sale');
+  if (sales.length > 0) {
+    const first = sales[0];
+    out.push(
+      `## The sale: ${first.stock} units, ${first.buyers} buyers (ORDER_HOLD_MS=${holdName(first.holdMs)}, Redlock, WORKERS=${s.workers}, ORDER_BATCH_MAX ${batchName(s.batchMax)})`,
+    );
+    out.push('');
+    out.push('Every buyer sends one request; the run ends when all are answered.');
+    out.push('');
+    out.push('| layout | time to sell out | orders/s | orders in PostgreSQL | 201 | 410 | other answers | p50 / p99 of 201s | verified |');
+    out.push('|---|--:|--:|--:|--:|--:|---|--:|---|');
+    for (const r of sales) {
+      const other = Object.entries(r.statusCounts)
+        .filter(([c]) => c !== '201' && c !== '410')
+        .map(([c, n]) => `${c}:${n}`)
+        .join(' ');
+      const orders = r.verification.audit?.orders;
+      const exact = orders === r.stock ? ` (exactly ${r.stock})` : ` (**expected ${r.stock}**)`;
+      out.push(
+        `| ${layout(r)} | ${r.sellOutMs === null ? '-' : `${(r.sellOutMs / 1000).toFixed(2)} s`} | **${rate(r.ordersPerSec)}** | ${orders ?? '-'}${exact} | ${r.statusCounts['201'] ?? 0} | ${r.statusCounts['410'] ?? 0} | ${other || '-'}${r.timeouts ? ` timeouts:${r.timeouts}` : ''} | ${ms(r.latency201Ms?.p50)} / ${ms(r.latency201Ms?.p99)} ms | ${statusWord(r)} |`,
+      );
+    }
+    const seg = sales.find((r) => r.segments !== 1);
+    const one = sales.find((r) => r.segments === 1);
+    if (seg && one && seg.sellOutMs && one.sellOutMs) {
+      out.push('');
+      out.push(`Segmented sells out ${(one.sellOutMs / seg.sellOutMs).toFixed(2)}x faster than the single lock (ideal ${seg.segments}x).`);
+    }
+    out.push('');
+  }
+  return out;
+}

@@ -1,0 +1,123 @@
+// The service against the bare peers (and GET /health/live, and the sold-out refusals) at hold 0:
+// the rows, the ratios between them, and their console and latest.md tables.
+import { BARE_HELD_MS, BenchmarkReport, ScenarioResult } from '../types';
+import { findFast, findHealth, findPeer, findSoldOut } from './find';
+import { batchName, codes, ms, pad, rate, ratio, statusWord, verdict } from './format';
+
+/** One row of the service-against-peers table. */
+export interface SpeedRow {
+  what: string;
+  r: ScenarioResult | undefined;
+  unit: 'orders/s' | 'req/s' | '410/s';
+}
+
+export function speedRows(report: BenchmarkReport): SpeedRow[] {
+  const s = report.settings;
+  const n = s.speedSegments;
+  const w = `${s.speedWorkers} process${s.speedWorkers === 1 ? '' : 'es'}`;
+  const rows: SpeedRow[] = [
+    { what: `service (${w}), Redlock segments, ORDER_BATCH_MAX=1`, r: findFast(report, { batchMax: 1 }), unit: 'orders/s' },
+    {
+      what: `service (${w}), Redlock segments, group commit (ORDER_BATCH_MAX ${batchName(s.batchMax)})`,
+      r: findFast(report, { batchMax: s.batchMax }),
+      unit: 'orders/s',
+    },
+    {
+      what: `service (${w}), STOCK_LOCKING=database (no Redis lock), ORDER_BATCH_MAX=1`,
+      r: findFast(report, { locking: 'database', batchMax: 1 }),
+      unit: 'orders/s',
+    },
+    { what: `service (${w}), one lock (1 segment), ORDER_BATCH_MAX=1`, r: findFast(report, { segments: 1, batchMax: 1 }), unit: 'orders/s' },
+    { what: `service (${w}), GET /health/live (no work at all)`, r: findHealth(report), unit: 'req/s' },
+    { what: `service (${w}), sold-out product: refusals (410) to distinct buyers`, r: findSoldOut(report), unit: '410/s' },
+    { what: 'bare peer, Redis segment locks', r: findPeer(report, 'bare', 'redlock', n), unit: 'orders/s' },
+    { what: 'bare peer, no Redis lock (STOCK_LOCKING=database)', r: findPeer(report, 'bare', 'database', n), unit: 'orders/s' },
+    { what: 'bare peer, one lock (1 segment)', r: findPeer(report, 'bare', 'redlock', 1), unit: 'orders/s' },
+    { what: 'bare-lua peer: stock in Redis, one Lua script, one INSERT', r: findPeer(report, 'bare-lua', 'lua', n), unit: 'orders/s' },
+    { what: `bare peer, one lock (1 segment), lock held ${BARE_HELD_MS} ms`, r: findPeer(report, 'bare', 'redlock', 1, BARE_HELD_MS), unit: 'orders/s' },
+    { what: `bare peer, Redis segment locks, lock held ${BARE_HELD_MS} ms`, r: findPeer(report, 'bare', 'redlock', n, BARE_HELD_MS), unit: 'orders/s' },
+  ];
+  return rows.filter((x) => x.r !== undefined);
+}
+
+/** The service against each peer, as ratios of this run's figures. */
+export function speedRatios(report: BenchmarkReport): Array<{ what: string; value: string }> {
+  const s = report.settings;
+  const n = s.speedSegments;
+  const one = findFast(report, { batchMax: 1 });
+  const group = findFast(report, { batchMax: s.batchMax });
+  const bare = findPeer(report, 'bare', 'redlock', n);
+  const lua = findPeer(report, 'bare-lua', 'lua', n);
+  const pairs: Array<[string, ScenarioResult | undefined, ScenarioResult | undefined]> = [
+    ['service ORDER_BATCH_MAX=1 / bare peer (Redis segment locks)', one, bare],
+    ['service group commit / bare peer (Redis segment locks)', group, bare],
+    ['service ORDER_BATCH_MAX=1 / bare-lua peer', one, lua],
+    ['service group commit / bare-lua peer', group, lua],
+    [
+      'service STOCK_LOCKING=database / bare peer without Redis lock',
+      findFast(report, { locking: 'database', batchMax: 1 }),
+      findPeer(report, 'bare', 'database', n),
+    ],
+    ['service one lock / bare peer one lock', findFast(report, { segments: 1, batchMax: 1 }), findPeer(report, 'bare', 'redlock', 1)],
+    [
+      `bare peer, lock held ${BARE_HELD_MS} ms: ${n} segments / one lock`,
+      findPeer(report, 'bare', 'redlock', n, BARE_HELD_MS),
+      findPeer(report, 'bare', 'redlock', 1, BARE_HELD_MS),
+    ],
+    ['service ORDER_BATCH_MAX=1 orders/s / service GET /health/live req/s', one, findHealth(report)],
+  ];
+  return pairs.filter(([, a, b]) => a && b).map(([what, a, b]) => ({ what, value: ratio(a!.ordersPerSec, b!.ordersPerSec) }));
+}
+
+/** The console's block of the service against the peers. */
+export function speedLines(report: BenchmarkReport): string[] {
+  const lines: string[] = [];
+  const st = report.settings;
+  const speed = speedRows(report);
+  if (speed.length > 0) {
+    lines.push(
+      `The service against the bare peers: hold 0 (unless a row says otherwise), ${st.speedSegments} segments, ${st.connections} connections, ${st.durationS} s; service WORKERS=${st.speedWorkers}, each peer 1 process`,
+    );
+    const w = [84, 10, 8, 8, 8];
+    lines.push(pad(['what', 'per s', 'p50 ms', 'p99 ms', 'verified'], w));
+    for (const { what, r } of speed) lines.push(pad([what, rate(r!.ordersPerSec), ms(r!.latency201Ms?.p50), ms(r!.latency201Ms?.p99), verdict(r!)], w));
+    for (const { what, value } of speedRatios(report)) lines.push(pad([`  ${what}`, value, '', '', ''], w));
+    lines.push('');
+  }
+  return lines;
+}
+
+/** latest.md's section of the service against the peers. */
+export function speedMarkdown(report: BenchmarkReport): string[] {
+  const s = report.settings;
+  const out: string[] = [];
+  const speed = speedRows(report);
+  if (speed.length > 0) {
+    out.push(`## The service against the bare peers (hold 0 unless a row says otherwise, ${s.speedSegments} segments)`);
+    out.push('');
+    out.push(
+      `Same load for every row: ${s.connections} connections, ${s.durationS} s, a fresh product of ${s.steadyStock.toLocaleString('en-US')} units in ${s.speedSegments} segments (1 for the one-lock rows), nothing held in the lock (the bare peer's two "lock held" rows hold each lock ${BARE_HELD_MS} ms: the segments-against-one-lock target's floor on this machine). The service runs as WORKERS=${s.speedWorkers}; each peer is one process. ` +
+        "The bare peer is the service's order algorithm (user lock, random segment, fall over, one SQL statement inside a Redis segment lock) on plain node:http, ioredis and pg: the floor of what the service's own code costs. " +
+        'The bare-lua peer holds the stock in Redis, checks and decrements it and records the buyer in one Lua script, then INSERTs the order: the design many shops pick instead. GET /health/live is the service answering with no work at all. ' +
+        `The sold-out row is a product of ${s.speedSegments} units in ${s.speedSegments} segments, sold out (and its sold-out flag set) before the load; every request is a new buyer and every answer must be 410: the refusals that are most of a big sale's traffic, latencies of the 410s.`,
+    );
+    out.push('');
+    out.push('| what | orders/s | p50 | p99 | max | answers | verified |');
+    out.push('|---|--:|--:|--:|--:|---|---|');
+    for (const { what, r, unit } of speed) {
+      const x = r!;
+      out.push(
+        `| ${what} | **${rate(x.ordersPerSec)}**${unit === 'orders/s' ? '' : ` ${unit}`} | ${ms(x.latency201Ms?.p50)} | ${ms(x.latency201Ms?.p99)} | ${ms(x.latency201Ms?.max)} | ${codes(x)}${x.errors ? ` err:${x.errors}` : ''}${x.timeouts ? ` timeouts:${x.timeouts}` : ''} | ${statusWord(x)} |`,
+      );
+    }
+    out.push('');
+    const ratios = speedRatios(report);
+    if (ratios.length > 0) {
+      out.push('| ratio, this run | value |');
+      out.push('|---|--:|');
+      for (const { what, value } of ratios) out.push(`| ${what} | **${value}** |`);
+      out.push('');
+    }
+  }
+  return out;
+}

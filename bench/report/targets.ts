@@ -1,0 +1,95 @@
+// Issue 8's targets as a pass/miss table, each computed from this run's figures (the e2e spec of the
+// benchmark checks that every one is measured).
+import { BARE_HELD_MS, BenchmarkReport, ScenarioResult } from '../types';
+import { findFast, findPeer, inGroup, peakRss } from './find';
+import { batchName, ms, pad, rate } from './format';
+
+export interface TargetRow {
+  target: string;
+  measured: string;
+  result: 'pass' | 'miss' | 'not measured';
+}
+
+/** Issue 8's targets, each from this run's figures. */
+export function targets(report: BenchmarkReport): TargetRow[] {
+  const s = report.settings;
+  const n = s.speedSegments;
+  const out: TargetRow[] = [];
+  const w = s.speedWorkers === 1 ? '1 process' : `WORKERS=${s.speedWorkers} (the target is for 1 process)`;
+  const atLeast = (target: string, a: ScenarioResult | undefined, b: ScenarioResult | undefined, bar: number, extra = '') => {
+    const ok = a && b && a.status === 'ok' && b.status === 'ok' && b.ordersPerSec > 0;
+    const x = ok ? a.ordersPerSec / b.ordersPerSec : NaN;
+    out.push({
+      target,
+      measured: ok ? `${x.toFixed(2)}x (${rate(a.ordersPerSec)} / ${rate(b.ordersPerSec)} orders/s)${extra}` : a && b ? 'a scenario FAILED' : '-',
+      result: ok ? (x >= bar ? 'pass' : 'miss') : 'not measured',
+    });
+  };
+  const one = findFast(report, { batchMax: 1 });
+  const group = findFast(report, { batchMax: s.batchMax });
+  atLeast(`service, ${w}, ${n} segments, hold 0, ORDER_BATCH_MAX=1 >= 0.8x the bare peer`, one, findPeer(report, 'bare', 'redlock', n), 0.8);
+  atLeast(
+    `service with group commit (ORDER_BATCH_MAX ${batchName(s.batchMax)}), same load, >= 0.7x the bare-lua peer (aim 1x)`,
+    group,
+    findPeer(report, 'bare-lua', 'lua', n),
+    0.7,
+    s.batchMaxRead ? '' : '; the built service ignores ORDER_BATCH_MAX',
+  );
+  const p99 = group?.status === 'ok' ? group.latency201Ms?.p99 : undefined;
+  out.push({
+    target: 'service with group commit, same load: p99 <= 50 ms',
+    measured: p99 === undefined ? (group ? 'the scenario FAILED' : '-') : `${ms(p99)} ms`,
+    result: p99 === undefined ? 'not measured' : p99 <= 50 ? 'pass' : 'miss',
+  });
+  // Beside it, the same ratio of the bare peer at the same hold, when the run has it: this machine's floor.
+  const bareHeld = [findPeer(report, 'bare', 'redlock', n, BARE_HELD_MS), findPeer(report, 'bare', 'redlock', 1, BARE_HELD_MS)];
+  const bareX = bareHeld.every((r) => r?.status === 'ok' && r.ordersPerSec > 0) ? bareHeld[0]!.ordersPerSec / bareHeld[1]!.ordersPerSec : null;
+  atLeast(
+    `hold ${BARE_HELD_MS} ms (once per lock hold), ORDER_BATCH_MAX=1, ${w}: ${n} segments >= 19x one lock`,
+    findFast(report, { holdMs: BARE_HELD_MS, segments: n, batchMax: 1 }),
+    findFast(report, { holdMs: BARE_HELD_MS, segments: 1, batchMax: 1 }),
+    19,
+    bareX === null ? '' : `; the bare peer at the same hold: ${bareX.toFixed(2)}x (${rate(bareHeld[0]!.ordersPerSec)} / ${rate(bareHeld[1]!.ordersPerSec)})`,
+  );
+  for (const [what, list] of [
+    ['the sale keeps running and verifying', report.scenarios.filter((r) => r.kind === 'sale')],
+    ['the segment sweep keeps running and verifying', inGroup(report, 'sweep')],
+  ] as const) {
+    const bad = list.filter((r) => r.status !== 'ok');
+    out.push({
+      target: what,
+      measured: list.length === 0 ? 'not run' : bad.length === 0 ? `${list.length} of ${list.length} verified` : `FAILED: ${bad.map((r) => r.id).join(', ')}`,
+      result: list.length === 0 ? 'not measured' : bad.length === 0 ? 'pass' : 'miss',
+    });
+  }
+  const peak = peakRss(report);
+  out.push({
+    target: `peak RSS of a service process < ${report.rssTargetMb} MB`,
+    measured: peak === null ? 'not sampled (needs /proc)' : `${peak.toFixed(0)} MB`,
+    result: peak === null ? 'not measured' : peak < report.rssTargetMb ? 'pass' : 'miss',
+  });
+  return out;
+}
+
+/** The console's list of the targets. */
+export function targetsLines(report: BenchmarkReport): string[] {
+  const lines: string[] = [];
+  lines.push("Issue 8's targets, from this run");
+  const tw = [100, 12];
+  for (const t of targets(report)) lines.push(pad([`${t.target}: ${t.measured}`, t.result], tw));
+  lines.push('');
+  return lines;
+}
+
+/** latest.md's table of the targets. */
+export function targetsMarkdown(report: BenchmarkReport): string[] {
+  const out: string[] = [];
+  const tg = targets(report);
+  out.push("## Issue 8's targets, from this run");
+  out.push('');
+  out.push('| target | measured | result |');
+  out.push('|---|---|---|');
+  for (const t of tg) out.push(`| ${t.target} | ${t.measured} | ${t.result === 'miss' ? '**miss**' : t.result} |`);
+  out.push('');
+  return out;
+}
