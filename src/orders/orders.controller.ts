@@ -5,7 +5,7 @@ import { DomainError, OrderNotFoundError } from '../common/domain-errors';
 import { CallerOf } from '../door/caller.decorator';
 import type { Caller } from '../door/door.service';
 import { MetricsService } from '../metrics/metrics.service';
-import { OrderRow } from './orders.repository';
+import { OrderRow } from './order.types';
 import { CreateOrderDto } from './dto/create-order.dto';
 import { OrderOwnerDto } from './dto/order-owner.dto';
 import { OrdersService } from './orders.service';

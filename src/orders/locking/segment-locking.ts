@@ -3,7 +3,7 @@
 // bottom without asking which mode it runs in.
 import type { ProductInfo } from '../../inventory/product-catalog.service';
 import type { WaitEnd } from '../../locks/local-lock-board';
-import type { BatchResult, OrderRow, SegmentAttempt } from '../orders.repository';
+import type { BatchResult, OrderRow, SegmentAttempt } from '../order.types';
 
 export interface PlaceOrder {
   userId: string;
