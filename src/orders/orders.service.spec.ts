@@ -12,7 +12,7 @@ import {
   SoldOutError,
   UnavailableError,
 } from '../common/domain-errors';
-import { ProductInfo } from '../inventory/product-catalog.service';
+import { ProductInfo } from '../inventory/product.types';
 import { takeFrom } from '../inventory/segment-plan';
 import { Layout, StockRepository } from '../inventory/stock.repository';
 import { SoldOutBoard } from '../inventory/sold-out-board.service';

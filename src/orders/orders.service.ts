@@ -14,7 +14,8 @@ import {
   SoldOutError,
   UnavailableError,
 } from '../common/domain-errors';
-import { ProductCatalogService, ProductInfo } from '../inventory/product-catalog.service';
+import { ProductCatalogService } from '../inventory/product-catalog.service';
+import { ProductInfo } from '../inventory/product.types';
 import { pickSegmentsFor, randomStart, visitOrder } from '../inventory/segment-plan';
 import { SoldOutBoard } from '../inventory/sold-out-board.service';
 import { StockHintsService } from '../inventory/stock-hints.service';

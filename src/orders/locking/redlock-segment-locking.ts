@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Injectable } from '@nestjs/common';
 import { BenchmarkConfig, HttpConfig, LocksConfig } from '../../config/app-config';
 import { AlreadyOrderedError, BusyError, UnavailableError } from '../../common/domain-errors';
-import type { ProductInfo } from '../../inventory/product-catalog.service';
+import type { ProductInfo } from '../../inventory/product.types';
 import { StockHintsService } from '../../inventory/stock-hints.service';
 import { RedisReachability } from '../../infrastructure/redis-reachability';
 import { lockKeys } from '../../locks/lock-keys';

@@ -4,7 +4,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Injectable } from '@nestjs/common';
 import { BenchmarkConfig, LocksConfig } from '../../config/app-config';
-import type { ProductInfo } from '../../inventory/product-catalog.service';
+import type { ProductInfo } from '../../inventory/product.types';
 import type { WaitEnd } from '../../locks/local-lock-board';
 import { OrderRow, SegmentAttempt } from '../order.types';
 import { SaleWritesRepository } from '../repositories/sale-writes.repository';
