@@ -13,12 +13,24 @@ const typescript = ['ts-jest', { tsconfig: 'tsconfig.json' }];
 // cannot, so jest has Babel turn those packages into CommonJS as they load. The built service needs
 // nothing of the kind: Node's own require(esm) runs it.
 const esmPackages = ['@nestjs', 'file-type', '@standard-schema', 'jose'];
+
+// A few of those modules make their own `const require = createRequire(import.meta.url)`
+// (@nestjs/swagger's UI, terminus's @HealthCheck). Turned into CommonJS, their imports would call
+// that local `require` before it is defined; renaming it first leaves the name to the imports.
+const renameLocalRequire = () => ({
+  visitor: {
+    Program(path) {
+      if (path.scope.hasOwnBinding('require')) path.scope.rename('require', '_esmRequire');
+    },
+  },
+});
+
 const esmToCommonJs = [
   'babel-jest',
   {
     babelrc: false,
     configFile: false,
-    plugins: ['@babel/plugin-transform-modules-commonjs', 'babel-plugin-transform-import-meta'],
+    plugins: [renameLocalRequire, '@babel/plugin-transform-modules-commonjs', 'babel-plugin-transform-import-meta'],
   },
 ];
 

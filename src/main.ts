@@ -8,7 +8,7 @@ import { Logger } from '@nestjs/common';
 import { HttpAdapterHost, NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
+import { SwaggerModule } from '@nestjs/swagger';
 import type { Logger as Pino } from 'pino';
 import { AppModule } from './app.module';
 import { AllExceptionsFilter, sendError } from './common/all-exceptions.filter';
@@ -22,6 +22,7 @@ import { closeOnSignals } from './infrastructure/graceful-shutdown';
 import { runMigrations } from './infrastructure/migrate';
 import { createLogger, nestLogger } from './logging/logger';
 import { serveClusterMetrics } from './metrics/metrics.service';
+import { openApiDocument } from './openapi';
 
 const logger = new Logger('Main');
 
@@ -64,23 +65,7 @@ export async function createApp(config: ResolvedConfig, root: Pino = createLogge
   fastify.addHook('preHandler', app.get(Door).preHandler);
   app.useGlobalPipes(validationPipe());
   app.useGlobalFilters(new AllExceptionsFilter(app.get(HttpAdapterHost), config.http.retryAfterS));
-  const doc = new DocumentBuilder()
-    .setTitle('Flash-sale inventory service')
-    .setDescription('Orders over segmented stock locks; errors are { statusCode, code, message }.')
-    .setVersion('1')
-    .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'ADMIN_TOKEN, for /admin calls' }, 'admin')
-    .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'SHOP_TOKEN: pay, and read or cancel any order' }, 'shop')
-    .addBearerAuth(
-      {
-        type: 'http',
-        scheme: 'bearer',
-        bearerFormat: 'JWT',
-        description: "a buyer's JWT (sub = the user), when BUYER_JWT_SECRET or BUYER_JWT_PUBLIC_KEY is set",
-      },
-      'buyer',
-    )
-    .build();
-  SwaggerModule.setup('docs', app, () => SwaggerModule.createDocument(app, doc));
+  SwaggerModule.setup('docs', app, () => openApiDocument(app));
   return app;
 }
 

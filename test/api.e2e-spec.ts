@@ -1,7 +1,7 @@
 // The HTTP API (the table in README.md, "API"), row by row, held to the invariants of
 // docs/design.md: each success and each error code that can be produced deterministically, with
 // the database checked after every error to prove it changed nothing.
-import type { ProductView } from '../src/inventory/inventory.service';
+import type { ProductView } from '../src/inventory/product.types';
 import Redis from 'ioredis';
 import { freePort } from '../src/infrastructure/free-port';
 import { auditProduct, resetState, withDb } from './support/database';

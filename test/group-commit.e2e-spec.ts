@@ -1,20 +1,21 @@
 // The group-commit statement against the real PostgreSQL: several orders sold from one segment in
 // one statement, each answered on its own, the segment deducted by exactly what was sold.
 import { DataSource } from 'typeorm';
-import { DatabaseConfig, HttpConfig } from '../src/config/app-config';
+import { HttpConfig } from '../src/config/app-config';
 import { dataSourceOptions } from '../src/infrastructure/data-source';
 import { MetricsService } from '../src/metrics/metrics.service';
-import { BatchResult, OrdersRepository, SELL_BATCH_SQL } from '../src/orders/orders.repository';
+import { BatchResult } from '../src/orders/order.types';
+import { SaleWritesRepository, SELL_BATCH_SQL } from '../src/orders/repositories/sale-writes.repository';
 import { auditProduct, resetState, withDb } from './support/database';
 import { testUrls } from './support/service';
 
-describe('group commit: OrdersRepository.sellBatch on PostgreSQL', () => {
+describe('group commit: SaleWritesRepository.sellBatch on PostgreSQL', () => {
   let db: DataSource;
-  let repo: OrdersRepository;
+  let repo: SaleWritesRepository;
 
   beforeAll(async () => {
     db = await new DataSource(dataSourceOptions(testUrls().databaseUrl, { poolSize: 4 })).initialize();
-    repo = new OrdersRepository(db, { timeoutMs: 2000 } as DatabaseConfig, { retryAfterS: 1 } as HttpConfig, new MetricsService());
+    repo = new SaleWritesRepository(db, { retryAfterS: 1 } as HttpConfig, new MetricsService());
   });
   afterAll(async () => {
     await db?.destroy();

@@ -3,7 +3,7 @@
 // expiry moment and the sweeps of both processes, a sell-out storm followed by cancels, payments,
 // expiries, a rebalance and a restock, and users ordering again after their order closed. Every
 // phase is checked from PostgreSQL, and every answer a client got is checked against it.
-import type { ProductView } from '../src/inventory/inventory.service';
+import type { ProductView } from '../src/inventory/product.types';
 import { Client } from 'pg';
 import { waitFor } from './faults/support';
 import { auditProduct, countByStatus, expectStockBalanced, resetState } from './support/database';

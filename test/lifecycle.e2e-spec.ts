@@ -3,7 +3,7 @@
 // and each error code, with the database compared before and after every refusal to prove it
 // changed nothing.
 import Redis from 'ioredis';
-import type { ProductView } from '../src/inventory/inventory.service';
+import type { ProductView } from '../src/inventory/product.types';
 import { hintKeys } from '../src/inventory/stock-hints.service';
 import { waitFor } from './faults/support';
 import { resetState, withDb } from './support/database';

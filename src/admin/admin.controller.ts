@@ -1,11 +1,13 @@
 // Admin API: create, view, change, restock and rebalance products. Every call needs the admin bearer token.
+// Every answer that is a product goes out through toProductResponse.
 import { Body, Controller, Get, HttpCode, Param, Patch, Post, UseGuards } from '@nestjs/common';
-import { ApiBearerAuth, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
+import { ApiBearerAuth, ApiCreatedResponse, ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { ProductNotFoundError } from '../common/domain-errors';
-import { InventoryService, ProductView } from '../inventory/inventory.service';
-import { MAX_ID } from '../orders/dto/create-order.dto';
+import { MAX_ID } from '../common/ids';
+import { InventoryService } from '../inventory/inventory.service';
 import { AdminTokenGuard } from './admin-token.guard';
 import { CreateProductDto } from './dto/create-product.dto';
+import { ProductResponse, RebalanceResponse, toProductResponse } from './dto/product-response.dto';
 import { RebalanceDto } from './dto/rebalance.dto';
 import { RestockDto } from './dto/restock.dto';
 import { UpdateProductDto } from './dto/update-product.dto';
@@ -26,10 +28,11 @@ export class AdminController {
   @Post()
   @HttpCode(201)
   @ApiOperation({ summary: 'Create a product with its stock split evenly into segments, and its sale terms' })
+  @ApiCreatedResponse({ type: ProductResponse, description: 'the product' })
   @ApiResponse({ status: 400, description: 'VALIDATION_FAILED (also endsAt not after startsAt)' })
   @ApiResponse({ status: 401, description: 'UNAUTHORIZED' })
-  create(@Body() dto: CreateProductDto): Promise<ProductView> {
-    return this.inventory.create({
+  async create(@Body() dto: CreateProductDto): Promise<ProductResponse> {
+    const view = await this.inventory.create({
       name: dto.name,
       stock: dto.stock,
       segments: dto.segments,
@@ -38,38 +41,44 @@ export class AdminController {
       endsAt: dto.endsAt ?? null,
       paymentTimeoutS: dto.paymentTimeoutS ?? 900,
     });
+    return toProductResponse(view);
   }
 
   @Get(':id')
   @ApiOperation({ summary: 'A product: remaining, sold, and stock per segment' })
+  @ApiOkResponse({ type: ProductResponse, description: 'the product' })
   @ApiResponse({ status: 404, description: 'PRODUCT_NOT_FOUND' })
-  view(@Param('id') id: string): Promise<ProductView> {
-    return this.inventory.view(productId(id));
+  async view(@Param('id') id: string): Promise<ProductResponse> {
+    return toProductResponse(await this.inventory.view(productId(id)));
   }
 
   @Patch(':id')
   @ApiOperation({ summary: "Change a product's name, limit per user, sale window or payment timeout (reserved orders keep their expiresAt)" })
+  @ApiOkResponse({ type: ProductResponse, description: 'the product, changed' })
   @ApiResponse({ status: 400, description: 'VALIDATION_FAILED (also endsAt not after startsAt once merged)' })
   @ApiResponse({ status: 404, description: 'PRODUCT_NOT_FOUND' })
-  update(@Param('id') id: string, @Body() dto: UpdateProductDto): Promise<ProductView> {
+  async update(@Param('id') id: string, @Body() dto: UpdateProductDto): Promise<ProductResponse> {
     const change = Object.fromEntries(Object.entries(dto).filter(([, v]) => v !== undefined));
-    return this.inventory.update(productId(id), change);
+    return toProductResponse(await this.inventory.update(productId(id), change));
   }
 
   @Post(':id/restock')
   @HttpCode(200)
   @ApiOperation({ summary: 'Add units, filled into the smallest segments; clears the sold-out state' })
+  @ApiOkResponse({ type: ProductResponse, description: 'the product, restocked' })
   @ApiResponse({ status: 404, description: 'PRODUCT_NOT_FOUND' })
   @ApiResponse({ status: 503, description: 'BUSY: the segments stayed locked for REBALANCE_WAIT_MS (nothing added); UNAVAILABLE: PostgreSQL is down' })
-  restock(@Param('id') id: string, @Body() dto: RestockDto): Promise<ProductView> {
-    return this.inventory.restock(productId(id), dto.units);
+  async restock(@Param('id') id: string, @Body() dto: RestockDto): Promise<ProductResponse> {
+    return toProductResponse(await this.inventory.restock(productId(id), dto.units));
   }
 
   @Post(':id/rebalance')
   @HttpCode(200)
   @ApiOperation({ summary: 'Redistribute the remaining units evenly, optionally over a new number of segments' })
+  @ApiOkResponse({ type: RebalanceResponse, description: 'the product before and after' })
   @ApiResponse({ status: 503, description: 'BUSY: the segments stayed locked for REBALANCE_WAIT_MS; UNAVAILABLE: PostgreSQL is down' })
-  rebalance(@Param('id') id: string, @Body() dto: RebalanceDto): Promise<{ before: ProductView; after: ProductView }> {
-    return this.inventory.rebalance(productId(id), dto.segments);
+  async rebalance(@Param('id') id: string, @Body() dto: RebalanceDto): Promise<RebalanceResponse> {
+    const { before, after } = await this.inventory.rebalance(productId(id), dto.segments);
+    return { before: toProductResponse(before), after: toProductResponse(after) };
   }
 }

@@ -2,10 +2,11 @@
 // answer; each one reported),
 // GET /health/live (the process runs) and GET /metrics (Prometheus).
 import { Controller, Get, Header, Res } from '@nestjs/common';
-import { ApiExcludeEndpoint, ApiOperation, ApiTags } from '@nestjs/swagger';
+import { ApiExcludeEndpoint, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { HealthCheck, HealthCheckService, TypeOrmHealthIndicator } from '@nestjs/terminus';
 import type { FastifyReply } from 'fastify';
 import { MetricsService } from '../metrics/metrics.service';
+import { LiveResponse } from './dto/live-response.dto';
 import { RedisHealthIndicator } from './redis.health';
 
 @ApiTags('health')
@@ -34,7 +35,8 @@ export class HealthController {
 
   @Get('health/live')
   @ApiOperation({ summary: 'Liveness: 200 while the process serves requests' })
-  live() {
+  @ApiOkResponse({ type: LiveResponse })
+  live(): LiveResponse {
     return { status: 'ok' };
   }
 

@@ -1,12 +1,13 @@
 import { Module } from '@nestjs/common';
 import { InventoryService } from './inventory.service';
 import { ProductCatalogService } from './product-catalog.service';
+import { ProductsRepository } from './products.repository';
 import { SoldOutBoard } from './sold-out-board.service';
 import { StockHintsService } from './stock-hints.service';
 import { StockRepository } from './stock.repository';
 
 @Module({
-  providers: [InventoryService, ProductCatalogService, SoldOutBoard, StockHintsService, StockRepository],
+  providers: [InventoryService, ProductCatalogService, ProductsRepository, SoldOutBoard, StockHintsService, StockRepository],
   exports: [InventoryService, ProductCatalogService, SoldOutBoard, StockHintsService, StockRepository],
 })
 export class InventoryModule {}

@@ -2,50 +2,17 @@
 // A stale layout is safe: it only leads to an authoritative read, which refreshes it. A changed
 // limit or sale window (PATCH) reaches the other processes within PRODUCT_CACHE_MS.
 import { Injectable } from '@nestjs/common';
-import { DataSource } from 'typeorm';
-import { HttpConfig, InventoryConfig } from '../config/app-config';
-import { mapDatabaseError } from '../common/database-errors';
+import { InventoryConfig } from '../config/app-config';
 import { ProductNotFoundError } from '../common/domain-errors';
-
-export interface ProductInfo {
-  id: number;
-  limitPerUser: number;
-  segmentCount: number;
-  layoutVersion: number;
-  /** The sale window, epoch ms; null for open. */
-  startsAt: number | null;
-  endsAt: number | null;
-}
-
-/** The products columns the order path reads, as PostgreSQL returns them. */
-export interface ProductTermsRow {
-  id: number;
-  limit_per_user: number;
-  segment_count: number;
-  layout_version: number;
-  starts_at: Date | null;
-  ends_at: Date | null;
-}
-export const PRODUCT_TERMS_COLUMNS = 'id, limit_per_user, segment_count, layout_version, starts_at, ends_at';
-
-export function toProductInfo(r: ProductTermsRow): ProductInfo {
-  return {
-    id: r.id,
-    limitPerUser: r.limit_per_user,
-    segmentCount: r.segment_count,
-    layoutVersion: r.layout_version,
-    startsAt: r.starts_at?.getTime() ?? null,
-    endsAt: r.ends_at?.getTime() ?? null,
-  };
-}
+import { ProductInfo } from './product.types';
+import { ProductsRepository } from './products.repository';
 
 @Injectable()
 export class ProductCatalogService {
   private readonly cache = new Map<number, { info: ProductInfo; until: number }>();
 
   constructor(
-    private readonly db: DataSource,
-    private readonly http: HttpConfig,
+    private readonly products: ProductsRepository,
     private readonly inventory: InventoryConfig,
   ) {}
 
@@ -53,14 +20,9 @@ export class ProductCatalogService {
   async get(productId: number): Promise<ProductInfo> {
     const hit = this.cache.get(productId);
     if (hit && hit.until > Date.now()) return hit.info;
-    let rows: ProductTermsRow[];
-    try {
-      rows = await this.db.query(`SELECT ${PRODUCT_TERMS_COLUMNS} FROM products WHERE id = $1`, [productId]);
-    } catch (err) {
-      throw mapDatabaseError(err, this.http.retryAfterS);
-    }
-    if (rows.length === 0) throw new ProductNotFoundError(productId);
-    return this.remember(toProductInfo(rows[0]));
+    const info = await this.products.readTerms(productId);
+    if (!info) throw new ProductNotFoundError(productId);
+    return this.remember(info);
   }
 
   /** The cached product while it is fresh, without asking PostgreSQL; else undefined. */

@@ -2,7 +2,8 @@
 // longer than SOLD_OUT_STALE_MS past the last poll that found the segment rows unchanged.
 import { DoorConfig } from '../config/app-config';
 import { BOARD_MAX_HOLDERS, SoldOutBoard } from './sold-out-board.service';
-import { ProductCatalogService, ProductInfo } from './product-catalog.service';
+import { ProductCatalogService } from './product-catalog.service';
+import { ProductInfo } from './product.types';
 import { PolledProduct, SoldOutSnapshot, StockRepository } from './stock.repository';
 
 const STALE_MS = 100;

@@ -1,13 +1,14 @@
 // The authoritative read of a product's stock layout, and the reads behind the sold-out board
 // (sold-out-board.service.ts). The SQL that sells (deduct and insert the order) belongs to the
-// orders module (orders/orders.repository.ts); this module never imports it.
+// orders module (orders/repositories/sale-writes.repository.ts), which builds on this module; this
+// module never imports it.
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { HttpConfig } from '../config/app-config';
-import { mapDatabaseError } from '../common/database-errors';
-import { UnavailableError } from '../common/domain-errors';
+import { mappedFailure } from '../database/mapped-failure';
 import { MetricsService } from '../metrics/metrics.service';
-import { PRODUCT_TERMS_COLUMNS, ProductInfo, ProductTermsRow, toProductInfo } from './product-catalog.service';
+import { ProductInfo } from './product.types';
+import { PRODUCT_TERMS_COLUMNS, ProductTermsRow, toProductInfo } from './products.repository';
 
 export interface Layout {
   version: number;
@@ -111,9 +112,7 @@ export class StockRepository {
     try {
       return await read();
     } catch (err) {
-      const mapped = mapDatabaseError(err, this.http.retryAfterS);
-      if (mapped instanceof UnavailableError) this.metrics.dependencyErrors.inc({ dependency: 'postgres' });
-      throw mapped;
+      throw mappedFailure(err, this.http.retryAfterS, this.metrics);
     }
   }
 }

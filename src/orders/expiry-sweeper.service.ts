@@ -1,12 +1,12 @@
 // Expiry: every EXPIRY_SWEEP_MS each process looks in PostgreSQL for reservations past their
-// expiresAt and expires them, returning their units (OrdersRepository.expireDue). Every process
+// expiresAt and expires them, returning their units (OrderLifecycleRepository.expireDue). Every process
 // sweeps; SKIP LOCKED shares the work, so a process that dies mid-sweep only delays its orders
 // to the next sweep of any process. Nothing here depends on Redis: after a flush or an outage the
 // sweep goes on, and only the clearing of hints waits for Redis.
 import { Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { InventoryConfig } from '../config/app-config';
 import { MetricsService } from '../metrics/metrics.service';
-import { OrdersRepository } from './orders.repository';
+import { OrderLifecycleRepository } from './repositories/order-lifecycle.repository';
 import { OrdersService } from './orders.service';
 
 /** Reservations expired per product and transaction: bounds how long one sweep holds row locks. */
@@ -24,7 +24,7 @@ export class ExpirySweeperService implements OnApplicationBootstrap, OnApplicati
 
   constructor(
     private readonly inventory: InventoryConfig,
-    private readonly repository: OrdersRepository,
+    private readonly repository: OrderLifecycleRepository,
     private readonly orders: OrdersService,
     private readonly metrics: MetricsService,
   ) {}

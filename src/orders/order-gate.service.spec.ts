@@ -2,7 +2,7 @@
 // the hint script then a SET NX PX of its own on a Redis Cluster (the user lock hashes to another slot).
 import type { HttpConfig, LocksConfig, RedisTopology, ResolvedRedisConfig } from '../config/app-config';
 import { OrderInProgressError, SoldOutError } from '../common/domain-errors';
-import type { ProductInfo } from '../inventory/product-catalog.service';
+import type { ProductInfo } from '../inventory/product.types';
 import { OrderGateService } from './order-gate.service';
 
 const product = { id: 7, layoutVersion: 2 } as ProductInfo;

@@ -22,7 +22,7 @@ import { OrderInProgressError, SoldOutError, UnavailableError } from '../common/
 import { RedisReachability } from '../infrastructure/redis-reachability';
 import { REDIS_CLIENT, RedisClient } from '../infrastructure/redis.providers';
 import { GENERATION_TTL_MS, hintKeys } from '../inventory/stock-hints.service';
-import { ProductInfo } from '../inventory/product-catalog.service';
+import { ProductInfo } from '../inventory/product.types';
 import { lockKeys } from '../locks/lock-keys';
 import { MetricsService } from '../metrics/metrics.service';
 

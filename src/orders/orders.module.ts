@@ -8,8 +8,11 @@ import { SegmentLocking } from './locking/segment-locking';
 import { ExpirySweeperService } from './expiry-sweeper.service';
 import { OrderGateService } from './order-gate.service';
 import { OrdersController } from './orders.controller';
-import { OrdersRepository } from './orders.repository';
 import { OrdersService } from './orders.service';
+import { OrderLifecycleRepository } from './repositories/order-lifecycle.repository';
+import { OrderReadsRepository } from './repositories/order-reads.repository';
+import { OutcomesRepository } from './repositories/outcomes.repository';
+import { SaleWritesRepository } from './repositories/sale-writes.repository';
 
 @Module({
   imports: [InventoryModule, LocksModule],
@@ -18,7 +21,10 @@ import { OrdersService } from './orders.service';
     OrdersService,
     OrderGateService,
     ExpirySweeperService,
-    OrdersRepository,
+    SaleWritesRepository,
+    OrderReadsRepository,
+    OrderLifecycleRepository,
+    OutcomesRepository,
     RedlockSegmentLocking,
     RowLockSegmentLocking,
     // The locking mode, chosen once from STOCK_LOCKING; the order path never asks which it is.

@@ -12,11 +12,14 @@ import {
   SoldOutError,
   UnavailableError,
 } from '../common/domain-errors';
-import { ProductInfo } from '../inventory/product-catalog.service';
+import { ProductInfo } from '../inventory/product.types';
 import { takeFrom } from '../inventory/segment-plan';
 import { Layout, StockRepository } from '../inventory/stock.repository';
 import { SoldOutBoard } from '../inventory/sold-out-board.service';
-import { BatchAttempt, BatchResult, OrderRow, OrdersRepository, SegmentAttempt, UncertainBatch, UncertainWrite } from './orders.repository';
+import { BatchAttempt, BatchResult, OrderRow, SegmentAttempt, UncertainBatch, UncertainWrite } from './order.types';
+import { OrderReadsRepository } from './repositories/order-reads.repository';
+import { OutcomesRepository } from './repositories/outcomes.repository';
+import { SaleWritesRepository } from './repositories/sale-writes.repository';
 import { OrdersService } from './orders.service';
 import { RedlockSegmentLocking } from './locking/redlock-segment-locking';
 import { RowLockSegmentLocking } from './locking/row-lock-segment-locking';
@@ -33,7 +36,12 @@ interface World {
   hints: { read: jest.Mock; markEmpty: jest.Mock; markSoldOut: jest.Mock; stockReturned: jest.Mock };
   stock: jest.Mocked<Pick<StockRepository, 'readLayout'>>;
   board: jest.Mocked<Pick<SoldOutBoard, 'learn' | 'forget'>>;
-  orders: jest.Mocked<Pick<OrdersRepository, 'sellFromSegment' | 'sellFromSegments' | 'sellBatch' | 'findByKey' | 'findById' | 'settle'>>;
+  /** The order repositories the sale reaches, as one fake: sale writes, reads by key or id, and settling. */
+  orders: jest.Mocked<
+    Pick<SaleWritesRepository, 'sellFromSegment' | 'sellFromSegments' | 'sellBatch'> &
+      Pick<OrderReadsRepository, 'findByKey' | 'findById'> &
+      Pick<OutcomesRepository, 'settle'>
+  >;
   locks: { tryAcquire: jest.Mock; acquireWithin: jest.Mock; release: jest.Mock; backoff: jest.Mock; backoffMs: jest.Mock };
   /** Called once per pause between retries of busy segments, however the service pauses. */
   onWait: jest.Mock;
@@ -241,6 +249,8 @@ function world(opts: {
     catalog as never,
     locking,
     stock as never,
+    ordersRepo as never,
+    ordersRepo as never,
     ordersRepo as never,
     hints as never,
     board as never,

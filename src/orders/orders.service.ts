@@ -14,14 +14,18 @@ import {
   SoldOutError,
   UnavailableError,
 } from '../common/domain-errors';
-import { ProductCatalogService, ProductInfo } from '../inventory/product-catalog.service';
+import { ProductCatalogService } from '../inventory/product-catalog.service';
+import { ProductInfo } from '../inventory/product.types';
 import { pickSegmentsFor, randomStart, visitOrder } from '../inventory/segment-plan';
 import { SoldOutBoard } from '../inventory/sold-out-board.service';
 import { StockHintsService } from '../inventory/stock-hints.service';
 import { StockRepository } from '../inventory/stock.repository';
 import { MetricsService } from '../metrics/metrics.service';
 import { OrderPass, PlaceOrder, SegmentLocking } from './locking/segment-locking';
-import { OrderRow, OrdersRepository, ReturnedUnits, UncertainWrite } from './orders.repository';
+import { OrderRow, ReturnedUnits, UncertainWrite } from './order.types';
+import { OrderLifecycleRepository } from './repositories/order-lifecycle.repository';
+import { OrderReadsRepository } from './repositories/order-reads.repository';
+import { OutcomesRepository } from './repositories/outcomes.repository';
 
 export type { PlaceOrder } from './locking/segment-locking';
 
@@ -39,7 +43,9 @@ export class OrdersService {
     private readonly catalog: ProductCatalogService,
     private readonly locking: SegmentLocking,
     private readonly stock: StockRepository,
-    private readonly orders: OrdersRepository,
+    private readonly orders: OrderReadsRepository,
+    private readonly outcomes: OutcomesRepository,
+    private readonly lifecycle: OrderLifecycleRepository,
     private readonly hints: StockHintsService,
     private readonly board: SoldOutBoard,
     private readonly metrics: MetricsService,
@@ -100,7 +106,7 @@ export class OrdersService {
     try {
       return await sale();
     } catch (err) {
-      if (err instanceof UncertainWrite) return this.orders.settle(err);
+      if (err instanceof UncertainWrite) return this.outcomes.settle(err);
       throw err;
     }
   }
@@ -130,14 +136,14 @@ export class OrdersService {
 
   /** Pays the user's reserved order; PostgreSQL decides whether the reservation still runs. Idempotent. */
   async pay(id: string, userId: string): Promise<OrderRow> {
-    const { order, changed } = await this.orders.pay(orderId(id), userId);
+    const { order, changed } = await this.lifecycle.pay(orderId(id), userId);
     if (changed) this.metrics.orderTransitions.inc({ to: 'paid' });
     return order;
   }
 
   /** Cancels the user's reserved order; its units are back on sale when this answers. Idempotent. */
   async cancel(id: string, userId: string): Promise<OrderRow> {
-    const { order, returned } = await this.orders.cancel(orderId(id), userId);
+    const { order, returned } = await this.lifecycle.cancel(orderId(id), userId);
     if (returned) {
       this.metrics.orderTransitions.inc({ to: 'cancelled' });
       await this.unitsReturned(returned, 'cancelled');

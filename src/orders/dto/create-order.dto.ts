@@ -6,8 +6,6 @@ import { IsInt, IsString, Matches, Max, Min, ValidateIf } from 'class-validator'
 
 import { MAX_ID, USER_ID_PATTERN } from '../../common/ids';
 
-export { MAX_ID, USER_ID_PATTERN };
-
 /** A positive integer user id is kept as its decimal string; anything else is validated as given. */
 const userIdFromNumber = ({ value }: { value: unknown }) => (typeof value === 'number' && Number.isSafeInteger(value) && value > 0 ? String(value) : value);
 

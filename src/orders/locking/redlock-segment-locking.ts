@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Injectable } from '@nestjs/common';
 import { BenchmarkConfig, HttpConfig, LocksConfig } from '../../config/app-config';
 import { AlreadyOrderedError, BusyError, UnavailableError } from '../../common/domain-errors';
-import type { ProductInfo } from '../../inventory/product-catalog.service';
+import type { ProductInfo } from '../../inventory/product.types';
 import { StockHintsService } from '../../inventory/stock-hints.service';
 import { RedisReachability } from '../../infrastructure/redis-reachability';
 import { lockKeys } from '../../locks/lock-keys';
@@ -16,7 +16,8 @@ import { HeldLock, LockService } from '../../locks/lock.service';
 import { LocalLockBoard, WaitEnd } from '../../locks/local-lock-board';
 import { MetricsService } from '../../metrics/metrics.service';
 import { OrderGateService } from '../order-gate.service';
-import { BatchAttempt, BatchEntry, OrderRow, OrdersRepository, SegmentAttempt, UncertainBatch } from '../orders.repository';
+import { BatchAttempt, BatchEntry, OrderRow, SegmentAttempt, UncertainBatch } from '../order.types';
+import { SaleWritesRepository } from '../repositories/sale-writes.repository';
 import { OrderPass, PlaceOrder, RideAnswer, SegmentLocking } from './segment-locking';
 
 /**
@@ -41,7 +42,7 @@ export class RedlockSegmentLocking extends SegmentLocking {
     private readonly hints: StockHintsService,
     private readonly locks: LockService,
     private readonly reach: RedisReachability,
-    private readonly orders: OrdersRepository,
+    private readonly orders: SaleWritesRepository,
     private readonly metrics: MetricsService,
   ) {
     super();

@@ -4,9 +4,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Injectable } from '@nestjs/common';
 import { BenchmarkConfig, LocksConfig } from '../../config/app-config';
-import type { ProductInfo } from '../../inventory/product-catalog.service';
+import type { ProductInfo } from '../../inventory/product.types';
 import type { WaitEnd } from '../../locks/local-lock-board';
-import { OrderRow, OrdersRepository, SegmentAttempt } from '../orders.repository';
+import { OrderRow, SegmentAttempt } from '../order.types';
+import { SaleWritesRepository } from '../repositories/sale-writes.repository';
 import { OrderPass, PlaceOrder, RideAnswer, SegmentLocking } from './segment-locking';
 
 @Injectable()
@@ -14,7 +15,7 @@ export class RowLockSegmentLocking extends SegmentLocking {
   constructor(
     private readonly lockConfig: LocksConfig,
     private readonly benchmark: BenchmarkConfig,
-    private readonly orders: OrdersRepository,
+    private readonly orders: SaleWritesRepository,
   ) {
     super();
   }

@@ -1,9 +1,9 @@
 // How an order holds a segment while it sells from it. The mode is chosen once, at start, from
 // STOCK_LOCKING (see orders.module.ts), so the order algorithm in orders.service.ts reads top to
 // bottom without asking which mode it runs in.
-import type { ProductInfo } from '../../inventory/product-catalog.service';
+import type { ProductInfo } from '../../inventory/product.types';
 import type { WaitEnd } from '../../locks/local-lock-board';
-import type { BatchResult, OrderRow, SegmentAttempt } from '../orders.repository';
+import type { BatchResult, OrderRow, SegmentAttempt } from '../order.types';
 
 export interface PlaceOrder {
   userId: string;

@@ -1,0 +1,46 @@
+// What a product is to the code above the SQL: its terms as the order path caches them
+// (ProductInfo), its full view for the admin API (ProductView), and the terms of a sale as the admin
+// API sets them. The products and stock repositories produce these; services and controllers read them.
+
+export interface ProductInfo {
+  id: number;
+  limitPerUser: number;
+  segmentCount: number;
+  layoutVersion: number;
+  /** The sale window, epoch ms; null for open. */
+  startsAt: number | null;
+  endsAt: number | null;
+}
+
+export interface ProductView {
+  id: number;
+  name: string;
+  /** Units ever stocked: created plus restocked. */
+  stocked: number;
+  /** Units remaining in the segments. */
+  stock: number;
+  /** Units in live orders: reserved + paid. */
+  sold: number;
+  reserved: number;
+  paid: number;
+  limitPerUser: number;
+  startsAt: Date | null;
+  endsAt: Date | null;
+  paymentTimeoutS: number;
+  segmentCount: number;
+  segments: Array<{ index: number; stock: number }>;
+}
+
+/** The terms of a sale: who may buy how much, when, and how long a reservation waits for payment. */
+export interface SaleTerms {
+  name: string;
+  limitPerUser: number;
+  startsAt: Date | null;
+  endsAt: Date | null;
+  paymentTimeoutS: number;
+}
+
+export interface NewProduct extends SaleTerms {
+  stock: number;
+  segments: number;
+}

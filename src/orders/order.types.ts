@@ -1,0 +1,93 @@
+// What an order is to the code above the SQL: its row, how a sale from a segment (alone or in a
+// batch) turned out, what a cancel or an expiry gave back, and the writes whose outcome is unknown.
+// The repositories under ./repositories produce these; the order path, the locking modes and the
+// controller read them, so none of them needs to know a column name.
+
+export interface Allocation {
+  segment: number;
+  quantity: number;
+}
+
+export type OrderStatus = 'reserved' | 'paid' | 'cancelled' | 'expired';
+
+export interface OrderRow {
+  id: number;
+  productId: number;
+  userId: string;
+  quantity: number;
+  allocations: Allocation[];
+  status: OrderStatus;
+  createdAt: Date;
+  expiresAt: Date;
+  /** Set once paid. */
+  paidAt?: Date;
+  /** Set once cancelled or expired. */
+  closedAt?: Date;
+}
+
+/** One order of a batch: what it asks for. */
+export interface BatchEntry {
+  userId: string;
+  quantity: number;
+}
+
+/** The answer for one entry of a batch. */
+export type BatchResult = { order: OrderRow } | { alreadyOrdered: true } | { short: true };
+
+export interface BatchAttempt {
+  /** One per entry, in the entries' order. */
+  results: BatchResult[];
+  /** Units left in the segment afterwards; null when the segment no longer exists. */
+  remaining: number | null;
+}
+
+export interface SegmentAttempt {
+  /** The order, when the segment held enough. */
+  order?: OrderRow;
+  /** Units left in the segment after the attempt; null when the segment no longer exists (or is unknown). */
+  remaining: number | null;
+}
+
+/** Units that went back on sale: where, so that the hints hiding them can be cleared. */
+export interface ReturnedUnits {
+  productId: number;
+  layoutVersion: number;
+  segments: number[];
+  units: number;
+}
+
+/** What one sweep of a product expired. */
+export interface Expired {
+  orders: number;
+  returned: ReturnedUnits | null;
+  /** For each expired order, how long after its expiresAt it was expired (ms, PostgreSQL's clock). */
+  lagsMs: number[];
+}
+
+/**
+ * A sale whose write reached PostgreSQL and then lost its reply: it may have committed. Carries
+ * what settle() needs to find out. Internal: settle() turns it into an answer that is the truth.
+ */
+export class UncertainWrite extends Error {
+  constructor(
+    readonly productId: number,
+    readonly userId: string,
+    readonly quantity: number,
+    /** The segments the write took from (or would have). */
+    readonly segments: number[],
+    /** Written at the head of every statement of the attempt, to find it in pg_stat_activity. */
+    readonly tag: string,
+    /** process.hrtime of just before the write was sent. */
+    readonly sentAt: bigint,
+    override readonly cause: unknown,
+  ) {
+    super('the outcome of an order write is unknown');
+  }
+}
+
+/** A batch whose statement lost its reply: one UncertainWrite per entry, to settle each on its own. */
+export class UncertainBatch extends Error {
+  constructor(readonly writes: UncertainWrite[]) {
+    super('the outcome of a batch of order writes is unknown');
+  }
+}
