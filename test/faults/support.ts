@@ -428,9 +428,10 @@ export async function expectPromisesKept(url: string, productId: number, outcome
   expect(a.duplicateUsers).toBe(0);
   const created = outcomes.filter((o) => o.status === 201);
   expect(created.filter((o) => !a.orderIds.has(o.orderId as number))).toEqual([]);
-  // Nobody was told "created" twice, and the 201s are not more than what was sold.
+  // Nobody was told "created" twice, and no two 201s name one order. (Not "201s <= live orders":
+  // on a loaded machine a storm can outlast the payment timeout, and orders told 201 expire.)
   expect(new Set(created.map((o) => o.userId)).size).toBe(created.length);
-  expect(created.length).toBeLessThanOrEqual(a.orders);
+  expect(new Set(created.map((o) => o.orderId)).size).toBe(created.length);
   if (opts.failedMeansNoOrder) {
     const createdUsers = new Set(created.map((o) => o.userId));
     const toldFailed = outcomes.filter((o) => o.status >= 400 && !createdUsers.has(o.userId) && o.code !== 'ALREADY_ORDERED');
