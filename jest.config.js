@@ -12,13 +12,17 @@ const typescript = ['ts-jest', { tsconfig: 'tsconfig.json' }];
 // only on Node 24.9+ with --experimental-vm-modules; on the Node this project supports (20.19+) it
 // cannot, so jest has Babel turn those packages into CommonJS as they load. The built service needs
 // nothing of the kind: Node's own require(esm) runs it.
-const esmPackages = ['@nestjs', 'file-type', '@standard-schema', 'jose'];
+// The in-process app of the e2e specs (test/support/in-process.ts) loads two more ES modules, each
+// nested under a CommonJS package: content-disposition under @fastify/static (Swagger's UI) and
+// cookie under light-my-request (Fastify's inject). The outer package is named too: a file is
+// skipped when the first package of its path is not listed.
+const esmPackages = ['@nestjs', 'file-type', '@standard-schema', 'jose', '@fastify/static', 'content-disposition', 'light-my-request', 'cookie'];
 const esmToCommonJs = [
   'babel-jest',
   {
     babelrc: false,
     configFile: false,
-    plugins: ['@babel/plugin-transform-modules-commonjs', 'babel-plugin-transform-import-meta'],
+    plugins: [require.resolve('./test/support/babel-esm-to-cjs.js'), '@babel/plugin-transform-modules-commonjs', 'babel-plugin-transform-import-meta'],
   },
 ];
 
