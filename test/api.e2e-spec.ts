@@ -313,11 +313,7 @@ describe('HTTP API', () => {
     it('should refuse a view without the admin token', async () => {
       const p = await createProduct(request, { stock: 1, segments: 1 });
       expectError(await request('GET', `/admin/products/${p.id}`), 401, 'UNAUTHORIZED');
-      expectError(
-        await request('GET', `/admin/products/${p.id}`, undefined, { authorization: 'Bearer wrong-token-wrong-token' }),
-        401,
-        'UNAUTHORIZED',
-      );
+      expectError(await request('GET', `/admin/products/${p.id}`, undefined, { authorization: 'Bearer wrong-token-wrong-token' }), 401, 'UNAUTHORIZED');
     });
 
     it.each([
