@@ -15,7 +15,9 @@
 // - smoke: the one quick check that the build in dist/ starts and sells; in-process specs never run
 //   main() or dist/.
 // - start-race: two `npm start` in one checkout.
-// - faults/abuse: mostly an HTTP contract, but it runs on private servers of its own; left as is.
+// - bench-peers: the benchmark's peer services, started as the benchmark starts them.
+// - faults/abuse: mostly an HTTP contract, but its hostile headers and paths are meant to pass through
+//   Node's own HTTP parser, which inject skips, and it runs on private servers of its own.
 //
 // Each app gets its configuration as an explicit environment object (loadConfig's argument), so
 // nothing is read from or written to process.env and nothing leaks from one spec to the next.
@@ -103,7 +105,7 @@ export async function startInProcess(env: Record<string, string> = {}): Promise<
  * (its beforeAll runs after those registered before the call, so a reset of the database goes
  * first). The returned `request` may be used from that beforeAll on.
  */
-export function inProcessService(env: Record<string, string> = {}): { request: Send; output(): string } {
+export function inProcessService(env: Record<string, string> = {}): { request: Send } {
   let svc: InProcessService | undefined;
   beforeAll(async () => {
     svc = await startInProcess(env);
@@ -116,7 +118,7 @@ export function inProcessService(env: Record<string, string> = {}): { request: S
     if (!svc) throw new Error('the in-process app is not started: call request from a test or a later beforeAll');
     return svc;
   };
-  return { request: (method, path, body, headers) => started().request(method, path, body, headers), output: () => svc?.output() ?? '' };
+  return { request: (method, path, body, headers) => started().request(method, path, body, headers) };
 }
 
 /**
