@@ -1,6 +1,6 @@
-// Two projects. `unit`: specs beside the code (src/**/*.spec.ts, harness/**/*.spec.ts, and
-// bench/*.spec.ts for the benchmark's and the scaling model's arithmetic) against fakes; no global
-// setup, no build, no PostgreSQL, no Redis, so it runs in seconds. `e2e`: test/**/*.e2e-spec.ts against the
+// Two projects. `unit`: specs beside the code (src/**/*.spec.ts, and bench/*.spec.ts for the
+// benchmark's and the scaling model's arithmetic) against fakes; no global setup, no build, no
+// PostgreSQL, no Redis, so it runs in seconds. `e2e`: test/**/*.e2e-spec.ts against the
 // built service and the real PostgreSQL and Redis that test/support/global-setup.ts starts.
 // `npm test` builds, then runs both; `npm run test:unit` / `npm run test:e2e` run one.
 
@@ -12,25 +12,17 @@ const typescript = ['ts-jest', { tsconfig: 'tsconfig.json' }];
 // only on Node 24.9+ with --experimental-vm-modules; on the Node this project supports (20.19+) it
 // cannot, so jest has Babel turn those packages into CommonJS as they load. The built service needs
 // nothing of the kind: Node's own require(esm) runs it.
-const esmPackages = ['@nestjs', 'file-type', '@standard-schema', 'jose'];
-
-// A few of those modules make their own `const require = createRequire(import.meta.url)`
-// (@nestjs/swagger's UI, terminus's @HealthCheck). Turned into CommonJS, their imports would call
-// that local `require` before it is defined; renaming it first leaves the name to the imports.
-const renameLocalRequire = () => ({
-  visitor: {
-    Program(path) {
-      if (path.scope.hasOwnBinding('require')) path.scope.rename('require', '_esmRequire');
-    },
-  },
-});
-
+// The in-process app of the e2e specs (test/support/in-process.ts) loads two more ES modules, each
+// nested under a CommonJS package: content-disposition under @fastify/static (Swagger's UI) and
+// cookie under light-my-request (Fastify's inject). The outer package is named too: a file is
+// skipped when the first package of its path is not listed.
+const esmPackages = ['@nestjs', 'file-type', '@standard-schema', 'jose', '@fastify/static', 'content-disposition', 'light-my-request', 'cookie'];
 const esmToCommonJs = [
   'babel-jest',
   {
     babelrc: false,
     configFile: false,
-    plugins: [renameLocalRequire, '@babel/plugin-transform-modules-commonjs', 'babel-plugin-transform-import-meta'],
+    plugins: [require.resolve('./test/support/babel-esm-to-cjs.js'), '@babel/plugin-transform-modules-commonjs', 'babel-plugin-transform-import-meta'],
   },
 ];
 
@@ -50,7 +42,7 @@ module.exports = {
     {
       ...common,
       displayName: 'unit',
-      testMatch: ['<rootDir>/src/**/*.spec.ts', '<rootDir>/harness/**/*.spec.ts', '<rootDir>/bench/**/*.spec.ts'],
+      testMatch: ['<rootDir>/src/**/*.spec.ts', '<rootDir>/bench/**/*.spec.ts'],
       transform: { '^.+\\.ts$': typescript, '^.+\\.js$': esmToCommonJs },
       transformIgnorePatterns: [`/node_modules/(?!(${esmPackages.join('|')})/)`],
     },

@@ -1,11 +1,13 @@
 // The HTTP API (the table in README.md, "API"), row by row, held to the invariants of
 // docs/design.md: each success and each error code that can be produced deterministically, with
-// the database checked after every error to prove it changed nothing.
+// the database checked after every error to prove it changed nothing. In-process (support/in-process.ts):
+// what is under test is each call's answer and effect, not the process.
 import type { ProductView } from '../src/inventory/product.types';
 import Redis from 'ioredis';
 import { freePort } from '../src/infrastructure/free-port';
 import { auditProduct, resetState, withDb } from './support/database';
-import { admin, createProduct, Reply, request, ServiceProcess, startService, testUrls, shop } from './support/service';
+import { InProcessService, inProcessService, startInProcess } from './support/in-process';
+import { admin, createProduct, Reply, testUrls, shop } from './support/service';
 
 const LOCK_WAIT_MS = 200;
 const RETRY_AFTER_S = 2;
@@ -37,30 +39,25 @@ function expectEvenSplit(view: ProductView, total: number, count: number): void 
 }
 
 describe('HTTP API', () => {
-  let svc: ServiceProcess;
   let redis: Redis;
-  let userSeq = 0;
-  const user = (tag: string) => `${tag}-${++userSeq}`;
-  const order = (body: unknown) => request(svc.url, 'POST', '/orders', body);
-  const view = async (id: number) => (await request<ProductView>(svc.url, 'GET', `/admin/products/${id}`, undefined, admin)).body;
-
   beforeAll(async () => {
     await resetState();
     redis = new Redis(testUrls().redisUrl);
-    svc = await startService({
-      LOCK_WAIT_MS: String(LOCK_WAIT_MS),
-      RETRY_AFTER_S: String(RETRY_AFTER_S),
-      REBALANCE_WAIT_MS: String(REBALANCE_WAIT_MS),
-    });
   });
-  afterAll(async () => {
-    redis?.disconnect();
-    if (svc) await svc.stop();
+  afterAll(() => redis?.disconnect());
+  const { request } = inProcessService({
+    LOCK_WAIT_MS: String(LOCK_WAIT_MS),
+    RETRY_AFTER_S: String(RETRY_AFTER_S),
+    REBALANCE_WAIT_MS: String(REBALANCE_WAIT_MS),
   });
+  let userSeq = 0;
+  const user = (tag: string) => `${tag}-${++userSeq}`;
+  const order = (body: unknown) => request('POST', '/orders', body);
+  const view = async (id: number) => (await request<ProductView>('GET', `/admin/products/${id}`, undefined, admin)).body;
 
   describe('POST /orders', () => {
     it('should create a reserved order of one unit and answer it with its allocation and its expiry after the payment timeout', async () => {
-      const p = await createProduct(svc.url, { stock: 10, segments: 2 });
+      const p = await createProduct(request, { stock: 10, segments: 2 });
       const res = await order({ userId: 'alice', productId: p.id });
       expect(res.status).toBe(201);
       expect(res.body).toEqual({
@@ -81,7 +78,7 @@ describe('HTTP API', () => {
     });
 
     it('should keep a numeric userId as its decimal string, the same user as that string', async () => {
-      const p = await createProduct(svc.url, { stock: 5, segments: 1 });
+      const p = await createProduct(request, { stock: 5, segments: 1 });
       const first = await order({ userId: 12345, productId: p.id });
       expect(first.status).toBe(201);
       expect(first.body.userId).toBe('12345');
@@ -92,7 +89,7 @@ describe('HTTP API', () => {
     });
 
     it('should refuse an invalid body with VALIDATION_FAILED and change nothing', async () => {
-      const p = await createProduct(svc.url, { stock: 5, segments: 1 });
+      const p = await createProduct(request, { stock: 5, segments: 1 });
       const before = await dbSnapshot();
       expectError(await order({ userId: 'bob' }), 400, 'VALIDATION_FAILED');
       expectError(await order({ userId: 'bob', productId: p.id, quantity: 0 }), 400, 'VALIDATION_FAILED');
@@ -100,7 +97,7 @@ describe('HTTP API', () => {
     });
 
     it("should refuse a quantity over the product's limit with QUANTITY_OVER_LIMIT and change nothing", async () => {
-      const p = await createProduct(svc.url, { stock: 10, segments: 2, limitPerUser: 2 });
+      const p = await createProduct(request, { stock: 10, segments: 2, limitPerUser: 2 });
       const before = await dbSnapshot();
       const res = await order({ userId: user('greedy'), productId: p.id, quantity: 3 });
       expectError(res, 400, 'QUANTITY_OVER_LIMIT');
@@ -116,7 +113,7 @@ describe('HTTP API', () => {
     });
 
     it('should refuse a second order of the same user with ALREADY_ORDERED and deduct the stock once', async () => {
-      const p = await createProduct(svc.url, { stock: 10, segments: 3 });
+      const p = await createProduct(request, { stock: 10, segments: 3 });
       const u = user('twice');
       const first = await order({ userId: u, productId: p.id });
       expect(first.status).toBe(201);
@@ -129,15 +126,15 @@ describe('HTTP API', () => {
     });
 
     it('should let one user order each of two products once', async () => {
-      const a = await createProduct(svc.url, { stock: 2, segments: 1 });
-      const b = await createProduct(svc.url, { stock: 2, segments: 1 });
+      const a = await createProduct(request, { stock: 2, segments: 1 });
+      const b = await createProduct(request, { stock: 2, segments: 1 });
       const u = user('both');
       expect((await order({ userId: u, productId: a.id })).status).toBe(201);
       expect((await order({ userId: u, productId: b.id })).status).toBe(201);
     });
 
     it("should refuse with ORDER_IN_PROGRESS while the user's order lock is held, then accept once it is free", async () => {
-      const p = await createProduct(svc.url, { stock: 5, segments: 2 });
+      const p = await createProduct(request, { stock: 5, segments: 2 });
       const u = user('busyuser');
       await redis.set(`lock:order:${u}`, 'someone-else', 'PX', 5000);
       try {
@@ -152,7 +149,7 @@ describe('HTTP API', () => {
     });
 
     it('should sell every unit and answer SOLD_OUT only once the stock is really gone', async () => {
-      const p = await createProduct(svc.url, { stock: 3, segments: 2 });
+      const p = await createProduct(request, { stock: 3, segments: 2 });
       const buyers: string[] = [];
       for (let i = 0; i < 3; i++) {
         buyers.push(user('buyer'));
@@ -170,7 +167,7 @@ describe('HTTP API', () => {
     });
 
     it('should answer SOLD_OUT at once for a product stocked with zero units', async () => {
-      const p = await createProduct(svc.url, { stock: 0, segments: 3 });
+      const p = await createProduct(request, { stock: 0, segments: 3 });
       expect(p.segments).toEqual([0, 1, 2].map((index) => ({ index, stock: 0 })));
       const before = await dbSnapshot();
       expectError(await order({ userId: user('none'), productId: p.id }), 410, 'SOLD_OUT');
@@ -178,7 +175,7 @@ describe('HTTP API', () => {
     });
 
     it('should answer SOLD_OUT when fewer units remain than asked, and still sell the units that remain', async () => {
-      const p = await createProduct(svc.url, { stock: 3, segments: 3, limitPerUser: 5 });
+      const p = await createProduct(request, { stock: 3, segments: 3, limitPerUser: 5 });
       const before = await dbSnapshot();
       const res = await order({ userId: user('many'), productId: p.id, quantity: 4 });
       expectError(res, 410, 'SOLD_OUT');
@@ -190,7 +187,7 @@ describe('HTTP API', () => {
     });
 
     it('should spread a quantity over several segments when no single segment holds it', async () => {
-      const p = await createProduct(svc.url, { stock: 4, segments: 4, limitPerUser: 3 });
+      const p = await createProduct(request, { stock: 4, segments: 4, limitPerUser: 3 });
       const res = await order({ userId: user('spread'), productId: p.id, quantity: 3 });
       expect(res.status).toBe(201);
       expect(res.body.quantity).toBe(3);
@@ -204,7 +201,7 @@ describe('HTTP API', () => {
     });
 
     it('should answer BUSY with Retry-After when every segment stays locked past LOCK_WAIT_MS, and free the user', async () => {
-      const p = await createProduct(svc.url, { stock: 6, segments: 3 });
+      const p = await createProduct(request, { stock: 6, segments: 3 });
       const keys = [0, 1, 2].map((i) => `lock:stock:${p.id}:${i}`);
       const u = user('waiter');
       for (const k of keys) await redis.set(k, 'held-by-test', 'PX', 5000);
@@ -226,10 +223,10 @@ describe('HTTP API', () => {
 
   describe('GET /orders/:id', () => {
     it('should answer an order exactly as it was created', async () => {
-      const p = await createProduct(svc.url, { stock: 3, segments: 1 });
+      const p = await createProduct(request, { stock: 3, segments: 1 });
       const created = await order({ userId: user('reader'), productId: p.id });
       expect(created.status).toBe(201);
-      const res = await request(svc.url, 'GET', `/orders/${created.body.id}`, undefined, shop);
+      const res = await request('GET', `/orders/${created.body.id}`, undefined, shop);
       expect(res.status).toBe(200);
       expect(res.body).toEqual(created.body);
     });
@@ -241,13 +238,13 @@ describe('HTTP API', () => {
       ['a negative id', '-1'],
       ['an id longer than a bigint', '123456789012345678901234'],
     ])('should answer ORDER_NOT_FOUND for %s', async (_name, id) => {
-      expectError(await request(svc.url, 'GET', `/orders/${id}`, undefined, shop), 404, 'ORDER_NOT_FOUND');
+      expectError(await request('GET', `/orders/${id}`, undefined, shop), 404, 'ORDER_NOT_FOUND');
     });
   });
 
   describe('POST /admin/products', () => {
     it('should create a product with its stock split evenly over the segments, an open window and the default payment timeout', async () => {
-      const res = await request<ProductView>(svc.url, 'POST', '/admin/products', { name: 'Sneaker', stock: 10, segments: 4 }, admin);
+      const res = await request<ProductView>('POST', '/admin/products', { name: 'Sneaker', stock: 10, segments: 4 }, admin);
       expect(res.status).toBe(201);
       expect(res.body).toEqual({
         id: expect.any(Number),
@@ -273,7 +270,7 @@ describe('HTTP API', () => {
     });
 
     it('should split a large stock over the most segments with sizes that differ by at most one', async () => {
-      const res = await request<ProductView>(svc.url, 'POST', '/admin/products', { name: 'Big', stock: 1_000_000_000, segments: 1024, limitPerUser: 7 }, admin);
+      const res = await request<ProductView>('POST', '/admin/products', { name: 'Big', stock: 1_000_000_000, segments: 1024, limitPerUser: 7 }, admin);
       expect(res.status).toBe(201);
       expect(res.body.limitPerUser).toBe(7);
       expectEvenSplit(res.body, 1_000_000_000, 1024);
@@ -281,7 +278,7 @@ describe('HTTP API', () => {
 
     it('should refuse an invalid product with VALIDATION_FAILED and create nothing', async () => {
       const before = await dbSnapshot();
-      const res = await request(svc.url, 'POST', '/admin/products', { name: 'x', stock: 10, segments: 0 }, admin);
+      const res = await request('POST', '/admin/products', { name: 'x', stock: 10, segments: 0 }, admin);
       expectError(res, 400, 'VALIDATION_FAILED');
       expect(res.body.message).toContain('segments');
       expect(await dbSnapshot()).toEqual(before);
@@ -295,17 +292,17 @@ describe('HTTP API', () => {
       ['the right token with a suffix', { authorization: `${admin.authorization}x` }],
     ])('should refuse with UNAUTHORIZED a call with %s and create nothing', async (_name, headers) => {
       const before = await dbSnapshot();
-      expectError(await request(svc.url, 'POST', '/admin/products', { name: 'x', stock: 10, segments: 2 }, headers), 401, 'UNAUTHORIZED');
+      expectError(await request('POST', '/admin/products', { name: 'x', stock: 10, segments: 2 }, headers), 401, 'UNAUTHORIZED');
       expect(await dbSnapshot()).toEqual(before);
     });
   });
 
   describe('GET /admin/products/:id', () => {
     it('should show the units remaining, the units sold and the stock of each segment', async () => {
-      const p = await createProduct(svc.url, { stock: 9, segments: 3, limitPerUser: 2 });
+      const p = await createProduct(request, { stock: 9, segments: 3, limitPerUser: 2 });
       const o = await order({ userId: user('viewer'), productId: p.id, quantity: 2 });
       expect(o.status).toBe(201);
-      const res = await request<ProductView>(svc.url, 'GET', `/admin/products/${p.id}`, undefined, admin);
+      const res = await request<ProductView>('GET', `/admin/products/${p.id}`, undefined, admin);
       expect(res.status).toBe(200);
       expect(res.body).toMatchObject({ id: p.id, name: 'test product', stock: 7, sold: 2, limitPerUser: 2, segmentCount: 3 });
       const expected = [3, 3, 3];
@@ -314,13 +311,9 @@ describe('HTTP API', () => {
     });
 
     it('should refuse a view without the admin token', async () => {
-      const p = await createProduct(svc.url, { stock: 1, segments: 1 });
-      expectError(await request(svc.url, 'GET', `/admin/products/${p.id}`), 401, 'UNAUTHORIZED');
-      expectError(
-        await request(svc.url, 'GET', `/admin/products/${p.id}`, undefined, { authorization: 'Bearer wrong-token-wrong-token' }),
-        401,
-        'UNAUTHORIZED',
-      );
+      const p = await createProduct(request, { stock: 1, segments: 1 });
+      expectError(await request('GET', `/admin/products/${p.id}`), 401, 'UNAUTHORIZED');
+      expectError(await request('GET', `/admin/products/${p.id}`, undefined, { authorization: 'Bearer wrong-token-wrong-token' }), 401, 'UNAUTHORIZED');
     });
 
     it.each([
@@ -328,16 +321,16 @@ describe('HTTP API', () => {
       ['a non-numeric id', 'abc'],
       ['an id beyond the integer range', '2147483648'],
     ])('should answer PRODUCT_NOT_FOUND for %s', async (_name, id) => {
-      expectError(await request(svc.url, 'GET', `/admin/products/${id}`, undefined, admin), 404, 'PRODUCT_NOT_FOUND');
+      expectError(await request('GET', `/admin/products/${id}`, undefined, admin), 404, 'PRODUCT_NOT_FOUND');
     });
   });
 
   describe('POST /admin/products/:id/rebalance', () => {
     const rebalance = (id: number | string, body?: unknown, headers: Record<string, string> = admin) =>
-      request<{ before: ProductView; after: ProductView }>(svc.url, 'POST', `/admin/products/${id}/rebalance`, body, headers);
+      request<{ before: ProductView; after: ProductView }>('POST', `/admin/products/${id}/rebalance`, body, headers);
 
     it('should even out the remaining units over the same segments when no count is given', async () => {
-      const p = await createProduct(svc.url, { stock: 8, segments: 4, limitPerUser: 3 });
+      const p = await createProduct(request, { stock: 8, segments: 4, limitPerUser: 3 });
       for (const q of [3, 2]) expect((await order({ userId: user('skew'), productId: p.id, quantity: q })).status).toBe(201);
       const shown = await view(p.id);
       const res = await rebalance(p.id);
@@ -350,7 +343,7 @@ describe('HTTP API', () => {
     });
 
     it('should move the remaining units onto more and then fewer segments, conserving them, and keep selling', async () => {
-      const p = await createProduct(svc.url, { stock: 11, segments: 2 });
+      const p = await createProduct(request, { stock: 11, segments: 2 });
       expect((await order({ userId: user('pre'), productId: p.id })).status).toBe(201);
       const grown = await rebalance(p.id, { segments: 5 });
       expect(grown.status).toBe(200);
@@ -375,14 +368,14 @@ describe('HTTP API', () => {
       ['to a fractional segment count', { segments: 2.5 }],
       ['with an unknown field', { segments: 2, force: true }],
     ])('should refuse a rebalance %s with VALIDATION_FAILED and move nothing', async (_name, body) => {
-      const p = await createProduct(svc.url, { stock: 6, segments: 3 });
+      const p = await createProduct(request, { stock: 6, segments: 3 });
       const before = await dbSnapshot();
       expectError(await rebalance(p.id, body), 400, 'VALIDATION_FAILED');
       expect(await dbSnapshot()).toEqual(before);
     });
 
     it('should refuse a rebalance without the admin token and move nothing', async () => {
-      const p = await createProduct(svc.url, { stock: 6, segments: 3 });
+      const p = await createProduct(request, { stock: 6, segments: 3 });
       const before = await dbSnapshot();
       expectError(await rebalance(p.id, { segments: 2 }, {}), 401, 'UNAUTHORIZED');
       expectError(await rebalance(p.id, { segments: 2 }, { authorization: 'Bearer nope-nope-nope-nope' }), 401, 'UNAUTHORIZED');
@@ -390,7 +383,7 @@ describe('HTTP API', () => {
     });
 
     it('should answer BUSY with Retry-After when a segment stays locked past REBALANCE_WAIT_MS, and move nothing', async () => {
-      const p = await createProduct(svc.url, { stock: 6, segments: 3 });
+      const p = await createProduct(request, { stock: 6, segments: 3 });
       const before = await dbSnapshot();
       // Another transaction holds segment 1's row, as an order deducting from it would.
       const res = await withDb(async (db) => {
@@ -421,7 +414,7 @@ describe('HTTP API', () => {
 
   describe('health and routing', () => {
     it('should report healthy while PostgreSQL and Redis answer', async () => {
-      const res = await request(svc.url, 'GET', '/health');
+      const res = await request('GET', '/health');
       expect(res.status).toBe(200);
       expect(res.body.status).toBe('ok');
     });
@@ -431,20 +424,20 @@ describe('HTTP API', () => {
       ['DELETE', '/orders/1'],
       ['PUT', '/admin/products'],
     ])('should answer NOT_FOUND for %s %s', async (method, path) => {
-      expectError(await request(svc.url, method, path, undefined, admin), 404, 'NOT_FOUND');
+      expectError(await request(method, path, undefined, admin), 404, 'NOT_FOUND');
     });
   });
 });
 
 describe('HTTP API without Redis', () => {
-  let svc: ServiceProcess;
+  let svc: InProcessService;
 
   beforeAll(async () => {
     // A port nothing listens on: the service starts, but every Redis call fails at once.
     const deadRedis = `redis://127.0.0.1:${await freePort()}`;
-    svc = await startService({ REDIS_URL: deadRedis, REDIS_TIMEOUT_MS: '200', RETRY_AFTER_S: '3' });
+    svc = await startInProcess({ REDIS_URL: deadRedis, REDIS_TIMEOUT_MS: '200', RETRY_AFTER_S: '3' });
   });
-  afterAll(async () => svc && (await svc.stop()));
+  afterAll(async () => svc && (await svc.close()));
 
   it('should answer UNAVAILABLE with Retry-After for an order and sell nothing', async () => {
     const p = await withDb(async (db) => {
@@ -452,14 +445,14 @@ describe('HTTP API without Redis', () => {
       await db.query('INSERT INTO stock_segments (product_id, idx, stock) VALUES ($1, 0, 2)', [rows[0].id]);
       return rows[0].id as number;
     });
-    const res = await request(svc.url, 'POST', '/orders', { userId: 'offline-user', productId: p });
+    const res = await svc.request('POST', '/orders', { userId: 'offline-user', productId: p });
     expectError(res, 503, 'UNAVAILABLE');
     expect(res.headers['retry-after']).toBe('3');
     expect(await auditProduct(p)).toMatchObject({ totalStock: 2, remaining: 2, ordered: 0, orders: 0 });
   });
 
   it('should report unhealthy with 503 and Retry-After', async () => {
-    const res = await request(svc.url, 'GET', '/health');
+    const res = await svc.request('GET', '/health');
     expect(res.status).toBe(503);
     expect(res.headers['retry-after']).toBeDefined();
   });

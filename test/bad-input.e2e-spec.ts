@@ -1,8 +1,10 @@
 // I5: bad input gets a clear 4xx with a stable code, never a 500 or a stack trace, and changes
-// nothing: neither PostgreSQL (orders, products, segment stock) nor Redis (locks, hints).
+// nothing: neither PostgreSQL (orders, products, segment stock) nor Redis (locks, hints). In-process
+// (support/in-process.ts): bytes in, answer out, with Fastify's own parsing and routing on the way.
 import Redis from 'ioredis';
 import { auditProduct, resetState, withDb } from './support/database';
-import { admin, createProduct, Reply, request, ServiceProcess, startService, testUrls, shop } from './support/service';
+import { inProcessService } from './support/in-process';
+import { admin, createProduct, Reply, testUrls, shop } from './support/service';
 
 interface Case {
   name: string;
@@ -178,7 +180,6 @@ const malformedPaths: Case[] = [
 ];
 
 describe('bad input', () => {
-  let svc: ServiceProcess;
   let redis: Redis;
   let productId: number;
 
@@ -196,7 +197,7 @@ describe('bad input', () => {
   function send(c: Case): Promise<Reply> {
     const body = typeof c.body === 'function' ? (c.body as (id: number) => unknown)(productId) : c.body;
     const headers = c.path.startsWith('/admin') ? { ...admin, ...c.headers } : { ...c.headers };
-    return request(svc.url, c.method ?? 'POST', c.path.replace(':product', String(productId)), body, headers);
+    return request(c.method ?? 'POST', c.path.replace(':product', String(productId)), body, headers);
   }
 
   function expectCleanError(res: Reply, status: number, code: string): void {
@@ -209,15 +210,14 @@ describe('bad input', () => {
   beforeAll(async () => {
     await resetState();
     redis = new Redis(testUrls().redisUrl);
-    svc = await startService();
-    productId = (await createProduct(svc.url, { stock: 10, segments: 2, limitPerUser: 2 })).id;
-    // A sale in progress: one order, so the snapshot covers a product with history.
-    const first = await request(svc.url, 'POST', '/orders', { userId: 'honest', productId });
-    if (first.status !== 201) throw new Error(`setup order: ${first.status} ${first.text}`);
   });
-  afterAll(async () => {
-    redis?.disconnect();
-    if (svc) await svc.stop();
+  afterAll(() => redis?.disconnect());
+  const { request } = inProcessService();
+  beforeAll(async () => {
+    productId = (await createProduct(request, { stock: 10, segments: 2, limitPerUser: 2 })).id;
+    // A sale in progress: one order, so the snapshot covers a product with history.
+    const first = await request('POST', '/orders', { userId: 'honest', productId });
+    if (first.status !== 201) throw new Error(`setup order: ${first.status} ${first.text}`);
   });
 
   describe.each([
@@ -245,9 +245,9 @@ describe('bad input', () => {
     ['constructor', '{"prototype":{"quantity":2}}'],
     ['prototype', '{"quantity":2}'],
   ])('should not let a %s field smuggle values into an order', async (key, value) => {
-    const p = await createProduct(svc.url, { stock: 4, segments: 1, limitPerUser: 2 });
+    const p = await createProduct(request, { stock: 4, segments: 1, limitPerUser: 2 });
     const userId = `proto-${key.replace(/_/g, '')}`;
-    const res = await request(svc.url, 'POST', '/orders', `{"userId":"${userId}","productId":${p.id},"${key}":${value}}`);
+    const res = await request('POST', '/orders', `{"userId":"${userId}","productId":${p.id},"${key}":${value}}`);
     if (res.status === 201) {
       expect(res.body).toMatchObject({ userId, productId: p.id, quantity: 1 });
       expect(await auditProduct(p.id)).toMatchObject({ remaining: 3, ordered: 1, orders: 1 });
@@ -255,21 +255,21 @@ describe('bad input', () => {
       expectCleanError(res, 400, 'VALIDATION_FAILED');
       expect(await auditProduct(p.id)).toMatchObject({ remaining: 4, ordered: 0, orders: 0 });
     }
-    const plain = await request(svc.url, 'POST', '/orders', { userId: `${userId}-next`, productId: p.id });
+    const plain = await request('POST', '/orders', { userId: `${userId}-next`, productId: p.id });
     expect(plain.status).toBe(201);
     expect(plain.body.quantity).toBe(1);
   });
 
   it('should accept a userId of exactly 64 allowed characters, the boundary of the refused 65', async () => {
     const userId = 'Az09_.:-'.repeat(8);
-    const res = await request(svc.url, 'POST', '/orders', { userId, productId });
+    const res = await request('POST', '/orders', { userId, productId });
     expect(res.status).toBe(201);
     expect(res.body.userId).toBe(userId);
   });
 
   it('should still serve after every bad request above', async () => {
-    const res = await request(svc.url, 'POST', '/orders', { userId: 'after-the-storm', productId });
+    const res = await request('POST', '/orders', { userId: 'after-the-storm', productId });
     expect(res.status).toBe(201);
-    expect((await request(svc.url, 'GET', '/health')).status).toBe(200);
+    expect((await request('GET', '/health')).status).toBe(200);
   });
 });

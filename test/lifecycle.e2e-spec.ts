@@ -1,13 +1,15 @@
 // The order's life and the sale's terms, row by row of the API table (README.md, "API") held to the
 // invariants of docs/design.md: pay, cancel, expiry, restock, PATCH and sale windows, each success
 // and each error code, with the database compared before and after every refusal to prove it
-// changed nothing.
+// changed nothing. In-process (support/in-process.ts); the sweeping app of the expiry block is a
+// second app in the same process, as what it proves is the sweep, not a second process.
 import Redis from 'ioredis';
 import type { ProductView } from '../src/inventory/product.types';
 import { hintKeys } from '../src/inventory/stock-hints.service';
 import { waitFor } from './faults/support';
 import { resetState, withDb } from './support/database';
-import { admin, createProduct, NewTestProduct, Reply, request, ServiceProcess, startService, testUrls, shop } from './support/service';
+import { inProcessService, startInProcess } from './support/in-process';
+import { admin, createProduct, NewTestProduct, Reply, testUrls, shop } from './support/service';
 
 const RETRY_AFTER_S = 2;
 
@@ -33,18 +35,23 @@ const ISO = expect.stringMatching(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$
 
 describe('Order lifecycle and sale terms', () => {
   // EXPIRY_SWEEP_MS=0: this process never sweeps, so "past expiresAt but not yet swept" is a state
-  // the tests can hold; the expiry describe block starts a sweeping process of its own.
-  let svc: ServiceProcess;
+  // the tests can hold; the expiry describe block starts a sweeping app of its own.
   let redis: Redis;
+  beforeAll(async () => {
+    await resetState();
+    redis = new Redis(testUrls().redisUrl);
+  });
+  afterAll(() => redis?.disconnect());
+  const { request } = inProcessService({ EXPIRY_SWEEP_MS: '0', RETRY_AFTER_S: String(RETRY_AFTER_S) });
   let userSeq = 0;
   const user = (tag: string) => `${tag}-${++userSeq}`;
-  const order = (userId: string, productId: number, quantity?: number) => request(svc.url, 'POST', '/orders', { userId, productId, quantity });
-  const pay = (id: unknown, userId: unknown) => request(svc.url, 'POST', `/orders/${String(id)}/pay`, { userId }, shop);
-  const cancel = (id: unknown, userId: unknown) => request(svc.url, 'POST', `/orders/${String(id)}/cancel`, { userId }, shop);
-  const view = async (id: number) => (await request<ProductView>(svc.url, 'GET', `/admin/products/${id}`, undefined, admin)).body;
-  const patch = (id: number, body: unknown, headers = admin) => request<ProductView>(svc.url, 'PATCH', `/admin/products/${id}`, body, headers);
-  const restock = (id: number, body: unknown, headers = admin) => request<ProductView>(svc.url, 'POST', `/admin/products/${id}/restock`, body, headers);
-  const product = (p: Partial<NewTestProduct> = {}) => createProduct(svc.url, { stock: 10, segments: 2, ...p });
+  const order = (userId: string, productId: number, quantity?: number) => request('POST', '/orders', { userId, productId, quantity });
+  const pay = (id: unknown, userId: unknown) => request('POST', `/orders/${String(id)}/pay`, { userId }, shop);
+  const cancel = (id: unknown, userId: unknown) => request('POST', `/orders/${String(id)}/cancel`, { userId }, shop);
+  const view = async (id: number) => (await request<ProductView>('GET', `/admin/products/${id}`, undefined, admin)).body;
+  const patch = (id: number, body: unknown, headers = admin) => request<ProductView>('PATCH', `/admin/products/${id}`, body, headers);
+  const restock = (id: number, body: unknown, headers = admin) => request<ProductView>('POST', `/admin/products/${id}/restock`, body, headers);
+  const product = (p: Partial<NewTestProduct> = {}) => createProduct(request, { stock: 10, segments: 2, ...p });
   /** A reserved order of a new user. */
   const reserve = async (productId: number) => {
     const userId = user('buyer');
@@ -59,16 +66,6 @@ describe('Order lifecycle and sale terms', () => {
     expect(await dbSnapshot()).toEqual(before);
   };
 
-  beforeAll(async () => {
-    await resetState();
-    redis = new Redis(testUrls().redisUrl);
-    svc = await startService({ EXPIRY_SWEEP_MS: '0', RETRY_AFTER_S: String(RETRY_AFTER_S) });
-  });
-  afterAll(async () => {
-    redis?.disconnect();
-    await svc?.stop();
-  });
-
   describe('POST /orders/:id/pay', () => {
     it('should pay a reserved order, answer it paid with paidAt, and count it paid in the product view', async () => {
       const p = await product();
@@ -77,7 +74,7 @@ describe('Order lifecycle and sale terms', () => {
       expect(res.status).toBe(200);
       expect(res.body).toMatchObject({ id: o.id, status: 'paid', paidAt: ISO, expiresAt: o.expiresAt });
       expect(res.body.closedAt).toBeUndefined();
-      expect((await request(svc.url, 'GET', `/orders/${o.id}`, undefined, shop)).body).toEqual(res.body);
+      expect((await request('GET', `/orders/${o.id}`, undefined, shop)).body).toEqual(res.body);
       expect(await view(p.id)).toMatchObject({ stocked: 10, stock: 9, sold: 1, reserved: 0, paid: 1 });
     });
 
@@ -104,10 +101,10 @@ describe('Order lifecycle and sale terms', () => {
     it('should refuse a body without a valid userId with VALIDATION_FAILED and change nothing', async () => {
       const p = await product();
       const { order: o } = await reserve(p.id);
-      await unchangedBy(() => request(svc.url, 'POST', `/orders/${o.id}/pay`, {}, shop), 400, 'VALIDATION_FAILED');
+      await unchangedBy(() => request('POST', `/orders/${o.id}/pay`, {}, shop), 400, 'VALIDATION_FAILED');
       await unchangedBy(() => pay(o.id, 'has space'), 400, 'VALIDATION_FAILED');
       await unchangedBy(() => pay(o.id, null), 400, 'VALIDATION_FAILED');
-      await unchangedBy(() => request(svc.url, 'POST', `/orders/${o.id}/pay`, { userId: 'x', amount: 5 }, shop), 400, 'VALIDATION_FAILED');
+      await unchangedBy(() => request('POST', `/orders/${o.id}/pay`, { userId: 'x', amount: 5 }, shop), 400, 'VALIDATION_FAILED');
     });
 
     it('should refuse to pay a cancelled order with ORDER_CANCELLED and change nothing', async () => {
@@ -197,18 +194,18 @@ describe('Order lifecycle and sale terms', () => {
       await unchangedBy(() => pay(o.id, userId), 409, 'ORDER_EXPIRED');
       await unchangedBy(() => cancel(o.id, userId), 409, 'ORDER_EXPIRED');
       // Nobody swept (EXPIRY_SWEEP_MS=0): PostgreSQL decided from expires_at alone.
-      expect((await request(svc.url, 'GET', `/orders/${o.id}`, undefined, shop)).body.status).toBe('reserved');
+      expect((await request('GET', `/orders/${o.id}`, undefined, shop)).body.status).toBe('reserved');
     });
 
     it('should expire a reservation within the sweep period of a sweeping process, return its unit once, and let its user order again', async () => {
       const p = await product({ stock: 4, segments: 2, paymentTimeoutS: 1 });
       const { userId, order: o } = await reserve(p.id);
-      const sweeper = await startService({ EXPIRY_SWEEP_MS: '100' });
+      const sweeper = await startInProcess({ EXPIRY_SWEEP_MS: '100' });
       try {
         const expired = await waitFor(
           'the sweep to expire the order',
           async () => {
-            const r = await request(sweeper.url, 'GET', `/orders/${o.id}`, undefined, shop);
+            const r = await sweeper.request('GET', `/orders/${o.id}`, undefined, shop);
             return r.body.status === 'expired' ? r.body : null;
           },
           10_000,
@@ -221,13 +218,13 @@ describe('Order lifecycle and sale terms', () => {
         // A second sweep finds nothing more to return.
         await new Promise((r) => setTimeout(r, 300));
         expect((await view(p.id)).stock).toBe(4);
-        const metrics = (await request(sweeper.url, 'GET', '/metrics')).text;
+        const metrics = (await sweeper.request('GET', '/metrics')).text;
         expect(metrics).toMatch(/flashsale_order_transitions_total\{to="expired"\} [1-9]/);
         expect(metrics).toMatch(/flashsale_units_returned_total\{reason="expired"\} [1-9]/);
         expect(metrics).toMatch(/flashsale_expiry_lag_seconds_count [1-9]/);
         expect((await order(userId, p.id)).status).toBe(201);
       } finally {
-        await sweeper.stop();
+        await sweeper.close();
       }
     });
   });
@@ -353,14 +350,7 @@ describe('Order lifecycle and sale terms', () => {
 
     it('should refuse to create a product whose endsAt is not after its startsAt, creating nothing', async () => {
       await unchangedBy(
-        () =>
-          request(
-            svc.url,
-            'POST',
-            '/admin/products',
-            { name: 'x', stock: 1, segments: 1, startsAt: '2030-01-02T00:00:00Z', endsAt: '2030-01-01T00:00:00Z' },
-            admin,
-          ),
+        () => request('POST', '/admin/products', { name: 'x', stock: 1, segments: 1, startsAt: '2030-01-02T00:00:00Z', endsAt: '2030-01-01T00:00:00Z' }, admin),
         400,
         'VALIDATION_FAILED',
       );
@@ -369,7 +359,7 @@ describe('Order lifecycle and sale terms', () => {
 
   describe('OpenAPI', () => {
     it('should document the lifecycle calls with their bodies and error codes', async () => {
-      const doc = (await request(svc.url, 'GET', '/docs-json')).body;
+      const doc = (await request('GET', '/docs-json')).body;
       expect(Object.keys(doc.paths['/orders/{id}/pay'])).toEqual(['post']);
       expect(Object.keys(doc.paths['/orders/{id}/cancel'])).toEqual(['post']);
       expect(Object.keys(doc.paths['/admin/products/{id}/restock'])).toEqual(['post']);

@@ -87,6 +87,14 @@ export function request<T = any>(base: string, method: string, path: string, bod
   });
 }
 
+/** One HTTP call to a known service: request() over a socket, or an in-process app's inject (in-process.ts). */
+export type Send = <T = any>(method: string, path: string, body?: unknown, headers?: Record<string, string>) => Promise<Reply<T>>;
+
+/** request() bound to the service at `base`. */
+export function sender(base: string): Send {
+  return (method, path, body, headers) => request(base, method, path, body, headers);
+}
+
 export const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };
 /** The shop backend's credential: pay, and read or cancel any order. */
 export const shop = { authorization: `Bearer ${SHOP_TOKEN}` };
@@ -101,8 +109,10 @@ export interface NewTestProduct {
   paymentTimeoutS?: number;
 }
 
-export async function createProduct(base: string, p: NewTestProduct) {
-  const res = await request(base, 'POST', '/admin/products', { name: p.name ?? 'test product', ...p }, admin);
+/** Creates a product through the admin API of the service at `to` (its base URL, or how to call it). */
+export async function createProduct(to: string | Send, p: NewTestProduct) {
+  const send = typeof to === 'string' ? sender(to) : to;
+  const res = await send('POST', '/admin/products', { name: p.name ?? 'test product', ...p }, admin);
   if (res.status !== 201) throw new Error(`create product: ${res.status} ${res.text}`);
   return res.body as { id: number; stock: number; stocked: number; segmentCount: number; segments: Array<{ index: number; stock: number }> };
 }
