@@ -50,8 +50,8 @@ export interface BatchEntry {
   quantity: number;
 }
 
-/** The answer for one entry of a batch. */
-export type BatchResult = { order: OrderRow } | { alreadyOrdered: true } | { short: true };
+/** The answer for one entry of a batch: sold, refused (the user holds an order), or did not fit. */
+export type BatchResult = { kind: 'sold'; order: OrderRow } | { kind: 'alreadyOrdered' } | { kind: 'short' };
 
 export interface BatchAttempt {
   /** One per entry, in the entries' order. */
@@ -67,12 +67,12 @@ export class UncertainBatch extends Error {
   }
 }
 
-export interface SegmentAttempt {
-  /** The order, when the segment held enough. */
-  order?: OrderRow;
-  /** Units left in the segment after the attempt; null when the segment no longer exists (or is unknown). */
-  remaining: number | null;
-}
+/**
+ * One sale from one segment: sold (the segment held enough), or short (it did not; nothing was
+ * written). Either way, the units left in the segment afterwards; null when the segment no longer
+ * exists (or is unknown).
+ */
+export type SegmentAttempt = { kind: 'sold'; order: OrderRow; remaining: number | null } | { kind: 'short'; remaining: number | null };
 
 /**
  * A sale whose write reached PostgreSQL and then lost its reply: it may have committed. Carries
@@ -275,7 +275,7 @@ export class OrdersRepository {
           [productId, idx, q, userId],
         );
         const remaining = row.remaining === null ? null : Number(row.remaining);
-        return row.id === null ? { remaining } : { order: order(row.id, row.created_at as Date, row.expires_at as Date), remaining };
+        return row.id === null ? { kind: 'short', remaining } : { kind: 'sold', order: order(row.id, row.created_at as Date, row.expires_at as Date), remaining };
       } catch (err) {
         throw writeFailure(err) === 'unknown' ? uncertain(err) : this.mapped(err);
       }
@@ -287,11 +287,11 @@ export class OrdersRepository {
       )) as [Array<{ stock: string }>, number];
       if (updated[1] === 0) {
         const [seg] = (await tx.query('SELECT stock FROM stock_segments WHERE product_id = $1 AND idx = $2', [productId, idx])) as Array<{ stock: string }>;
-        return { remaining: seg ? Number(seg.stock) : null };
+        return { kind: 'short' as const, remaining: seg ? Number(seg.stock) : null };
       }
       await sleep(holdInTxMs);
       const [ins] = await this.insertOrder(tx, tag, productId, userId, q, [{ segment: idx, quantity: q }]);
-      return { order: order(ins.id, ins.created_at, ins.expires_at), remaining: Number(updated[0][0].stock) };
+      return { kind: 'sold' as const, order: order(ins.id, ins.created_at, ins.expires_at), remaining: Number(updated[0][0].stock) };
     });
   }
 
@@ -351,11 +351,11 @@ export class OrdersRepository {
       const s = sold.get(e.userId);
       if (s) {
         sold.delete(e.userId); // a second entry of the same user (no user lock) is a duplicate
-        return { order: reserved(s.id, productId, e.userId, e.quantity, [{ segment: idx, quantity: e.quantity }], s.createdAt, s.expiresAt) };
+        return { kind: 'sold', order: reserved(s.id, productId, e.userId, e.quantity, [{ segment: idx, quantity: e.quantity }], s.createdAt, s.expiresAt) };
       }
       // Held before this statement, or inserted concurrently (chosen, then skipped by ON CONFLICT).
-      if (held.has(e.userId) || chosen.has(e.userId)) return { alreadyOrdered: true };
-      return { short: true };
+      if (held.has(e.userId) || chosen.has(e.userId)) return { kind: 'alreadyOrdered' };
+      return { kind: 'short' };
     });
     return { results, remaining };
   }
