@@ -122,7 +122,11 @@ describe('LockService: a held lock whose extension fails', () => {
   const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
   it.each([
-    ['not_held', "the masters answered that the key is no longer this holder's", () => new ExecutionError('no quorum', [Promise.resolve(stats(held(), held(), held()) as never)])],
+    [
+      'not_held',
+      "the masters answered that the key is no longer this holder's",
+      () => new ExecutionError('no quorum', [Promise.resolve(stats(held(), held(), held()) as never)]),
+    ],
     ['unreachable', 'too few masters answered', () => new ExecutionError('no quorum', [Promise.resolve(stats(closed(), closed(), held()) as never)])],
     ['expired', 'the lock had run out before the extension was due', () => new ExecutionError('Cannot extend an already-expired lock.', [])],
     ['error', 'anything else failed', () => new Error('boom')],

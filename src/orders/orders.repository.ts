@@ -275,7 +275,9 @@ export class OrdersRepository {
           [productId, idx, q, userId],
         );
         const remaining = row.remaining === null ? null : Number(row.remaining);
-        return row.id === null ? { kind: 'short', remaining } : { kind: 'sold', order: order(row.id, row.created_at as Date, row.expires_at as Date), remaining };
+        return row.id === null
+          ? { kind: 'short', remaining }
+          : { kind: 'sold', order: order(row.id, row.created_at as Date, row.expires_at as Date), remaining };
       } catch (err) {
         throw writeFailure(err) === 'unknown' ? uncertain(err) : this.mapped(err);
       }
