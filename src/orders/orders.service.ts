@@ -163,7 +163,7 @@ export class OrdersService {
    * took before this one locked their segment (returned units coming back one by one to many
    * buyers) are a lost race, not a layout change: the order goes on while units keep showing up,
    * ending with SOLD_OUT once the read finds none, and answers BUSY only after MAX_LAYOUT_ROUNDS
-   * rounds and past its deadline, the LOCK_WAIT_MS that also bounds its waits for busy locks.
+   * rounds and LOCK_WAIT_MS after the order began (its deadline).
    */
   private async allocate(product: ProductInfo, req: PlaceOrder, pass: OrderPass): Promise<OrderRow> {
     const search: Search = { req, pass, product, deadline: Date.now() + this.lockConfig.waitMs, down: new Set() };
@@ -202,15 +202,19 @@ export class OrdersService {
 
   /**
    * Visits every segment once from a random one, falling over past busy, empty and unreachable
-   * ones (firstPass), then waits for the busy ones (waitForBusy). Null when none of them sold.
+   * ones (firstPass), then waits for the busy ones (waitForBusy), for up to LOCK_WAIT_MS from the
+   * start of this round. Each round gets a wait of its own: the segments it waits for are the
+   * ones PostgreSQL has just shown to hold units, news that the earlier rounds did not have; the
+   * order's deadline bounds how many such rounds it makes (see allocate). Null when none sold.
    */
   private async sellFromOneSegment(search: Search, skip: ReadonlySet<number>): Promise<OrderRow | null> {
+    const waitUntil = Date.now() + this.lockConfig.waitMs;
     const first = await this.firstPass(search, skip);
     switch (first.kind) {
       case 'sold':
         return first.order;
       case 'unsold':
-        return this.waitForBusy(search, first.busy);
+        return this.waitForBusy(search, first.busy, waitUntil);
       default:
         return unreachable(first);
     }
@@ -253,19 +257,19 @@ export class OrdersService {
   }
 
   /**
-   * The segments found busy, waited for until the order's deadline: each wake-up (a local release,
+   * The segments found busy, waited for until `waitUntil`: each wake-up (a local release,
    * or the jittered retry delay) makes one attempt, on the segment just released here or on the
    * next busy one, so a waiting order costs one Redis round trip per retry rather than one per
    * segment; or a holder of this process served the order in its own hold. Null once no busy
    * segment is left that could hold q.
    */
-  private async waitForBusy(search: Search, segments: number[]): Promise<OrderRow | null> {
+  private async waitForBusy(search: Search, segments: number[], waitUntil: number): Promise<OrderRow | null> {
     const { product, req } = search;
     const busy = new Set(segments);
     const rotation = { turn: 0 };
     const started = Date.now();
     while (busy.size > 0) {
-      if (Date.now() >= search.deadline) {
+      if (Date.now() >= waitUntil) {
         throw new BusyError(`every segment with stock stayed locked for ${this.lockConfig.waitMs} ms`, this.http.retryAfterS);
       }
       const end = await this.locking.wait(product.id, req, this.waitsPatiently(product.id, busy));
@@ -365,7 +369,7 @@ interface Search {
   readonly pass: OrderPass;
   /** The product as this order knows it. */
   product: ProductInfo;
-  /** LOCK_WAIT_MS after the search began: the bound on waiting for busy segments and on lost races. */
+  /** LOCK_WAIT_MS after the search began: with MAX_LAYOUT_ROUNDS, the bound on lost races. */
   readonly deadline: number;
   /** Segments whose lock master (Redis Cluster) could not be reached during this order, in the current layout. */
   readonly down: Set<number>;
