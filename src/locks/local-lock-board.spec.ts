@@ -18,11 +18,11 @@ describe('LocalLockBoard', () => {
     const second = board.waitForRelease(1, 10_000);
     board.hold(1, 5);
     board.release(1, 5);
-    await expect(first).resolves.toEqual({ released: 5 });
+    await expect(first).resolves.toEqual({ kind: 'released', segment: 5 });
     expect(board.waiting(1)).toBe(1);
     board.hold(1, 6);
     board.release(1, 6);
-    await expect(second).resolves.toEqual({ released: 6 });
+    await expect(second).resolves.toEqual({ kind: 'released', segment: 6 });
     expect(board.waiting(1)).toBe(0);
   });
 
@@ -35,7 +35,7 @@ describe('LocalLockBoard', () => {
       const waiting = board.waitForRelease(1, 10_000);
       board.hold(1, 0);
       board.release(1, 0);
-      await expect(waiting).resolves.toEqual({ released: 0 });
+      await expect(waiting).resolves.toEqual({ kind: 'released', segment: 0 });
     }
     const late = board.waitForRelease(1, 10_000);
     board.hold(1, 0);
@@ -43,12 +43,12 @@ describe('LocalLockBoard', () => {
     // not handed on at once: free in Redis for whoever asks first, in any process
     expect(await within(late, 15)).toBe('pending');
     // nobody here took it meanwhile: the local request is woken for it
-    await expect(late).resolves.toEqual({ released: 0 });
+    await expect(late).resolves.toEqual({ kind: 'released', segment: 0 });
     // and the streak starts again after that
     const again = board.waitForRelease(1, 10_000);
     board.hold(1, 0);
     board.release(1, 0);
-    await expect(again).resolves.toEqual({ released: 0 });
+    await expect(again).resolves.toEqual({ kind: 'released', segment: 0 });
   });
 
   it('should not wake anyone late for a segment a request of this process took again in the meantime', async () => {
@@ -63,7 +63,7 @@ describe('LocalLockBoard', () => {
     board.hold(1, 0);
     board.release(1, 0);
     board.hold(1, 0); // taken again here before the late wake
-    await expect(late).resolves.toEqual({ timedOut: true });
+    await expect(late).resolves.toEqual({ kind: 'timedOut' });
   });
 
   it('should give a request that waits again with its ticket its place in line back, ahead of later arrivals', async () => {
@@ -71,16 +71,16 @@ describe('LocalLockBoard', () => {
     const early = board.ticket();
     const first = board.waitForRelease(1, 5, undefined, early);
     const later = board.waitForRelease(1, 10_000);
-    await expect(first).resolves.toEqual({ timedOut: true });
+    await expect(first).resolves.toEqual({ kind: 'timedOut' });
     // its timer ended the first wait; it waits again, with the ticket it had
     const again = board.waitForRelease(1, 10_000, undefined, early);
     board.hold(1, 2);
     board.release(1, 2);
-    await expect(again).resolves.toEqual({ released: 2 });
+    await expect(again).resolves.toEqual({ kind: 'released', segment: 2 });
     expect(board.waiting(1)).toBe(1);
     board.hold(1, 2);
     board.release(1, 2);
-    await expect(later).resolves.toEqual({ released: 2 });
+    await expect(later).resolves.toEqual({ kind: 'released', segment: 2 });
   });
 
   it('should not wake anyone when a hold is abandoned (Redis said busy)', async () => {
@@ -90,23 +90,23 @@ describe('LocalLockBoard', () => {
     board.abandon(1, 2);
     expect(board.isHeld(1, 2)).toBe(false);
     // the timer, not the abandon, ends the wait
-    await expect(waiting).resolves.toEqual({ timedOut: true });
+    await expect(waiting).resolves.toEqual({ kind: 'timedOut' });
   });
 
   it('should skip waiters whose timer already fired and wake the next one', async () => {
     const board = new LocalLockBoard();
     const timedOut = board.waitForRelease(1, 1);
-    await expect(timedOut).resolves.toEqual({ timedOut: true });
+    await expect(timedOut).resolves.toEqual({ kind: 'timedOut' });
     const live = board.waitForRelease(1, 10_000);
     board.release(1, 0);
-    await expect(live).resolves.toEqual({ released: 0 });
+    await expect(live).resolves.toEqual({ kind: 'released', segment: 0 });
   });
 
   it('should keep products apart: a release wakes only waiters of its product', async () => {
     const board = new LocalLockBoard();
     const other = board.waitForRelease(2, 30);
     board.release(1, 0);
-    await expect(other).resolves.toEqual({ timedOut: true });
+    await expect(other).resolves.toEqual({ kind: 'timedOut' });
   });
 
   describe('riders (group commit)', () => {
@@ -120,11 +120,11 @@ describe('LocalLockBoard', () => {
       expect(board.waiting(1)).toBe(1);
       riders[1].serve('sold b');
       riders[0].serve('sold a');
-      await expect(a).resolves.toEqual({ served: 'sold a' });
-      await expect(b).resolves.toEqual({ served: 'sold b' });
+      await expect(a).resolves.toEqual({ kind: 'served', answer: 'sold a' });
+      await expect(b).resolves.toEqual({ kind: 'served', answer: 'sold b' });
       // the one left still waits for a release
       board.release(1, 4);
-      await expect(c).resolves.toEqual({ released: 4 });
+      await expect(c).resolves.toEqual({ kind: 'released', segment: 4 });
     });
 
     it('should not take waiters without a ride, waiters of another product, or waiters whose timer fired', async () => {
@@ -132,10 +132,10 @@ describe('LocalLockBoard', () => {
       const plain = board.waitForRelease(1, 30);
       const other = board.waitForRelease(2, 30, 'other');
       const late = board.waitForRelease(1, 1, 'late');
-      await expect(late).resolves.toEqual({ timedOut: true });
+      await expect(late).resolves.toEqual({ kind: 'timedOut' });
       expect(board.takeRiders(1, 10)).toEqual([]);
-      await expect(plain).resolves.toEqual({ timedOut: true });
-      await expect(other).resolves.toEqual({ timedOut: true });
+      await expect(plain).resolves.toEqual({ kind: 'timedOut' });
+      await expect(other).resolves.toEqual({ kind: 'timedOut' });
     });
 
     it('should not wake a rider on a release once a holder has taken it', async () => {
@@ -146,7 +146,7 @@ describe('LocalLockBoard', () => {
       // neither the release nor the timer ends a taken ride: only its answer does
       await new Promise((r) => setTimeout(r, 80));
       rider.serve('answered');
-      await expect(ride).resolves.toEqual({ served: 'answered' });
+      await expect(ride).resolves.toEqual({ kind: 'served', answer: 'answered' });
     });
   });
 });

@@ -15,7 +15,7 @@
 // answered with the holder's result for it instead of being woken.
 
 /** How a wait ended: a segment released here, the timer, or a holder that served the ride. */
-export type WaitEnd<A> = { released: number } | { timedOut: true } | { served: A };
+export type WaitEnd<A> = { kind: 'released'; segment: number } | { kind: 'timedOut' } | { kind: 'served'; answer: A };
 
 /** A waiting request taken by a lock holder: what it asked for, and how to answer it. */
 export interface Rider<R, A> {
@@ -95,7 +95,7 @@ export class LocalLockBoard<R = unknown, A = unknown> {
       if (next.done) continue;
       next.done = true;
       this.count(productId, -1);
-      next.end({ released: segment });
+      next.end({ kind: 'released', segment });
       woke = true;
     }
     if (queue && queue.length === 0) this.waiters.delete(productId);
@@ -103,8 +103,8 @@ export class LocalLockBoard<R = unknown, A = unknown> {
   }
 
   /**
-   * Waits until a segment of the product is released here ({ released }), a holder serves the
-   * ride ({ served }), or `ms` pass ({ timedOut }), whichever is first. A request that waits again
+   * Waits until a segment of the product is released here (released), a holder serves the ride
+   * (served), or `ms` pass (timedOut), whichever is first. A request that waits again
    * (its timer ended the last wait, or its try failed) passes its ticket and gets its place in line
    * back instead of going to the end: releases and holders serve the queue in ticket order.
    */
@@ -114,7 +114,7 @@ export class LocalLockBoard<R = unknown, A = unknown> {
       waiter.timer = setTimeout(() => {
         waiter.done = true;
         this.count(productId, -1);
-        resolve({ timedOut: true });
+        resolve({ kind: 'timedOut' });
       }, ms);
       waiter.end = (how) => {
         clearTimeout(waiter.timer);
@@ -146,7 +146,7 @@ export class LocalLockBoard<R = unknown, A = unknown> {
         w.done = true;
         this.count(productId, -1);
         const ride = w.ride;
-        riders.push({ ride, serve: (answer) => w.end({ served: answer }) });
+        riders.push({ ride, serve: (answer) => w.end({ kind: 'served', answer }) });
       } else {
         rest.push(w);
       }

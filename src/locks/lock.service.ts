@@ -2,17 +2,37 @@
 // service takes a lock: one try (fall over to another segment when busy) and a bounded wait.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
-import { ExecutionError, Lock, Redlock, ResourceLockedError } from '@sesamecare-oss/redlock';
+import { ExecutionError, ExecutionStats, Lock, Redlock, ResourceLockedError } from '@sesamecare-oss/redlock';
+import { ReplyError } from 'ioredis';
 import { HttpConfig, LocksConfig, RedisConfig, ResolvedRedisConfig } from '../config/app-config';
 import { BusyError, UnavailableError } from '../common/domain-errors';
+import { unreachable } from '../common/unreachable';
 import { MetricsService } from '../metrics/metrics.service';
 import { isSlotMove } from '../infrastructure/redis-reachability';
 import { REDIS_LOCK_CLIENTS, RedisClient } from '../infrastructure/redis.providers';
 
-/** A lock this process holds, and its pending automatic extension. */
+/**
+ * Why a held lock stopped being this holder's before its release, as found by a failed extension:
+ * expired (the extension came too late: the lock's validity had run out, e.g. a stalled event
+ * loop), not_held (the masters answered, but no longer hold the key for this holder), unreachable
+ * (too few masters answered for a quorum), error (anything else).
+ */
+export type LockLossReason = 'expired' | 'not_held' | 'unreachable' | 'error';
+
+export interface LockLoss {
+  reason: LockLossReason;
+  cause: unknown;
+}
+
+/** A lock this process holds, its pending automatic extension, and whether it was lost meanwhile. */
 export class HeldLock {
   released = false;
   timer?: NodeJS.Timeout;
+  /**
+   * Set when an extension failed: from then on the lock may lapse (or has), and another holder may
+   * take it. The holder reads it when its hold ends (RedlockSegmentLocking.sellHeld).
+   */
+  lost: LockLoss | null = null;
   constructor(
     public lock: Lock,
     readonly key: string,
@@ -20,11 +40,34 @@ export class HeldLock {
   ) {}
 }
 
+/**
+ * What one lock master's vote against says about that master: held (it answered: another holder
+ * has the key, or, extending, it is no longer ours), slotMoved (a Redis Cluster slot on the move:
+ * the master lives), refused (it answered with an error reply), disconnected (no connection to
+ * it), noReply (connected, yet no reply within REDIS_TIMEOUT_MS: frozen, or slow behind others).
+ */
+type Dissent = { kind: 'held' } | { kind: 'slotMoved' } | { kind: 'refused' } | { kind: 'disconnected' } | { kind: 'noReply' };
+
+/** ioredis exports redis-errors' ReplyError untyped; every error reply of a Redis server is one. */
+const RedisReplyError = ReplyError as new (...args: never[]) => Error;
+
+function dissentOf(err: Error, master: RedisClient): Dissent {
+  if (err instanceof ResourceLockedError) return { kind: 'held' };
+  if (isSlotMove(err)) return { kind: 'slotMoved' };
+  if (err instanceof RedisReplyError) return { kind: 'refused' };
+  // Neither a vote nor a reply: ioredis failed the command itself. With enableOfflineQueue off it
+  // does so at once while disconnected, and a closing connection aborts what it carried; on a
+  // connection that stays up, the one such failure is the command timeout. ioredis raises that
+  // as a plain Error (Command.setTimeout in ioredis 6), no class of its own to tell it by, so the
+  // connection's state does: a timeout leaves it ready, the other failures do not.
+  return master.status === 'ready' ? { kind: 'noReply' } : { kind: 'disconnected' };
+}
+
 @Injectable()
 export class LockService implements OnModuleInit {
   private readonly redlock: Redlock;
   /** When each lock master last answered a vote (for or against): the evidence that it lives. */
-  private readonly lastHeard = new Map<unknown, number>();
+  private readonly lastHeard = new Map<RedisClient, number>();
   /** A master silent for longer than this is taken for lost, its timed-out votes with it. */
   private readonly silenceMs: number;
   /**
@@ -123,19 +166,40 @@ export class LockService implements OnModuleInit {
     held.timer = setTimeout(
       () => {
         held.timer = undefined;
-        this.redlock
-          .extend(held.lock, held.ttlMs)
-          .then((lock) => {
+        void this.redlock.extend(held.lock, held.ttlMs).then(
+          (lock) => {
             if (held.released) return;
             held.lock = lock;
             this.metrics.lockExtensions.inc();
             this.scheduleExtension(held);
-          })
-          .catch(() => undefined);
+          },
+          (err: unknown) => this.extensionFailed(held, err),
+        );
       },
       Math.max(10, Math.floor(held.ttlMs / 2)),
     );
     held.timer.unref();
+  }
+
+  /**
+   * A failed extension: the lock may lapse before its holder is done, or already has. It is counted
+   * by reason and told to the holder (HeldLock.lost); no further extension is tried, since a lock
+   * that may be another's by now is not won back by extending it. A lock released meanwhile lost
+   * nothing (its release is what the extension met).
+   */
+  private async extensionFailed(held: HeldLock, err: unknown): Promise<void> {
+    if (held.released) return;
+    const reason = await this.lossReason(err);
+    held.lost = { reason, cause: err };
+    this.metrics.lockExtensionFailures.inc({ reason });
+  }
+
+  private async lossReason(err: unknown): Promise<LockLossReason> {
+    if (!(err instanceof ExecutionError)) return 'error';
+    // Redlock refuses at once, with no vote, to extend a lock whose validity has run out.
+    if (err.attempts.length === 0) return 'expired';
+    const stats = await err.attempts[err.attempts.length - 1];
+    return this.quorumStands(stats) ? 'not_held' : 'unreachable';
   }
 
   /**
@@ -150,25 +214,34 @@ export class LockService implements OnModuleInit {
    */
   private async lockedByOther(err: unknown): Promise<boolean> {
     if (!(err instanceof ExecutionError) || err.attempts.length === 0) return false;
-    const stats = await err.attempts[err.attempts.length - 1];
-    const now = Date.now();
+    return this.quorumStands(await err.attempts[err.attempts.length - 1]);
+  }
+
+  /** Whether enough masters of a failed vote are alive (by what their votes say) for a quorum. */
+  private quorumStands(stats: ExecutionStats, now = Date.now()): boolean {
+    const dissents = [...stats.votesAgainst].map(([master, err]) => ({ master, dissent: dissentOf(err, master) }));
     this.heard(stats.votesFor, now);
-    for (const [client, e] of stats.votesAgainst) if (e instanceof ResourceLockedError) this.lastHeard.set(client, now);
-    let lost = 0;
-    for (const [client, e] of stats.votesAgainst) {
-      // A slot on the move (Redis Cluster resharding): nothing was taken, the master lives; retry.
-      if (e instanceof ResourceLockedError || isSlotMove(e)) continue;
-      if (!isTimeout(e) || this.timeoutMeansLost || now - (this.lastHeard.get(client) ?? 0) > this.silenceMs) lost += 1;
-    }
+    for (const { master, dissent } of dissents) if (dissent.kind === 'held') this.lastHeard.set(master, now);
+    const lost = dissents.filter(({ master, dissent }) => this.isLost(master, dissent, now)).length;
     return stats.membershipSize - lost >= stats.quorumSize;
   }
 
-  private heard(clients: Iterable<unknown>, now = Date.now()): void {
+  private isLost(master: RedisClient, dissent: Dissent, now: number): boolean {
+    switch (dissent.kind) {
+      case 'held':
+      case 'slotMoved':
+        return false;
+      case 'refused':
+      case 'disconnected':
+        return true;
+      case 'noReply':
+        return this.timeoutMeansLost || now - (this.lastHeard.get(master) ?? 0) > this.silenceMs;
+      default:
+        return unreachable(dissent);
+    }
+  }
+
+  private heard(clients: Iterable<RedisClient>, now = Date.now()): void {
     for (const client of clients) this.lastHeard.set(client, now);
   }
-}
-
-/** ioredis's commandTimeout rejection (ioredis/built/Command.js). */
-function isTimeout(err: Error): boolean {
-  return err.message === 'Command timed out';
 }

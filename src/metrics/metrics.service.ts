@@ -166,6 +166,12 @@ export class MetricsService {
     help: 'Locks extended because their holder was still working',
     registers: [this.registry],
   });
+  readonly lockExtensionFailures = new Counter({
+    name: 'flashsale_lock_extension_failures_total',
+    help: 'Lock extensions that failed, by reason (expired, not_held, unreachable, error): the holder went on, its lock may have lapsed',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
 
   private asked = 0;
   private readonly pending = new Map<number, (text?: string) => void>();

@@ -1,7 +1,7 @@
 // How an order is opened on each Redis topology: one script with the user lock on a single Redis,
 // the hint script then a SET NX PX of its own on a Redis Cluster (the user lock hashes to another slot).
 import type { HttpConfig, LocksConfig, RedisTopology, ResolvedRedisConfig } from '../config/app-config';
-import { OrderInProgressError, SoldOutError } from '../common/domain-errors';
+import { OrderInProgressError, SoldOutError, UnavailableError } from '../common/domain-errors';
 import type { ProductInfo } from '../inventory/product.types';
 import { OrderGateService } from './order-gate.service';
 
@@ -34,6 +34,23 @@ describe('OrderGateService.enter', () => {
     expect(g.redis.set).not.toHaveBeenCalled();
     expect(pass).toMatchObject({ userId: 'u1', generation: 5, empty: new Set([3]) });
     expect(pass.token).not.toBeNull();
+  });
+
+  it("should answer ORDER_IN_PROGRESS on one Redis when the script finds the user's lock held", async () => {
+    const g = gate(STANDALONE, [0]);
+    await expect(g.service.enter(product, 'u1', 1)).rejects.toBeInstanceOf(OrderInProgressError);
+  });
+
+  it('should answer UNAVAILABLE when the hint Redis fails and is also the one lock master', async () => {
+    const g = gate(STANDALONE);
+    g.redis.beginOrder.mockRejectedValueOnce(new Error('Connection is closed.'));
+    await expect(g.service.enter(product, 'u1', 1)).rejects.toBeInstanceOf(UnavailableError);
+  });
+
+  it('should go on without hints and without a user lock when a hint Redis that is not the lock fails', async () => {
+    const g = gate({ kind: 'standalone', url: 'redis://a', lockUrls: ['redis://b', 'redis://c', 'redis://d'] });
+    g.redis.beginOrder.mockRejectedValueOnce(new Error('Connection is closed.'));
+    await expect(g.service.enter(product, 'u1', 1)).resolves.toEqual({ userId: 'u1', token: null, generation: null, empty: new Set() });
   });
 
   it('should read the hints of one slot, then take the user lock with its own SET NX PX on a Redis Cluster', async () => {

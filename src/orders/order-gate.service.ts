@@ -19,21 +19,28 @@ import { randomBytes } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { HttpConfig, LocksConfig, RedisConfig, ResolvedRedisConfig } from '../config/app-config';
 import { OrderInProgressError, SoldOutError, UnavailableError } from '../common/domain-errors';
+import { unreachable } from '../common/unreachable';
 import { RedisReachability } from '../infrastructure/redis-reachability';
 import { REDIS_CLIENT, RedisClient } from '../infrastructure/redis.providers';
 import { GENERATION_TTL_MS, hintKeys } from '../inventory/stock-hints.service';
 import { ProductInfo } from '../inventory/product.types';
 import { lockKeys } from '../locks/lock-keys';
 import { MetricsService } from '../metrics/metrics.service';
+import type { OrderPass } from './locking/segment-locking';
 
-export interface Pass {
-  userId: string;
-  /** Null when the hint Redis was unreachable and the order goes on without a user lock. */
-  token: string | null;
-  /** Segments known empty in the product's current layout. */
-  empty: Set<number>;
-  /** The product's stock generation when the order opened; null without the hint Redis. */
-  generation: number | null;
+/** What opening an order came to: lua/begin-order.lua's reply read, or noHints when its Redis did not answer. */
+type Opening = { kind: 'soldOut' } | { kind: 'inProgress' } | { kind: 'open'; generation: number; empty: Set<number> } | { kind: 'noHints' };
+
+/** lua/begin-order.lua answers { -1 } sold out, { 0 } user lock held, { 1, generation, empty segments... } open. */
+function openingOf(reply: number[]): Opening {
+  switch (reply[0]) {
+    case -1:
+      return { kind: 'soldOut' };
+    case 1:
+      return { kind: 'open', generation: reply[1], empty: new Set(reply.slice(2)) };
+    default:
+      return { kind: 'inProgress' };
+  }
 }
 
 @Injectable()
@@ -60,33 +67,50 @@ export class OrderGateService {
     this.userLockApart = t.kind === 'cluster';
   }
 
-  /** SoldOutError, OrderInProgressError, UnavailableError, or the pass to go on with (degraded when the hint Redis fails). */
-  async enter(product: ProductInfo, userId: string, quantity: number): Promise<Pass> {
+  /**
+   * SoldOutError, OrderInProgressError, UnavailableError, or the pass to go on with; degraded when
+   * the hint Redis fails: no hints, generation null, and token null (no user lock).
+   */
+  async enter(product: ProductInfo, userId: string, quantity: number): Promise<OrderPass> {
     const token = this.prefix + (++this.counter).toString(36);
+    const opened = await this.open(product, userId, token);
+    switch (opened.kind) {
+      case 'soldOut':
+        this.metrics.soldOutShortCircuits.inc();
+        throw new SoldOutError(0, quantity, true);
+      case 'inProgress':
+        throw new OrderInProgressError();
+      case 'open': {
+        const held = this.userLockApart ? await this.takeUserLock(userId, token) : token;
+        return { userId, token: held, generation: opened.generation, empty: opened.empty };
+      }
+      case 'noHints': {
+        const held = this.userLockApart ? await this.takeUserLock(userId, token) : null;
+        return { userId, token: held, generation: null, empty: new Set<number>() };
+      }
+      default:
+        return unreachable(opened);
+    }
+  }
+
+  /** The begin-order script, read; noHints when its Redis failed (UnavailableError when that Redis is also the lock). */
+  private async open(product: ProductInfo, userId: string, token: string): Promise<Opening> {
     const hintKeysOf = [hintKeys.soldOut(product.id), hintKeys.empty(product.id, product.layoutVersion), hintKeys.generation(product.id)];
     const args = [token, this.locks.userTtlMs, GENERATION_TTL_MS];
-    let reply: number[] | null = null;
     // A cluster master that failed a moment ago is passed over: the order goes on without hints.
     const hintMaster = this.userLockApart ? this.reach.masterOf(hintKeysOf[0]) : '';
-    if (!this.reach.isDown(hintMaster)) {
-      try {
-        reply = this.userLockApart
-          ? await this.redis.beginOrder(3, ...hintKeysOf, ...args)
-          : await this.redis.beginOrder(4, ...hintKeysOf, lockKeys.user(userId), ...args);
-      } catch (err) {
-        this.metrics.dependencyErrors.inc({ dependency: 'redis' });
-        if (this.hintRedisIsTheLock) throw new UnavailableError('redis', this.http.retryAfterS, err);
-        this.reach.markDown(hintMaster, err);
-      }
+    if (this.reach.isDown(hintMaster)) return { kind: 'noHints' };
+    try {
+      const reply = this.userLockApart
+        ? await this.redis.beginOrder(3, ...hintKeysOf, ...args)
+        : await this.redis.beginOrder(4, ...hintKeysOf, lockKeys.user(userId), ...args);
+      return openingOf(reply);
+    } catch (err) {
+      this.metrics.dependencyErrors.inc({ dependency: 'redis' });
+      if (this.hintRedisIsTheLock) throw new UnavailableError('redis', this.http.retryAfterS, err);
+      this.reach.markDown(hintMaster, err);
+      return { kind: 'noHints' };
     }
-    if (reply?.[0] === -1) {
-      this.metrics.soldOutShortCircuits.inc();
-      throw new SoldOutError(0, quantity, true);
-    }
-    if (reply !== null && reply[0] !== 1) throw new OrderInProgressError();
-    const hints = reply === null ? { generation: null, empty: new Set<number>() } : { generation: reply[1], empty: new Set(reply.slice(2)) };
-    const held = this.userLockApart ? await this.takeUserLock(userId, token) : reply === null ? null : token;
-    return { userId, token: held, ...hints };
   }
 
   /** The user lock on its own (Redis Cluster): the token, or null when its master cannot be reached. */
@@ -107,7 +131,7 @@ export class OrderGateService {
   }
 
   /** Never throws: a lock that cannot be released expires after USER_LOCK_TTL_MS. */
-  async leave(pass: Pass): Promise<void> {
+  async leave(pass: OrderPass): Promise<void> {
     if (pass.token === null) return;
     try {
       await this.redis.endOrder(lockKeys.user(pass.userId), pass.token);

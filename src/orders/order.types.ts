@@ -32,7 +32,7 @@ export interface BatchEntry {
 }
 
 /** The answer for one entry of a batch. */
-export type BatchResult = { order: OrderRow } | { alreadyOrdered: true } | { short: true };
+export type BatchResult = { kind: 'sold'; order: OrderRow } | { kind: 'alreadyOrdered' } | { kind: 'short' };
 
 export interface BatchAttempt {
   /** One per entry, in the entries' order. */
@@ -41,12 +41,12 @@ export interface BatchAttempt {
   remaining: number | null;
 }
 
-export interface SegmentAttempt {
-  /** The order, when the segment held enough. */
-  order?: OrderRow;
-  /** Units left in the segment after the attempt; null when the segment no longer exists (or is unknown). */
-  remaining: number | null;
-}
+/**
+ * One sale from one segment: sold (the segment held enough), or short (it did not; nothing was
+ * written). Either way, the units left in the segment afterwards; null when the segment no longer
+ * exists (or is unknown).
+ */
+export type SegmentAttempt = { kind: 'sold'; order: OrderRow; remaining: number | null } | { kind: 'short'; remaining: number | null };
 
 /** Units that went back on sale: where, so that the hints hiding them can be cleared. */
 export interface ReturnedUnits {

@@ -116,28 +116,28 @@ function world(opts: {
     // The batch statement's contract: smallest quantities first while they fit, users who hold an
     // order refused without failing the rest, the segment deducted by what was sold.
     sellBatch: jest.fn(async (_p: number, idx: number, entries: Array<{ userId: string; quantity: number }>): Promise<BatchAttempt> => {
-      if (idx >= stocks.length) return { results: entries.map(() => ({ short: true as const })), remaining: null };
-      const results: BatchResult[] = entries.map(() => ({ short: true as const }));
+      if (idx >= stocks.length) return { results: entries.map(() => ({ kind: 'short' as const })), remaining: null };
+      const results: BatchResult[] = entries.map(() => ({ kind: 'short' as const }));
       const byQuantity = entries.map((e, i) => ({ ...e, i })).sort((a, b) => a.quantity - b.quantity || a.i - b.i);
       let left = stocks[idx];
       for (const e of byQuantity) {
         if (orders.has(e.userId)) {
-          results[e.i] = { alreadyOrdered: true };
+          results[e.i] = { kind: 'alreadyOrdered' };
           continue;
         }
         if (e.quantity > left) break;
         left -= e.quantity;
         orders.add(e.userId);
-        results[e.i] = { order: row(e.userId, e.quantity, [{ segment: idx, quantity: e.quantity }]) };
+        results[e.i] = { kind: 'sold', order: row(e.userId, e.quantity, [{ segment: idx, quantity: e.quantity }]) };
       }
       stocks[idx] = left;
       return { results, remaining: left };
     }),
     sellFromSegment: jest.fn(async (_p: number, idx: number, q: number, userId: string): Promise<SegmentAttempt> => {
-      if (idx >= stocks.length) return { remaining: null };
-      if (stocks[idx] < q) return { remaining: stocks[idx] };
+      if (idx >= stocks.length) return { kind: 'short', remaining: null };
+      if (stocks[idx] < q) return { kind: 'short', remaining: stocks[idx] };
       stocks[idx] -= q;
-      return { order: row(userId, q, [{ segment: idx, quantity: q }]), remaining: stocks[idx] };
+      return { kind: 'sold', order: row(userId, q, [{ segment: idx, quantity: q }]), remaining: stocks[idx] };
     }),
     sellFromSegments: jest.fn(async (_p: number, indexes: number[], q: number, userId: string) => {
       const takes = takeFrom(
@@ -233,7 +233,6 @@ function world(opts: {
       ? new RowLockSegmentLocking(config.locks, config.benchmark, ordersRepo as never)
       : new RedlockSegmentLocking(
           config.locks,
-          config.http,
           config.benchmark,
           gate as never,
           hints as never,
@@ -968,6 +967,42 @@ describe('OrdersService.place: segment holds per process (ORDER_HOLDS_MAX)', () 
     await place(w, users);
     expect(holds.most()).toBe(6);
     expect(w.orders.sellFromSegment).toHaveBeenCalledTimes(users.length);
+  });
+});
+
+describe('OrdersService.place: a segment lock lost during its hold (its extension failed)', () => {
+  /**
+   * u1 holds segment 0 for a slow sale while u2, of the same process, finds it held here and waits
+   * patiently for the release; how long u2 waited, with u1's lock lost during its hold or not.
+   */
+  async function secondOrderWaits(lockLost: boolean): Promise<{ ms: number; orders: OrderRow[] }> {
+    const w = world({ stocks: [5], config: { locks: { waitMs: 2000, batchMax: 1 } } });
+    const acquire = w.locks.tryAcquire.getMockImplementation() as (key: string) => Promise<{ key: string } | null>;
+    w.locks.tryAcquire.mockImplementation(async (key: string) => {
+      const lock = await acquire(key);
+      return lock && lockLost && key === seg(0) ? { ...lock, lost: { reason: 'not_held', cause: new Error('extension refused') } } : lock;
+    });
+    const sell = w.orders.sellFromSegment.getMockImplementation() as NonNullable<ReturnType<typeof w.orders.sellFromSegment.getMockImplementation>>;
+    w.orders.sellFromSegment.mockImplementation(async (...args) => {
+      await new Promise((r) => setTimeout(r, 20));
+      return sell(...args);
+    });
+    const first = w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 });
+    await new Promise((r) => setTimeout(r, 5));
+    const started = Date.now();
+    const second = await w.service.place({ userId: 'u2', productId: PRODUCT, quantity: 1 });
+    const ms = Date.now() - started;
+    return { ms, orders: [await first, second] };
+  }
+
+  it('should still answer with the sale made in the hold', async () => {
+    const { orders } = await secondOrderWaits(true);
+    expect(orders.map((o) => o.userId)).toEqual(['u1', 'u2']);
+  });
+
+  it('should not hand the segment to a waiting order of this process, which then tries again on its own timer', async () => {
+    expect((await secondOrderWaits(false)).ms).toBeLessThan(150);
+    expect((await secondOrderWaits(true)).ms).toBeGreaterThanOrEqual(150);
   });
 });
 

@@ -14,14 +14,16 @@ import {
   SoldOutError,
   UnavailableError,
 } from '../common/domain-errors';
+import { unreachable } from '../common/unreachable';
 import { ProductCatalogService } from '../inventory/product-catalog.service';
 import { ProductInfo } from '../inventory/product.types';
 import { pickSegmentsFor, randomStart, visitOrder } from '../inventory/segment-plan';
 import { SoldOutBoard } from '../inventory/sold-out-board.service';
 import { StockHintsService } from '../inventory/stock-hints.service';
-import { StockRepository } from '../inventory/stock.repository';
+import { Layout, StockRepository } from '../inventory/stock.repository';
+import type { WaitEnd } from '../locks/local-lock-board';
 import { MetricsService } from '../metrics/metrics.service';
-import { OrderPass, PlaceOrder, SegmentLocking } from './locking/segment-locking';
+import { OrderPass, PlaceOrder, RideAnswer, SegmentLocking } from './locking/segment-locking';
 import { OrderRow, ReturnedUnits, UncertainWrite } from './order.types';
 import { OrderLifecycleRepository } from './repositories/order-lifecycle.repository';
 import { OrderReadsRepository } from './repositories/order-reads.repository';
@@ -31,7 +33,7 @@ export type { PlaceOrder } from './locking/segment-locking';
 
 /**
  * How many times the layout may change under one order before it gives up with BUSY; also the
- * rounds an order always gets before LOCK_WAIT_MS can end it (see allocate).
+ * rounds an order always gets before its deadline can end it as a lost race (see allocate).
  */
 const MAX_LAYOUT_ROUNDS = 4;
 
@@ -167,142 +169,248 @@ export class OrdersService {
    * took before this one locked their segment (returned units coming back one by one to many
    * buyers) are a lost race, not a layout change: the order goes on while units keep showing up,
    * ending with SOLD_OUT once the read finds none, and answers BUSY only after MAX_LAYOUT_ROUNDS
-   * rounds and LOCK_WAIT_MS, the bound it already has for busy locks.
+   * rounds and LOCK_WAIT_MS after the order began (its deadline).
    */
   private async allocate(product: ProductInfo, req: PlaceOrder, pass: OrderPass): Promise<OrderRow> {
+    const search: Search = { req, pass, product, deadline: Date.now() + this.lockConfig.waitMs, down: new Set() };
     let skip: ReadonlySet<number> = pass.empty;
-    const deadline = Date.now() + this.lockConfig.waitMs;
     let layoutChanges = 0;
-    // Segments whose lock master (Redis Cluster) could not be reached during this order.
-    let down = new Set<number>();
     for (let round = 1; ; round++) {
-      const order = await this.trySingleSegments(product, req, skip, down);
-      if (order) return order;
+      const single = await this.sellFromOneSegment(search, skip);
+      if (single) return single;
 
-      this.metrics.authoritativeChecks.inc();
-      const layout = await this.stock.readLayout(product.id);
-      if (!layout) throw new SoldOutError(0, req.quantity); // deleted under us: nothing to sell
-      const remaining = layout.segments.reduce((sum, s) => sum + s.stock, 0);
-      if (remaining < req.quantity) {
-        if (remaining === 0) await this.locking.soldOut(product.id, pass);
-        throw new SoldOutError(remaining, req.quantity);
-      }
-      if (layout.version !== product.layoutVersion || layout.segmentCount !== product.segmentCount) {
+      const layout = await this.authoritativeLayout(search);
+      if (layout.version !== search.product.layoutVersion || layout.segmentCount !== search.product.segmentCount) {
         if (++layoutChanges >= MAX_LAYOUT_ROUNDS) throw new BusyError('the stock layout kept changing under this order', this.http.retryAfterS);
-        product = this.catalog.remember({ ...product, segmentCount: layout.segmentCount, layoutVersion: layout.version });
-        down = new Set();
-      } else if (round >= MAX_LAYOUT_ROUNDS && Date.now() >= deadline) {
+        search.product = this.catalog.remember({ ...search.product, segmentCount: layout.segmentCount, layoutVersion: layout.version });
+        search.down.clear();
+      } else if (round >= MAX_LAYOUT_ROUNDS && Date.now() >= search.deadline) {
         throw new BusyError(`the units left kept going to other orders for ${this.lockConfig.waitMs} ms`, this.http.retryAfterS);
       }
-      // Retry single segments that (now) hold q; they were busy, or the layout moved.
-      const reachable = layout.segments.filter((s) => !down.has(s.idx));
-      const fits = reachable.filter((s) => s.stock >= req.quantity);
-      if (fits.length > 0) {
-        const fitting = new Set(fits.map((s) => s.idx));
-        skip = new Set(layout.segments.map((s) => s.idx).filter((i) => !fitting.has(i)));
-        continue;
-      }
-      const spread = await this.tryManySegments(product, req, reachable);
-      if (spread) return spread;
-      if (down.size > 0 && reachable.reduce((sum, s) => sum + s.stock, 0) < req.quantity) {
-        // The units are there, behind a Redis Cluster master that does not answer: not SOLD_OUT.
-        throw new UnavailableError('redis', this.http.retryAfterS, new Error(`segments ${[...down].join(', ')}: lock master unreachable`));
+
+      const next = nextStep(search, layout);
+      switch (next.kind) {
+        case 'singles':
+          // Single segments that (now) hold q: they were busy, or the layout moved.
+          skip = next.skip;
+          break;
+        case 'spread': {
+          const spread = await this.sellSpread(search, next.over);
+          if (spread) return spread;
+          this.refuseIfBehindDownMasters(search, next.over);
+          break;
+        }
+        default:
+          unreachable(next);
       }
     }
   }
 
   /**
-   * Visits every segment once from a random one, falling over past busy and empty ones; with group
-   * commit it stops asking for more once this process holds ORDER_HOLDS_MAX of the product's
-   * segments, and waits to ride in one of those holds. When all live segments were busy, it waits:
-   * each wake-up (a local release, or the jittered retry delay) makes one attempt, on the segment
-   * just released here or on the next busy one, so a waiting order costs one Redis round trip per
-   * retry rather than one per segment. Until LOCK_WAIT_MS.
+   * Visits every segment once from a random one, falling over past busy, empty and unreachable
+   * ones (firstPass), then waits for the busy ones (waitForBusy), for up to LOCK_WAIT_MS from the
+   * start of this round. Each round gets a wait of its own: the segments it waits for are the
+   * ones PostgreSQL has just shown to hold units, news that the earlier rounds did not have; the
+   * order's deadline bounds how many such rounds it makes (see allocate). Null when none sold.
    */
-  private async trySingleSegments(product: ProductInfo, req: PlaceOrder, skip: ReadonlySet<number>, down: Set<number>): Promise<OrderRow | null> {
-    const deadline = Date.now() + this.lockConfig.waitMs;
+  private async sellFromOneSegment(search: Search, skip: ReadonlySet<number>): Promise<OrderRow | null> {
+    const waitUntil = Date.now() + this.lockConfig.waitMs;
+    const first = await this.firstPass(search, skip);
+    switch (first.kind) {
+      case 'sold':
+        return first.order;
+      case 'unsold':
+        return this.waitForBusy(search, first.busy, waitUntil);
+      default:
+        return unreachable(first);
+    }
+  }
+
+  /**
+   * One try at each segment not skipped, from a random start. With group commit it stops asking
+   * for more once this process holds ORDER_HOLDS_MAX of the product's segments, and counts the
+   * rest busy: the order will wait to ride in one of those holds.
+   */
+  private async firstPass(search: Search, skip: ReadonlySet<number>): Promise<FirstPass> {
+    const { product, req } = search;
     const order = visitOrder(product.segmentCount, randomStart(product.segmentCount), skip);
     const busy: number[] = [];
     for (const [i, idx] of order.entries()) {
       // Requests of this process already wait for this product (every live segment was busy a
       // moment ago, and each release goes to them first), or this process holds as many of its
       // segments as it may: queue behind them instead of asking Redis about more segments.
-      if (this.locking.queueBehind(product.id)) {
-        busy.push(...order.slice(i));
-        break;
-      }
-      const outcome = await this.locking.attempt(product, idx, req);
-      if (outcome === 'busy') {
-        busy.push(idx);
-        this.metrics.fallovers.inc({ reason: 'busy' });
-      } else if (outcome === 'down') {
-        down.add(idx);
-        this.metrics.fallovers.inc({ reason: 'unreachable' });
-      } else if (outcome.order) {
-        return outcome.order;
-      } else {
-        this.metrics.fallovers.inc({ reason: 'empty' });
+      if (this.locking.queueBehind(product.id)) return { kind: 'unsold', busy: [...busy, ...order.slice(i)] };
+      const tried = await this.locking.attempt(product, idx, req);
+      switch (tried.kind) {
+        case 'sold':
+          return { kind: 'sold', order: tried.order };
+        case 'short':
+          this.metrics.fallovers.inc({ reason: 'empty' });
+          break;
+        case 'busy':
+          busy.push(idx);
+          this.metrics.fallovers.inc({ reason: 'busy' });
+          break;
+        case 'down':
+          search.down.add(idx);
+          this.metrics.fallovers.inc({ reason: 'unreachable' });
+          break;
+        default:
+          return unreachable(tried);
       }
     }
-    if (busy.length === 0) return null;
+    return { kind: 'unsold', busy };
+  }
 
+  /**
+   * The segments found busy, waited for until `waitUntil`: each wake-up (a local release,
+   * or the jittered retry delay) makes one attempt, on the segment just released here or on the
+   * next busy one, so a waiting order costs one Redis round trip per retry rather than one per
+   * segment; or a holder of this process served the order in its own hold. Null once no busy
+   * segment is left that could hold q.
+   */
+  private async waitForBusy(search: Search, segments: number[], waitUntil: number): Promise<OrderRow | null> {
+    const { product, req } = search;
+    const busy = new Set(segments);
+    const rotation = { turn: 0 };
     const started = Date.now();
-    let turn = 0;
-    while (busy.length > 0) {
-      if (Date.now() >= deadline) {
+    while (busy.size > 0) {
+      if (Date.now() >= waitUntil) {
         throw new BusyError(`every segment with stock stayed locked for ${this.lockConfig.waitMs} ms`, this.http.retryAfterS);
       }
-      // Every segment this order could try is held by this process, or it holds all it may: only
-      // a local release or a holder taking this order as a rider can help, and both wake it at
-      // once, so it need not poll on the retry delay.
-      const patient = this.locking.atCapacity(product.id) || busy.every((i) => this.locking.heldHere(product.id, i));
-      const end = await this.locking.wait(product.id, req, patient);
-      if ('served' in end) {
-        // A holder of this process sold (or refused) this order in its own lock hold.
-        const answer = end.served;
-        if ('error' in answer) throw answer.error;
-        if ('order' in answer.result) {
+      const end = await this.locking.wait(product.id, req, this.waitsPatiently(product.id, busy));
+      const woke = end.kind === 'served' ? servedAnswer(end.answer, req.quantity) : await this.tryOneBusy(search, busy, end, rotation);
+      switch (woke.kind) {
+        case 'sold':
           this.metrics.lockWaitSeconds.observe((Date.now() - started) / 1000);
-          return answer.result.order;
-        }
-        if ('alreadyOrdered' in answer.result) throw new AlreadyOrderedError();
-        if (answer.remaining === null || answer.remaining < req.quantity) {
-          const at = busy.indexOf(answer.segment);
-          if (at >= 0) busy.splice(at, 1);
+          return woke.order;
+        case 'empty':
+          busy.delete(woke.segment);
           this.metrics.fallovers.inc({ reason: 'empty' });
-        }
-        continue;
+          break;
+        case 'unreachable':
+          busy.delete(woke.segment);
+          search.down.add(woke.segment);
+          this.metrics.fallovers.inc({ reason: 'unreachable' });
+          break;
+        case 'again':
+          break;
+        default:
+          return unreachable(woke);
       }
-      // At capacity: a holder here will take this order as a rider, or a release wake it.
-      if (this.locking.atCapacity(product.id)) continue;
-      const released = 'released' in end ? end.released : null;
-      const free = busy.filter((i) => !this.locking.heldHere(product.id, i));
-      if (free.length === 0) continue;
-      // The segment just released here if it is one of ours, else the busy ones in turn.
-      const idx = released !== null && free.includes(released) ? released : free[turn++ % free.length];
-      const outcome = await this.locking.attempt(product, idx, req);
-      if (outcome === 'busy') continue;
-      if (outcome === 'down') {
-        busy.splice(busy.indexOf(idx), 1);
-        down.add(idx);
-        this.metrics.fallovers.inc({ reason: 'unreachable' });
-        continue;
-      }
-      if (outcome.order) {
-        this.metrics.lockWaitSeconds.observe((Date.now() - started) / 1000);
-        return outcome.order;
-      }
-      busy.splice(busy.indexOf(idx), 1);
-      this.metrics.fallovers.inc({ reason: 'empty' });
     }
     return null;
   }
 
+  /**
+   * Every segment this order could try is held by this process, or it holds all it may: only a
+   * local release or a holder taking this order as a rider can help, and both wake it at once, so
+   * it need not poll on the retry delay.
+   */
+  private waitsPatiently(productId: number, busy: ReadonlySet<number>): boolean {
+    return this.locking.atCapacity(productId) || [...busy].every((i) => this.locking.heldHere(productId, i));
+  }
+
+  /** After a wake-up that served nothing: one attempt at a busy segment that this process does not hold. */
+  private async tryOneBusy(search: Search, busy: ReadonlySet<number>, end: WaitEnd<RideAnswer>, rotation: { turn: number }): Promise<Wake> {
+    const { product, req } = search;
+    // At capacity: a holder here will take this order as a rider, or a release wake it.
+    if (this.locking.atCapacity(product.id)) return { kind: 'again' };
+    const free = [...busy].filter((i) => !this.locking.heldHere(product.id, i));
+    if (free.length === 0) return { kind: 'again' };
+    // The segment just released here if it is one of ours, else the busy ones in turn.
+    const released = end.kind === 'released' ? end.segment : null;
+    const idx = released !== null && free.includes(released) ? released : free[rotation.turn++ % free.length];
+    const tried = await this.locking.attempt(product, idx, req);
+    switch (tried.kind) {
+      case 'sold':
+        return { kind: 'sold', order: tried.order };
+      case 'short':
+        return { kind: 'empty', segment: idx };
+      case 'busy':
+        return { kind: 'again' };
+      case 'down':
+        return { kind: 'unreachable', segment: idx };
+      default:
+        return unreachable(tried);
+    }
+  }
+
+  /** PostgreSQL's word on what is left: SOLD_OUT when it is less than q (flagged when nothing is left), else the layout. */
+  private async authoritativeLayout(search: Search): Promise<Layout> {
+    const { product, req } = search;
+    this.metrics.authoritativeChecks.inc();
+    const layout = await this.stock.readLayout(product.id);
+    if (!layout) throw new SoldOutError(0, req.quantity); // deleted under us: nothing to sell
+    const remaining = layout.segments.reduce((sum, s) => sum + s.stock, 0);
+    if (remaining < req.quantity) {
+      if (remaining === 0) await this.locking.soldOut(product.id, search.pass);
+      throw new SoldOutError(remaining, req.quantity);
+    }
+    return layout;
+  }
+
   /** q over several segments, the fullest first; null when they no longer hold q between them. */
-  private async tryManySegments(product: ProductInfo, req: PlaceOrder, segments: Array<{ idx: number; stock: number }>): Promise<OrderRow | null> {
-    const picked = pickSegmentsFor(req.quantity, segments);
+  private async sellSpread(search: Search, segments: Array<{ idx: number; stock: number }>): Promise<OrderRow | null> {
+    const picked = pickSegmentsFor(search.req.quantity, segments);
     if (!picked) return null;
-    return this.locking.sellSpread(product, picked, req);
+    return this.locking.sellSpread(search.product, picked, search.req);
+  }
+
+  /** The units are there, behind a Redis Cluster master that does not answer: UNAVAILABLE, not SOLD_OUT. */
+  private refuseIfBehindDownMasters(search: Search, reachable: Array<{ idx: number; stock: number }>): void {
+    if (search.down.size > 0 && reachable.reduce((sum, s) => sum + s.stock, 0) < search.req.quantity) {
+      throw new UnavailableError('redis', this.http.retryAfterS, new Error(`segments ${[...search.down].join(', ')}: lock master unreachable`));
+    }
+  }
+}
+
+/**
+ * One order's search for its units, from allocate down: what it learned on the way and when it
+ * gives up. Each step reads it; firstPass and waitForBusy add to `down`, allocate replaces
+ * `product` when PostgreSQL shows a new layout.
+ */
+interface Search {
+  readonly req: PlaceOrder;
+  readonly pass: OrderPass;
+  /** The product as this order knows it. */
+  product: ProductInfo;
+  /** LOCK_WAIT_MS after the search began: with MAX_LAYOUT_ROUNDS, the bound on lost races. */
+  readonly deadline: number;
+  /** Segments whose lock master (Redis Cluster) could not be reached during this order, in the current layout. */
+  readonly down: Set<number>;
+}
+
+/** The first pass over the segments: sold, or not, with the segments that were busy. */
+type FirstPass = { kind: 'sold'; order: OrderRow } | { kind: 'unsold'; busy: number[] };
+
+/** What one wake-up of a waiting order came to. */
+type Wake = { kind: 'sold'; order: OrderRow } | { kind: 'empty'; segment: number } | { kind: 'unreachable'; segment: number } | { kind: 'again' };
+
+/** After the authoritative read: single segments again (all but those that hold q skipped), or q spread over several. */
+type NextStep = { kind: 'singles'; skip: ReadonlySet<number> } | { kind: 'spread'; over: Array<{ idx: number; stock: number }> };
+
+function nextStep(search: Search, layout: Layout): NextStep {
+  const reachable = layout.segments.filter((s) => !search.down.has(s.idx));
+  const fitting = new Set(reachable.filter((s) => s.stock >= search.req.quantity).map((s) => s.idx));
+  if (fitting.size === 0) return { kind: 'spread', over: reachable };
+  return { kind: 'singles', skip: new Set(layout.segments.map((s) => s.idx).filter((i) => !fitting.has(i))) };
+}
+
+/** A holder of this process served the waiting order in its own hold (group commit): its answer, as a wake-up. */
+function servedAnswer(answer: RideAnswer, quantity: number): Wake {
+  switch (answer.kind) {
+    case 'sold':
+      return { kind: 'sold', order: answer.order };
+    case 'alreadyOrdered':
+      throw new AlreadyOrderedError();
+    case 'failed':
+      throw answer.error;
+    case 'short':
+      // Too small for this order, or gone: not worth waiting for. Else it is worth another try.
+      return answer.remaining === null || answer.remaining < quantity ? { kind: 'empty', segment: answer.segment } : { kind: 'again' };
+    default:
+      return unreachable(answer);
   }
 }
 

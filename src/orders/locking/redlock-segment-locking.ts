@@ -6,8 +6,9 @@
 // asking again (RedisReachability), so a dead or frozen master costs few calls, not one per order.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Injectable } from '@nestjs/common';
-import { BenchmarkConfig, HttpConfig, LocksConfig } from '../../config/app-config';
-import { AlreadyOrderedError, BusyError, UnavailableError } from '../../common/domain-errors';
+import { BenchmarkConfig, LocksConfig } from '../../config/app-config';
+import { AlreadyOrderedError, UnavailableError } from '../../common/domain-errors';
+import { unreachable } from '../../common/unreachable';
 import type { ProductInfo } from '../../inventory/product.types';
 import { StockHintsService } from '../../inventory/stock-hints.service';
 import { RedisReachability } from '../../infrastructure/redis-reachability';
@@ -16,9 +17,9 @@ import { HeldLock, LockService } from '../../locks/lock.service';
 import { LocalLockBoard, WaitEnd } from '../../locks/local-lock-board';
 import { MetricsService } from '../../metrics/metrics.service';
 import { OrderGateService } from '../order-gate.service';
-import { BatchAttempt, BatchEntry, OrderRow, SegmentAttempt, UncertainBatch } from '../order.types';
+import { BatchAttempt, BatchEntry, BatchResult, OrderRow, SegmentAttempt, UncertainBatch } from '../order.types';
 import { SaleWritesRepository } from '../repositories/sale-writes.repository';
-import { OrderPass, PlaceOrder, RideAnswer, SegmentLocking } from './segment-locking';
+import { OrderPass, PlaceOrder, RideAnswer, SegmentLocking, SegmentTry } from './segment-locking';
 
 /**
  * The safety timer of a patient wait. Such a wait ends on a local release or a ride; the timer
@@ -26,6 +27,9 @@ import { OrderPass, PlaceOrder, RideAnswer, SegmentLocking } from './segment-loc
  * segment too small for its quantity) can cost the others.
  */
 const PATIENT_WAIT_MS = 200;
+
+/** A try at a segment's Redis lock: held (sell now), busy, or down (its cluster master is unreachable). */
+type SegmentLock = { kind: 'held'; held: HeldLock } | { kind: 'busy' } | { kind: 'down' };
 
 @Injectable()
 export class RedlockSegmentLocking extends SegmentLocking {
@@ -36,7 +40,6 @@ export class RedlockSegmentLocking extends SegmentLocking {
 
   constructor(
     private readonly lockConfig: LocksConfig,
-    private readonly http: HttpConfig,
     private readonly benchmark: BenchmarkConfig,
     private readonly gate: OrderGateService,
     private readonly hints: StockHintsService,
@@ -88,48 +91,81 @@ export class RedlockSegmentLocking extends SegmentLocking {
   }
 
   /** Under the segment's Redis lock; a segment found empty is remembered so later orders skip it. */
-  async attempt(product: ProductInfo, idx: number, req: PlaceOrder): Promise<SegmentAttempt | 'busy' | 'down'> {
+  async attempt(product: ProductInfo, idx: number, req: PlaceOrder): Promise<SegmentTry> {
     // Held (or being taken) by another request of this very process: busy, no Redis round trip.
-    if (this.board.isHeld(product.id, idx)) return 'busy';
+    if (this.board.isHeld(product.id, idx)) return { kind: 'busy' };
     const key = lockKeys.segment(product.id, idx);
     const master = this.reach.masterOf(key);
-    if (this.reach.isDown(master)) return 'down';
+    if (this.reach.isDown(master)) return { kind: 'down' };
     this.board.hold(product.id, idx);
-    let held: HeldLock | null = null;
+    let lock: SegmentLock;
     try {
-      try {
-        held = await this.locks.tryAcquire(key, this.lockConfig.ttlMs);
-      } catch (err) {
-        if (!(err instanceof UnavailableError)) throw err;
-        this.metrics.lockAttempts.inc({ master, outcome: 'unreachable' });
-        if (this.reach.sharded) {
-          this.reach.markDown(master, err);
-          return 'down';
-        }
-        // Outside a cluster every segment has the same lock masters, and they are lost: the orders
-        // of this process queued for the product would otherwise meet the same timeout one after
-        // another, each when a hold frees up (a frozen Redis kept some waiting for seconds).
-        for (const rider of this.board.takeRiders(product.id, Number.MAX_SAFE_INTEGER)) rider.serve({ error: err });
-        throw err;
+      lock = await this.lockSegment(product.id, key, master);
+    } catch (err) {
+      this.board.abandon(product.id, idx);
+      throw err;
+    }
+    switch (lock.kind) {
+      case 'busy':
+      case 'down':
+        this.board.abandon(product.id, idx);
+        return lock;
+      case 'held':
+        return this.sellHeld(product, idx, req, lock.held);
+      default:
+        return unreachable(lock);
+    }
+  }
+
+  /**
+   * One try at the segment's Redis lock. Throws UnavailableError when the lock masters are lost
+   * outside a cluster (see below); on a cluster only this master is, and the segment is down.
+   */
+  private async lockSegment(productId: number, key: string, master: string): Promise<SegmentLock> {
+    let held: HeldLock | null;
+    try {
+      held = await this.locks.tryAcquire(key, this.lockConfig.ttlMs);
+    } catch (err) {
+      if (!(err instanceof UnavailableError)) throw err;
+      this.metrics.lockAttempts.inc({ master, outcome: 'unreachable' });
+      if (this.reach.sharded) {
+        this.reach.markDown(master, err);
+        return { kind: 'down' };
       }
-      this.reach.markUp(master);
-      this.metrics.lockAttempts.inc({ master, outcome: held ? 'acquired' : 'busy' });
-      if (!held) {
-        this.metrics.lockBusy.inc();
-        return 'busy';
-      }
+      // Outside a cluster every segment has the same lock masters, and they are lost: the orders
+      // of this process queued for the product would otherwise meet the same timeout one after
+      // another, each when a hold frees up (a frozen Redis kept some waiting for seconds).
+      for (const rider of this.board.takeRiders(productId, Number.MAX_SAFE_INTEGER)) rider.serve({ kind: 'failed', error: err });
+      throw err;
+    }
+    this.reach.markUp(master);
+    this.metrics.lockAttempts.inc({ master, outcome: held ? 'acquired' : 'busy' });
+    if (!held) {
+      this.metrics.lockBusy.inc();
+      return { kind: 'busy' };
+    }
+    return { kind: 'held', held };
+  }
+
+  /**
+   * Sells in a hold of the segment's lock, then lets the lock go. A hold whose lock was lost on
+   * the way (its extension failed: see LockService) still answers with its sale: the conditional
+   * UPDATE decided it in PostgreSQL, and the lock only kept other orders off the row meanwhile.
+   * What the loss changes is the hand-off: the segment's lock may be another process's by now, so
+   * it is not handed to a waiter here (who would only find it busy in Redis); waiters here keep
+   * their own timers.
+   */
+  private async sellHeld(product: ProductInfo, idx: number, req: PlaceOrder, held: HeldLock): Promise<SegmentAttempt> {
+    try {
       const outcome = await this.sellInHold(product, idx, req);
       if (outcome.remaining === null || outcome.remaining === 0) this.rememberEmpty(product, idx);
       return outcome;
     } finally {
-      if (held) {
-        // Sent now, its reply not awaited: on each master's connection the release is queued ahead
-        // of any acquire that a woken local waiter sends next, and the order needs nothing from it.
-        void this.locks.release(held);
-        this.board.release(product.id, idx);
-      } else {
-        this.board.abandon(product.id, idx);
-      }
+      // Sent now, its reply not awaited: on each master's connection the release is queued ahead
+      // of any acquire that a woken local waiter sends next, and the order needs nothing from it.
+      void this.locks.release(held);
+      if (held.lost) this.board.abandon(product.id, idx);
+      else this.board.release(product.id, idx);
     }
   }
 
@@ -159,34 +195,60 @@ export class RedlockSegmentLocking extends SegmentLocking {
    * hold, after a sale and before any answer; an empty segment is let go at once.
    */
   private async sellInHold(product: ProductInfo, idx: number, req: PlaceOrder): Promise<SegmentAttempt> {
-    const hold = this.benchmark.orderHoldMs;
     const riders = this.board.takeRiders(product.id, this.lockConfig.batchMax - 1);
     if (riders.length === 0) {
       const outcome = await this.orders.sellFromSegment(product.id, idx, req.quantity, req.userId);
-      if (hold > 0 && outcome.order) await sleep(hold);
+      if (this.benchmark.orderHoldMs > 0 && outcome.kind === 'sold') await sleep(this.benchmark.orderHoldMs);
       return outcome;
     }
-    let batch: BatchAttempt | undefined;
-    let failure = (_entry: number): unknown => new BusyError('the lock holder failed before serving this order', this.http.retryAfterS);
+    let batch: BatchAttempt;
     try {
       batch = await this.orders.sellBatch(product.id, idx, [req, ...riders.map((r) => r.ride)]);
-      this.metrics.batchSize.observe(riders.length + 1);
-      if (hold > 0 && batch.results.some((r) => 'order' in r)) await sleep(hold);
     } catch (err) {
       // A lost reply: every order of the batch settles its own outcome, in its own request.
-      failure = (entry) => (err instanceof UncertainBatch ? err.writes[entry] : err);
+      const failure = (entry: number): unknown => (err instanceof UncertainBatch ? err.writes[entry] : err);
+      riders.forEach((r, i) => r.serve({ kind: 'failed', error: failure(i + 1) }));
       throw failure(0);
-    } finally {
-      // Every rider is answered exactly once, whatever happened to the batch.
-      const done = batch;
-      riders.forEach((r, i) => r.serve(done ? { segment: idx, result: done.results[i + 1], remaining: done.remaining } : { error: failure(i + 1) }));
     }
-    const own = batch.results[0];
-    if ('alreadyOrdered' in own) throw new AlreadyOrderedError();
-    return 'order' in own ? { order: own.order, remaining: batch.remaining } : { remaining: batch.remaining };
+    try {
+      this.metrics.batchSize.observe(riders.length + 1);
+      if (this.benchmark.orderHoldMs > 0 && batch.results.some((r) => r.kind === 'sold')) await sleep(this.benchmark.orderHoldMs);
+    } finally {
+      // Every rider is answered exactly once, with its own entry's result.
+      riders.forEach((r, i) => r.serve(rideAnswer(batch.results[i + 1], idx, batch.remaining)));
+    }
+    return ownAttempt(batch.results[0], batch.remaining);
   }
 
   private rememberEmpty(product: ProductInfo, idx: number): void {
     this.hints.markEmpty(product.id, product.layoutVersion, idx).catch(() => this.metrics.dependencyErrors.inc({ dependency: 'redis' }));
+  }
+}
+
+/** A rider's entry of the batch, as the answer that ends its wait. */
+function rideAnswer(result: BatchResult, segment: number, remaining: number | null): RideAnswer {
+  switch (result.kind) {
+    case 'sold':
+      return { kind: 'sold', order: result.order };
+    case 'alreadyOrdered':
+      return { kind: 'alreadyOrdered' };
+    case 'short':
+      return { kind: 'short', segment, remaining };
+    default:
+      return unreachable(result);
+  }
+}
+
+/** The holder's own entry of the batch, as the try at the segment it made. */
+function ownAttempt(result: BatchResult, remaining: number | null): SegmentAttempt {
+  switch (result.kind) {
+    case 'sold':
+      return { kind: 'sold', order: result.order, remaining };
+    case 'alreadyOrdered':
+      throw new AlreadyOrderedError();
+    case 'short':
+      return { kind: 'short', remaining };
+    default:
+      return unreachable(result);
   }
 }

@@ -36,14 +36,15 @@ export class RowLockSegmentLocking extends SegmentLocking {
     return false;
   }
 
-  attempt(product: ProductInfo, idx: number, req: PlaceOrder): Promise<SegmentAttempt | 'busy'> {
+  /** Never busy and never down: the row lock waits, and there is no Redis. */
+  attempt(product: ProductInfo, idx: number, req: PlaceOrder): Promise<SegmentAttempt> {
     return this.orders.sellFromSegment(product.id, idx, req.quantity, req.userId, this.benchmark.orderHoldMs);
   }
 
   /** Never reached (a try is never busy); kept total for the interface. */
   async wait(): Promise<WaitEnd<RideAnswer>> {
     await sleep(this.lockConfig.retryDelayMs);
-    return { timedOut: true };
+    return { kind: 'timedOut' };
   }
 
   heldHere(): boolean {

@@ -1,9 +1,11 @@
 // How an order holds a segment while it sells from it. The mode is chosen once, at start, from
 // STOCK_LOCKING (see orders.module.ts), so the order algorithm in orders.service.ts reads top to
-// bottom without asking which mode it runs in.
+// bottom without asking which mode it runs in. The types an order carries through a mode (its
+// request, its pass, what a try at a segment and a wait came to) live here, below both the order
+// path and the gate, which import them from here.
 import type { ProductInfo } from '../../inventory/product.types';
 import type { WaitEnd } from '../../locks/local-lock-board';
-import type { BatchResult, OrderRow, SegmentAttempt } from '../order.types';
+import type { OrderRow, SegmentAttempt } from '../order.types';
 
 export interface PlaceOrder {
   userId: string;
@@ -11,18 +13,34 @@ export interface PlaceOrder {
   quantity: number;
 }
 
-/** An order on its way: its user lock (if the mode has one) and the segments known empty. */
+/** An order on its way: its user lock (if the mode has one) and the hints it opened with. */
 export interface OrderPass {
   userId: string;
   /** The user lock's token; null when the mode has none or its Redis was unreachable. */
   token: string | null;
+  /** Segments known empty in the product's current layout. */
   empty: Set<number>;
   /** The product's stock generation when the order opened (see StockHintsService); null when the mode keeps no hints. */
   generation: number | null;
 }
 
-/** What a lock holder tells an order it served in its own hold (group commit). */
-export type RideAnswer = { segment: number; result: BatchResult; remaining: number | null } | { error: unknown };
+/**
+ * One try at one segment: the sale from it (sold or short), or no sale tried: busy (another
+ * holder has it), or down (its lock lives on a Redis Cluster master that cannot be reached; other
+ * segments may sell).
+ */
+export type SegmentTry = SegmentAttempt | { kind: 'busy' } | { kind: 'down' };
+
+/**
+ * What a lock holder tells an order it served in its own hold (group commit): its order, a
+ * refusal because the user already holds one, the segment too small for it (with what the segment
+ * has left; null when it no longer exists), or the failure of the holder's statement.
+ */
+export type RideAnswer =
+  | { kind: 'sold'; order: OrderRow }
+  | { kind: 'alreadyOrdered' }
+  | { kind: 'short'; segment: number; remaining: number | null }
+  | { kind: 'failed'; error: unknown };
 
 export abstract class SegmentLocking {
   /** Opens an order: the user lock and the hints where the mode has them. */
@@ -40,11 +58,8 @@ export abstract class SegmentLocking {
   /** True when this process holds as many of the product's segments as it may at once: wait, and ride in one of those holds. */
   abstract atCapacity(productId: number): boolean;
 
-  /**
-   * One try at one segment: an order, what the segment has left (empty, too small, gone), busy, or
-   * down: its lock lives on a Redis Cluster master that cannot be reached (other segments may sell).
-   */
-  abstract attempt(product: ProductInfo, idx: number, req: PlaceOrder): Promise<SegmentAttempt | 'busy' | 'down'>;
+  /** One try at one segment (see SegmentTry). */
+  abstract attempt(product: ProductInfo, idx: number, req: PlaceOrder): Promise<SegmentTry>;
 
   /**
    * Waits for a chance at a busy segment: a release here, a holder that served this order, or the

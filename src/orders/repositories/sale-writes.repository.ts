@@ -126,7 +126,9 @@ export class SaleWritesRepository {
           [productId, idx, q, userId],
         );
         const remaining = row.remaining === null ? null : Number(row.remaining);
-        return row.id === null ? { remaining } : { order: order(row.id, row.created_at as Date, row.expires_at as Date), remaining };
+        return row.id === null
+          ? { kind: 'short', remaining }
+          : { kind: 'sold', order: order(row.id, row.created_at as Date, row.expires_at as Date), remaining };
       } catch (err) {
         throw writeFailure(err) === 'unknown' ? uncertain(err) : this.mapped(err);
       }
@@ -138,11 +140,11 @@ export class SaleWritesRepository {
       )) as [Array<{ stock: string }>, number];
       if (updated[1] === 0) {
         const [seg] = (await tx.query('SELECT stock FROM stock_segments WHERE product_id = $1 AND idx = $2', [productId, idx])) as Array<{ stock: string }>;
-        return { remaining: seg ? Number(seg.stock) : null };
+        return { kind: 'short' as const, remaining: seg ? Number(seg.stock) : null };
       }
       await sleep(holdInTxMs);
       const [ins] = await this.insertOrder(tx, tag, productId, userId, q, [{ segment: idx, quantity: q }]);
-      return { order: order(ins.id, ins.created_at, ins.expires_at), remaining: Number(updated[0][0].stock) };
+      return { kind: 'sold' as const, order: order(ins.id, ins.created_at, ins.expires_at), remaining: Number(updated[0][0].stock) };
     });
   }
 
@@ -202,11 +204,11 @@ export class SaleWritesRepository {
       const s = sold.get(e.userId);
       if (s) {
         sold.delete(e.userId); // a second entry of the same user (no user lock) is a duplicate
-        return { order: reserved(s.id, productId, e.userId, e.quantity, [{ segment: idx, quantity: e.quantity }], s.createdAt, s.expiresAt) };
+        return { kind: 'sold', order: reserved(s.id, productId, e.userId, e.quantity, [{ segment: idx, quantity: e.quantity }], s.createdAt, s.expiresAt) };
       }
       // Held before this statement, or inserted concurrently (chosen, then skipped by ON CONFLICT).
-      if (held.has(e.userId) || chosen.has(e.userId)) return { alreadyOrdered: true };
-      return { short: true };
+      if (held.has(e.userId) || chosen.has(e.userId)) return { kind: 'alreadyOrdered' };
+      return { kind: 'short' };
     });
     return { results, remaining };
   }
