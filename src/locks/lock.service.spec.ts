@@ -9,8 +9,12 @@ import { UnavailableError } from '../common/domain-errors';
 import { LockService } from './lock.service';
 
 type Status = 'ready' | 'reconnecting';
-/** The lock masters as the service sees them: only their connection state matters here. */
-const masters: Array<{ status: Status }> = [{ status: 'ready' }, { status: 'ready' }, { status: 'ready' }];
+/**
+ * The lock masters as the service sees them: their connection state, and their answer to the PING
+ * that asks a long-silent master whether it lives (none by default: a frozen master).
+ */
+const masters: Array<{ status: Status; ping: jest.Mock }> = [0, 1, 2].map(() => ({ status: 'ready', ping: jest.fn() }));
+beforeEach(() => masters.forEach((m) => m.ping.mockReset().mockRejectedValue(new Error('Command timed out'))));
 /** One master's vote against: the error Redlock recorded, and the state its connection is in. */
 type Vote = { error: Error; status: Status };
 
@@ -74,12 +78,34 @@ describe('LockService.tryAcquire', () => {
     await expect(service().tryAcquire('k', 1000)).rejects.toBeInstanceOf(UnavailableError);
   });
 
-  it('should answer UNAVAILABLE once the masters that time out have been silent for two REDIS_TIMEOUT_MS', async () => {
+  it('should answer UNAVAILABLE once the masters that time out have been silent for two REDIS_TIMEOUT_MS and do not answer a PING', async () => {
     at(0);
     const locks = service();
     failWith(timedOut(), timedOut(), held());
     at(2 * REDIS_TIMEOUT_MS + 50);
     await expect(locks.tryAcquire('k', 1000)).rejects.toBeInstanceOf(UnavailableError);
+  });
+
+  it('should ask a long-silent master whose vote timed out whether it lives, once for all waiting orders, and call it slow when it answers', async () => {
+    at(0);
+    const locks = service();
+    masters.forEach((m) => m.ping.mockResolvedValue('PONG'));
+    failWith(timedOut(), timedOut(), closed());
+    at(2 * REDIS_TIMEOUT_MS + 50);
+    const orders = await Promise.all([locks.tryAcquire('k', 1000), locks.tryAcquire('k', 1000)]);
+    expect(orders).toEqual([null, null]);
+    expect(masters.map((m) => m.ping.mock.calls.length)).toEqual([1, 1, 0]);
+  });
+
+  it('should count a master lost without asking again for two REDIS_TIMEOUT_MS after its PING went unanswered', async () => {
+    at(0);
+    const locks = service();
+    failWith(timedOut(), timedOut(), held());
+    at(2 * REDIS_TIMEOUT_MS + 50);
+    await expect(locks.tryAcquire('k', 1000)).rejects.toBeInstanceOf(UnavailableError);
+    at(3 * REDIS_TIMEOUT_MS);
+    await expect(locks.tryAcquire('k', 1000)).rejects.toBeInstanceOf(UnavailableError);
+    expect(masters.map((m) => m.ping.mock.calls.length)).toEqual([1, 1, 0]);
   });
 
   it('should take a timed-out vote on a Redis Cluster for its shard lost (UNAVAILABLE), however recently the cluster answered', async () => {

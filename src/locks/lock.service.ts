@@ -68,6 +68,10 @@ export class LockService implements OnModuleInit {
   private readonly redlock: Redlock;
   /** When each lock master last answered a vote (for or against): the evidence that it lives. */
   private readonly lastHeard = new Map<RedisClient, number>();
+  /** A master's PING in flight, asked whether it lives (see silent), resolving true when it answered. */
+  private readonly probes = new Map<RedisClient, Promise<boolean>>();
+  /** When a master last failed to answer such a PING. */
+  private readonly probeFailedAt = new Map<RedisClient, number>();
   /** A master silent for longer than this is taken for lost, its timed-out votes with it. */
   private readonly silenceMs: number;
   /**
@@ -199,7 +203,7 @@ export class LockService implements OnModuleInit {
     // Redlock refuses at once, with no vote, to extend a lock whose validity has run out.
     if (err.attempts.length === 0) return 'expired';
     const stats = await err.attempts[err.attempts.length - 1];
-    return this.quorumStands(stats) ? 'not_held' : 'unreachable';
+    return (await this.quorumStands(stats)) ? 'not_held' : 'unreachable';
   }
 
   /**
@@ -218,15 +222,16 @@ export class LockService implements OnModuleInit {
   }
 
   /** Whether enough masters of a failed vote are alive (by what their votes say) for a quorum. */
-  private quorumStands(stats: ExecutionStats, now = Date.now()): boolean {
+  private async quorumStands(stats: ExecutionStats, now = Date.now()): Promise<boolean> {
     const dissents = [...stats.votesAgainst].map(([master, err]) => ({ master, dissent: dissentOf(err, master) }));
     this.heard(stats.votesFor, now);
     for (const { master, dissent } of dissents) if (dissent.kind === 'held') this.lastHeard.set(master, now);
-    const lost = dissents.filter(({ master, dissent }) => this.isLost(master, dissent, now)).length;
+    const verdicts = await Promise.all(dissents.map(({ master, dissent }) => this.isLost(master, dissent, now)));
+    const lost = verdicts.filter((isLost) => isLost).length;
     return stats.membershipSize - lost >= stats.quorumSize;
   }
 
-  private isLost(master: RedisClient, dissent: Dissent, now: number): boolean {
+  private async isLost(master: RedisClient, dissent: Dissent, now: number): Promise<boolean> {
     switch (dissent.kind) {
       case 'held':
       case 'slotMoved':
@@ -235,10 +240,43 @@ export class LockService implements OnModuleInit {
       case 'disconnected':
         return true;
       case 'noReply':
-        return this.timeoutMeansLost || now - (this.lastHeard.get(master) ?? 0) > this.silenceMs;
+        return this.timeoutMeansLost || (await this.silent(master, now));
       default:
         return unreachable(dissent);
     }
+  }
+
+  /**
+   * A master whose vote timed out: frozen, or only slow? A vote it answered within silenceMs says
+   * slow. Without one (the first burst after a quiet spell) a timeout alone does not say: on a
+   * loaded machine a live master's reply can miss REDIS_TIMEOUT_MS, and taking it for lost told
+   * orders UNAVAILABLE with two live masters of three (the quorum fault spec under two busy loops,
+   * 3 orders in 1 run of 13). So the master is asked once: a PING, one in flight per master and
+   * shared by every order that needs the answer. A reply means slow; none within REDIS_TIMEOUT_MS
+   * means lost, and for the next silenceMs its timeouts count as lost without asking again, so a
+   * frozen master costs an order at most one more timeout.
+   */
+  private async silent(master: RedisClient, now: number): Promise<boolean> {
+    if (now - (this.lastHeard.get(master) ?? 0) <= this.silenceMs) return false;
+    if (now - (this.probeFailedAt.get(master) ?? -Infinity) <= this.silenceMs) return true;
+    let probe = this.probes.get(master);
+    if (!probe) {
+      probe = master
+        .ping()
+        .then(
+          () => {
+            this.lastHeard.set(master, Date.now());
+            return true;
+          },
+          () => {
+            this.probeFailedAt.set(master, Date.now());
+            return false;
+          },
+        )
+        .finally(() => this.probes.delete(master));
+      this.probes.set(master, probe);
+    }
+    return !(await probe);
   }
 
   private heard(clients: Iterable<RedisClient>, now = Date.now()): void {
