@@ -1,7 +1,7 @@
 // The order path: user lock, random segment, fall over when busy or empty, bounded wait when every
 // live segment is busy, an authoritative read before SOLD_OUT, and several segments when no single
 // one holds the quantity. How a segment is held (Redlock and group commit, or PostgreSQL row locks
-// alone) is the SegmentLocking provider chosen at start. See README "Design" for why each step is there.
+// alone) is the SegmentLocking provider chosen at start. See docs/order-path.md for why each step is there.
 import { Injectable } from '@nestjs/common';
 import { HttpConfig, LocksConfig } from '../config/app-config';
 import {
