@@ -256,8 +256,13 @@ describe('benchmark (quick path)', () => {
     // refusal (the sold-out board's poll is per process and time, not per refusal).
     expect(r.metrics.soldOutInProcess).toBeGreaterThanOrEqual(0.95 * r.metrics.soldOut!);
     expect(c.perUnit.redisScripts).toBeLessThan(0.05);
-    expect(c.perUnit.pgStatements).not.toBeNull();
-    expect(c.perUnit.pgStatements!).toBeLessThan(0.05);
+    // PostgreSQL: the statements a process runs by the clock whatever the load (the board's poll,
+    // 40 a second at the default SOLD_OUT_STALE_MS, the expiry sweep, product reads: 50 a second is
+    // the allowance) and next to none per refusal. Not a bound per refusal alone: on a loaded
+    // machine fewer refusals fit in the window and the clock's statements weigh more on each
+    // (0.18-0.2 per refusal seen at a load average of 9-15).
+    expect(c.totals.pgStatements).not.toBeNull();
+    expect(c.totals.pgStatements!).toBeLessThan(0.05 * c.units + 50 * r.workers * c.windowS);
     expect(c.perUnit.pgWriteTransactions).toBeLessThan(0.01);
     for (const v of [c.perUnit.targetCpuUs!, c.perUnit.pgCpuUs!, c.perUnit.redisCpuUs]) {
       expect(Number.isFinite(v)).toBe(true);
