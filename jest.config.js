@@ -16,13 +16,26 @@ const typescript = ['ts-jest', { tsconfig: 'tsconfig.json' }];
 // nested under a CommonJS package: content-disposition under @fastify/static (Swagger's UI) and
 // cookie under light-my-request (Fastify's inject). The outer package is named too: a file is
 // skipped when the first package of its path is not listed.
-const esmPackages = ['@nestjs', 'file-type', '@standard-schema', 'jose', '@fastify/static', 'content-disposition', 'light-my-request', 'cookie'];
+const esmPackages = [
+  '@nestjs',
+  'file-type',
+  '@standard-schema',
+  'jose',
+  '@fastify/static',
+  'content-disposition',
+  'light-my-request',
+  'cookie',
+];
 const esmToCommonJs = [
   'babel-jest',
   {
     babelrc: false,
     configFile: false,
-    plugins: [require.resolve('./test/support/babel-esm-to-cjs.js'), '@babel/plugin-transform-modules-commonjs', 'babel-plugin-transform-import-meta'],
+    plugins: [
+      require.resolve('./test/support/babel-esm-to-cjs.js'),
+      '@babel/plugin-transform-modules-commonjs',
+      'babel-plugin-transform-import-meta',
+    ],
   },
 ];
 

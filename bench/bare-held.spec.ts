@@ -10,22 +10,41 @@ const options: PlanOptions = { ...planOptions, peers: ['bare-held'], soldOut: fa
 
 const row = (s: Partial<ScenarioResult>): ScenarioResult => scenarioRow({ batchMax: 1, groups: ['batch'], ...s });
 
-const reportWith = (scenarios: ScenarioResult[]) => reportOf(options, 'node dist/bench/run.js --peers bare-held', scenarios, false);
+const reportWith = (scenarios: ScenarioResult[]) =>
+  reportOf(options, 'node dist/bench/run.js --peers bare-held', scenarios, false);
 
 const service = [
   row({ id: 'redlock-w1-b1-h20-s1', holdMs: 20, segments: 1, ordersPerSec: 40 }),
   row({ id: 'redlock-w1-b1-h20-s20', holdMs: 20, segments: 20, ordersPerSec: 700 }),
 ];
 const bare = [
-  row({ id: 'bare-h20-s1', target: 'bare', batchMax: null, groups: ['speed'], holdMs: 20, segments: 1, ordersPerSec: 38 }),
-  row({ id: 'bare-h20-s20', target: 'bare', batchMax: null, groups: ['speed'], holdMs: 20, segments: 20, ordersPerSec: 684 }),
+  row({
+    id: 'bare-h20-s1',
+    target: 'bare',
+    batchMax: null,
+    groups: ['speed'],
+    holdMs: 20,
+    segments: 1,
+    ordersPerSec: 38,
+  }),
+  row({
+    id: 'bare-h20-s20',
+    target: 'bare',
+    batchMax: null,
+    groups: ['speed'],
+    holdMs: 20,
+    segments: 20,
+    ordersPerSec: 684,
+  }),
 ];
 const segmentsTarget = (r: BenchmarkReport) => targets(r).find((t) => t.target.includes('segments >= 19x one lock'))!;
 
 describe('the bare peer with its lock held (bare-held)', () => {
   it('should start the bare peer once at the target hold and load it on one segment and on the speed segments', () => {
     const configs = plan(options).filter((c) => c.target === 'bare');
-    expect(configs.map((c) => [c.locking, c.holdMs, c.workers, c.batchMax])).toEqual([['redlock', BARE_HELD_MS, 1, null]]);
+    expect(configs.map((c) => [c.locking, c.holdMs, c.workers, c.batchMax])).toEqual([
+      ['redlock', BARE_HELD_MS, 1, null],
+    ]);
     expect(configs[0].scenarios.map((s) => [s.id, s.segments])).toEqual([
       ['bare-h20-s1', 1],
       ['bare-h20-s20', 20],

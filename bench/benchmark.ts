@@ -19,7 +19,16 @@ import { RedisSetups } from './redis-setups';
 import { redisSetupsSection, writeReports } from './report';
 import { createProductInDb, createProductViaApi, plan, runScenario, warmUp } from './scenarios';
 import { ProcessPeak, RssSampler, ServiceRedis, serviceReads, startService } from './service';
-import { BenchmarkReport, PEER_NAMES, PeerName, PlanOptions, ProcessConfig, RunContext, ScenarioResult, ServiceRun } from './types';
+import {
+  BenchmarkReport,
+  PEER_NAMES,
+  PeerName,
+  PlanOptions,
+  ProcessConfig,
+  RunContext,
+  ScenarioResult,
+  ServiceRun,
+} from './types';
 
 export interface BenchmarkOptions {
   /** Seconds of load per steady-state scenario. */
@@ -100,7 +109,10 @@ export interface BenchmarkOptions {
 }
 
 export type ResolvedOptions = Required<
-  Omit<BenchmarkOptions, 'databaseUrl' | 'redisUrl' | 'signal' | 'log' | 'sweep' | 'batchMax' | 'batchSweep' | 'holdsMax'>
+  Omit<
+    BenchmarkOptions,
+    'databaseUrl' | 'redisUrl' | 'signal' | 'log' | 'sweep' | 'batchMax' | 'batchSweep' | 'holdsMax'
+  >
 > & {
   sweep: number[] | null;
   batchMax: number | null;
@@ -238,7 +250,9 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
     checkAbort();
     await runMigrations(databaseUrl);
     const machine = await machineInfo(databaseUrl, redisUrl);
-    log(`machine: ${machine.cores} cores, ${machine.memoryGb} GB, Node ${machine.node}, ${machine.postgres.split(' on ')[0]}, Redis ${machine.redis}`);
+    log(
+      `machine: ${machine.cores} cores, ${machine.memoryGb} GB, Node ${machine.node}, ${machine.postgres.split(' on ')[0]}, Redis ${machine.redis}`,
+    );
 
     const db = new Client({ connectionString: databaseUrl });
     // Without a listener a server-side disconnect (PostgreSQL stopped by Ctrl-C) would crash the process before cleanup.
@@ -246,7 +260,9 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
     await db.connect();
     cleanups.push(() => withTimeout(db.end(), 5000, 'closing the PostgreSQL connection'));
     // Where the server loads it (the embedded one does), the costs count read-only statements too.
-    await db.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements').catch(() => log('note: no pg_stat_statements: statements are not counted'));
+    await db
+      .query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements')
+      .catch(() => log('note: no pg_stat_statements: statements are not counted'));
     const costs = await CostProbe.open(db, redisUrl);
     cleanups.push(() => Promise.resolve(costs.close()));
 
@@ -256,7 +272,9 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
       sweep: opts.sweep,
       sweepHold: opts.sweepHold,
       peer: opts.peer,
-      sale: opts.sale ? { stock: opts.saleStock, segments: opts.saleSegments, buyers: opts.saleBuyers, holdMs: opts.sweepHold } : null,
+      sale: opts.sale
+        ? { stock: opts.saleStock, segments: opts.saleSegments, buyers: opts.saleBuyers, holdMs: opts.sweepHold }
+        : null,
       returns: opts.returns
         ? {
             stock: opts.saleStock,
@@ -282,7 +300,9 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
     };
     const configs = plan(planOptions);
     const total = configs.reduce((n, c) => n + c.scenarios.length, 0);
-    log(`${total} scenarios in ${configs.length} process starts, ${opts.connections} connections, ${opts.duration} s each`);
+    log(
+      `${total} scenarios in ${configs.length} process starts, ${opts.connections} connections, ${opts.duration} s each`,
+    );
     // Until the service reads ORDER_BATCH_MAX, the group-commit rows measure the same code as ORDER_BATCH_MAX=1.
     const batchMaxRead = serviceReads('ORDER_BATCH_MAX', root);
     if (!batchMaxRead) log('note: the built service does not read ORDER_BATCH_MAX; its rows differ only in name');
@@ -312,14 +332,18 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
       const stopIt = async () => {
         peaks = sampler.stop();
         await proc.stop();
-        writeFileSync(join(logDir, `${String(index + 1).padStart(2, '0')}.log`), `${describe(config, opts.holdsMax)}\n\n${proc.output()}`);
+        writeFileSync(
+          join(logDir, `${String(index + 1).padStart(2, '0')}.log`),
+          `${describe(config, opts.holdsMax)}\n\n${proc.output()}`,
+        );
       };
       cleanups.push(stopIt);
       try {
         const ctx: RunContext = {
           url: proc.url,
           target: config.target,
-          createProduct: config.target === 'service' ? (p) => createProductViaApi(proc.url, adminToken, p) : createProductInDb(db),
+          createProduct:
+            config.target === 'service' ? (p) => createProductViaApi(proc.url, adminToken, p) : createProductInDb(db),
           db,
           redisUrl,
           workers: config.workers,
@@ -422,7 +446,12 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
         returns: planOptions.returns,
         steadyStock: opts.steadyStock,
         warmUpS: opts.warmUp,
-        lock: { ttlMs: opts.lockTtlMs, waitMs: opts.lockWaitMs, retryDelayMs: opts.lockRetryDelayMs, retryJitterMs: opts.lockRetryJitterMs },
+        lock: {
+          ttlMs: opts.lockTtlMs,
+          waitMs: opts.lockWaitMs,
+          retryDelayMs: opts.lockRetryDelayMs,
+          retryJitterMs: opts.lockRetryJitterMs,
+        },
         dependencies: {
           postgres: opts.databaseUrl ? 'given DATABASE_URL' : 'embedded (started by the bench)',
           redis: opts.redisUrl ? 'given REDIS_URL' : 'redis-server (started by the bench)',
@@ -442,10 +471,15 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
   }
 }
 
-const REDIS_DESCRIBED = { single: '', quorum: ' Redis: Redlock quorum of 3 (REDIS_LOCK_URLS)', cluster: ' Redis: 3-master cluster (REDIS_CLUSTER_NODES)' };
+const REDIS_DESCRIBED = {
+  single: '',
+  quorum: ' Redis: Redlock quorum of 3 (REDIS_LOCK_URLS)',
+  cluster: ' Redis: 3-master cluster (REDIS_CLUSTER_NODES)',
+};
 
 function describe(c: ProcessConfig, holdsMax: number | null): string {
-  if (c.target !== 'service') return `peer ${c.target}${c.target === 'bare' ? `: STOCK_LOCKING=${c.locking}` : ':'} ORDER_HOLD_MS=${c.holdMs}`;
+  if (c.target !== 'service')
+    return `peer ${c.target}${c.target === 'bare' ? `: STOCK_LOCKING=${c.locking}` : ':'} ORDER_HOLD_MS=${c.holdMs}`;
   return `service: STOCK_LOCKING=${c.locking} ORDER_HOLD_MS=${c.holdMs} WORKERS=${c.workers} ORDER_BATCH_MAX=${c.batchMax ?? '(unset)'}${holdsMax !== null ? ` ORDER_HOLDS_MAX=${holdsMax}` : ''}${c.expirySweepMs !== null ? ` EXPIRY_SWEEP_MS=${c.expirySweepMs}` : ''}${REDIS_DESCRIBED[c.redis]}`;
 }
 
@@ -463,7 +497,12 @@ function startTarget(
   x: { databaseUrl: string; redis: ServiceRedis; adminToken: string; opts: ResolvedOptions; signal?: AbortSignal },
 ): Promise<Started> {
   const { opts } = x;
-  const locks = { lockTtlMs: opts.lockTtlMs, lockWaitMs: opts.lockWaitMs, lockRetryDelayMs: opts.lockRetryDelayMs, lockRetryJitterMs: opts.lockRetryJitterMs };
+  const locks = {
+    lockTtlMs: opts.lockTtlMs,
+    lockWaitMs: opts.lockWaitMs,
+    lockRetryDelayMs: opts.lockRetryDelayMs,
+    lockRetryJitterMs: opts.lockRetryJitterMs,
+  };
   if (c.target === 'service') {
     if (c.locking === 'lua') throw new Error('the service has no lua mode');
     return startService(
@@ -486,7 +525,13 @@ function startTarget(
   if (!('url' in x.redis) || x.redis.lockUrls) throw new Error('a peer runs on the one redis-server only');
   return startPeer(
     c.target,
-    { databaseUrl: x.databaseUrl, redisUrl: x.redis.url, locking: c.locking === 'database' ? 'database' : 'redlock', holdMs: c.holdMs, ...locks },
+    {
+      databaseUrl: x.databaseUrl,
+      redisUrl: x.redis.url,
+      locking: c.locking === 'database' ? 'database' : 'redlock',
+      holdMs: c.holdMs,
+      ...locks,
+    },
     x.signal,
   );
 }

@@ -13,7 +13,9 @@ describe('costs', () => {
   });
 
   it("should add user and system CPU of Redis's INFO cpu", () => {
-    expect(parseRedisCpu('# CPU\r\nused_cpu_sys:1.250000\r\nused_cpu_user:2.500000\r\nused_cpu_sys_children:9.0\r\n')).toBeCloseTo(3.75);
+    expect(
+      parseRedisCpu('# CPU\r\nused_cpu_sys:1.250000\r\nused_cpu_user:2.500000\r\nused_cpu_sys_children:9.0\r\n'),
+    ).toBeCloseTo(3.75);
   });
 
   it('should read utime, stime, cutime and cstime from /proc/<pid>/stat, whatever the command name holds', () => {
@@ -64,19 +66,39 @@ describe('costs', () => {
 
   it('should sum the calls and CPU of every server of a setup, and keep each server apart', () => {
     const at = (calls: number[], cpu: number[]): CostSnapshot => {
-      const servers = calls.map((n, i) => ({ server: `redis://127.0.0.1:700${i}`, redisCalls: { evalsha: n, pexpire: n / 2, info: 5 }, redisCpuS: cpu[i] }));
-      return { atMs: 0, ...sumRedis(servers), redisServers: servers, pgNextXid: 0, pgWalBytes: 0, pgCpuS: null, targetCpuS: null };
+      const servers = calls.map((n, i) => ({
+        server: `redis://127.0.0.1:700${i}`,
+        redisCalls: { evalsha: n, pexpire: n / 2, info: 5 },
+        redisCpuS: cpu[i],
+      }));
+      return {
+        atMs: 0,
+        ...sumRedis(servers),
+        redisServers: servers,
+        pgNextXid: 0,
+        pgWalBytes: 0,
+        pgCpuS: null,
+        targetCpuS: null,
+      };
     };
     const before = at([100, 200, 300], [1, 2, 3]);
     expect(before.redisCalls).toEqual({ evalsha: 600, pexpire: 300, info: 15 });
     expect(before.redisCpuS).toBe(6);
     const c = costDeltas(before, at([150, 300, 300], [1.001, 2.002, 3]), 'order', 50);
     // 50 + 100 + 0 scripts, each with half as many PEXPIREs inside; the probe's INFO left out.
-    expect(c.totals).toMatchObject({ redisScripts: 150, redisCommands: 225, redisByCommand: { evalsha: 150, pexpire: 75 } });
+    expect(c.totals).toMatchObject({
+      redisScripts: 150,
+      redisCommands: 225,
+      redisByCommand: { evalsha: 150, pexpire: 75 },
+    });
     expect(c.perUnit.redisScripts).toBe(3);
     expect(c.perUnit.redisCpuUs).toBeCloseTo(60);
     expect(c.redisServers!.map((x) => x.perUnit.redisScripts)).toEqual([1, 2, 0]);
-    expect(c.redisServers!.map((x) => x.server)).toEqual(['redis://127.0.0.1:7000', 'redis://127.0.0.1:7001', 'redis://127.0.0.1:7002']);
+    expect(c.redisServers!.map((x) => x.server)).toEqual([
+      'redis://127.0.0.1:7000',
+      'redis://127.0.0.1:7001',
+      'redis://127.0.0.1:7002',
+    ]);
     expect(c.redisServers![1].perUnit.redisCpuUs).toBeCloseTo(40);
     // One server: the totals are its own, no per-server list.
     expect(costDeltas(at([100], [1]), at([150], [1.001]), 'order', 50).redisServers).toBeUndefined();

@@ -164,7 +164,8 @@ const allCalls = (byCommand: Record<string, number>) => Object.values(byCommand)
 /** Call tables and CPU summed over servers: what a setup of several servers costs as a whole. */
 export function sumRedis(readings: RedisServerReading[]): { redisCalls: Record<string, number>; redisCpuS: number } {
   const redisCalls: Record<string, number> = {};
-  for (const r of readings) for (const [name, n] of Object.entries(r.redisCalls)) redisCalls[name] = (redisCalls[name] ?? 0) + n;
+  for (const r of readings)
+    for (const [name, n] of Object.entries(r.redisCalls)) redisCalls[name] = (redisCalls[name] ?? 0) + n;
   return { redisCalls, redisCpuS: readings.reduce((s, r) => s + r.redisCpuS, 0) };
 }
 
@@ -175,7 +176,11 @@ function serverDeltas(before: CostSnapshot, after: CostSnapshot, units: number):
   if (!a || !b || a.length < 2 || a.length !== b.length || a.some((x, i) => x.server !== b[i].server)) return undefined;
   return a.map((x, i) => {
     const byCommand = callDelta(b[i].redisCalls, x.redisCalls);
-    const totals = { redisScripts: scriptCalls(byCommand), redisCommands: allCalls(byCommand), redisCpuS: x.redisCpuS - b[i].redisCpuS };
+    const totals = {
+      redisScripts: scriptCalls(byCommand),
+      redisCommands: allCalls(byCommand),
+      redisCpuS: x.redisCpuS - b[i].redisCpuS,
+    };
     return {
       server: x.server,
       totals,
@@ -188,7 +193,12 @@ function serverDeltas(before: CostSnapshot, after: CostSnapshot, units: number):
   });
 }
 
-export function costDeltas(before: CostSnapshot, after: CostSnapshot, unit: ScenarioCosts['unit'], units: number): ScenarioCosts {
+export function costDeltas(
+  before: CostSnapshot,
+  after: CostSnapshot,
+  unit: ScenarioCosts['unit'],
+  units: number,
+): ScenarioCosts {
   const byCommand = callDelta(before.redisCalls, after.redisCalls);
   const redisScripts = scriptCalls(byCommand);
   const redisCommands = allCalls(byCommand);
@@ -199,7 +209,8 @@ export function costDeltas(before: CostSnapshot, after: CostSnapshot, unit: Scen
     redisByCommand: byCommand,
     redisCpuS: after.redisCpuS - before.redisCpuS,
     pgWriteTransactions: after.pgNextXid - before.pgNextXid,
-    pgStatements: after.pgStatements == null || before.pgStatements == null ? null : after.pgStatements - before.pgStatements,
+    pgStatements:
+      after.pgStatements == null || before.pgStatements == null ? null : after.pgStatements - before.pgStatements,
     pgWalBytes: after.pgWalBytes - before.pgWalBytes,
     pgCpuS: minus(after.pgCpuS, before.pgCpuS),
     targetCpuS: minus(after.targetCpuS, before.targetCpuS),

@@ -3,7 +3,13 @@
 import type { ScenarioCosts } from './costs';
 import { DoorRow, doorTargets, merge } from './door';
 
-function row(id: string, okStatus: number, ok: number, elapsedS: number, perUnit: Partial<ScenarioCosts['perUnit']> = {}): DoorRow {
+function row(
+  id: string,
+  okStatus: number,
+  ok: number,
+  elapsedS: number,
+  perUnit: Partial<ScenarioCosts['perUnit']> = {},
+): DoorRow {
   return {
     id,
     start: 'plain',
@@ -36,7 +42,10 @@ function row(id: string, okStatus: number, ok: number, elapsedS: number, perUnit
 
 describe('merge', () => {
   it('should add answers and time, and weigh costs per answer by answers', () => {
-    const m = merge([row('r', 410, 1000, 1, { pgStatements: 0.01, targetCpuUs: 100 }), row('r', 410, 3000, 2, { pgStatements: 0.002, targetCpuUs: 200 })]);
+    const m = merge([
+      row('r', 410, 1000, 1, { pgStatements: 0.01, targetCpuUs: 100 }),
+      row('r', 410, 3000, 2, { pgStatements: 0.002, targetCpuUs: 200 }),
+    ]);
     expect(m.answers).toBe(4000);
     expect(m.elapsedS).toBe(3);
     expect(m.perSec).toBeCloseTo(4000 / 3);
@@ -65,8 +74,14 @@ describe('doorTargets', () => {
   const byName = new Map(doorTargets(rows).map((t) => [t.name, t]));
 
   it('should compare refusals and 429s with the floor of the same start', () => {
-    expect(byName.get('410 to distinct buyers / GET /health/live (same process)')).toMatchObject({ measured: 0.8, ok: true });
-    expect(byName.get('409 to holders asking again / GET /health/live (same process)')).toMatchObject({ measured: 0.4, ok: false });
+    expect(byName.get('410 to distinct buyers / GET /health/live (same process)')).toMatchObject({
+      measured: 0.8,
+      ok: true,
+    });
+    expect(byName.get('409 to holders asking again / GET /health/live (same process)')).toMatchObject({
+      measured: 0.4,
+      ok: false,
+    });
     expect(byName.get('429 / GET /health/live (same process)')).toMatchObject({ measured: 0.75, ok: true });
     expect(byName.get('service CPU per GET /health/live / per 429 (same process)')!.measured).toBeCloseTo(100 / 140);
   });

@@ -77,15 +77,27 @@ export function doorTargets(rows: DoorRow[]): DoorTarget[] {
     ok: sense === '>=' ? measured >= target : measured <= target,
   });
   return [
-    t('410 to distinct buyers / GET /health/live (same process)', rate('sold-out-410') / rate('health-live-plain'), 0.7),
+    t(
+      '410 to distinct buyers / GET /health/live (same process)',
+      rate('sold-out-410') / rate('health-live-plain'),
+      0.7,
+    ),
     t('service CPU per GET /health/live / per 410 (same process)', cpu('health-live-plain') / cpu('sold-out-410'), 0.7),
-    t('409 to holders asking again / GET /health/live (same process)', rate('already-ordered-409') / rate('health-live-plain'), 0.5),
+    t(
+      '409 to holders asking again / GET /health/live (same process)',
+      rate('already-ordered-409') / rate('health-live-plain'),
+      0.5,
+    ),
     t('PostgreSQL statements per 410', per('sold-out-410', 'pgStatements'), 0.01, '<='),
     t('Redis commands per 410', per('sold-out-410', 'redisCommands'), 0.01, '<='),
     t('PostgreSQL statements per 409', per('already-ordered-409', 'pgStatements'), 0.01, '<='),
     t('Redis commands per 409', per('already-ordered-409', 'redisCommands'), 0.01, '<='),
     t('429 / GET /health/live (same process)', rate('rate-limited-429') / rate('health-live-limited'), 0.7),
-    t('service CPU per GET /health/live / per 429 (same process)', cpu('health-live-limited') / cpu('rate-limited-429'), 0.7),
+    t(
+      'service CPU per GET /health/live / per 429 (same process)',
+      cpu('health-live-limited') / cpu('rate-limited-429'),
+      0.7,
+    ),
     t('orders/s with HS256 identity / without', rate('orders-hs256') / rate('orders-plain'), 0.9),
   ];
 }
@@ -103,7 +115,9 @@ export function renderDoor(r: DoorReport): string {
       'Costs per answer: PostgreSQL statements from pg_stat_statements (read-only ones included; the sold-out board polls once per SOLD_OUT_STALE_MS / 4 whatever the load, and those polls are in), Redis commands from INFO commandstats, service CPU from /proc.',
   );
   out.push('');
-  out.push('| row | start | what | answers | answers/s | p50 ms | p99 ms | PG statements / answer | Redis commands / answer | service CPU µs / answer |');
+  out.push(
+    '| row | start | what | answers | answers/s | p50 ms | p99 ms | PG statements / answer | Redis commands / answer | service CPU µs / answer |',
+  );
   out.push('|---|---|---|--:|--:|--:|--:|--:|--:|--:|');
   for (const x of r.rows) {
     const p = x.costs.perUnit;
@@ -114,7 +128,8 @@ export function renderDoor(r: DoorReport): string {
   out.push('');
   out.push('| target | measured | wanted | |');
   out.push('|---|--:|--:|---|');
-  for (const t of r.targets) out.push(`| ${t.name} | ${f(t.measured, 3)} | ${t.sense} ${t.target} | ${t.ok ? 'pass' : 'MISSED'} |`);
+  for (const t of r.targets)
+    out.push(`| ${t.name} | ${f(t.measured, 3)} | ${t.sense} ${t.target} | ${t.ok ? 'pass' : 'MISSED'} |`);
   out.push('');
   out.push(
     `Memory: a sold-out product with ${r.memory.holders} live orders, learnt by a process in ${f(r.memory.learnMs)} ms (one statement), ` +
@@ -171,7 +186,8 @@ export function merge(parts: DoorRow[]): DoorRow {
   const ok = parts.reduce((n, p) => n + (p.statusCounts[String(p.okStatus)] ?? 0), 0);
   const elapsedS = parts.reduce((n, p) => n + p.elapsedS, 0);
   const statusCounts: Record<string, number> = {};
-  for (const p of parts) for (const [k, v] of Object.entries(p.statusCounts)) statusCounts[k] = (statusCounts[k] ?? 0) + v;
+  for (const p of parts)
+    for (const [k, v] of Object.entries(p.statusCounts)) statusCounts[k] = (statusCounts[k] ?? 0) + v;
   const weighted = (get: (p: DoorRow) => number | null | undefined): number | null => {
     if (parts.some((p) => get(p) == null)) return null;
     return answers === 0 ? 0 : parts.reduce((n, p) => n + (get(p) as number) * p.answers, 0) / answers;
@@ -212,7 +228,11 @@ async function metricValue(svc: ServiceProcess, name: string): Promise<number> {
 }
 
 async function order(svc: ServiceProcess, body: unknown, headers: Record<string, string> = {}): Promise<number> {
-  const r = await fetch(`${svc.url}/orders`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+  const r = await fetch(`${svc.url}/orders`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify(body),
+  });
   await r.arrayBuffer();
   return r.status;
 }
@@ -231,7 +251,15 @@ async function untilRefusedFromMemory(svc: ServiceProcess, productId: number, pr
 }
 
 async function warmUp(ctx: Ctx, svc: ServiceProcess, seconds: number): Promise<void> {
-  await runLoad({ url: svc.url, get: '/health/live', okStatus: 200, connections: ctx.connections, durationS: seconds, timeoutS: 20, label: 'warm-up' });
+  await runLoad({
+    url: svc.url,
+    get: '/health/live',
+    okStatus: 200,
+    connections: ctx.connections,
+    durationS: seconds,
+    timeoutS: 20,
+    label: 'warm-up',
+  });
 }
 
 async function heapUsedMb(svc: ServiceProcess): Promise<number> {
@@ -248,7 +276,9 @@ function entryMb(holders: number): number | null {
   gc();
   const before = process.memoryUsage().heapUsed;
   // As the snapshot hands them over: user ids of the length a real one has, order ids as numbers.
-  const entry = new Map<string, number>(Array.from({ length: holders }, (_, i) => [`memory-buyer-${i}`, 1_000_000 + i]));
+  const entry = new Map<string, number>(
+    Array.from({ length: holders }, (_, i) => [`memory-buyer-${i}`, 1_000_000 + i]),
+  );
   gc();
   const mb = (process.memoryUsage().heapUsed - before) / 1e6;
   if (entry.size !== holders) throw new Error('unreachable');
@@ -257,7 +287,11 @@ function entryMb(holders: number): number | null {
 
 /** A product of `holders` units, sold out straight in PostgreSQL (a fixture), then learnt by the process. */
 async function boardMemory(ctx: Ctx, svc: ServiceProcess, holders: number): Promise<DoorReport['memory']> {
-  const productId = await createProductViaApi(svc.url, ADMIN_TOKEN, { name: 'door memory', stock: holders, segments: 20 });
+  const productId = await createProductViaApi(svc.url, ADMIN_TOKEN, {
+    name: 'door memory',
+    stock: holders,
+    segments: 20,
+  });
   await ctx.db.query(
     `INSERT INTO orders (product_id, user_id, quantity, allocations, status, expires_at)
      SELECT $1, 'memory-buyer-' || g, 1, jsonb_build_array(jsonb_build_object('segment', g % 20, 'quantity', 1)), 'reserved', now() + interval '1 hour'
@@ -283,7 +317,9 @@ async function main(): Promise<void> {
     },
   });
   if (values.help) {
-    process.stdout.write('npm run bench:door -- [--duration S (8)] [--connections N (100)] [--holders N (100000)] [--out DIR (bench/results)]\n');
+    process.stdout.write(
+      'npm run bench:door -- [--duration S (8)] [--connections N (100)] [--holders N (100000)] [--out DIR (bench/results)]\n',
+    );
     return;
   }
   const durationS = Number(values.duration ?? 8);
@@ -333,11 +369,15 @@ async function main(): Promise<void> {
     // Rows compared with each other are measured interleaved (A, B, A, B, half the time each) in the
     // same process, or in alternating starts: a one-off slow second, or a start that lands on a
     // busier moment of this shared machine, then weighs on both sides alike.
-    type Part = [Omit<DoorRow, 'answers' | 'elapsedS' | 'perSec' | 'statusCounts' | 'latencyMs' | 'costs'>, Partial<LoadSpec>];
+    type Part = [
+      Omit<DoorRow, 'answers' | 'elapsedS' | 'perSec' | 'statusCounts' | 'latencyMs' | 'costs'>,
+      Partial<LoadSpec>,
+    ];
     const interleaved = async (svc: ServiceProcess, parts: Part[], rounds = 2): Promise<DoorRow[]> => {
       const measured: DoorRow[][] = parts.map(() => []);
       for (let r = 0; r < rounds; r++) {
-        for (const [i, [row, load]] of parts.entries()) measured[i].push(await measure({ ...ctx, durationS: durationS / rounds }, svc, row, load));
+        for (const [i, [row, load]] of parts.entries())
+          measured[i].push(await measure({ ...ctx, durationS: durationS / rounds }, svc, row, load));
       }
       return measured.map(merge);
     };
@@ -345,7 +385,9 @@ async function main(): Promise<void> {
     // 1. Identity off, no limits: the floor and the refusals, interleaved; then the orders.
     let svc = await start({});
     const soldOut = await createProductViaApi(svc.url, ADMIN_TOKEN, { name: 'door sold out', stock: 20, segments: 20 });
-    for (let i = 0; i < 20; i++) if ((await order(svc, { userId: `holder-${i}`, productId: soldOut })) !== 201) throw new Error('the sell-out failed');
+    for (let i = 0; i < 20; i++)
+      if ((await order(svc, { userId: `holder-${i}`, productId: soldOut })) !== 201)
+        throw new Error('the sell-out failed');
     await untilRefusedFromMemory(svc, soldOut, 'teach');
     // Unmeasured: the refusal path compiled by the JIT before it is timed, as the floor's was.
     await runLoad({
@@ -363,12 +405,24 @@ async function main(): Promise<void> {
       ...(await interleaved(svc, [
         [{ id: 'health-live-plain', start: 'plain', what: 'GET /health/live', okStatus: 200 }, { get: '/health/live' }],
         [
-          { id: 'sold-out-410', start: 'plain', what: 'POST /orders, sold-out product, distinct buyers (a body per request)', okStatus: 410 },
+          {
+            id: 'sold-out-410',
+            start: 'plain',
+            what: 'POST /orders, sold-out product, distinct buyers (a body per request)',
+            okStatus: 410,
+          },
           { bodyOf: () => JSON.stringify({ userId: `late-${late++}`, productId: soldOut }) },
         ],
         [
-          { id: 'already-ordered-409', start: 'plain', what: 'POST /orders, sold-out product, its 20 holders again (20 fixed bodies)', okStatus: 409 },
-          { bodies: Array.from({ length: 20 }, (_, i) => JSON.stringify({ userId: `holder-${i}`, productId: soldOut })) },
+          {
+            id: 'already-ordered-409',
+            start: 'plain',
+            what: 'POST /orders, sold-out product, its 20 holders again (20 fixed bodies)',
+            okStatus: 409,
+          },
+          {
+            bodies: Array.from({ length: 20 }, (_, i) => JSON.stringify({ userId: `holder-${i}`, productId: soldOut })),
+          },
         ],
       ])),
     );
@@ -384,10 +438,17 @@ async function main(): Promise<void> {
     let buyer = 0;
     const ordersOf = async (identity: boolean): Promise<DoorRow> => {
       svc = await start(identity ? { BUYER_JWT_SECRET: JWT_SECRET } : {});
-      const productId = await createProductViaApi(svc.url, ADMIN_TOKEN, { name: 'door orders', stock: 10_000_000, segments: 20 });
+      const productId = await createProductViaApi(svc.url, ADMIN_TOKEN, {
+        name: 'door orders',
+        stock: 10_000_000,
+        segments: 20,
+      });
       // Every request takes the next buyer (and token): no buyer orders twice, the warm-ups' included.
       const load: Partial<LoadSpec> = identity
-        ? { bodyOf: () => JSON.stringify({ productId }), headersOf: () => ({ authorization: `Bearer ${tokens[next++ % tokens.length]}` }) }
+        ? {
+            bodyOf: () => JSON.stringify({ productId }),
+            headersOf: () => ({ authorization: `Bearer ${tokens[next++ % tokens.length]}` }),
+          }
         : {
             bodyOf: () => JSON.stringify({ userId: `buyer-${buyer++}`, productId }),
             headersOf: () => ({ authorization: `Bearer ${tokens[buyer % tokens.length]}` }),
@@ -397,7 +458,12 @@ async function main(): Promise<void> {
         { ...ctx, durationS: durationS / 2 },
         svc,
         identity
-          ? { id: 'orders-hs256', start: 'identity', what: 'POST /orders, distinct buyers each with an HS256 token, 20 segments', okStatus: 201 }
+          ? {
+              id: 'orders-hs256',
+              start: 'identity',
+              what: 'POST /orders, distinct buyers each with an HS256 token, 20 segments',
+              okStatus: 201,
+            }
           : {
               id: 'orders-plain',
               start: 'plain',
@@ -413,7 +479,8 @@ async function main(): Promise<void> {
     // on the same cores, does the same work for both and the difference is the service's.
     const count = 40_000;
     log(`signing ${count} buyer tokens ...`);
-    for (let i = 0; i < count; i++) tokens.push(await new SignJWT({ sub: `jwt-buyer-${i}`, exp }).setProtectedHeader({ alg: 'HS256' }).sign(key));
+    for (let i = 0; i < count; i++)
+      tokens.push(await new SignJWT({ sub: `jwt-buyer-${i}`, exp }).setProtectedHeader({ alg: 'HS256' }).sign(key));
     const plainRuns: DoorRow[] = [];
     const identityRuns: DoorRow[] = [];
     for (let round = 0; round < 2; round++) {
@@ -433,12 +500,28 @@ async function main(): Promise<void> {
       startsAt: new Date(Date.now() + 3_600_000).toISOString(),
     });
     const eager = [JSON.stringify({ userId: 'eager', productId: later })];
-    await runLoad({ url: svc.url, bodies: eager, okStatus: 429, connections, durationS: 2, timeoutS: 20, label: 'warm-up 429s' });
+    await runLoad({
+      url: svc.url,
+      bodies: eager,
+      okStatus: 429,
+      connections,
+      durationS: 2,
+      timeoutS: 20,
+      label: 'warm-up 429s',
+    });
     rows.push(
       ...(await interleaved(svc, [
-        [{ id: 'health-live-limited', start: 'limited', what: 'GET /health/live', okStatus: 200 }, { get: '/health/live' }],
         [
-          { id: 'rate-limited-429', start: 'limited', what: 'POST /orders, one user over RATE_LIMIT_USER=1 (one fixed body)', okStatus: 429 },
+          { id: 'health-live-limited', start: 'limited', what: 'GET /health/live', okStatus: 200 },
+          { get: '/health/live' },
+        ],
+        [
+          {
+            id: 'rate-limited-429',
+            start: 'limited',
+            what: 'POST /orders, one user over RATE_LIMIT_USER=1 (one fixed body)',
+            okStatus: 429,
+          },
           { bodies: eager },
         ],
       ])),

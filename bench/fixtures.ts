@@ -48,12 +48,25 @@ export const scenarioRow = (s: Partial<ScenarioResult>): ScenarioResult =>
   }) as ScenarioResult;
 
 /** A report of these scenarios under `options`, run with `command`. */
-export function reportOf(options: PlanOptions, command: string, scenarios: ScenarioResult[], quick = true): BenchmarkReport {
+export function reportOf(
+  options: PlanOptions,
+  command: string,
+  scenarios: ScenarioResult[],
+  quick = true,
+): BenchmarkReport {
   return {
     startedAt: '2026-11-22T00:00:00Z',
     finishedAt: '2026-11-22T00:01:00Z',
     command,
-    machine: { cores: 2, cpuModel: 'test', memoryGb: 4, os: 'Linux', node: 'v22', postgres: 'PostgreSQL 17', redis: '7.2.4' },
+    machine: {
+      cores: 2,
+      cpuModel: 'test',
+      memoryGb: 4,
+      os: 'Linux',
+      node: 'v22',
+      postgres: 'PostgreSQL 17',
+      redis: '7.2.4',
+    },
     settings: {
       ...options,
       quick,

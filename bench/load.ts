@@ -80,7 +80,10 @@ function summarise(h: RecordableHistogram): Latency | null {
 export function runLoad(spec: LoadSpec): Promise<LoadResult> {
   return new Promise((resolve, reject) => {
     let issued = 0;
-    const body = (n: number) => (spec.bodyOf ? spec.bodyOf(n) : JSON.stringify({ userId: `${spec.userPrefix ?? 'u'}${n}`, productId: spec.productId }));
+    const body = (n: number) =>
+      spec.bodyOf
+        ? spec.bodyOf(n)
+        : JSON.stringify({ userId: `${spec.userPrefix ?? 'u'}${n}`, productId: spec.productId });
     const okStatus = spec.okStatus ?? 201;
     const statusCounts: Record<string, number> = {};
     const latencies = createHistogram();
@@ -129,7 +132,12 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
         requests: spec.get
           ? [{ method: 'GET', path: spec.get }]
           : spec.bodies
-            ? spec.bodies.map((b) => ({ method: 'POST' as const, path: '/orders', headers: { 'content-type': 'application/json' }, body: b }))
+            ? spec.bodies.map((b) => ({
+                method: 'POST' as const,
+                path: '/orders',
+                headers: { 'content-type': 'application/json' },
+                body: b,
+              }))
             : [
                 {
                   method: 'POST',
@@ -138,7 +146,11 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
                   // Called for every request (not just once per connection), so no userId repeats.
                   setupRequest: (req) => {
                     const n = issued++;
-                    return { ...req, body: body(n), ...(spec.headersOf ? { headers: { ...req.headers, ...spec.headersOf(n) } } : {}) };
+                    return {
+                      ...req,
+                      body: body(n),
+                      ...(spec.headersOf ? { headers: { ...req.headers, ...spec.headersOf(n) } } : {}),
+                    };
                   },
                   // Only where asked for: autocannon reads every body anyway, this hands it over.
                   ...(spec.onAnswer ? { onResponse: spec.onAnswer } : {}),

@@ -79,7 +79,11 @@ function get(text: string, url: string, timeoutMs: number): Promise<string> {
     const req = http.get(url, { agent: false, headers: { connection: 'close' }, timeout: timeoutMs }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => (res.statusCode === 200 ? resolve(Buffer.concat(chunks).toString()) : reject(new Error(`${text}: HTTP ${res.statusCode}`))));
+      res.on('end', () =>
+        res.statusCode === 200
+          ? resolve(Buffer.concat(chunks).toString())
+          : reject(new Error(`${text}: HTTP ${res.statusCode}`)),
+      );
       res.on('error', reject);
     });
     req.on('timeout', () => req.destroy(new Error(`${text}: timed out`)));
@@ -91,7 +95,8 @@ function get(text: string, url: string, timeoutMs: number): Promise<string> {
 export async function snapshot(baseUrl: string, workers: number): Promise<MetricsSnapshot | null> {
   const scrapes: Samples[] = [];
   try {
-    for (let i = 0; i < workers; i++) scrapes.push(parsePrometheus(await get('GET /metrics', `${baseUrl}/metrics`, 5000)));
+    for (let i = 0; i < workers; i++)
+      scrapes.push(parsePrometheus(await get('GET /metrics', `${baseUrl}/metrics`, 5000)));
   } catch {
     return null;
   }
@@ -154,7 +159,11 @@ export function noMetrics(why: string): MetricDeltas {
  * scenario's product (only that product had traffic): one scrape (aggregated or one process) or
  * the sum over one scrape per worker. Anything else is labelled partial, not scaled up.
  */
-export function scenarioDeltas(before: MetricsSnapshot | null, after: MetricsSnapshot | null, ordersInDb: number): MetricDeltas {
+export function scenarioDeltas(
+  before: MetricsSnapshot | null,
+  after: MetricsSnapshot | null,
+  ordersInDb: number,
+): MetricDeltas {
   if (!before || !after || before.scrapes.length === 0 || after.scrapes.length === 0) {
     return { source: 'unavailable', note: 'GET /metrics did not answer', ...EMPTY };
   }
@@ -176,7 +185,15 @@ export function scenarioDeltas(before: MetricsSnapshot | null, after: MetricsSna
   // A one-worker view is still useful for the shape (busy vs empty fallovers), as long as it says so.
   const share = ordersInDb > 0 ? single.ordersCreated / ordersInDb : 0;
   if (single.ordersCreated >= 0 && share <= 1) {
-    return { source: 'partial', note: `one worker's counters: ${single.ordersCreated} of ${ordersInDb} orders (${(share * 100).toFixed(0)}%)`, ...single };
+    return {
+      source: 'partial',
+      note: `one worker's counters: ${single.ordersCreated} of ${ordersInDb} orders (${(share * 100).toFixed(0)}%)`,
+      ...single,
+    };
   }
-  return { source: 'unavailable', note: `counters inconsistent with PostgreSQL (${single.ordersCreated} vs ${ordersInDb} orders)`, ...EMPTY };
+  return {
+    source: 'unavailable',
+    note: `counters inconsistent with PostgreSQL (${single.ordersCreated} vs ${ordersInDb} orders)`,
+    ...EMPTY,
+  };
 }

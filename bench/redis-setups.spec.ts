@@ -33,7 +33,14 @@ describe('Redis setups: the plan', () => {
       ['redlock-w1-h0-s20-rc'],
       ['redlock-w1-b1-h0-s20-rc'],
     ]);
-    for (const c of added) expect(c.scenarios[0]).toMatchObject({ kind: 'steady', segments: 20, stock: 1_000_000, groups: ['redis-setups'], redis: c.redis });
+    for (const c of added)
+      expect(c.scenarios[0]).toMatchObject({
+        kind: 'steady',
+        segments: 20,
+        stock: 1_000_000,
+        groups: ['redis-setups'],
+        redis: c.redis,
+      });
     // The one redis-server's rows are the speed and group-commit scenarios, measured once.
     const all = configs.flatMap((c) => c.scenarios);
     for (const id of ['redlock-w1-h0-s20', 'redlock-w1-b1-h0-s20']) {
@@ -45,7 +52,9 @@ describe('Redis setups: the plan', () => {
 
   it('should start the one redis-server rows itself when neither the peers nor group commit run', () => {
     const configs = plan({ ...options, peers: [], batch: false, soldOut: false, holds: [20] });
-    const group = configs.flatMap((c) => c.scenarios.filter((s) => s.groups.includes('redis-setups')).map((s) => [s.id, c.redis]));
+    const group = configs.flatMap((c) =>
+      c.scenarios.filter((s) => s.groups.includes('redis-setups')).map((s) => [s.id, c.redis]),
+    );
     expect(group).toEqual([
       ['redlock-w1-h0-s20', 'single'],
       ['redlock-w1-b1-h0-s20', 'single'],
@@ -85,8 +94,19 @@ describe('Redis setups: the report', () => {
     }) as unknown as ScenarioCosts;
   const row = (s: Partial<ScenarioResult>): ScenarioResult => scenarioRow({ groups: ['redis-setups'], ...s });
   const report = reportOf(options, 'node dist/bench/run.js --quick --no-sweep', [
-    row({ id: 'redlock-w1-h0-s20', groups: ['speed', 'batch', 'redis-setups'], ordersPerSec: 1000, costs: costs(2, 20) }),
-    row({ id: 'redlock-w1-b1-h0-s20', batchMax: 1, groups: ['speed', 'batch', 'redis-setups'], ordersPerSec: 800, costs: costs(4, 40) }),
+    row({
+      id: 'redlock-w1-h0-s20',
+      groups: ['speed', 'batch', 'redis-setups'],
+      ordersPerSec: 1000,
+      costs: costs(2, 20),
+    }),
+    row({
+      id: 'redlock-w1-b1-h0-s20',
+      batchMax: 1,
+      groups: ['speed', 'batch', 'redis-setups'],
+      ordersPerSec: 800,
+      costs: costs(4, 40),
+    }),
     row({
       id: 'redlock-w1-h0-s20-rq',
       redis: 'quorum',
@@ -94,9 +114,22 @@ describe('Redis setups: the report', () => {
       latency201Ms: { mean: 20, p50: 20, p99: 80, max: 90 },
       costs: costs(6, 60, [3, 1.5, 1.5]),
     }),
-    row({ id: 'redlock-w1-b1-h0-s20-rq', redis: 'quorum', batchMax: 1, ordersPerSec: 400, costs: costs(12, 100, [6, 3, 3]) }),
+    row({
+      id: 'redlock-w1-b1-h0-s20-rq',
+      redis: 'quorum',
+      batchMax: 1,
+      ordersPerSec: 400,
+      costs: costs(12, 100, [6, 3, 3]),
+    }),
     row({ id: 'redlock-w1-h0-s20-rc', redis: 'cluster', ordersPerSec: 900, costs: costs(3, 30, [1.25, 0.75, 1]) }),
-    row({ id: 'redlock-w1-b1-h0-s20-rc', redis: 'cluster', batchMax: 1, ordersPerSec: 700, status: 'FAILED', costs: costs(5, 50, [2, 1.5, 1.5]) }),
+    row({
+      id: 'redlock-w1-b1-h0-s20-rc',
+      redis: 'cluster',
+      batchMax: 1,
+      ordersPerSec: 700,
+      status: 'FAILED',
+      costs: costs(5, 50, [2, 1.5, 1.5]),
+    }),
   ]);
 
   it('should give a row per setup and ORDER_BATCH_MAX, group commit first, with ratios to the one redis-server at the same ORDER_BATCH_MAX', () => {
@@ -118,7 +151,10 @@ describe('Redis setups: the report', () => {
     expect(x.rows[0].perServer).toBeNull();
     expect(x.rows[5]).toMatchObject({ status: 'FAILED', vsSingle: { ordersPerSec: 0.875, redisScripts: 1.25 } });
     expect(
-      redisSetupsSection({ ...report, scenarios: report.scenarios.filter((s) => !s.id.match(/-r[qc]$/)).map((s) => ({ ...s, groups: ['speed'] })) }),
+      redisSetupsSection({
+        ...report,
+        scenarios: report.scenarios.filter((s) => !s.id.match(/-r[qc]$/)).map((s) => ({ ...s, groups: ['speed'] })),
+      }),
     ).toBeNull();
   });
 
@@ -144,6 +180,8 @@ describe('Redis setups: the report', () => {
     expect(md).toMatch(/\| redlock-w1-h0-s20-rc \| order \| 1000 \| 400 \| 3\.00 \|/);
     const table = renderTable(report);
     expect(table).toContain('Redis setups: hold 0, 20 segments, service WORKERS=1');
-    expect(table).toMatch(/redlock-w1-h0-s20-rc\s+default\s+900\s+0\.90x\s+40\.0\s+3\.00\s+1\.50x\s+6\.00\s+30\.0\s+1\.50x\s+1\.25 \/ 0\.75 \/ 1\.00\s+ok/);
+    expect(table).toMatch(
+      /redlock-w1-h0-s20-rc\s+default\s+900\s+0\.90x\s+40\.0\s+3\.00\s+1\.50x\s+6\.00\s+30\.0\s+1\.50x\s+1\.25 \/ 0\.75 \/ 1\.00\s+ok/,
+    );
   });
 });

@@ -80,7 +80,10 @@ export class RedisSetups {
     return this.withProbe({ service: { clusterNodes: cluster.urls }, urls: cluster.urls }, () => cluster.stop());
   }
 
-  private async withProbe(x: { service: ServiceRedis; urls: string[] }, stopServers: () => Promise<void>): Promise<Held> {
+  private async withProbe(
+    x: { service: ServiceRedis; urls: string[] },
+    stopServers: () => Promise<void>,
+  ): Promise<Held> {
     let costs: CostProbe;
     try {
       costs = await CostProbe.open(this.db, x.urls);

@@ -11,7 +11,16 @@ import { autocannonTimeoutS, LoadResult, runLoad } from './load';
 import { scenarioDeltas, snapshot } from './metrics';
 import { auditProduct, Check, verify, waitQuiet } from '../harness/verify';
 import { BENCH_SHOP_TOKEN } from './service';
-import type { CallFigures, Fate, ReturnsFigures, ReturnsPlan, RunContext, ScenarioResult, ScenarioSpec, Spread } from './types';
+import type {
+  CallFigures,
+  Fate,
+  ReturnsFigures,
+  ReturnsPlan,
+  RunContext,
+  ScenarioResult,
+  ScenarioSpec,
+  Spread,
+} from './types';
 
 /** Pay and cancel calls in flight at once: the shop's backend, with a pool of its own. */
 export const BACKEND_CONCURRENCY = 32;
@@ -29,7 +38,9 @@ export function fateOf(k: number, stock: number, plan: Pick<ReturnsPlan, 'share'
   const before = Math.floor((k * returns) / stock);
   if (Math.floor(((k + 1) * returns) / stock) === before) return 'pay';
   const cancels = Math.round(returns * plan.cancelShare);
-  return Math.floor(((before + 1) * cancels) / returns) > Math.floor((before * cancels) / returns) ? 'cancel' : 'expire';
+  return Math.floor(((before + 1) * cancels) / returns) > Math.floor((before * cancels) / returns)
+    ? 'cancel'
+    : 'expire';
 }
 
 /** Nearest-rank percentiles of the values; null when there are none. */
@@ -80,13 +91,21 @@ class Backend {
       const started = process.hrtime.bigint();
       const chunks: Buffer[] = [];
       const done = (status: number, err?: Error) =>
-        resolve({ status, body: err ? err.message : Buffer.concat(chunks).toString(), ms: Number(process.hrtime.bigint() - started) / 1e6 });
+        resolve({
+          status,
+          body: err ? err.message : Buffer.concat(chunks).toString(),
+          ms: Number(process.hrtime.bigint() - started) / 1e6,
+        });
       const req = http.request(
         `${this.base}${path}`,
         {
           method: 'POST',
           agent: this.agent,
-          headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), authorization: `Bearer ${BENCH_SHOP_TOKEN}` },
+          headers: {
+            'content-type': 'application/json',
+            'content-length': Buffer.byteLength(payload),
+            authorization: `Bearer ${BENCH_SHOP_TOKEN}`,
+          },
         },
         (res) => {
           res.on('data', (c: Buffer) => chunks.push(c));
@@ -138,7 +157,12 @@ async function calls(
       latencyMs:
         latencies.count === 0
           ? null
-          : { p50: latencies.percentile(50) / 1000, p99: latencies.percentile(99) / 1000, max: latencies.max / 1000, mean: latencies.mean / 1000 },
+          : {
+              p50: latencies.percentile(50) / 1000,
+              p99: latencies.percentile(99) / 1000,
+              max: latencies.max / 1000,
+              mean: latencies.mean / 1000,
+            },
     },
   };
 }
@@ -172,7 +196,10 @@ interface OrderFact {
 }
 
 /** Every order of the product and its segments, timestamps by PostgreSQL's clock (ms since the epoch). */
-async function facts(ctx: RunContext, productId: number): Promise<{ orders: OrderFact[]; segments: Map<number, number> }> {
+async function facts(
+  ctx: RunContext,
+  productId: number,
+): Promise<{ orders: OrderFact[]; segments: Map<number, number> }> {
   const { rows } = await ctx.db.query(
     `SELECT id::text AS id, user_id, quantity, allocations, status,
             (extract(epoch FROM created_at) * 1000)::float8 AS created_ms,
@@ -214,7 +241,12 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
   const plan = spec.returnsPlan;
   const buyers = spec.buyers;
   if (!plan || !buyers) throw new Error(`${spec.id}: the sale with returns needs buyers and a returns plan`);
-  const productId = await ctx.createProduct({ name: `bench ${spec.id}`, stock: spec.stock, segments: spec.segments, paymentTimeoutS: plan.paymentTimeoutS });
+  const productId = await ctx.createProduct({
+    name: `bench ${spec.id}`,
+    stock: spec.stock,
+    segments: spec.segments,
+    paymentTimeoutS: plan.paymentTimeoutS,
+  });
   const before = await snapshot(ctx.url, ctx.workers);
   const timeoutS = autocannonTimeoutS(ctx.lockWaitMs);
   const backend = new Backend(ctx.url, timeoutS * 1000);
@@ -307,7 +339,13 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
     const endedAt = Date.now();
 
     // Abandoned requests (cut off when the resale stopped) are still served: wait for them as every scenario does.
-    const ordersInDb = await waitQuiet(ctx.db, productId, Math.max(500, spec.holdMs * 10), ctx.lockWaitMs + 10_000, ctx.signal);
+    const ordersInDb = await waitQuiet(
+      ctx.db,
+      productId,
+      Math.max(500, spec.holdMs * 10),
+      ctx.lockWaitMs + 10_000,
+      ctx.signal,
+    );
     const after = await snapshot(ctx.url, ctx.workers);
     const audit = await auditProduct(ctx.db, productId);
     const { orders, segments } = await facts(ctx, productId);
@@ -316,14 +354,19 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
     const firstPrefix = `b${productId}-`;
     const resalePrefix = `r${productId}-`;
     const firstOrders = orders.filter((o) => o.userId.startsWith(firstPrefix));
-    const resaleLive = orders.filter((o) => o.userId.startsWith(resalePrefix) && (o.status === 'reserved' || o.status === 'paid'));
+    const resaleLive = orders.filter(
+      (o) => o.userId.startsWith(resalePrefix) && (o.status === 'reserved' || o.status === 'paid'),
+    );
     const returned = orders.filter((o) => o.status === 'cancelled' || o.status === 'expired');
     const expired = orders.filter((o) => o.status === 'expired');
     const ids = (list: OrderFact[]) => new Set(list.map((o) => o.id));
     const statuses = { reserved: 0, paid: 0, cancelled: 0, expired: 0 };
     for (const o of orders) statuses[o.status]++;
     const units = (list: OrderFact[]) => list.reduce((s, o) => s + o.quantity, 0);
-    const returnedUnits = { cancelled: units(returned.filter((o) => o.status === 'cancelled')), expired: units(expired) };
+    const returnedUnits = {
+      cancelled: units(returned.filter((o) => o.status === 'cancelled')),
+      expired: units(expired),
+    };
     const returnedTotal = returnedUnits.cancelled + returnedUnits.expired;
 
     // Each unit's time back on sale: the k-th returned unit (by closed_at) against the k-th resold
@@ -351,7 +394,8 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
         latency201Ms: resale?.latency201 ?? null,
         paysStatusCounts: resalePaysStatus,
         firstReturnToSoldOutMs: lastSold !== null && backAt.length > 0 ? Math.max(0, lastSold - backAt[0]) : null,
-        lastReturnToSoldOutMs: lastSold !== null && backAt.length > 0 ? Math.max(0, lastSold - backAt[backAt.length - 1]) : null,
+        lastReturnToSoldOutMs:
+          lastSold !== null && backAt.length > 0 ? Math.max(0, lastSold - backAt[backAt.length - 1]) : null,
         onSaleMs: spread(onSale),
       },
       statuses,
@@ -360,7 +404,9 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
     // The checks: the first sale as the sale is checked, then the whole life of the product.
     const checks: Check[] = [];
     const add = (name: string, ok: boolean, detail: string) => checks.push({ name, ok, detail });
-    for (const c of firstCheck.checks.filter((x) => ['sold out exactly', 'I3 no false sold-out', 'every 201 is an order', 'no 5xx answers'].includes(x.name))) {
+    for (const c of firstCheck.checks.filter((x) =>
+      ['sold out exactly', 'I3 no false sold-out', 'every 201 is an order', 'no 5xx answers'].includes(x.name),
+    )) {
       add(`first sale: ${c.name}`, c.ok, c.detail);
     }
     const total = audit.ordered + audit.remaining;
@@ -370,7 +416,11 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
       `live ${audit.ordered} + remaining ${audit.remaining} ${total === audit.totalStock ? '==' : '!='} stocked ${audit.totalStock}`,
     );
     add('I1 no segment below 0', audit.negativeSegments === 0, `${audit.negativeSegments} negative segment(s)`);
-    add('I2 no user with two live orders', audit.duplicateUsers === 0, `${audit.duplicateUsers} user(s) with more than one live order`);
+    add(
+      'I2 no user with two live orders',
+      audit.duplicateUsers === 0,
+      `${audit.duplicateUsers} user(s) with more than one live order`,
+    );
     const answers = {
       'POST /orders': addCounts(sale.statusCounts, resale?.statusCounts ?? {}),
       pay: addCounts(pays.figures.statusCounts, resalePaysStatus),
@@ -392,7 +442,8 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
       all201 <= ordersInDb,
       `${all201} answered 201 (${sale.created} + ${resale?.created ?? 0} resold), ${ordersInDb} orders stored`,
     );
-    const tooLate = countOf(pays.figures.statusCounts, (c) => c === 409) + countOf(cancels.figures.statusCounts, (c) => c === 409);
+    const tooLate =
+      countOf(pays.figures.statusCounts, (c) => c === 409) + countOf(cancels.figures.statusCounts, (c) => c === 409);
     add(
       'pays and cancels as planned',
       pays.ok.size === planned.pay && cancels.ok.size === planned.cancel,

@@ -10,20 +10,43 @@ import { PEER_NAMES, PeerName } from './types';
 const FLAGS = {
   duration: { type: 'string', arg: 'S', help: 'seconds of load per steady-state scenario (default 10; --quick: 3)' },
   connections: { type: 'string', arg: 'N', help: 'autocannon connections (default 100)' },
-  workers: { type: 'string', arg: 'N', help: 'WORKERS of the locking comparison, the sweep, the sale and the sale with returns (default 2)' },
-  'speed-workers': { type: 'string', arg: 'N', help: 'WORKERS beside the peers and in the group-commit comparison (default 1, as each peer)' },
+  workers: {
+    type: 'string',
+    arg: 'N',
+    help: 'WORKERS of the locking comparison, the sweep, the sale and the sale with returns (default 2)',
+  },
+  'speed-workers': {
+    type: 'string',
+    arg: 'N',
+    help: 'WORKERS beside the peers and in the group-commit comparison (default 1, as each peer)',
+  },
   peers: { type: 'string', arg: 'LIST', help: `bare peers to run (default ${PEER_NAMES.join(',')})` },
   'no-peers': { type: 'boolean', help: 'skip the bare peers and the GET /health/live floor' },
   'no-group-commit': { type: 'boolean', help: 'skip ORDER_BATCH_MAX=1 against group commit' },
-  'batch-max': { type: 'string', arg: 'N', help: "ORDER_BATCH_MAX wherever a row names no other (default: unset, the service's default)" },
-  'holds-max': { type: 'string', arg: 'N', help: "ORDER_HOLDS_MAX of every service start (default: unset, the service's default)" },
+  'batch-max': {
+    type: 'string',
+    arg: 'N',
+    help: "ORDER_BATCH_MAX wherever a row names no other (default: unset, the service's default)",
+  },
+  'holds-max': {
+    type: 'string',
+    arg: 'N',
+    help: "ORDER_HOLDS_MAX of every service start (default: unset, the service's default)",
+  },
   'node-flags': {
     type: 'string',
     arg: 'FLAGS',
     help: 'Node / V8 flags of every service start, space-separated, given with = as they start with a dash: --node-flags="--max-semi-space-size=16" (default: none beyond npm start\'s heap bound)',
   },
-  'batch-sweep': { type: 'string', arg: 'LIST', help: 'also sweep these ORDER_BATCH_MAX values at every --hold, e.g. 1,8,32,128 (default: none)' },
-  'no-sold-out': { type: 'boolean', help: 'skip the refusals of a sold-out product (--speed-workers processes, hold 0)' },
+  'batch-sweep': {
+    type: 'string',
+    arg: 'LIST',
+    help: 'also sweep these ORDER_BATCH_MAX values at every --hold, e.g. 1,8,32,128 (default: none)',
+  },
+  'no-sold-out': {
+    type: 'boolean',
+    help: 'skip the refusals of a sold-out product (--speed-workers processes, hold 0)',
+  },
   'no-statement-counts': {
     type: 'boolean',
     help: 'start the embedded PostgreSQL without pg_stat_statements (no PG statements column; for comparing with builds from before it, as it costs PostgreSQL a little per statement)',
@@ -33,18 +56,49 @@ const FLAGS = {
     help: 'skip the Redis setups: the speed load (group commit and ORDER_BATCH_MAX=1) on a Redlock quorum of 3 and a 3-master Redis Cluster, against the one redis-server (starts 2 more redis-servers and a cluster)',
   },
   segments: { type: 'string', arg: 'LIST', help: 'segmented layouts compared with 1 segment (default 20)' },
-  hold: { type: 'string', arg: 'LIST', help: 'ORDER_HOLD_MS values of the locking and group-commit comparisons (default 0,20)' },
+  hold: {
+    type: 'string',
+    arg: 'LIST',
+    help: 'ORDER_HOLD_MS values of the locking and group-commit comparisons (default 0,20)',
+  },
   sweep: { type: 'string', arg: 'LIST', help: 'segment counts of the sweep (default 1,2,5,10,20,50; --quick: 1,5,20)' },
-  'sweep-hold': { type: 'string', arg: 'MS', help: 'hold time of the sweep, the sale and the sale with returns (default 20)' },
+  'sweep-hold': {
+    type: 'string',
+    arg: 'MS',
+    help: 'hold time of the sweep, the sale and the sale with returns (default 20)',
+  },
   'no-sweep': { type: 'boolean', help: 'skip the sweep' },
-  'no-peer': { type: 'boolean', help: 'skip the no-Redis-lock mode (STOCK_LOCKING=database) in the comparison and the sweep' },
+  'no-peer': {
+    type: 'boolean',
+    help: 'skip the no-Redis-lock mode (STOCK_LOCKING=database) in the comparison and the sweep',
+  },
   'no-sale': { type: 'boolean', help: 'skip the literal sale' },
-  'sale-stock': { type: 'string', arg: 'N', help: 'units of the sale and of the sale with returns (default 1000; --quick: 200)' },
-  'sale-segments': { type: 'string', arg: 'N', help: 'segments of the segmented sale and of the sale with returns (default 20)' },
-  buyers: { type: 'string', arg: 'N', help: 'distinct buyers of the sale and of the first sell-out of the sale with returns (default 5000; --quick: 1000)' },
+  'sale-stock': {
+    type: 'string',
+    arg: 'N',
+    help: 'units of the sale and of the sale with returns (default 1000; --quick: 200)',
+  },
+  'sale-segments': {
+    type: 'string',
+    arg: 'N',
+    help: 'segments of the segmented sale and of the sale with returns (default 20)',
+  },
+  buyers: {
+    type: 'string',
+    arg: 'N',
+    help: 'distinct buyers of the sale and of the first sell-out of the sale with returns (default 5000; --quick: 1000)',
+  },
   'no-returns': { type: 'boolean', help: 'skip the sale with returns' },
-  'returns-share': { type: 'string', arg: 'F', help: 'share of the sale with returns that comes back, 0 < F <= 1 (default 0.3)' },
-  'returns-cancel-share': { type: 'string', arg: 'F', help: 'share of the returns cancelled, the rest expire, 0..1 (default 0.5)' },
+  'returns-share': {
+    type: 'string',
+    arg: 'F',
+    help: 'share of the sale with returns that comes back, 0 < F <= 1 (default 0.3)',
+  },
+  'returns-cancel-share': {
+    type: 'string',
+    arg: 'F',
+    help: 'share of the returns cancelled, the rest expire, 0..1 (default 0.5)',
+  },
   'returns-timeout': {
     type: 'string',
     arg: 'S',
@@ -54,10 +108,18 @@ const FLAGS = {
   stock: { type: 'string', arg: 'N', help: 'steady-state stock (default 1000000)' },
   'warm-up': { type: 'string', arg: 'S', help: 'unmeasured load after each service start (default 3; --quick: 1)' },
   'lock-ttl': { type: 'string', arg: 'MS', help: 'LOCK_TTL_MS (default 2000)' },
-  'lock-wait': { type: 'string', arg: 'MS', help: 'LOCK_WAIT_MS (default 30000, so the single lock queues rather than refuses)' },
+  'lock-wait': {
+    type: 'string',
+    arg: 'MS',
+    help: 'LOCK_WAIT_MS (default 30000, so the single lock queues rather than refuses)',
+  },
   'lock-retry-delay': { type: 'string', arg: 'MS', help: 'LOCK_RETRY_DELAY_MS (default 4)' },
   'lock-retry-jitter': { type: 'string', arg: 'MS', help: 'LOCK_RETRY_JITTER_MS (default 8)' },
-  'database-url': { type: 'string', arg: 'URL', help: 'use this PostgreSQL (default: DATABASE_URL, else an embedded one)' },
+  'database-url': {
+    type: 'string',
+    arg: 'URL',
+    help: 'use this PostgreSQL (default: DATABASE_URL, else an embedded one)',
+  },
   'redis-url': { type: 'string', arg: 'URL', help: 'use this Redis (default: REDIS_URL, else redis-server from PATH)' },
   out: { type: 'string', arg: 'DIR', help: 'where latest.md and latest.json go (default bench/results)' },
   quick: { type: 'boolean', help: 'smoke run: a few seconds per scenario, small sweep and sale' },
@@ -76,20 +138,23 @@ class UsageError extends Error {}
 
 function list(flag: string, v: string): number[] {
   const xs = v.split(',').map((x) => Number(x.trim()));
-  if (xs.some((x) => !Number.isInteger(x) || x < 0)) throw new UsageError(`--${flag}: expected a comma-separated list of whole numbers, got "${v}"`);
+  if (xs.some((x) => !Number.isInteger(x) || x < 0))
+    throw new UsageError(`--${flag}: expected a comma-separated list of whole numbers, got "${v}"`);
   return xs;
 }
 
 function num(flag: string, v: string, min = 0): number {
   const n = Number(v);
-  if (v.trim() === '' || !Number.isFinite(n) || n < min) throw new UsageError(`--${flag}: expected a number >= ${min}, got "${v}"`);
+  if (v.trim() === '' || !Number.isFinite(n) || n < min)
+    throw new UsageError(`--${flag}: expected a number >= ${min}, got "${v}"`);
   return n;
 }
 
 function peerList(v: string): PeerName[] {
   const names = v.split(',').map((x) => x.trim());
   const unknown = names.filter((x) => !(PEER_NAMES as readonly string[]).includes(x));
-  if (unknown.length > 0) throw new UsageError(`--peers: unknown peer ${unknown.join(', ')}; expected some of ${PEER_NAMES.join(',')}`);
+  if (unknown.length > 0)
+    throw new UsageError(`--peers: unknown peer ${unknown.join(', ')}; expected some of ${PEER_NAMES.join(',')}`);
   return names as PeerName[];
 }
 
@@ -97,7 +162,8 @@ function peerList(v: string): PeerName[] {
 function nodeFlagList(v: string): string[] {
   const flags = v.split(/\s+/).filter((x) => x !== '');
   const bad = flags.filter((f) => !/^--?[a-z]/i.test(f));
-  if (flags.length === 0 || bad.length > 0) throw new UsageError(`--node-flags: expected flags such as "--max-semi-space-size=16", got "${v}"`);
+  if (flags.length === 0 || bad.length > 0)
+    throw new UsageError(`--node-flags: expected flags such as "--max-semi-space-size=16", got "${v}"`);
   return flags;
 }
 
@@ -110,7 +176,8 @@ function int(flag: string, v: string, min: number): number {
 /** A share: 0 < x <= 1, or 0 <= x <= 1 where none is allowed. */
 function share(flag: string, v: string, zeroOk: boolean): number {
   const n = num(flag, v);
-  if (n > 1 || (!zeroOk && n === 0)) throw new UsageError(`--${flag}: expected a number ${zeroOk ? 'from 0' : 'above 0'} to 1, got "${v}"`);
+  if (n > 1 || (!zeroOk && n === 0))
+    throw new UsageError(`--${flag}: expected a number ${zeroOk ? 'from 0' : 'above 0'} to 1, got "${v}"`);
   return n;
 }
 
@@ -196,7 +263,9 @@ async function main(): Promise<number> {
   let interrupts = 0;
   const onSignal = (sig: NodeJS.Signals) => {
     if (++interrupts > 1) process.exit(130);
-    process.stderr.write(`\n${sig}: stopping the load and everything the benchmark started (again to exit at once) ...\n`);
+    process.stderr.write(
+      `\n${sig}: stopping the load and everything the benchmark started (again to exit at once) ...\n`,
+    );
     abort.abort();
   };
   process.on('SIGINT', onSignal);

@@ -1,5 +1,17 @@
 // The scaling model's arithmetic with fixed inputs worked out by hand, and how it reads a report.
-import { Capacity, loserCost, maxBuyersPerS, Measured, ModelInputError, parseModelArgs, plan, readMeasured, render, Sale, VARIANTS } from './scaling-model';
+import {
+  Capacity,
+  loserCost,
+  maxBuyersPerS,
+  Measured,
+  ModelInputError,
+  parseModelArgs,
+  plan,
+  readMeasured,
+  render,
+  Sale,
+  VARIANTS,
+} from './scaling-model';
 import { BenchmarkReport, ScenarioResult } from './types';
 
 const measured: Measured = {
@@ -30,17 +42,35 @@ const measured: Measured = {
   inputs: [],
 };
 const sale: Sale = { buyers: 100_000, units: 1000, seconds: 1, requestsPerBuyer: 1, segments: 10 };
-const cap: Capacity = { processUtil: 0.5, redisUtil: 0.5, pgCores: 10, pgUtil: 0.5, pgCommitsPerS: 100_000, walMBps: 1000, admitFactor: 2 };
+const cap: Capacity = {
+  processUtil: 0.5,
+  redisUtil: 0.5,
+  pgCores: 10,
+  pgUtil: 0.5,
+  pgCommitsPerS: 100_000,
+  walMBps: 1000,
+  admitFactor: 2,
+};
 const variant = (name: string) => VARIANTS.find((v) => v.name === name)!;
 
 describe('scaling model', () => {
   it('should sell at the slowest of arrivals, segments, commits and WAL, and split the requests into orders, losers and refusals', () => {
     const p = plan(measured, sale, cap, variant('as built'));
     // 10 segments x 1000/s is below 100,000 arrivals/s, 100,000 / 0.25 commits and 1000 MB/s / 500 B.
-    expect(p).toMatchObject({ arrivalPerS: 100_000, sellPerS: 10_000, sellLimitedBy: 'segment locks', losers: 9000, refusals: 90_000 });
+    expect(p).toMatchObject({
+      arrivalPerS: 100_000,
+      sellPerS: 10_000,
+      sellLimitedBy: 'segment locks',
+      losers: 9000,
+      refusals: 90_000,
+    });
     expect(p.sellOutS).toBeCloseTo(0.1);
     // Arrivals limit when they are the slowest; commits when ORDER_BATCH_MAX=1 costs a commit per order.
-    expect(plan(measured, { ...sale, buyers: 5000 }, cap, variant('as built'))).toMatchObject({ sellPerS: 5000, sellLimitedBy: 'arrivals', losers: 0 });
+    expect(plan(measured, { ...sale, buyers: 5000 }, cap, variant('as built'))).toMatchObject({
+      sellPerS: 5000,
+      sellLimitedBy: 'arrivals',
+      losers: 0,
+    });
     const onePerCommit = { ...measured, order: { ...measured.order, pgWriteTransactions: 1 } };
     expect(plan(onePerCommit, sale, { ...cap, pgCommitsPerS: 4000 }, variant('as built'))).toMatchObject({
       sellPerS: 4000,
@@ -51,7 +81,14 @@ describe('scaling model', () => {
   it('should cost a loser as an order without the write, with two reads and its lock polls while it waits', () => {
     const l = loserCost(measured, 0.05);
     // 0.05 s / 8 ms = 6.25 attempts, two round trips each.
-    expect(l).toMatchObject({ serviceCpuUs: 500, productSlotCalls: 1, spreadCalls: 2 + 12.5, pgPrimaryCpuUs: 400, pgWriteTransactions: 0, walBytes: 0 });
+    expect(l).toMatchObject({
+      serviceCpuUs: 500,
+      productSlotCalls: 1,
+      spreadCalls: 2 + 12.5,
+      pgPrimaryCpuUs: 400,
+      pgWriteTransactions: 0,
+      walBytes: 0,
+    });
   });
 
   it('should total the resources over the window and name the first limit', () => {
@@ -92,7 +129,8 @@ describe('scaling model', () => {
 
   it('should find the most buyers per second that fit, and no bound when no wall grows with them', () => {
     const b = maxBuyersPerS(measured, sale, cap, variant('as built'));
-    const at = (buyers: number) => plan(measured, { ...sale, buyers }, cap, variant('as built')).utilisation['PostgreSQL primary CPU'];
+    const at = (buyers: number) =>
+      plan(measured, { ...sale, buyers }, cap, variant('as built')).utilisation['PostgreSQL primary CPU'];
     expect(at(b)).toBeLessThan(1);
     expect(at(b + 2)).toBeGreaterThanOrEqual(1);
     expect(b).toBeLessThan(100_000);
@@ -121,7 +159,16 @@ describe('scaling model', () => {
     units: 1000,
     windowS: 1,
     totals: {} as never,
-    perUnit: { redisScripts: 2, redisCommands: 8, redisCpuUs: 20, pgWriteTransactions: 0.25, pgWalBytes: 500, pgCpuUs: 300, targetCpuUs: 500, ...perUnit },
+    perUnit: {
+      redisScripts: 2,
+      redisCommands: 8,
+      redisCpuUs: 20,
+      pgWriteTransactions: 0.25,
+      pgWalBytes: 500,
+      pgCpuUs: 300,
+      targetCpuUs: 500,
+      ...perUnit,
+    },
   });
   const scenario = (s: Partial<ScenarioResult>) =>
     ({
@@ -140,7 +187,13 @@ describe('scaling model', () => {
     ({
       startedAt: '2026-11-22T00:00:00Z',
       machine: { cores: 2, cpuModel: 'test' },
-      settings: { speedWorkers: 1, speedSegments: 20, batchMax: null, quick: true, lock: { retryDelayMs: 4, retryJitterMs: 8 } },
+      settings: {
+        speedWorkers: 1,
+        speedSegments: 20,
+        batchMax: null,
+        quick: true,
+        lock: { retryDelayMs: 4, retryJitterMs: 8 },
+      },
       scenarios,
     }) as unknown as BenchmarkReport;
   const complete = [
@@ -154,26 +207,56 @@ describe('scaling model', () => {
       ordersPerSec: 3000,
       costs: costs({ redisScripts: 1, redisCpuUs: 12, pgWriteTransactions: 0, pgCpuUs: 200 }),
     }),
-    scenario({ id: 'health-live-w1', kind: 'health', batchMax: 1, segments: 0, costs: costs({ redisScripts: 0, targetCpuUs: 90 }) }),
+    scenario({
+      id: 'health-live-w1',
+      kind: 'health',
+      batchMax: 1,
+      segments: 0,
+      costs: costs({ redisScripts: 0, targetCpuUs: 90 }),
+    }),
   ];
 
   it('should read the measured costs: the gate on the product slot, the rest spread, one more call per order on a cluster', () => {
     const m = readMeasured(report(complete), 'group', true);
-    expect(m.order).toMatchObject({ serviceCpuUs: 500, productSlotCalls: 1, spreadCalls: 2, redisCpuPerCallUs: 10, pgWriteTransactions: 0.25 });
-    expect(m.refusal).toMatchObject({ serviceCpuUs: 500, productSlotCalls: 1, spreadCalls: 0, redisCpuPerCallUs: 12, pgPrimaryCpuUs: 200 });
+    expect(m.order).toMatchObject({
+      serviceCpuUs: 500,
+      productSlotCalls: 1,
+      spreadCalls: 2,
+      redisCpuPerCallUs: 10,
+      pgWriteTransactions: 0.25,
+    });
+    expect(m.refusal).toMatchObject({
+      serviceCpuUs: 500,
+      productSlotCalls: 1,
+      spreadCalls: 0,
+      redisCpuPerCallUs: 12,
+      pgPrimaryCpuUs: 200,
+    });
     expect(m).toMatchObject({ floorCpuUs: 90, segmentOrdersPerS: 1500, refusalsPerSProcess: 3000, retryDelayMs: 8 });
-    expect(readMeasured(report(complete), 'one', false).order).toMatchObject({ spreadCalls: 3, pgWriteTransactions: 1 });
+    expect(readMeasured(report(complete), 'one', false).order).toMatchObject({
+      spreadCalls: 3,
+      pgWriteTransactions: 1,
+    });
     expect(readMeasured(report(complete), 'one', false).segmentOrdersPerS).toBe(150);
     // Every input says where it comes from.
     for (const [, i] of m.inputs) expect(['measured', 'derived', 'extrapolated', 'assumed']).toContain(i.source);
-    expect(m.inputs.find(([name]) => name === 'refusal: service CPU')![1]).toMatchObject({ source: 'measured', basis: 'soldout-redlock-w1-h0-s20' });
+    expect(m.inputs.find(([name]) => name === 'refusal: service CPU')![1]).toMatchObject({
+      source: 'measured',
+      basis: 'soldout-redlock-w1-h0-s20',
+    });
   });
 
   it('should refuse a report without the scenarios or the costs it needs, naming them', () => {
-    expect(() => readMeasured(report(complete.filter((s) => s.kind !== 'soldout')), 'group', true)).toThrow(/sold-out product \(no --no-sold-out\)/);
-    expect(() => readMeasured(report(complete.map((s) => ({ ...s, costs: undefined }) as unknown as ScenarioResult)), 'group', true)).toThrow(
-      /no cost figures/,
+    expect(() => readMeasured(report(complete.filter((s) => s.kind !== 'soldout')), 'group', true)).toThrow(
+      /sold-out product \(no --no-sold-out\)/,
     );
+    expect(() =>
+      readMeasured(
+        report(complete.map((s) => ({ ...s, costs: undefined }) as unknown as ScenarioResult)),
+        'group',
+        true,
+      ),
+    ).toThrow(/no cost figures/);
     const failed = complete.map((s) => (s.kind === 'health' ? { ...s, status: 'FAILED' as const } : s));
     expect(() => readMeasured(report(failed), 'group', true)).toThrow(/GET \/health\/live/);
   });
@@ -189,9 +272,16 @@ describe('scaling model', () => {
 
   it('should parse its flags with defaults and refuse bad values', () => {
     const o = parseModelArgs([], '/repo');
-    expect(o).toMatchObject({ results: '/repo/bench/results/latest.json', batch: 'group', cluster: true, segmentList: [1, 20, 100, 500] });
+    expect(o).toMatchObject({
+      results: '/repo/bench/results/latest.json',
+      batch: 'group',
+      cluster: true,
+      segmentList: [1, 20, 100, 500],
+    });
     expect(o.sale).toEqual({ buyers: 1_000_000, units: 10_000, seconds: 1, requestsPerBuyer: 1, segments: 20 });
-    expect(parseModelArgs(['--buyers', '50000', '--batch', 'one', '--single-redis', '--pg-cores', '32'], '/repo')).toMatchObject({
+    expect(
+      parseModelArgs(['--buyers', '50000', '--batch', 'one', '--single-redis', '--pg-cores', '32'], '/repo'),
+    ).toMatchObject({
       sale: { buyers: 50_000 },
       batch: 'one',
       cluster: false,

@@ -100,7 +100,10 @@ const CAPACITY_BASIS: Record<keyof Capacity, [string, string]> = {
   redisUtil: ['of one core', 'Redis runs commands on one thread; headroom for bursts'],
   pgCores: ['cores', 'a dedicated PostgreSQL primary'],
   pgUtil: ['of its cores', 'headroom'],
-  pgCommitsPerS: ['commits/s', 'synchronous_commit on, local NVMe, concurrent commits sharing WAL flushes; measure yours with pgbench'],
+  pgCommitsPerS: [
+    'commits/s',
+    'synchronous_commit on, local NVMe, concurrent commits sharing WAL flushes; measure yours with pgbench',
+  ],
   walMBps: ['MB/s', 'sustained WAL write and replication on the primary'],
   admitFactor: ['x units', 'the queue in front lets this many requests per unit into the order path until sold out'],
 };
@@ -117,7 +120,11 @@ export interface Variant {
 /** A refusal answered from a flag this process keeps: no Redis call. */
 const localFlag = (m: Measured): UnitCost => ({ ...m.refusal, productSlotCalls: 0, spreadCalls: 0 });
 /** ... whose buyer lookup (for 409 ALREADY_ORDERED) a read replica serves. */
-const lookupOnReplica = (m: Measured): UnitCost => ({ ...localFlag(m), pgPrimaryCpuUs: 0, pgReplicaCpuUs: m.refusal.pgPrimaryCpuUs });
+const lookupOnReplica = (m: Measured): UnitCost => ({
+  ...localFlag(m),
+  pgPrimaryCpuUs: 0,
+  pgReplicaCpuUs: m.refusal.pgPrimaryCpuUs,
+});
 /** ... or whose buyer is looked up in Redis, on the user's slot (a key written with each order), costed as a refusal's Redis call. */
 const buyerInRedis = (m: Measured): UnitCost => ({ ...localFlag(m), spreadCalls: 1, pgPrimaryCpuUs: 0 });
 const queued = (sale: Sale, cap: Capacity) => Math.max(0, (cap.admitFactor - 1) * sale.units);
@@ -243,7 +250,8 @@ export function plan(m: Measured, sale: Sale, cap: Capacity, variant: Variant): 
   const perS = (f: (c: UnitCost) => number) => sum(mix.map(([n, c]) => n * f(c))) / 1e6 / windowS;
 
   const serviceCores = perS((c) => c.serviceCpuUs);
-  const floorCores = serviceCores - (refusals * (refusal.serviceCpuUs - Math.min(refusal.serviceCpuUs, m.floorCpuUs))) / 1e6 / windowS;
+  const floorCores =
+    serviceCores - (refusals * (refusal.serviceCpuUs - Math.min(refusal.serviceCpuUs, m.floorCpuUs))) / 1e6 / windowS;
   const productSlotCores = perS((c) => c.productSlotCalls * c.redisCpuPerCallUs);
   const spreadCores = perS((c) => c.spreadCalls * c.redisCpuPerCallUs);
   const pgPrimaryCores = perS((c) => c.pgPrimaryCpuUs);
@@ -308,7 +316,10 @@ export function maxBuyersPerS(m: Measured, sale: Sale, cap: Capacity, variant: V
 
 /** What the model needs from a report, and the benchmark flag whose absence leaves it out. */
 const NEEDED: Array<[string, string]> = [
-  ['the group-commit and ORDER_BATCH_MAX=1 orders at hold 0 (one process)', 'keep --hold 0 and the group-commit comparison (no --no-group-commit)'],
+  [
+    'the group-commit and ORDER_BATCH_MAX=1 orders at hold 0 (one process)',
+    'keep --hold 0 and the group-commit comparison (no --no-group-commit)',
+  ],
   ['the refusals of a sold-out product', 'no --no-sold-out'],
   ['GET /health/live', 'no --no-peers'],
 ];
@@ -338,7 +349,9 @@ export class ModelInputError extends Error {}
  */
 export function readMeasured(report: BenchmarkReport, batch: 'group' | 'one', cluster: boolean): Measured {
   if (!report.scenarios.some((r) => r.costs)) {
-    throw new ModelInputError('this report has no cost figures (it was written before the benchmark read them): run npm run bench, then this again');
+    throw new ModelInputError(
+      'this report has no cost figures (it was written before the benchmark read them): run npm run bench, then this again',
+    );
   }
   const batchMax = batch === 'one' ? 1 : report.settings.batchMax;
   const order = findFast(report, { batchMax });
@@ -351,39 +364,71 @@ export function readMeasured(report: BenchmarkReport, batch: 'group' | 'one', cl
     return r?.costs && r.status === 'ok' ? r.costs : null;
   };
   const [oc, rc, fc] = [need(order, 0), need(refusal, 1), need(floor, 2)];
-  if (!oneSegment || oneSegment.status !== 'ok') missing.push(`one segment at hold 0 with the same ORDER_BATCH_MAX (${NEEDED[0][1]})`);
+  if (!oneSegment || oneSegment.status !== 'ok')
+    missing.push(`one segment at hold 0 with the same ORDER_BATCH_MAX (${NEEDED[0][1]})`);
   if (missing.length > 0 || !oc || !rc || !fc || !oneSegment) {
-    throw new ModelInputError(`the report lacks, or has failed: ${missing.join('; ')}. Run the benchmark (npm run bench) with those scenarios.`);
+    throw new ModelInputError(
+      `the report lacks, or has failed: ${missing.join('; ')}. Run the benchmark (npm run bench) with those scenarios.`,
+    );
   }
-  if (oc.perUnit.pgCpuUs === null || oc.perUnit.targetCpuUs === null || rc.perUnit.pgCpuUs === null || fc.perUnit.targetCpuUs === null) {
-    throw new ModelInputError('the report has no CPU figures: the benchmark reads them from /proc, with PostgreSQL on the same machine');
+  if (
+    oc.perUnit.pgCpuUs === null ||
+    oc.perUnit.targetCpuUs === null ||
+    rc.perUnit.pgCpuUs === null ||
+    fc.perUnit.targetCpuUs === null
+  ) {
+    throw new ModelInputError(
+      'the report has no CPU figures: the benchmark reads them from /proc, with PostgreSQL on the same machine',
+    );
   }
   const extra = cluster ? 1 : 0;
   const { retryDelayMs, retryJitterMs } = report.settings.lock;
   const o = unitCost(oc, 1);
   const orderCost: UnitCost = { ...o, spreadCalls: o.spreadCalls + extra };
   const refusalCost = unitCost(rc, 1);
-  const m = (v: number, unit: string, from: ScenarioResult, what = ''): Input => ({ value: v, unit, source: 'measured', basis: `${from.id}${what}` });
+  const m = (v: number, unit: string, from: ScenarioResult, what = ''): Input => ({
+    value: v,
+    unit,
+    source: 'measured',
+    basis: `${from.id}${what}`,
+  });
   const d = (v: number, unit: string, basis: string): Input => ({ value: v, unit, source: 'derived', basis });
   const inputs: Array<[string, Input]> = [
     ['order: service CPU', m(orderCost.serviceCpuUs, 'µs', order!)],
     ['order: Redis round trips (scripts)', m(oc.perUnit.redisScripts, 'calls', order!)],
     ...(cluster
       ? ([
-          ['order: + user lock on its own slot (cluster)', { value: 1, unit: 'call', source: 'assumed', basis: 'the cluster splits the entry script in two' }],
+          [
+            'order: + user lock on its own slot (cluster)',
+            { value: 1, unit: 'call', source: 'assumed', basis: 'the cluster splits the entry script in two' },
+          ],
         ] as Array<[string, Input]>)
       : []),
     ['order: Redis CPU per call', d(orderCost.redisCpuPerCallUs, 'µs', `Redis CPU / scripts of ${order!.id}`)],
-    ['order: PostgreSQL write transactions', m(orderCost.pgWriteTransactions, 'per order', order!, ' (1 / mean orders per commit)')],
+    [
+      'order: PostgreSQL write transactions',
+      m(orderCost.pgWriteTransactions, 'per order', order!, ' (1 / mean orders per commit)'),
+    ],
     ['order: WAL', m(orderCost.walBytes, 'bytes', order!)],
     ['order: PostgreSQL CPU', m(orderCost.pgPrimaryCpuUs, 'µs', order!)],
     ['refusal: service CPU', m(refusalCost.serviceCpuUs, 'µs', refusal!)],
     ['refusal: Redis round trips (scripts)', m(rc.perUnit.redisScripts, 'calls', refusal!)],
     ['refusal: Redis CPU per call', d(refusalCost.redisCpuPerCallUs, 'µs', `Redis CPU / scripts of ${refusal!.id}`)],
     ['refusal: PostgreSQL CPU (the buyer lookup)', m(refusalCost.pgPrimaryCpuUs, 'µs', refusal!)],
-    ['refusals per second, one process', m(refusal!.ordersPerSec, '410/s', refusal!, ', sharing 2 cores with PostgreSQL, Redis and the load')],
+    [
+      'refusals per second, one process',
+      m(refusal!.ordersPerSec, '410/s', refusal!, ', sharing 2 cores with PostgreSQL, Redis and the load'),
+    ],
     ['floor: service CPU of GET /health/live', m(fc.perUnit.targetCpuUs, 'µs', floor!)],
-    ['one segment: orders per second', m(oneSegment.ordersPerSec, 'orders/s', oneSegment, ', one process; N segments taken as N times this (extrapolated)')],
+    [
+      'one segment: orders per second',
+      m(
+        oneSegment.ordersPerSec,
+        'orders/s',
+        oneSegment,
+        ', one process; N segments taken as N times this (extrapolated)',
+      ),
+    ],
     [
       "loser: pause between a waiting order's lock attempts",
       d(
@@ -454,7 +499,9 @@ export function render(report: BenchmarkReport, o: ModelOptions): string {
   out.push('');
 
   const plans = VARIANTS.map((v) => plan(m, sale, cap, v));
-  out.push('What the sale takes, per variant (the first four each add one mitigation to the one before; the last swaps the replicas for Redis)');
+  out.push(
+    'What the sale takes, per variant (the first four each add one mitigation to the one before; the last swaps the replicas for Redis)',
+  );
   for (const v of VARIANTS) out.push(`  ${v.name}: ${v.what}`);
   const row = (what: string, f: (p: Plan, i: number) => string) => [what, ...plans.map(f)];
   const pct = (x: number) => `${Math.round(x * 100)}%`;
@@ -487,7 +534,9 @@ export function render(report: BenchmarkReport, o: ModelOptions): string {
   );
   out.push('');
 
-  out.push(`Hot segments: selling ${num(sale.units)} units at ${num(plans[0].arrivalPerS)} requests/s, by segments (variant "${VARIANTS[0].name}")`);
+  out.push(
+    `Hot segments: selling ${num(sale.units)} units at ${num(plans[0].arrivalPerS)} requests/s, by segments (variant "${VARIANTS[0].name}")`,
+  );
   const bySegments = o.segmentList.map((segments) => plan(m, { ...sale, segments }, cap, VARIANTS[0]));
   out.push(
     ...table([
@@ -517,24 +566,68 @@ const FLAGS = {
   buyers: { type: 'string', arg: 'N', help: 'buyers (default 1000000)' },
   units: { type: 'string', arg: 'N', help: 'units on sale (default 10000)' },
   seconds: { type: 'string', arg: 'S', help: 'the buyers arrive evenly within this time (default 1)' },
-  'requests-per-buyer': { type: 'string', arg: 'N', help: 'requests each buyer sends (default 1; retries and refreshes multiply it)' },
+  'requests-per-buyer': {
+    type: 'string',
+    arg: 'N',
+    help: 'requests each buyer sends (default 1; retries and refreshes multiply it)',
+  },
   segments: { type: 'string', arg: 'N', help: "the product's segments (default 20)" },
-  'segment-list': { type: 'string', arg: 'LIST', help: 'segment counts of the hot-segment table (default 1,20,100,500)' },
-  batch: { type: 'string', arg: 'group|one', help: "orders' costs with group commit or ORDER_BATCH_MAX=1 (default group)" },
-  'single-redis': { type: 'boolean', help: 'one Redis instead of a Redis Cluster (the order entry is then one call, not two)' },
-  'process-util': { type: 'string', arg: 'F', help: `share of a core per service process (assumed, default ${DEFAULT_CAPACITY.processUtil})` },
-  'redis-util': { type: 'string', arg: 'F', help: `share of a Redis master's core (assumed, default ${DEFAULT_CAPACITY.redisUtil})` },
-  'pg-cores': { type: 'string', arg: 'N', help: `cores of the PostgreSQL primary and of each replica (assumed, default ${DEFAULT_CAPACITY.pgCores})` },
-  'pg-util': { type: 'string', arg: 'F', help: `share of PostgreSQL's cores (assumed, default ${DEFAULT_CAPACITY.pgUtil})` },
-  'pg-commits': { type: 'string', arg: 'N', help: `commits/s the primary sustains (assumed, default ${DEFAULT_CAPACITY.pgCommitsPerS})` },
-  'wal-mbps': { type: 'string', arg: 'N', help: `WAL MB/s the primary sustains (assumed, default ${DEFAULT_CAPACITY.walMBps})` },
-  admit: { type: 'string', arg: 'F', help: `the queue in front admits F x units until sold out, F >= 1 (assumed, default ${DEFAULT_CAPACITY.admitFactor})` },
+  'segment-list': {
+    type: 'string',
+    arg: 'LIST',
+    help: 'segment counts of the hot-segment table (default 1,20,100,500)',
+  },
+  batch: {
+    type: 'string',
+    arg: 'group|one',
+    help: "orders' costs with group commit or ORDER_BATCH_MAX=1 (default group)",
+  },
+  'single-redis': {
+    type: 'boolean',
+    help: 'one Redis instead of a Redis Cluster (the order entry is then one call, not two)',
+  },
+  'process-util': {
+    type: 'string',
+    arg: 'F',
+    help: `share of a core per service process (assumed, default ${DEFAULT_CAPACITY.processUtil})`,
+  },
+  'redis-util': {
+    type: 'string',
+    arg: 'F',
+    help: `share of a Redis master's core (assumed, default ${DEFAULT_CAPACITY.redisUtil})`,
+  },
+  'pg-cores': {
+    type: 'string',
+    arg: 'N',
+    help: `cores of the PostgreSQL primary and of each replica (assumed, default ${DEFAULT_CAPACITY.pgCores})`,
+  },
+  'pg-util': {
+    type: 'string',
+    arg: 'F',
+    help: `share of PostgreSQL's cores (assumed, default ${DEFAULT_CAPACITY.pgUtil})`,
+  },
+  'pg-commits': {
+    type: 'string',
+    arg: 'N',
+    help: `commits/s the primary sustains (assumed, default ${DEFAULT_CAPACITY.pgCommitsPerS})`,
+  },
+  'wal-mbps': {
+    type: 'string',
+    arg: 'N',
+    help: `WAL MB/s the primary sustains (assumed, default ${DEFAULT_CAPACITY.walMBps})`,
+  },
+  admit: {
+    type: 'string',
+    arg: 'F',
+    help: `the queue in front admits F x units until sold out, F >= 1 (assumed, default ${DEFAULT_CAPACITY.admitFactor})`,
+  },
   help: { type: 'boolean', short: 'h', help: 'this text' },
 } as const satisfies Record<string, { type: 'string' | 'boolean'; short?: string; arg?: string; help: string }>;
 
 function helpText(): string {
   const rows = Object.entries(FLAGS).map(
-    ([name, f]) => `  ${`${'short' in f ? `-${f.short}, ` : ''}--${name}${'arg' in f ? ` ${f.arg}` : ''}`.padEnd(28)}${f.help}`,
+    ([name, f]) =>
+      `  ${`${'short' in f ? `-${f.short}, ` : ''}--${name}${'arg' in f ? ` ${f.arg}` : ''}`.padEnd(28)}${f.help}`,
   );
   return `Usage: npm run scaling -- [flags]      (or: node dist/bench/scaling-model.js [flags] after npm run bench:build)\n\n${rows.join('\n')}\n`;
 }
@@ -553,7 +646,9 @@ export function parseModelArgs(argv: string[], root = projectRoot(__dirname)): M
     if (x === undefined) return dflt;
     const y = Number(x);
     if (x.trim() === '' || !Number.isFinite(y) || y < min || y > max)
-      throw new ModelInputError(`--${flag}: expected a number from ${min}${max < Infinity ? ` to ${max}` : ''}, got "${x}"`);
+      throw new ModelInputError(
+        `--${flag}: expected a number from ${min}${max < Infinity ? ` to ${max}` : ''}, got "${x}"`,
+      );
     return y;
   };
   const batch = v.batch ?? 'group';
@@ -598,7 +693,9 @@ function main(): number {
     return 0;
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
-      process.stderr.write(`no benchmark report at ${(err as NodeJS.ErrnoException).path}: run npm run bench first, or name one with --results\n`);
+      process.stderr.write(
+        `no benchmark report at ${(err as NodeJS.ErrnoException).path}: run npm run bench first, or name one with --results\n`,
+      );
       return 2;
     }
     if (err instanceof ModelInputError) {

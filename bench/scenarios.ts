@@ -38,7 +38,12 @@ export function scenarioId(s: Shape, baseWorkers: number): string {
   const w = s.workers !== baseWorkers ? `-w${s.workers}` : '';
   if (s.kind === 'health') return `health-live${w}`;
   const b = s.batchMax !== null ? `-b${s.batchMax}` : '';
-  const mode = s.target === 'service' ? `${s.locking}${w}${b}` : s.target === 'bare' && s.locking === 'database' ? 'bare-nolock' : s.target;
+  const mode =
+    s.target === 'service'
+      ? `${s.locking}${w}${b}`
+      : s.target === 'bare' && s.locking === 'database'
+        ? 'bare-nolock'
+        : s.target;
   const prefix = s.kind === 'steady' ? '' : `${s.kind}-`;
   return `${prefix}${mode}-h${s.holdMs}-s${s.segments}${REDIS_SUFFIX[s.redis ?? 'single']}`;
 }
@@ -72,12 +77,14 @@ export function plan(o: PlanOptions): ProcessConfig[] {
     if (o.peers.includes('bare-one-lock')) want({ ...peer, target: 'bare', locking: 'redlock', segments: 1 }, 'speed');
     if (o.peers.includes('bare-lua')) want({ ...peer, target: 'bare-lua', locking: 'lua' }, 'speed');
     if (o.peers.includes('bare-held')) {
-      for (const segments of [1, o.speedSegments]) want({ ...peer, target: 'bare', locking: 'redlock', holdMs: BARE_HELD_MS, segments }, 'speed');
+      for (const segments of [1, o.speedSegments])
+        want({ ...peer, target: 'bare', locking: 'redlock', holdMs: BARE_HELD_MS, segments }, 'speed');
     }
   }
   for (const holdMs of o.holds) {
     if (o.batch) {
-      for (const segments of [1, o.speedSegments]) for (const batchMax of [1, o.batchMax]) want({ ...fast, holdMs, segments, batchMax }, 'batch');
+      for (const segments of [1, o.speedSegments])
+        for (const batchMax of [1, o.batchMax]) want({ ...fast, holdMs, segments, batchMax }, 'batch');
     }
     for (const batchMax of o.batchSweep ?? []) want({ ...fast, holdMs, batchMax }, 'batch-sweep');
   }
@@ -87,13 +94,17 @@ export function plan(o: PlanOptions): ProcessConfig[] {
   const modes: StockLocking[] = o.peer ? ['redlock', 'database'] : ['redlock'];
   const base = { ...steady, workers: o.workers, batchMax: o.batchMax };
   for (const locking of modes) {
-    for (const holdMs of o.holds) for (const segments of [1, ...o.segments]) want({ ...base, locking, holdMs, segments }, 'compare');
+    for (const holdMs of o.holds)
+      for (const segments of [1, ...o.segments]) want({ ...base, locking, holdMs, segments }, 'compare');
     if (o.sweep) for (const segments of o.sweep) want({ ...base, locking, holdMs: o.sweepHold, segments }, 'sweep');
   }
   // The sale is about the product's own locks; the no-lock mode has none to show.
   if (o.sale) {
     for (const segments of [o.sale.segments, 1]) {
-      want({ ...base, kind: 'sale', holdMs: o.sale.holdMs, segments, stock: o.sale.stock, buyers: o.sale.buyers }, 'sale');
+      want(
+        { ...base, kind: 'sale', holdMs: o.sale.holdMs, segments, stock: o.sale.stock, buyers: o.sale.buyers },
+        'sale',
+      );
     }
   }
   // Its own service start: the short expiry sweep it needs must not run under the other scenarios.
@@ -106,7 +117,8 @@ export function plan(o: PlanOptions): ProcessConfig[] {
   // rows are the speed and group-commit scenarios above when those run (the same id, measured once).
   if (o.redisSetups) {
     for (const redis of REDIS_SETUPS)
-      for (const batchMax of [o.batchMax, 1]) want({ ...fast, batchMax, ...(redis === 'single' ? {} : { redis }) }, 'redis-setups');
+      for (const batchMax of [o.batchMax, 1])
+        want({ ...fast, batchMax, ...(redis === 'single' ? {} : { redis }) }, 'redis-setups');
   }
 
   const configs = new Map<string, ProcessConfig>();
@@ -130,7 +142,10 @@ export function plan(o: PlanOptions): ProcessConfig[] {
   // Per start: the floor first, then steady state by segments, then the sold-out product, the sale last (it sells out its product).
   const order = { health: 0, steady: 1, soldout: 2, sale: 3, returns: 4 };
   for (const c of configs.values())
-    c.scenarios.sort((a, b) => order[a.kind] - order[b.kind] || (a.kind === 'sale' ? b.segments - a.segments : a.segments - b.segments));
+    c.scenarios.sort(
+      (a, b) =>
+        order[a.kind] - order[b.kind] || (a.kind === 'sale' ? b.segments - a.segments : a.segments - b.segments),
+    );
   return [...configs.values()];
 }
 
@@ -178,7 +193,12 @@ async function readCosts(ctx: RunContext): Promise<CostSnapshot | null> {
   }
 }
 
-function costsBetween(before: CostSnapshot | null, after: CostSnapshot | null, unit: ScenarioCosts['unit'], units: number): ScenarioCosts | null {
+function costsBetween(
+  before: CostSnapshot | null,
+  after: CostSnapshot | null,
+  unit: ScenarioCosts['unit'],
+  units: number,
+): ScenarioCosts | null {
   return before && after ? costDeltas(before, after, unit, units) : null;
 }
 
@@ -198,8 +218,16 @@ async function runHealth(ctx: RunContext, spec: ScenarioSpec): Promise<ScenarioR
   });
   const other = load.responses - load.created;
   const checks: Check[] = [
-    { name: 'every answer 200', ok: load.created > 0 && other === 0, detail: `${load.created} answered 200, ${other} other` },
-    { name: 'no errors or timeouts', ok: load.errors === 0 && load.timeouts === 0, detail: `${load.errors} errors, ${load.timeouts} timeouts` },
+    {
+      name: 'every answer 200',
+      ok: load.created > 0 && other === 0,
+      detail: `${load.created} answered 200, ${other} other`,
+    },
+    {
+      name: 'no errors or timeouts',
+      ok: load.errors === 0 && load.timeouts === 0,
+      detail: `${load.errors} errors, ${load.timeouts} timeouts`,
+    },
   ];
   const costs = costsBetween(costsBefore, await readCosts(ctx), 'answer', load.responses);
   const verified = checks.every((c) => c.ok);
@@ -294,7 +322,10 @@ async function runSoldOut(ctx: RunContext, spec: ScenarioSpec): Promise<Scenario
     // the next one (correct, dearer): the costs show it; most must still come from memory.
     checks.push({
       name: 'refusals from memory',
-      ok: metrics.soldOutInProcess >= 0.95 * metrics.soldOut && metrics.soldOut >= refused && metrics.soldOut <= refused + ctx.connections,
+      ok:
+        metrics.soldOutInProcess >= 0.95 * metrics.soldOut &&
+        metrics.soldOut >= refused &&
+        metrics.soldOut <= refused + ctx.connections,
       detail: `${metrics.soldOutInProcess} of the service's ${metrics.soldOut} SOLD_OUT answers from the process's memory, ${metrics.soldOutShortCircuits ?? 0} from the Redis flag; ${refused} counted here`,
     });
   }
@@ -344,7 +375,13 @@ export async function runScenario(ctx: RunContext, spec: ScenarioSpec): Promise<
     signal: ctx.signal,
   });
   // Quiet = no new order for a few lock holds; capped by the longest a request may wait.
-  const ordersInDb = await waitQuiet(ctx.db, productId, Math.max(500, spec.holdMs * 10), ctx.lockWaitMs + 10_000, ctx.signal);
+  const ordersInDb = await waitQuiet(
+    ctx.db,
+    productId,
+    Math.max(500, spec.holdMs * 10),
+    ctx.lockWaitMs + 10_000,
+    ctx.signal,
+  );
   const costs = costsBetween(costsBefore, await readCosts(ctx), 'order', ordersInDb);
   const after = ctx.target === 'service' ? await snapshot(ctx.url, ctx.workers) : null;
   const seen = {
@@ -364,7 +401,11 @@ export async function runScenario(ctx: RunContext, spec: ScenarioSpec): Promise<
         ok: audit.segmentsUntouched,
         detail: audit.segmentsUntouched ? 'they still sum to total_stock' : 'they no longer sum to total_stock',
       },
-      { name: 'every buyer in the Redis buyer set', ok: audit.buyersRecorded, detail: audit.buyersRecorded ? 'yes' : 'an order slipped past the script' },
+      {
+        name: 'every buyer in the Redis buyer set',
+        ok: audit.buyersRecorded,
+        detail: audit.buyersRecorded ? 'yes' : 'an order slipped past the script',
+      },
     );
     verification.verified = verification.checks.every((c) => c.ok);
   } else {
@@ -386,7 +427,8 @@ export async function runScenario(ctx: RunContext, spec: ScenarioSpec): Promise<
     timeouts: load.timeouts,
     sellOutMs,
     ordersInDb,
-    metrics: ctx.target === 'service' ? scenarioDeltas(before, after, ordersInDb) : noMetrics('a peer has no GET /metrics'),
+    metrics:
+      ctx.target === 'service' ? scenarioDeltas(before, after, ordersInDb) : noMetrics('a peer has no GET /metrics'),
     costs,
     verification,
     status: verification.verified ? 'ok' : 'FAILED',

@@ -52,7 +52,10 @@ export function startService(env: ServiceEnv, signal?: AbortSignal): Promise<Ser
       DATABASE_URL: env.databaseUrl,
       ...('clusterNodes' in env.redis
         ? { REDIS_CLUSTER_NODES: env.redis.clusterNodes.join(',') }
-        : { REDIS_URL: env.redis.url, ...(env.redis.lockUrls ? { REDIS_LOCK_URLS: env.redis.lockUrls.join(',') } : {}) }),
+        : {
+            REDIS_URL: env.redis.url,
+            ...(env.redis.lockUrls ? { REDIS_LOCK_URLS: env.redis.lockUrls.join(',') } : {}),
+          }),
       ADMIN_TOKEN: env.adminToken,
       SHOP_TOKEN: BENCH_SHOP_TOKEN,
       // The order path is measured without the door's budgets (one address, many buyers); the
@@ -84,7 +87,9 @@ export function startService(env: ServiceEnv, signal?: AbortSignal): Promise<Ser
 export function serviceReads(name: string, root = projectRoot(__dirname)): boolean {
   const search = (dir: string): boolean =>
     readdirSync(dir, { withFileTypes: true }).some((e) =>
-      e.isDirectory() ? search(join(dir, e.name)) : e.name.endsWith('.js') && readFileSync(join(dir, e.name), 'utf8').includes(name),
+      e.isDirectory()
+        ? search(join(dir, e.name))
+        : e.name.endsWith('.js') && readFileSync(join(dir, e.name), 'utf8').includes(name),
     );
   const dir = join(root, 'dist', 'src');
   return existsSync(dir) && search(dir);

@@ -279,7 +279,15 @@ export interface BenchmarkReport {
   startedAt: string;
   finishedAt: string;
   command: string;
-  machine: { cores: number; cpuModel: string; memoryGb: number; os: string; node: string; postgres: string; redis: string };
+  machine: {
+    cores: number;
+    cpuModel: string;
+    memoryGb: number;
+    os: string;
+    node: string;
+    postgres: string;
+    redis: string;
+  };
   settings: PlanOptions & {
     quick: boolean;
     durationS: number;
@@ -323,7 +331,13 @@ export interface RedisSetupRow {
   /** Each server of the setup (a quorum's or a cluster's masters, in the setup's order); null for the one redis-server. */
   perServer: Array<RedisPerOrder & { server: string }> | null;
   /** This row / the one redis-server's row at the same ORDER_BATCH_MAX; null where either figure is missing. */
-  vsSingle: { ordersPerSec: number | null; p99: number | null; redisScripts: number | null; redisCommands: number | null; redisCpuUs: number | null };
+  vsSingle: {
+    ordersPerSec: number | null;
+    p99: number | null;
+    redisScripts: number | null;
+    redisCommands: number | null;
+    redisCpuUs: number | null;
+  };
 }
 
 export interface RedisSetupsSection {

@@ -17,7 +17,8 @@ import { EmbeddedServerError } from '../src/infrastructure/postgres-placement';
 
 export const CLUSTER_SLOTS = 16384;
 
-const INSTALL = 'install Redis 7 or newer (Debian/Ubuntu: `sudo apt-get install redis-server`, which brings redis-cli; macOS: `brew install redis`)';
+const INSTALL =
+  'install Redis 7 or newer (Debian/Ubuntu: `sudo apt-get install redis-server`, which brings redis-cli; macOS: `brew install redis`)';
 
 export interface StartClusterOptions {
   /** Masters, at least 3 (redis-cli refuses fewer); default 3. */
@@ -85,7 +86,13 @@ export function redisCliOnPath(): boolean {
 
 /** A short-lived connection to one node, for admin commands; fails fast when the node is down. */
 async function withNode<T>(url: string, work: (client: Redis) => Promise<T>): Promise<T> {
-  const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, enableOfflineQueue: false, connectTimeout: 2000, retryStrategy: () => null });
+  const client = new Redis(url, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    enableOfflineQueue: false,
+    connectTimeout: 2000,
+    retryStrategy: () => null,
+  });
   client.on('error', () => undefined);
   try {
     await client.connect();
@@ -115,7 +122,11 @@ function redisCli(args: string[], timeoutMs: number): Promise<string> {
     const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
     child.on('error', (err: NodeJS.ErrnoException) => {
       clearTimeout(timer);
-      reject(new EmbeddedServerError(err.code === 'ENOENT' ? `redis-cli is not on PATH: ${INSTALL}` : `could not run redis-cli: ${err.message}`));
+      reject(
+        new EmbeddedServerError(
+          err.code === 'ENOENT' ? `redis-cli is not on PATH: ${INSTALL}` : `could not run redis-cli: ${err.message}`,
+        ),
+      );
     });
     child.on('exit', (code, signal) => {
       clearTimeout(timer);
@@ -157,7 +168,16 @@ class ClusterNode implements RedisClusterNode {
 
   async start(): Promise<void> {
     const args = [
-      ...['--dir', this.dir, '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-port', String(this.busPort)],
+      ...[
+        '--dir',
+        this.dir,
+        '--cluster-enabled',
+        'yes',
+        '--cluster-config-file',
+        'nodes.conf',
+        '--cluster-port',
+        String(this.busPort),
+      ],
       ...['--cluster-node-timeout', String(this.nodeTimeoutMs), '--cluster-require-full-coverage', 'no'],
     ];
     this.server = await startEmbeddedRedis({ port: this.port, extraArgs: args });
@@ -199,9 +219,12 @@ async function startNode(dir: string, nodeTimeoutMs: number, attempt = 1): Promi
 export async function startEmbeddedRedisCluster(opts: StartClusterOptions = {}): Promise<EmbeddedRedisCluster> {
   const masters = opts.masters ?? 3;
   const nodeTimeoutMs = opts.nodeTimeoutMs ?? 1000;
-  if (!Number.isInteger(masters) || masters < 3) throw new EmbeddedServerError(`a Redis Cluster needs at least 3 masters (asked: ${masters})`);
-  if (!redisServerOnPath()) throw new EmbeddedServerError(`no redis-server is on PATH, so no Redis Cluster can be started: ${INSTALL}`);
-  if (!redisCliOnPath()) throw new EmbeddedServerError(`no redis-cli is on PATH, so the Redis Cluster nodes cannot be joined: ${INSTALL}`);
+  if (!Number.isInteger(masters) || masters < 3)
+    throw new EmbeddedServerError(`a Redis Cluster needs at least 3 masters (asked: ${masters})`);
+  if (!redisServerOnPath())
+    throw new EmbeddedServerError(`no redis-server is on PATH, so no Redis Cluster can be started: ${INSTALL}`);
+  if (!redisCliOnPath())
+    throw new EmbeddedServerError(`no redis-cli is on PATH, so the Redis Cluster nodes cannot be joined: ${INSTALL}`);
 
   const root = mkdtempSync(join(tmpdir(), 'flashsale-redis-cluster-'));
   const removeRoot = () => rmSync(root, { recursive: true, force: true });
@@ -227,7 +250,8 @@ export async function startEmbeddedRedisCluster(opts: StartClusterOptions = {}):
   const disagreement = async (node: ClusterNode, expected: string): Promise<string> => {
     const info = await withNode(node.url, (c) => call<string>(c, 'CLUSTER', 'INFO'));
     if (!/cluster_state:ok/.test(info)) return `${node.port}: ${/cluster_state:\w+/.exec(info)?.[0]}`;
-    if (!new RegExp(`cluster_known_nodes:${nodes.length}\\b`).test(info)) return `${node.port}: ${/cluster_known_nodes:\d+/.exec(info)?.[0]}`;
+    if (!new RegExp(`cluster_known_nodes:${nodes.length}\\b`).test(info))
+      return `${node.port}: ${/cluster_known_nodes:\d+/.exec(info)?.[0]}`;
     const map = JSON.stringify(await withNode(node.url, readSlotMap));
     return map === expected ? '' : `${node.port} sees slots ${map}`;
   };
@@ -245,12 +269,15 @@ export async function startEmbeddedRedisCluster(opts: StartClusterOptions = {}):
             ? `${covered} of ${CLUSTER_SLOTS} slots covered`
             : unknown.length > 0
               ? `slots served by unknown node ${unknown[0].id}`
-              : (await Promise.all(nodes.filter((n) => n.running).map((n) => disagreement(n, JSON.stringify(map))))).filter(Boolean).join('; ');
+              : (await Promise.all(nodes.filter((n) => n.running).map((n) => disagreement(n, JSON.stringify(map)))))
+                  .filter(Boolean)
+                  .join('; ');
       } catch (err) {
         why = (err as Error).message;
       }
       if (!why) return;
-      if (Date.now() > deadline) throw new EmbeddedServerError(`the Redis Cluster did not agree within ${timeoutMs / 1000} s: ${why}`);
+      if (Date.now() > deadline)
+        throw new EmbeddedServerError(`the Redis Cluster did not agree within ${timeoutMs / 1000} s: ${why}`);
       await sleep(50);
     }
   };
@@ -275,7 +302,12 @@ export async function startEmbeddedRedisCluster(opts: StartClusterOptions = {}):
     if (!target?.running) throw new Error(`cannot move slots to node ${to.port}: it is not running`);
     const map = await slotMap();
     const running = nodes.filter((n) => n.running);
-    const clients = new Map(running.map((n) => [n, new Redis(n.url, { maxRetriesPerRequest: 0, enableOfflineQueue: true, retryStrategy: () => null })]));
+    const clients = new Map(
+      running.map((n) => [
+        n,
+        new Redis(n.url, { maxRetriesPerRequest: 0, enableOfflineQueue: true, retryStrategy: () => null }),
+      ]),
+    );
     for (const c of clients.values()) c.on('error', () => undefined);
     try {
       for (const slot of slots) {
@@ -290,15 +322,22 @@ export async function startEmbeddedRedisCluster(opts: StartClusterOptions = {}):
   };
 
   const slotsOf = async (node: RedisClusterNode) =>
-    (await slotMap()).filter((r) => r.id === node.id).flatMap((r) => Array.from({ length: r.end - r.start + 1 }, (_, i) => r.start + i));
+    (await slotMap())
+      .filter((r) => r.id === node.id)
+      .flatMap((r) => Array.from({ length: r.end - r.start + 1 }, (_, i) => r.start + i));
 
   try {
-    nodes.push(...(await Promise.all(Array.from({ length: masters }, (_, i) => startNode(mkdtempSync(join(root, `node-${i}-`)), nodeTimeoutMs)))));
-    await redisCli(['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '0', '--cluster-yes'], 60_000).catch(
-      (err: Error) => {
-        throw new EmbeddedServerError(`could not create the Redis Cluster: ${err.message}`);
-      },
+    nodes.push(
+      ...(await Promise.all(
+        Array.from({ length: masters }, (_, i) => startNode(mkdtempSync(join(root, `node-${i}-`)), nodeTimeoutMs)),
+      )),
     );
+    await redisCli(
+      ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '0', '--cluster-yes'],
+      60_000,
+    ).catch((err: Error) => {
+      throw new EmbeddedServerError(`could not create the Redis Cluster: ${err.message}`);
+    });
     await waitUntilAgreed();
   } catch (err) {
     await stop();

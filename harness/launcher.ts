@@ -69,7 +69,9 @@ export async function launchService(options: LaunchOptions): Promise<ServiceProc
   // elsewhere) is said at once, with its last words: otherwise all that shows is ECONNREFUSED.
   child.once('exit', (code, signal) => {
     if (serving && !stopping)
-      process.stderr.write(`\nservice pid ${child.pid} on port ${port} exited unasked (${code ?? signal}); its last output:\n${out.slice(-8000)}\n`);
+      process.stderr.write(
+        `\nservice pid ${child.pid} on port ${port} exited unasked (${code ?? signal}); its last output:\n${out.slice(-8000)}\n`,
+      );
   });
   const service: ServiceProcess = {
     url: `http://127.0.0.1:${port}`,
@@ -93,7 +95,8 @@ export async function launchService(options: LaunchOptions): Promise<ServiceProc
     // /health/live answers as soon as one worker listens; a cluster is ready when every worker is.
     const workers = Number(env.WORKERS ?? 1);
     if (workers > 1) {
-      while (childrenOf(service.pid).length < workers && Date.now() < deadline) await sleep(100, undefined, { signal: options.signal });
+      while (childrenOf(service.pid).length < workers && Date.now() < deadline)
+        await sleep(100, undefined, { signal: options.signal });
       // A forked worker still boots Nest for a moment after it exists.
       await sleep(1500, undefined, { signal: options.signal });
     }

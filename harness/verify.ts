@@ -73,7 +73,13 @@ export async function orderCount(db: Client, productId: number): Promise<number>
  * Waits until no order has landed for `quietMs`: requests abandoned when the load stopped are
  * still being served, and the next scenario must not share the machine with them.
  */
-export async function waitQuiet(db: Client, productId: number, quietMs: number, capMs: number, signal?: AbortSignal): Promise<number> {
+export async function waitQuiet(
+  db: Client,
+  productId: number,
+  quietMs: number,
+  capMs: number,
+  signal?: AbortSignal,
+): Promise<number> {
   const deadline = Date.now() + capMs;
   let last = await orderCount(db, productId);
   let stableSince = Date.now();
@@ -120,7 +126,11 @@ export function verify(audit: Audit, seen: Seen): Verification {
   add('no 5xx answers', fivexx === 0, fivexx === 0 ? 'none' : `${detail5xx} (503 = BUSY/UNAVAILABLE)`);
   // Every 201 the client saw must be an order in PostgreSQL; more orders than 201s is fine
   // (requests abandoned when the load stopped, answered after autocannon hung up).
-  add('every 201 is an order', seen.created <= audit.orders, `${seen.created} answered 201, ${audit.orders} orders stored`);
+  add(
+    'every 201 is an order',
+    seen.created <= audit.orders,
+    `${seen.created} answered 201, ${audit.orders} orders stored`,
+  );
   const sold410 = count((c) => c === 410);
   if (seen.expectSoldOut) {
     add(
@@ -128,10 +138,19 @@ export function verify(audit: Audit, seen: Seen): Verification {
       audit.remaining === 0 && audit.ordered === audit.totalStock,
       `${audit.orders} orders for ${audit.totalStock} units, ${audit.remaining} left`,
     );
-    if (seen.allAnswered) add('I3 no false sold-out', !(sold410 > 0 && audit.remaining > 0), `${sold410} answered 410 with ${audit.remaining} units left`);
+    if (seen.allAnswered)
+      add(
+        'I3 no false sold-out',
+        !(sold410 > 0 && audit.remaining > 0),
+        `${sold410} answered 410 with ${audit.remaining} units left`,
+      );
   } else {
     // Steady state stocks far more than can sell, so any 410 is a false sold-out.
-    add('I3 no false sold-out', sold410 === 0, sold410 === 0 ? 'no 410 while stock remained' : `${sold410} answered 410 with ${audit.remaining} units left`);
+    add(
+      'I3 no false sold-out',
+      sold410 === 0,
+      sold410 === 0 ? 'no 410 while stock remained' : `${sold410} answered 410 with ${audit.remaining} units left`,
+    );
   }
   return { verified: checks.every((c) => c.ok), checks, audit };
 }

@@ -28,7 +28,9 @@ export class OrderLifecycle1763900000000 implements MigrationInterface {
       ALTER TABLE orders ADD CONSTRAINT orders_state_times CHECK (
         (status = 'paid') = (paid_at IS NOT NULL) AND (status IN ('cancelled', 'expired')) = (closed_at IS NOT NULL))`);
     await q.query(`ALTER TABLE orders DROP CONSTRAINT orders_one_per_user`);
-    await q.query(`CREATE UNIQUE INDEX orders_one_live_per_user ON orders (product_id, user_id) WHERE status IN ('reserved', 'paid')`);
+    await q.query(
+      `CREATE UNIQUE INDEX orders_one_live_per_user ON orders (product_id, user_id) WHERE status IN ('reserved', 'paid')`,
+    );
     // The sweep's question: which reservations have run out.
     await q.query(`CREATE INDEX orders_reserved_expiry ON orders (expires_at) WHERE status = 'reserved'`);
   }
@@ -36,14 +38,18 @@ export class OrderLifecycle1763900000000 implements MigrationInterface {
   public async down(q: QueryRunner): Promise<void> {
     await q.query('DROP INDEX orders_reserved_expiry');
     // The old key allows one order per user and product, live or not; orders are never deleted here.
-    const [{ n }] = (await q.query(`SELECT count(*)::int AS n FROM (SELECT 1 FROM orders GROUP BY product_id, user_id HAVING count(*) > 1) d`)) as Array<{
+    const [{ n }] = (await q.query(
+      `SELECT count(*)::int AS n FROM (SELECT 1 FROM orders GROUP BY product_id, user_id HAVING count(*) > 1) d`,
+    )) as Array<{
       n: number;
     }>;
     if (n > 0) throw new Error(`cannot go back: ${n} users ordered a product again after a cancelled or expired order`);
     await q.query('ALTER TABLE orders ADD CONSTRAINT orders_one_per_user UNIQUE (product_id, user_id)');
     await q.query('DROP INDEX orders_one_live_per_user');
     await q.query('ALTER TABLE orders DROP CONSTRAINT orders_state_times');
-    await q.query('ALTER TABLE orders DROP COLUMN closed_at, DROP COLUMN paid_at, DROP COLUMN expires_at, DROP COLUMN status');
+    await q.query(
+      'ALTER TABLE orders DROP COLUMN closed_at, DROP COLUMN paid_at, DROP COLUMN expires_at, DROP COLUMN status',
+    );
     await q.query('ALTER TABLE products DROP CONSTRAINT products_window');
     await q.query('ALTER TABLE products DROP COLUMN payment_timeout_s, DROP COLUMN ends_at, DROP COLUMN starts_at');
   }

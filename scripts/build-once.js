@@ -8,7 +8,16 @@
 // lua/ is left out of the comparison: the service reads it at run time, the build does not use it.
 'use strict';
 const { spawnSync } = require('node:child_process');
-const { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } = require('node:fs');
+const {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+} = require('node:fs');
 const { join } = require('node:path');
 
 const root = join(__dirname, '..');
@@ -75,7 +84,9 @@ function acquire() {
       continue;
     }
     if (Date.now() > deadline) {
-      throw new Error(`waited ${WAIT_MS / 60_000} min for ${lock} (held by pid ${pid ?? 'unknown'}); remove it if no build is running`);
+      throw new Error(
+        `waited ${WAIT_MS / 60_000} min for ${lock} (held by pid ${pid ?? 'unknown'}); remove it if no build is running`,
+      );
     }
     if (!said) {
       process.stderr.write(`another start is building (${lock}); waiting for it\n`);

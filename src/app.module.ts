@@ -21,7 +21,12 @@ export class AppModule {
       imports: [
         LoggerModule.forRoot(loggerParams(logger)),
         AppConfigModule.forRoot(config),
-        TypeOrmModule.forRoot(dataSourceOptions(config.database.url, { poolSize: config.database.poolSize, timeoutMs: config.database.timeoutMs })),
+        TypeOrmModule.forRoot(
+          dataSourceOptions(config.database.url, {
+            poolSize: config.database.poolSize,
+            timeoutMs: config.database.timeoutMs,
+          }),
+        ),
         InfrastructureModule,
         DoorModule,
         OrdersModule,

@@ -34,7 +34,10 @@ const logger = new Logger('Main');
  */
 export const KEEP_ALIVE_TIMEOUT_MS = 72_000;
 
-export async function createApp(config: ResolvedConfig, root: Pino = createLogger(config.logging)): Promise<NestFastifyApplication> {
+export async function createApp(
+  config: ResolvedConfig,
+  root: Pino = createLogger(config.logging),
+): Promise<NestFastifyApplication> {
   const adapter: FastifyAdapter = new FastifyAdapter({
     keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
     // request.ip is the socket's address, or X-Forwarded-For's nearest hop that is not one of
@@ -47,7 +50,8 @@ export async function createApp(config: ResolvedConfig, root: Pino = createLogge
     // graceful-shutdown.ts), not refused with a bare 503 that lacks Retry-After.
     return503OnClosing: false,
     // A URL the router cannot decode is answered in the service's error shape too.
-    frameworkErrors: (err: FastifyError, _req: FastifyRequest, reply: FastifyReply) => sendError(adapter, reply, err, config.http.retryAfterS),
+    frameworkErrors: (err: FastifyError, _req: FastifyRequest, reply: FastifyReply) =>
+      sendError(adapter, reply, err, config.http.retryAfterS),
   });
   // abortOnError false: a failing bootstrap throws to the caller, who stops the servers it started
   // (Nest's default process.abort() would leave them running).
@@ -79,16 +83,22 @@ async function serve(config: ResolvedConfig, root: Pino): Promise<void> {
 /** Resolved settings travel to workers as plain environment variables. */
 function workerEnv(c: ResolvedConfig): NodeJS.ProcessEnv {
   const t = c.redis.topology;
-  const redis = t.kind === 'cluster' ? { REDIS_CLUSTER_NODES: t.nodes.join(',') } : { REDIS_URL: t.url, REDIS_LOCK_URLS: t.lockUrls.join(',') };
+  const redis =
+    t.kind === 'cluster'
+      ? { REDIS_CLUSTER_NODES: t.nodes.join(',') }
+      : { REDIS_URL: t.url, REDIS_LOCK_URLS: t.lockUrls.join(',') };
   return { DATABASE_URL: c.database.url, ...redis, ADMIN_TOKEN: c.admin.token, SHOP_TOKEN: c.identity.shopToken };
 }
 
 /** Turns a failed start into what to do; the message of an error already written for a person stays. */
 export function startFailure(err: unknown, config: Pick<AppConfig['http'], 'port' | 'host'>): string {
   const e = err as NodeJS.ErrnoException;
-  if (e?.code === 'EADDRINUSE') return `port ${config.port} is in use on ${config.host}: set PORT to a free port, or stop what listens there`;
-  if (e?.code === 'EACCES' && e.syscall === 'listen') return `port ${config.port} needs privileges on ${config.host}: set PORT to 1024 or above`;
-  if (e?.code === 'EADDRNOTAVAIL') return `HOST ${config.host} is no address of this machine: set HOST (0.0.0.0 for every address)`;
+  if (e?.code === 'EADDRINUSE')
+    return `port ${config.port} is in use on ${config.host}: set PORT to a free port, or stop what listens there`;
+  if (e?.code === 'EACCES' && e.syscall === 'listen')
+    return `port ${config.port} needs privileges on ${config.host}: set PORT to 1024 or above`;
+  if (e?.code === 'EADDRNOTAVAIL')
+    return `HOST ${config.host} is no address of this machine: set HOST (0.0.0.0 for every address)`;
   return e instanceof Error ? e.message : String(err);
 }
 
@@ -123,9 +133,12 @@ async function primary(config: AppConfig, root: Pino): Promise<void> {
     const applied = await runMigrations(resolved.database.url);
     if (applied.length > 0) logger.log(`migrations applied: ${applied.join(', ')}`);
     if (deps.generatedAdminToken) logger.warn(`ADMIN_TOKEN unset: this run's admin token is ${resolved.admin.token}`);
-    if (deps.generatedShopToken) logger.warn(`SHOP_TOKEN unset: this run's shop token is ${resolved.identity.shopToken}`);
+    if (deps.generatedShopToken)
+      logger.warn(`SHOP_TOKEN unset: this run's shop token is ${resolved.identity.shopToken}`);
     if (!resolved.identity.jwtSecret && !resolved.identity.jwtPublicKey) {
-      logger.log('BUYER_JWT_SECRET and BUYER_JWT_PUBLIC_KEY unset: buyer identity is off, POST /orders trusts the userId of its body');
+      logger.log(
+        'BUYER_JWT_SECRET and BUYER_JWT_PUBLIC_KEY unset: buyer identity is off, POST /orders trusts the userId of its body',
+      );
     }
     if (config.http.workers === 1) {
       app = await createApp(resolved, root);
@@ -143,7 +156,9 @@ async function primary(config: AppConfig, root: Pino): Promise<void> {
     started();
     // The app is drained and closed first; the embedded servers it used are stopped after it.
     closeOnSignals(app, () => deps.stop());
-    logger.log(`listening on ${resolved.http.host}:${resolved.http.port} (1 process, stock locking: ${resolved.locks.stockLocking})`);
+    logger.log(
+      `listening on ${resolved.http.host}:${resolved.http.port} (1 process, stock locking: ${resolved.locks.stockLocking})`,
+    );
     return;
   }
   serveCluster(config, deps, started);
@@ -204,7 +219,9 @@ function serveCluster(config: AppConfig, deps: Dependencies, started: () => void
   cluster.on('listening', () => {
     if (++listening !== config.http.workers || up) return;
     up = true;
-    logger.log(`listening on ${resolved.http.host}:${resolved.http.port} (${config.http.workers} processes, stock locking: ${resolved.locks.stockLocking})`);
+    logger.log(
+      `listening on ${resolved.http.host}:${resolved.http.port} (${config.http.workers} processes, stock locking: ${resolved.locks.stockLocking})`,
+    );
   });
   started();
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
@@ -227,14 +244,19 @@ async function main(): Promise<void> {
   Logger.overrideLogger(nestLogger(root));
   if (cluster.isPrimary) await primary(config, root);
   // A worker's environment names everything the primary resolved (workerEnv): only the Redis topology is derived.
-  else await serve({ ...config, redis: { ...config.redis, topology: topology(config.redis, config.redis.url) } } as ResolvedConfig, root);
+  else
+    await serve(
+      { ...config, redis: { ...config.redis, topology: topology(config.redis, config.redis.url) } } as ResolvedConfig,
+      root,
+    );
 }
 
 if (require.main === module) {
   main().catch((err: Error) => {
     const message = cluster.isWorker ? startFailure(err, loadConfig().http) : err.message;
     // A worker tells the primary, which stops everything and says it once; exit only once it is sent.
-    if (cluster.isWorker && process.send) return void process.send({ startFailed: message } satisfies StartFailedMessage, () => process.exit(1));
+    if (cluster.isWorker && process.send)
+      return void process.send({ startFailed: message } satisfies StartFailedMessage, () => process.exit(1));
     process.stderr.write(`failed to start: ${message}\n`);
     process.exit(1);
   });

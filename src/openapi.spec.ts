@@ -31,8 +31,14 @@ import { OrdersService } from './orders/orders.service';
 class ControllersOnly {}
 
 /** The schema a route's answer with `status` refers to, by name. */
-function responseSchema(doc: OpenAPIObject, path: string, method: 'get' | 'post' | 'patch', status: string): string | undefined {
-  const response = doc.paths[path]?.[method]?.responses?.[status] as { content?: Record<string, { schema?: { $ref?: string } }> } | undefined;
+function responseSchema(
+  doc: OpenAPIObject,
+  path: string,
+  method: 'get' | 'post' | 'patch',
+  status: string,
+): string | undefined {
+  const response = doc.paths[path]?.[method]?.responses?.[status] as
+    { content?: Record<string, { schema?: { $ref?: string } }> } | undefined;
   return response?.content?.['application/json']?.schema?.$ref?.replace('#/components/schemas/', '');
 }
 
@@ -41,7 +47,10 @@ describe('OpenAPI document', () => {
   let doc: OpenAPIObject;
 
   beforeAll(async () => {
-    app = await NestFactory.create<NestFastifyApplication>(ControllersOnly, new FastifyAdapter(), { logger: false, abortOnError: false });
+    app = await NestFactory.create<NestFastifyApplication>(ControllersOnly, new FastifyAdapter(), {
+      logger: false,
+      abortOnError: false,
+    });
     doc = openApiDocument(app);
   });
   afterAll(async () => {
@@ -68,20 +77,42 @@ describe('OpenAPI document', () => {
   });
 
   it('should describe an order with paidAt and closedAt optional and its allocations as segment and quantity', () => {
-    const schemas = doc.components?.schemas as Record<string, { properties: Record<string, unknown>; required?: string[] }>;
+    const schemas = doc.components?.schemas as Record<
+      string,
+      { properties: Record<string, unknown>; required?: string[] }
+    >;
     const order = schemas.OrderResponse;
     expect(Object.keys(order.properties).sort()).toEqual(
-      ['allocations', 'closedAt', 'createdAt', 'expiresAt', 'id', 'paidAt', 'productId', 'quantity', 'status', 'userId'].sort(),
+      [
+        'allocations',
+        'closedAt',
+        'createdAt',
+        'expiresAt',
+        'id',
+        'paidAt',
+        'productId',
+        'quantity',
+        'status',
+        'userId',
+      ].sort(),
     );
-    expect([...(order.required ?? [])].sort()).toEqual(['allocations', 'createdAt', 'expiresAt', 'id', 'productId', 'quantity', 'status', 'userId'].sort());
+    expect([...(order.required ?? [])].sort()).toEqual(
+      ['allocations', 'createdAt', 'expiresAt', 'id', 'productId', 'quantity', 'status', 'userId'].sort(),
+    );
     expect(order.properties.status).toMatchObject({ enum: ['reserved', 'paid', 'cancelled', 'expired'] });
     expect(order.properties.createdAt).toMatchObject({ type: 'string', format: 'date-time' });
-    expect(order.properties.allocations).toMatchObject({ type: 'array', items: { $ref: '#/components/schemas/AllocationResponse' } });
+    expect(order.properties.allocations).toMatchObject({
+      type: 'array',
+      items: { $ref: '#/components/schemas/AllocationResponse' },
+    });
     expect(Object.keys(schemas.AllocationResponse.properties).sort()).toEqual(['quantity', 'segment']);
   });
 
   it('should describe a product with every field of its body, the sale window nullable', () => {
-    const schemas = doc.components?.schemas as Record<string, { properties: Record<string, unknown>; required?: string[] }>;
+    const schemas = doc.components?.schemas as Record<
+      string,
+      { properties: Record<string, unknown>; required?: string[] }
+    >;
     const product = schemas.ProductResponse;
     const fields = [
       'id',
@@ -101,7 +132,10 @@ describe('OpenAPI document', () => {
     expect(Object.keys(product.properties).sort()).toEqual([...fields].sort());
     expect([...(product.required ?? [])].sort()).toEqual([...fields].sort());
     expect(product.properties.startsAt).toMatchObject({ type: 'string', format: 'date-time', nullable: true });
-    expect(product.properties.segments).toMatchObject({ type: 'array', items: { $ref: '#/components/schemas/SegmentResponse' } });
+    expect(product.properties.segments).toMatchObject({
+      type: 'array',
+      items: { $ref: '#/components/schemas/SegmentResponse' },
+    });
     expect(Object.keys(schemas.RebalanceResponse.properties).sort()).toEqual(['after', 'before']);
   });
 });

@@ -10,7 +10,10 @@ export function openApiDocument(app: INestApplication): OpenAPIObject {
     .setDescription('Orders over segmented stock locks; errors are { statusCode, code, message }.')
     .setVersion('1')
     .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'ADMIN_TOKEN, for /admin calls' }, 'admin')
-    .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'SHOP_TOKEN: pay, and read or cancel any order' }, 'shop')
+    .addBearerAuth(
+      { type: 'http', scheme: 'bearer', description: 'SHOP_TOKEN: pay, and read or cancel any order' },
+      'shop',
+    )
     .addBearerAuth(
       {
         type: 'http',

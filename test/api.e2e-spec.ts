@@ -16,7 +16,9 @@ const REBALANCE_WAIT_MS = 300;
 /** Every row that an order or a product touches, to compare before and after a refused call. */
 async function dbSnapshot() {
   return withDb(async (db) => ({
-    products: (await db.query('SELECT id, total_stock, limit_per_user, segment_count, layout_version FROM products ORDER BY id')).rows,
+    products: (
+      await db.query('SELECT id, total_stock, limit_per_user, segment_count, layout_version FROM products ORDER BY id')
+    ).rows,
     segments: (await db.query('SELECT product_id, idx, stock FROM stock_segments ORDER BY product_id, idx')).rows,
     orders: (await db.query('SELECT id, product_id, user_id, quantity FROM orders ORDER BY id')).rows,
   }));
@@ -53,7 +55,8 @@ describe('HTTP API', () => {
   let userSeq = 0;
   const user = (tag: string) => `${tag}-${++userSeq}`;
   const order = (body: unknown) => request('POST', '/orders', body);
-  const view = async (id: number) => (await request<ProductView>('GET', `/admin/products/${id}`, undefined, admin)).body;
+  const view = async (id: number) =>
+    (await request<ProductView>('GET', `/admin/products/${id}`, undefined, admin)).body;
 
   describe('POST /orders', () => {
     it('should create a reserved order of one unit and answer it with its allocation and its expiry after the payment timeout', async () => {
@@ -122,7 +125,13 @@ describe('HTTP API', () => {
       expectError(again, 409, 'ALREADY_ORDERED');
       expect(again.body.orderId).toBe(first.body.id);
       expect(await dbSnapshot()).toEqual(before);
-      expect(await auditProduct(p.id)).toMatchObject({ totalStock: 10, remaining: 9, ordered: 1, orders: 1, duplicateUsers: 0 });
+      expect(await auditProduct(p.id)).toMatchObject({
+        totalStock: 10,
+        remaining: 9,
+        ordered: 1,
+        orders: 1,
+        duplicateUsers: 0,
+      });
     });
 
     it('should let one user order each of two products once', async () => {
@@ -163,7 +172,14 @@ describe('HTTP API', () => {
       // A buyer retrying after the sell-out learns that its order exists.
       expectError(await order({ userId: buyers[0], productId: p.id }), 409, 'ALREADY_ORDERED');
       expect(await dbSnapshot()).toEqual(before);
-      expect(await auditProduct(p.id)).toEqual({ totalStock: 3, remaining: 0, ordered: 3, negativeSegments: 0, orders: 3, duplicateUsers: 0 });
+      expect(await auditProduct(p.id)).toEqual({
+        totalStock: 3,
+        remaining: 0,
+        ordered: 3,
+        negativeSegments: 0,
+        orders: 3,
+        duplicateUsers: 0,
+      });
     });
 
     it('should answer SOLD_OUT at once for a product stocked with zero units', async () => {
@@ -244,7 +260,12 @@ describe('HTTP API', () => {
 
   describe('POST /admin/products', () => {
     it('should create a product with its stock split evenly over the segments, an open window and the default payment timeout', async () => {
-      const res = await request<ProductView>('POST', '/admin/products', { name: 'Sneaker', stock: 10, segments: 4 }, admin);
+      const res = await request<ProductView>(
+        'POST',
+        '/admin/products',
+        { name: 'Sneaker', stock: 10, segments: 4 },
+        admin,
+      );
       expect(res.status).toBe(201);
       expect(res.body).toEqual({
         id: expect.any(Number),
@@ -270,7 +291,12 @@ describe('HTTP API', () => {
     });
 
     it('should split a large stock over the most segments with sizes that differ by at most one', async () => {
-      const res = await request<ProductView>('POST', '/admin/products', { name: 'Big', stock: 1_000_000_000, segments: 1024, limitPerUser: 7 }, admin);
+      const res = await request<ProductView>(
+        'POST',
+        '/admin/products',
+        { name: 'Big', stock: 1_000_000_000, segments: 1024, limitPerUser: 7 },
+        admin,
+      );
       expect(res.status).toBe(201);
       expect(res.body.limitPerUser).toBe(7);
       expectEvenSplit(res.body, 1_000_000_000, 1024);
@@ -292,7 +318,11 @@ describe('HTTP API', () => {
       ['the right token with a suffix', { authorization: `${admin.authorization}x` }],
     ])('should refuse with UNAUTHORIZED a call with %s and create nothing', async (_name, headers) => {
       const before = await dbSnapshot();
-      expectError(await request('POST', '/admin/products', { name: 'x', stock: 10, segments: 2 }, headers), 401, 'UNAUTHORIZED');
+      expectError(
+        await request('POST', '/admin/products', { name: 'x', stock: 10, segments: 2 }, headers),
+        401,
+        'UNAUTHORIZED',
+      );
       expect(await dbSnapshot()).toEqual(before);
     });
   });
@@ -304,7 +334,14 @@ describe('HTTP API', () => {
       expect(o.status).toBe(201);
       const res = await request<ProductView>('GET', `/admin/products/${p.id}`, undefined, admin);
       expect(res.status).toBe(200);
-      expect(res.body).toMatchObject({ id: p.id, name: 'test product', stock: 7, sold: 2, limitPerUser: 2, segmentCount: 3 });
+      expect(res.body).toMatchObject({
+        id: p.id,
+        name: 'test product',
+        stock: 7,
+        sold: 2,
+        limitPerUser: 2,
+        segmentCount: 3,
+      });
       const expected = [3, 3, 3];
       for (const a of o.body.allocations) expected[a.segment] -= a.quantity;
       expect(res.body.segments).toEqual(expected.map((stock, index) => ({ index, stock })));
@@ -313,7 +350,11 @@ describe('HTTP API', () => {
     it('should refuse a view without the admin token', async () => {
       const p = await createProduct(request, { stock: 1, segments: 1 });
       expectError(await request('GET', `/admin/products/${p.id}`), 401, 'UNAUTHORIZED');
-      expectError(await request('GET', `/admin/products/${p.id}`, undefined, { authorization: 'Bearer wrong-token-wrong-token' }), 401, 'UNAUTHORIZED');
+      expectError(
+        await request('GET', `/admin/products/${p.id}`, undefined, { authorization: 'Bearer wrong-token-wrong-token' }),
+        401,
+        'UNAUTHORIZED',
+      );
     });
 
     it.each([
@@ -331,7 +372,8 @@ describe('HTTP API', () => {
 
     it('should even out the remaining units over the same segments when no count is given', async () => {
       const p = await createProduct(request, { stock: 8, segments: 4, limitPerUser: 3 });
-      for (const q of [3, 2]) expect((await order({ userId: user('skew'), productId: p.id, quantity: q })).status).toBe(201);
+      for (const q of [3, 2])
+        expect((await order({ userId: user('skew'), productId: p.id, quantity: q })).status).toBe(201);
       const shown = await view(p.id);
       const res = await rebalance(p.id);
       expect(res.status).toBe(200);
@@ -378,7 +420,11 @@ describe('HTTP API', () => {
       const p = await createProduct(request, { stock: 6, segments: 3 });
       const before = await dbSnapshot();
       expectError(await rebalance(p.id, { segments: 2 }, {}), 401, 'UNAUTHORIZED');
-      expectError(await rebalance(p.id, { segments: 2 }, { authorization: 'Bearer nope-nope-nope-nope' }), 401, 'UNAUTHORIZED');
+      expectError(
+        await rebalance(p.id, { segments: 2 }, { authorization: 'Bearer nope-nope-nope-nope' }),
+        401,
+        'UNAUTHORIZED',
+      );
       expect(await dbSnapshot()).toEqual(before);
     });
 
@@ -441,7 +487,9 @@ describe('HTTP API without Redis', () => {
 
   it('should answer UNAVAILABLE with Retry-After for an order and sell nothing', async () => {
     const p = await withDb(async (db) => {
-      const { rows } = await db.query(`INSERT INTO products (name, total_stock, segment_count) VALUES ('offline', 2, 1) RETURNING id`);
+      const { rows } = await db.query(
+        `INSERT INTO products (name, total_stock, segment_count) VALUES ('offline', 2, 1) RETURNING id`,
+      );
       await db.query('INSERT INTO stock_segments (product_id, idx, stock) VALUES ($1, 0, 2)', [rows[0].id]);
       return rows[0].id as number;
     });

@@ -2,7 +2,16 @@
 // as the benchmark starts it, must sell exactly the stock under a storm of concurrent orders with
 // duplicate users, answer in the service's status codes and error shape, and pass its audit.
 import Redis from 'ioredis';
-import { LuaPeerAudit, auditLuaPeer, insertProduct, luaPeerAuditProblems, PeerEnv, PeerKind, RunningPeer, startPeer } from '../bench/peers';
+import {
+  LuaPeerAudit,
+  auditLuaPeer,
+  insertProduct,
+  luaPeerAuditProblems,
+  PeerEnv,
+  PeerKind,
+  RunningPeer,
+  startPeer,
+} from '../bench/peers';
 import { auditProduct, resetState, withDb } from './support/database';
 import { freePort } from '../src/infrastructure/free-port';
 import { pooled, Reply, request, testUrls } from './support/service';
@@ -12,7 +21,8 @@ const BUYERS = 240;
 /** Buyers 0..59 send two orders at the same moment. */
 const DOUBLE_SENDERS = 60;
 
-const createProduct = (stock: number, segments: number) => withDb((db) => insertProduct(db, { name: 'peer test', stock, segments }));
+const createProduct = (stock: number, segments: number) =>
+  withDb((db) => insertProduct(db, { name: 'peer test', stock, segments }));
 
 type Timed = Reply & { userId: string; sentAt: number; receivedAt: number };
 
@@ -40,7 +50,11 @@ async function expectSoldExactlyOnce(replies: Timed[], productId: number): Promi
     counts[key] = (counts[key] ?? 0) + 1;
   }
   // Only the outcomes the benchmark counts; LOCK_WAIT_MS is long, so no BUSY under this load.
-  expect(Object.keys(counts).filter((k) => !['201', '409 ALREADY_ORDERED', '409 ORDER_IN_PROGRESS', '410 SOLD_OUT'].includes(k))).toEqual([]);
+  expect(
+    Object.keys(counts).filter(
+      (k) => !['201', '409 ALREADY_ORDERED', '409 ORDER_IN_PROGRESS', '410 SOLD_OUT'].includes(k),
+    ),
+  ).toEqual([]);
   expect(created.length).toBe(STOCK);
   for (const r of replies.filter((x) => x.status !== 201)) {
     expect(Object.keys(r.body).sort()).toEqual(['code', 'message', 'statusCode']);
@@ -94,11 +108,20 @@ describe('benchmark peers', () => {
       const productId = await createProduct(STOCK, segments);
       const replies = await storm(peer, productId);
       await expectSoldExactlyOnce(replies, productId);
-      expect(await auditProduct(productId)).toMatchObject({ totalStock: STOCK, remaining: 0, ordered: STOCK, negativeSegments: 0, duplicateUsers: 0 });
+      expect(await auditProduct(productId)).toMatchObject({
+        totalStock: STOCK,
+        remaining: 0,
+        ordered: STOCK,
+        negativeSegments: 0,
+        duplicateUsers: 0,
+      });
       // Sold out: the next buyer learns it from PostgreSQL, a buyer who has an order learns that.
       const late = await request(peer.url, 'POST', '/orders', { userId: 'late-buyer', productId });
       expect([late.status, late.body.code]).toEqual([410, 'SOLD_OUT']);
-      const again = await request(peer.url, 'POST', '/orders', { userId: replies.find((r) => r.status === 201)!.userId, productId });
+      const again = await request(peer.url, 'POST', '/orders', {
+        userId: replies.find((r) => r.status === 201)!.userId,
+        productId,
+      });
       expect([again.status, again.body.code]).toEqual([409, 'ALREADY_ORDERED']);
     });
   });
@@ -111,14 +134,22 @@ describe('benchmark peers', () => {
       await expectSoldExactlyOnce(replies, productId);
       const audit = await withDb((db) => auditLuaPeer(db, testUrls().redisUrl, productId));
       expect(luaPeerAuditProblems(audit)).toEqual([]);
-      expect(audit).toMatchObject<Partial<LuaPeerAudit>>({ totalStock: STOCK, remaining: 0, ordered: STOCK, orders: STOCK, segmentsUntouched: true });
+      expect(audit).toMatchObject<Partial<LuaPeerAudit>>({
+        totalStock: STOCK,
+        remaining: 0,
+        ordered: STOCK,
+        orders: STOCK,
+        segmentsUntouched: true,
+      });
     });
 
     it('should give the unit and the buyer back and answer 503 with Retry-After when the INSERT fails', async () => {
       const peer = await start('bare-lua');
       const productId = await createProduct(2, 1);
       // PostgreSQL refuses this one user's order row; nothing else changes.
-      await withDb((db) => db.query("ALTER TABLE orders ADD CONSTRAINT peer_test_refuse CHECK (user_id <> 'refused-buyer') NOT VALID"));
+      await withDb((db) =>
+        db.query("ALTER TABLE orders ADD CONSTRAINT peer_test_refuse CHECK (user_id <> 'refused-buyer') NOT VALID"),
+      );
       let refused: Reply;
       try {
         refused = await request(peer.url, 'POST', '/orders', { userId: 'refused-buyer', productId });

@@ -43,7 +43,10 @@ describe('benchmark (quick path)', () => {
         log: (line) => lines.push(line),
       });
     } catch (err) {
-      throw new Error(`runBenchmark failed: ${(err as Error).message}\n--- last progress lines ---\n${lines.slice(-40).join('\n')}`, { cause: err });
+      throw new Error(
+        `runBenchmark failed: ${(err as Error).message}\n--- last progress lines ---\n${lines.slice(-40).join('\n')}`,
+        { cause: err },
+      );
     }
   }, 540_000);
 
@@ -66,7 +69,11 @@ describe('benchmark (quick path)', () => {
       const measured = sweep.map(
         (n) =>
           result.report.scenarios.find(
-            (s) => s.groups.includes('sweep') && s.locking === mode && s.holdMs === result.report.settings.sweepHold && s.segments === n,
+            (s) =>
+              s.groups.includes('sweep') &&
+              s.locking === mode &&
+              s.holdMs === result.report.settings.sweepHold &&
+              s.segments === n,
           )!.ordersPerSec,
       );
       expect(bars).toHaveLength(sweep.length);
@@ -103,7 +110,12 @@ describe('benchmark (quick path)', () => {
   });
 
   it('should run the bare-lua peer, the GET /health/live floor, and ORDER_BATCH_MAX=1 against group commit at both holds', () => {
-    expect(byId('bare-lua-h0-s20')).toMatchObject({ target: 'bare-lua', workers: 1, batchMax: null, groups: ['speed'] });
+    expect(byId('bare-lua-h0-s20')).toMatchObject({
+      target: 'bare-lua',
+      workers: 1,
+      batchMax: null,
+      groups: ['speed'],
+    });
     expect(byId('health-live')).toMatchObject({ kind: 'health', target: 'service' });
     for (const hold of [0, 20]) {
       for (const n of [1, 20]) {
@@ -118,9 +130,15 @@ describe('benchmark (quick path)', () => {
     const rows = targets(result.report);
     expect(rows.map((t) => t.result).every((r) => ['pass', 'miss', 'not measured'].includes(r))).toBe(true);
     const x = byId('redlock-h0-s20').ordersPerSec / byId('bare-lua-h0-s20').ordersPerSec;
-    expect(rows[1]).toMatchObject({ measured: expect.stringMatching(new RegExp(`^${x.toFixed(2)}x `)), result: x >= 0.7 ? 'pass' : 'miss' });
+    expect(rows[1]).toMatchObject({
+      measured: expect.stringMatching(new RegExp(`^${x.toFixed(2)}x `)),
+      result: x >= 0.7 ? 'pass' : 'miss',
+    });
     const y = byId('redlock-b1-h20-s20').ordersPerSec / byId('redlock-b1-h20-s1').ordersPerSec;
-    expect(rows[3]).toMatchObject({ measured: expect.stringMatching(new RegExp(`^${y.toFixed(2)}x `)), result: y >= 19 ? 'pass' : 'miss' });
+    expect(rows[3]).toMatchObject({
+      measured: expect.stringMatching(new RegExp(`^${y.toFixed(2)}x `)),
+      result: y >= 19 ? 'pass' : 'miss',
+    });
     // This run has no bare peer: that target says so rather than passing or missing.
     expect(rows[0].result).toBe('not measured');
     expect(rows.slice(4, 6).map((t) => t.result)).toEqual(['pass', 'pass']);
@@ -170,8 +188,25 @@ describe('benchmark (quick path)', () => {
   it('should run the sale with returns: sold out, 30% back (half cancelled, half expired), all resold, every fate as answered', () => {
     const r = byId('returns-redlock-h20-s20');
     const { settings } = result.report;
-    expect(settings.returns).toMatchObject({ stock: 200, segments: 20, buyers: 1000, share: 0.3, cancelShare: 0.5, paymentTimeoutS: 10, expirySweepMs: 100 });
-    expect(r).toMatchObject({ kind: 'returns', groups: ['returns'], target: 'service', workers: 2, stock: 200, segments: 20, buyers: 1000, status: 'ok' });
+    expect(settings.returns).toMatchObject({
+      stock: 200,
+      segments: 20,
+      buyers: 1000,
+      share: 0.3,
+      cancelShare: 0.5,
+      paymentTimeoutS: 10,
+      expirySweepMs: 100,
+    });
+    expect(r).toMatchObject({
+      kind: 'returns',
+      groups: ['returns'],
+      target: 'service',
+      workers: 2,
+      stock: 200,
+      segments: 20,
+      buyers: 1000,
+      status: 'ok',
+    });
     // Its own service start, with the short sweep; every other start keeps the service's default.
     expect(result.report.services.filter((svc) => svc.expirySweepMs === 100)).toHaveLength(1);
     expect(result.report.services.filter((svc) => svc.expirySweepMs !== null)).toHaveLength(1);
@@ -194,7 +229,13 @@ describe('benchmark (quick path)', () => {
     expect(x.returnedUnits).toEqual({ cancelled: 30, expired: 30 });
     // Everything sold in the end: 140 paid at once and the 60 returned units paid by new buyers.
     expect(x.statuses).toEqual({ reserved: 0, paid: 200, cancelled: 30, expired: 30 });
-    expect(r.verification.audit).toMatchObject({ totalStock: 200, remaining: 0, ordered: 200, orders: 200, duplicateUsers: 0 });
+    expect(r.verification.audit).toMatchObject({
+      totalStock: 200,
+      remaining: 0,
+      ordered: 200,
+      orders: 200,
+      duplicateUsers: 0,
+    });
     expect(r.statusCounts).toEqual({ '201': 200, '410': 800 });
     expect(x.pays).toMatchObject({ calls: 140, ok: 140 });
     expect(x.cancels).toMatchObject({ calls: 30, ok: 30 });
@@ -219,10 +260,21 @@ describe('benchmark (quick path)', () => {
     expect(x.resale.lastReturnToSoldOutMs!).toBeLessThanOrEqual(x.resale.firstReturnToSoldOutMs!);
     // The reports carry it: a section in latest.md saying what it measures, the figures in latest.json.
     const md = readFileSync(join(outDir, 'latest.md'), 'utf8');
-    const section = md.slice(md.indexOf('## The sale with returns'), md.indexOf('\n## ', md.indexOf('## The sale with returns') + 1));
+    const section = md.slice(
+      md.indexOf('## The sale with returns'),
+      md.indexOf('\n## ', md.indexOf('## The sale with returns') + 1),
+    );
     expect(section).toContain('How long returned units take to sell again.');
-    for (const row of ['(a) first sell-out', '(b) first return to the resale sold out', '(c) cancels', '(c) expiry lag']) expect(section).toContain(`| ${row}`);
-    expect(section).toContain(`**${x.cancels.perSec >= 100 ? x.cancels.perSec.toFixed(0) : x.cancels.perSec.toFixed(1)} cancels/s**`);
+    for (const row of [
+      '(a) first sell-out',
+      '(b) first return to the resale sold out',
+      '(c) cancels',
+      '(c) expiry lag',
+    ])
+      expect(section).toContain(`| ${row}`);
+    expect(section).toContain(
+      `**${x.cancels.perSec >= 100 ? x.cancels.perSec.toFixed(0) : x.cancels.perSec.toFixed(1)} cancels/s**`,
+    );
     const json = JSON.parse(readFileSync(join(outDir, 'latest.json'), 'utf8'));
     const saved = json.scenarios.find((s: ScenarioResult) => s.id === 'returns-redlock-h20-s20');
     expect(saved.returns).toEqual(JSON.parse(JSON.stringify(x)));
@@ -244,7 +296,12 @@ describe('benchmark (quick path)', () => {
     expect(Object.keys(r.statusCounts)).toEqual(['410']);
     expect(r.created).toBe(r.responses);
     expect(r.verification.checks.map((c) => c.name)).toEqual(
-      expect.arrayContaining(['sold out before the load', 'every answer 410', 'nothing sold during the load', 'refusals from memory']),
+      expect.arrayContaining([
+        'sold out before the load',
+        'every answer 410',
+        'nothing sold during the load',
+        'refusals from memory',
+      ]),
     );
     expect(r.verification.audit).toMatchObject({ totalStock: 20, remaining: 0, ordered: 20, orders: 20 });
     // The service's own count of its refusals, those answered after autocannon stopped counting included.
@@ -302,8 +359,12 @@ describe('benchmark (quick path)', () => {
     expect(lua.redisScripts).toBeGreaterThanOrEqual(1);
     expect(lua.pgWriteTransactions).toBeGreaterThan(0.95);
     const md = readFileSync(join(outDir, 'latest.md'), 'utf8');
-    const section = md.slice(md.indexOf('## Costs per order and per refusal'), md.indexOf('\n## ', md.indexOf('## Costs per order and per refusal') + 1));
-    for (const s of result.report.scenarios.filter((x) => x.costs)) expect(section).toContain(`| ${s.id} | ${s.costs!.unit} |`);
+    const section = md.slice(
+      md.indexOf('## Costs per order and per refusal'),
+      md.indexOf('\n## ', md.indexOf('## Costs per order and per refusal') + 1),
+    );
+    for (const s of result.report.scenarios.filter((x) => x.costs))
+      expect(section).toContain(`| ${s.id} | ${s.costs!.unit} |`);
   });
 
   it('should run the Redis setups: the same load on the one redis-server, a Redlock quorum of 3 and a 3-master cluster, costs summed over every server', () => {
@@ -315,7 +376,16 @@ describe('benchmark (quick path)', () => {
     ] as const) {
       for (const b of ['', '-b1']) {
         const r = byId(`redlock${b}-h0-s20${suffix}`);
-        expect(r).toMatchObject({ redis, groups: ['redis-setups'], kind: 'steady', workers: 2, holdMs: 0, segments: 20, batchMax: b ? 1 : null, status: 'ok' });
+        expect(r).toMatchObject({
+          redis,
+          groups: ['redis-setups'],
+          kind: 'steady',
+          workers: 2,
+          holdMs: 0,
+          segments: 20,
+          batchMax: b ? 1 : null,
+          status: 'ok',
+        });
         const c = r.costs!;
         const servers = c.redisServers!;
         expect(servers).toHaveLength(3);
@@ -329,10 +399,17 @@ describe('benchmark (quick path)', () => {
       }
     }
     // A quorum's lock and release go to every master: at ORDER_BATCH_MAX=1 each extra master sees at least one lock and one release per order.
-    for (const x of byId('redlock-b1-h0-s20-rq').costs!.redisServers!.slice(1)) expect(x.perUnit.redisScripts).toBeGreaterThanOrEqual(1.9);
+    for (const x of byId('redlock-b1-h0-s20-rq').costs!.redisServers!.slice(1))
+      expect(x.perUnit.redisScripts).toBeGreaterThanOrEqual(1.9);
     // Their own service starts, on their own Redis.
-    expect(result.report.services.filter((svc) => svc.redis === 'quorum').map((svc) => svc.batchMax)).toEqual([null, 1]);
-    expect(result.report.services.filter((svc) => svc.redis === 'cluster').map((svc) => svc.batchMax)).toEqual([null, 1]);
+    expect(result.report.services.filter((svc) => svc.redis === 'quorum').map((svc) => svc.batchMax)).toEqual([
+      null,
+      1,
+    ]);
+    expect(result.report.services.filter((svc) => svc.redis === 'cluster').map((svc) => svc.batchMax)).toEqual([
+      null,
+      1,
+    ]);
     // The section: latest.json's rows with ratios to the one redis-server, latest.md's table and the command line.
     const json = JSON.parse(readFileSync(join(outDir, 'latest.json'), 'utf8'));
     expect(json.redisSetups.rows.map((r: { id: string }) => r.id)).toEqual([
@@ -344,7 +421,10 @@ describe('benchmark (quick path)', () => {
       'redlock-b1-h0-s20-rc',
     ]);
     const q = json.redisSetups.rows[1];
-    expect(q.vsSingle.ordersPerSec).toBeCloseTo(byId('redlock-h0-s20-rq').ordersPerSec / byId('redlock-h0-s20').ordersPerSec, 6);
+    expect(q.vsSingle.ordersPerSec).toBeCloseTo(
+      byId('redlock-h0-s20-rq').ordersPerSec / byId('redlock-h0-s20').ordersPerSec,
+      6,
+    );
     expect(q.perServer).toHaveLength(3);
     expect(json.redisSetups.command).toBe(result.report.command);
     const md = readFileSync(join(outDir, 'latest.md'), 'utf8');

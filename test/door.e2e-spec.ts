@@ -6,7 +6,17 @@
 import { SignJWT, UnsecuredJWT } from 'jose';
 import { FaultRedis, metric, sleep, waitFor } from './faults/support';
 import { redisCommandCount, resetState, statementCount, withDb } from './support/database';
-import { admin, createProduct, pooled, Reply, request, ServiceProcess, shop, startService, testUrls } from './support/service';
+import {
+  admin,
+  createProduct,
+  pooled,
+  Reply,
+  request,
+  ServiceProcess,
+  shop,
+  startService,
+  testUrls,
+} from './support/service';
 
 const STALE_MS = 100;
 const REFUSAL_STALE_MS = 2000;
@@ -31,10 +41,19 @@ async function liveOrders(productId: number): Promise<Map<string, number>> {
   });
 }
 
-async function sellOut(base: string, stock: number, segments: number, prefix: string, terms: Record<string, unknown> = {}) {
+async function sellOut(
+  base: string,
+  stock: number,
+  segments: number,
+  prefix: string,
+  terms: Record<string, unknown> = {},
+) {
   const product = await createProduct(base, { stock, segments, ...terms });
   const answers = await pooled(
-    Array.from({ length: stock }, (_, i) => () => request(base, 'POST', '/orders', { userId: `${prefix}-${i}`, productId: product.id })),
+    Array.from(
+      { length: stock },
+      (_, i) => () => request(base, 'POST', '/orders', { userId: `${prefix}-${i}`, productId: product.id }),
+    ),
     16,
   );
   expect(answers.map((r) => r.status)).toEqual(answers.map(() => 201));
@@ -65,7 +84,11 @@ describe('the door: refusals from memory, across two processes', () => {
     expect(holders.size).toBe(40);
 
     const POLL = 'sold-out board poll';
-    const [pollsBefore, statementsBefore, redisBefore] = [await statementCount(), await statementCount({ except: POLL }), await redisCommandCount()];
+    const [pollsBefore, statementsBefore, redisBefore] = [
+      await statementCount(),
+      await statementCount({ except: POLL }),
+      await redisCommandCount(),
+    ];
     const started = Date.now();
     const pick = (i: number) => (i % 2 === 0 ? a : b).url;
     const newcomers = Array.from({ length: 2000 }, (_, i) => async () => ({
@@ -78,15 +101,24 @@ describe('the door: refusals from memory, across two processes', () => {
     }));
     const answers = await pooled([...newcomers, ...again], 64);
     const elapsedMs = Date.now() - started;
-    const [statementsAfter, redisAfter, pollsAfter] = [await statementCount({ except: POLL }), await redisCommandCount(), await statementCount()];
+    const [statementsAfter, redisAfter, pollsAfter] = [
+      await statementCount({ except: POLL }),
+      await redisCommandCount(),
+      await statementCount(),
+    ];
 
     const late = answers.filter((x) => x.userId.startsWith('late-'));
-    expect(late.filter((x) => x.r.status !== 410 || x.r.body.code !== 'SOLD_OUT').map((x) => `${x.userId}: ${x.r.status}`)).toEqual([]);
+    expect(
+      late.filter((x) => x.r.status !== 410 || x.r.body.code !== 'SOLD_OUT').map((x) => `${x.userId}: ${x.r.status}`),
+    ).toEqual([]);
     const told = answers.filter((x) => !x.userId.startsWith('late-'));
     expect(told.map((x) => [x.userId, x.r.status, x.r.body.code, x.r.body.orderId])).toEqual(
       told.map((x) => [x.userId, 409, 'ALREADY_ORDERED', holders.get(x.userId)]),
     );
-    expect({ statements: statementsAfter - statementsBefore, redisCommands: redisAfter - redisBefore }).toEqual({ statements: 0, redisCommands: 0 });
+    expect({ statements: statementsAfter - statementsBefore, redisCommands: redisAfter - redisBefore }).toEqual({
+      statements: 0,
+      redisCommands: 0,
+    });
     // The polls are per process and time (one per SOLD_OUT_STALE_MS / 4 each), not per refusal.
     const polls = pollsAfter - statementsAfter - (pollsBefore - statementsBefore);
     expect(polls).toBeLessThanOrEqual(2 * (Math.ceil(elapsedMs / (REFUSAL_STALE_MS / 4)) + 2));
@@ -116,7 +148,10 @@ describe('the door: returned units reach every process within SOLD_OUT_STALE_MS 
   beforeAll(async () => {
     await resetState();
     // Only a sweeps, so an expiry is always a's; the bound is the default's.
-    [a, b] = await Promise.all([startService({ SOLD_OUT_STALE_MS: String(STALE_MS), EXPIRY_SWEEP_MS: '100' }), startService({ EXPIRY_SWEEP_MS: '0' })]);
+    [a, b] = await Promise.all([
+      startService({ SOLD_OUT_STALE_MS: String(STALE_MS), EXPIRY_SWEEP_MS: '100' }),
+      startService({ EXPIRY_SWEEP_MS: '0' }),
+    ]);
   });
   afterAll(async () => {
     await Promise.all([a?.stop(), b?.stop()]);
@@ -149,7 +184,11 @@ describe('the door: returned units reach every process within SOLD_OUT_STALE_MS 
     // The reservation's time runs out now (as a clock would have it), and a's sweep expires it.
     await withDb((db) => db.query('UPDATE orders SET expires_at = now() WHERE id = $1', [orders[0].id]));
     const expiredAt = await waitFor('the sweep on a to expire the reservation', async () =>
-      withDb(async (db) => ((await db.query('SELECT status FROM orders WHERE id = $1', [orders[0].id])).rows[0].status === 'expired' ? Date.now() : 0)),
+      withDb(async (db) =>
+        (await db.query('SELECT status FROM orders WHERE id = $1', [orders[0].id])).rows[0].status === 'expired'
+          ? Date.now()
+          : 0,
+      ),
     );
     const r = await boughtOnBAfterTheBound(product.id, expiredAt, 'expiry-next');
     expect(r.status).toBe(201);
@@ -165,17 +204,23 @@ describe('the door: returned units reach every process within SOLD_OUT_STALE_MS 
 
   it('should sell on b, in the new layout, the unit a cancel returned after a rebalance on a', async () => {
     const { product, orders } = await soldOutEverywhere(6, 'rebalance');
-    expect((await request(a.url, 'POST', `/admin/products/${product.id}/rebalance`, { segments: 5 }, admin)).status).toBe(200);
+    expect(
+      (await request(a.url, 'POST', `/admin/products/${product.id}/rebalance`, { segments: 5 }, admin)).status,
+    ).toBe(200);
     // b may have relearnt the product in its new layout before the cancel: the bound holds from the cancel.
     await teachSoldOut(b, product.id, 'rebalance-rewarm');
-    expect((await request(a.url, 'POST', `/orders/${orders[1].id}/cancel`, { userId: orders[1].userId }, shop)).status).toBe(200);
+    expect(
+      (await request(a.url, 'POST', `/orders/${orders[1].id}/cancel`, { userId: orders[1].userId }, shop)).status,
+    ).toBe(200);
     const r = await boughtOnBAfterTheBound(product.id, Date.now(), 'rebalance-next');
     expect(r.status).toBe(201);
   });
 
   it('should sell on b the unit a cancel returned even when the Redis sold-out flag is set again (its clearing lost)', async () => {
     const { product, orders } = await soldOutEverywhere(6, 'lost');
-    expect((await request(a.url, 'POST', `/orders/${orders[2].id}/cancel`, { userId: orders[2].userId }, shop)).status).toBe(200);
+    expect(
+      (await request(a.url, 'POST', `/orders/${orders[2].id}/cancel`, { userId: orders[2].userId }, shop)).status,
+    ).toBe(200);
     const returnedAt = Date.now();
     // As if the clearing never reached Redis (a restart, a failover): the flag says sold out.
     const { default: Redis } = await import('ioredis');
@@ -202,7 +247,11 @@ describe('the door: rate limits shared by the processes', () => {
     const env = { RATE_LIMIT_USER: '1,3', RATE_LIMIT_IP: '0' };
     [a, b] = await Promise.all([startService(env), startService(env)]);
     // Calls to a sale that has not started change nothing, whatever gets through the door.
-    notYet = await createProduct(a.url, { stock: 10, segments: 2, startsAt: new Date(Date.now() + 3_600_000).toISOString() });
+    notYet = await createProduct(a.url, {
+      stock: 10,
+      segments: 2,
+      startsAt: new Date(Date.now() + 3_600_000).toISOString(),
+    });
   });
   afterAll(async () => {
     await Promise.all([a?.stop(), b?.stop()]);
@@ -210,7 +259,9 @@ describe('the door: rate limits shared by the processes', () => {
 
   it("should share a user's budget between both processes: 3 calls pass, the rest 429 RATE_LIMITED with Retry-After", async () => {
     const answers = await Promise.all(
-      Array.from({ length: 10 }, (_, i) => request(i % 2 ? a.url : b.url, 'POST', '/orders', { userId: 'eager', productId: notYet.id })),
+      Array.from({ length: 10 }, (_, i) =>
+        request(i % 2 ? a.url : b.url, 'POST', '/orders', { userId: 'eager', productId: notYet.id }),
+      ),
     );
     const passed = answers.filter((r) => r.status === 403);
     const limited = answers.filter((r) => r.status === 429);
@@ -222,7 +273,12 @@ describe('the door: rate limits shared by the processes', () => {
     }
     // Another user has a budget of their own.
     expect((await request(a.url, 'POST', '/orders', { userId: 'calm', productId: notYet.id })).status).toBe(403);
-    expect(await withDb(async (db) => (await db.query('SELECT count(*)::int AS n FROM orders WHERE product_id = $1', [notYet.id])).rows[0].n)).toBe(0);
+    expect(
+      await withDb(
+        async (db) =>
+          (await db.query('SELECT count(*)::int AS n FROM orders WHERE product_id = $1', [notYet.id])).rows[0].n,
+      ),
+    ).toBe(0);
   });
 });
 
@@ -237,7 +293,13 @@ describe('the door: limits per address, TRUST_PROXY and Redis away', () => {
     ownRedis = await FaultRedis.start();
     const env = { REDIS_URL: ownRedis.url, RATE_LIMIT_USER: '1,3', RATE_LIMIT_IP: '1,3' };
     [trusting, direct] = await Promise.all([startService({ ...env, TRUST_PROXY: '127.0.0.1' }), startService(env)]);
-    productId = (await createProduct(trusting.url, { stock: 10, segments: 2, startsAt: new Date(Date.now() + 3_600_000).toISOString() })).id;
+    productId = (
+      await createProduct(trusting.url, {
+        stock: 10,
+        segments: 2,
+        startsAt: new Date(Date.now() + 3_600_000).toISOString(),
+      })
+    ).id;
   });
   afterAll(async () => {
     await Promise.all([trusting?.stop(), direct?.stop()]);
@@ -248,14 +310,18 @@ describe('the door: limits per address, TRUST_PROXY and Redis away', () => {
     request(svc.url, 'POST', '/orders', { userId, productId }, xff ? { 'x-forwarded-for': xff } : {});
 
   it('should count a forged first X-Forwarded-For hop against the address the trusted proxy saw', async () => {
-    const answers = await Promise.all(Array.from({ length: 5 }, (_, i) => order(trusting, `via-proxy-${i}`, `198.51.100.${i}, 203.0.113.7`)));
+    const answers = await Promise.all(
+      Array.from({ length: 5 }, (_, i) => order(trusting, `via-proxy-${i}`, `198.51.100.${i}, 203.0.113.7`)),
+    );
     expect(answers.map((r) => r.status).sort()).toEqual([403, 403, 403, 429, 429]);
     // Another client behind the same proxy has its own budget.
     expect((await order(trusting, 'via-proxy-other', '203.0.113.8')).status).toBe(403);
   });
 
   it('should ignore X-Forwarded-For without TRUST_PROXY: every forged address is the socket address', async () => {
-    const answers = await Promise.all(Array.from({ length: 5 }, (_, i) => order(direct, `direct-${i}`, `198.51.100.${i}`)));
+    const answers = await Promise.all(
+      Array.from({ length: 5 }, (_, i) => order(direct, `direct-${i}`, `198.51.100.${i}`)),
+    );
     expect(answers.map((r) => r.status).sort()).toEqual([403, 403, 403, 429, 429]);
   });
 
@@ -308,7 +374,8 @@ describe('the door: buyer identity and the shop token (I9)', () => {
   it('should refuse every hostile token on every buyer, shop and admin call, changing nothing', async () => {
     const product = await createProduct(a.url, { stock: 5, segments: 1 });
     const victimToken = await tokenFor('victim');
-    const victimOrder = (await request(a.url, 'POST', '/orders', { productId: product.id }, bearer(victimToken))).body as { id: number };
+    const victimOrder = (await request(a.url, 'POST', '/orders', { productId: product.id }, bearer(victimToken)))
+      .body as { id: number };
     const before = await withDb(async (db) => ({
       orders: (await db.query('SELECT id, user_id, status FROM orders ORDER BY id')).rows,
       stock: (await db.query('SELECT product_id, idx, stock FROM stock_segments ORDER BY product_id, idx')).rows,
@@ -321,10 +388,16 @@ describe('the door: buyer identity and the shop token (I9)', () => {
       ['no token', {}],
       ['a malformed token', bearer('not-a-jwt')],
       ['alg none', bearer(new UnsecuredJWT({ sub: 'victim', exp: now() + 300 }).encode())],
-      ['another secret', bearer(await tokenFor('victim', {}, new TextEncoder().encode('another-secret-0123456789abcdefghij')))],
+      [
+        'another secret',
+        bearer(await tokenFor('victim', {}, new TextEncoder().encode('another-secret-0123456789abcdefghij'))),
+      ],
       ['an expired token', bearer(await tokenFor('victim', { exp: now() - 120 }))],
       ['a token not yet valid', bearer(await tokenFor('victim', { nbf: now() + 120 }))],
-      ['a tampered payload', bearer(`${h}.${Buffer.from(JSON.stringify({ sub: 'victim', exp: now() + 300 })).toString('base64url')}.${s}`)],
+      [
+        'a tampered payload',
+        bearer(`${h}.${Buffer.from(JSON.stringify({ sub: 'victim', exp: now() + 300 })).toString('base64url')}.${s}`),
+      ],
       ['a huge token', bearer(`${h}.${'A'.repeat(6000)}.${s}`)],
       ['the admin token as a buyer token', admin],
     ];
@@ -351,17 +424,42 @@ describe('the door: buyer identity and the shop token (I9)', () => {
     // Mallory's own valid token, acting for the victim.
     const m = bearer(valid);
     const mallory: Array<[string, Promise<Reply>, number, string]> = [
-      ['order as the victim', request(a.url, 'POST', '/orders', { userId: 'victim', productId: product.id }, m), 403, 'IDENTITY_MISMATCH'],
-      ["read the victim's order", request(b.url, 'GET', `/orders/${victimOrder.id}`, undefined, m), 404, 'ORDER_NOT_FOUND'],
+      [
+        'order as the victim',
+        request(a.url, 'POST', '/orders', { userId: 'victim', productId: product.id }, m),
+        403,
+        'IDENTITY_MISMATCH',
+      ],
+      [
+        "read the victim's order",
+        request(b.url, 'GET', `/orders/${victimOrder.id}`, undefined, m),
+        404,
+        'ORDER_NOT_FOUND',
+      ],
       [
         "cancel the victim's order naming the victim",
         request(a.url, 'POST', `/orders/${victimOrder.id}/cancel`, { userId: 'victim' }, m),
         403,
         'IDENTITY_MISMATCH',
       ],
-      ["cancel the victim's order as herself", request(b.url, 'POST', `/orders/${victimOrder.id}/cancel`, undefined, m), 404, 'ORDER_NOT_FOUND'],
-      ["pay the victim's order", request(a.url, 'POST', `/orders/${victimOrder.id}/pay`, { userId: 'victim' }, m), 403, 'FORBIDDEN'],
-      ['create a product', request(b.url, 'POST', '/admin/products', { name: 'x', stock: 1, segments: 1 }, m), 401, 'UNAUTHORIZED'],
+      [
+        "cancel the victim's order as herself",
+        request(b.url, 'POST', `/orders/${victimOrder.id}/cancel`, undefined, m),
+        404,
+        'ORDER_NOT_FOUND',
+      ],
+      [
+        "pay the victim's order",
+        request(a.url, 'POST', `/orders/${victimOrder.id}/pay`, { userId: 'victim' }, m),
+        403,
+        'FORBIDDEN',
+      ],
+      [
+        'create a product',
+        request(b.url, 'POST', '/admin/products', { name: 'x', stock: 1, segments: 1 }, m),
+        401,
+        'UNAUTHORIZED',
+      ],
     ];
     for (const [what, reply, status, code] of mallory) {
       const r = await reply;

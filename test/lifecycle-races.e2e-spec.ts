@@ -53,14 +53,23 @@ describe('order lifecycle races across two service processes', () => {
     await Promise.all([a?.stop(), b?.stop()]);
   });
 
-  async function timed(base: string, method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<Timed> {
+  async function timed(
+    base: string,
+    method: string,
+    path: string,
+    body?: unknown,
+    headers?: Record<string, string>,
+  ): Promise<Timed> {
     const sentAt = Date.now();
     const r = await request(base, method, path, body, headers);
     return { ...r, sentAt, receivedAt: Date.now() };
   }
-  const order = (i: number, userId: string, productId: number) => timed(pick(i), 'POST', '/orders', { userId, productId });
-  const pay = (base: string, o: { id: number; userId: string }) => timed(base, 'POST', `/orders/${o.id}/pay`, { userId: o.userId }, shop);
-  const cancel = (base: string, o: { id: number; userId: string }) => timed(base, 'POST', `/orders/${o.id}/cancel`, { userId: o.userId }, shop);
+  const order = (i: number, userId: string, productId: number) =>
+    timed(pick(i), 'POST', '/orders', { userId, productId });
+  const pay = (base: string, o: { id: number; userId: string }) =>
+    timed(base, 'POST', `/orders/${o.id}/pay`, { userId: o.userId }, shop);
+  const cancel = (base: string, o: { id: number; userId: string }) =>
+    timed(base, 'POST', `/orders/${o.id}/cancel`, { userId: o.userId }, shop);
 
   async function createProduct(p: { stock: number; segments: number; paymentTimeoutS?: number }): Promise<ProductView> {
     const res = await request<ProductView>(a.url, 'POST', '/admin/products', { name: 'lifecycle race', ...p }, admin);
@@ -97,7 +106,10 @@ describe('order lifecycle races across two service processes', () => {
   }
 
   async function segmentStock(productId: number): Promise<number[]> {
-    const { rows } = await db.query('SELECT stock::int AS stock FROM stock_segments WHERE product_id = $1 ORDER BY idx', [productId]);
+    const { rows } = await db.query(
+      'SELECT stock::int AS stock FROM stock_segments WHERE product_id = $1 ORDER BY idx',
+      [productId],
+    );
     return rows.map((r) => r.stock);
   }
 
@@ -193,7 +205,10 @@ describe('order lifecycle races across two service processes', () => {
     // cancel on every fifth order (not the owner: 404, changes nothing).
     const outcomes = await Promise.all(
       orders.map(async (o, i) => {
-        const stranger = i % 5 === 0 ? (i % 2 === 0 ? pay : cancel)(pick(i + 1), { id: o.id, userId: `stranger-${i}` }) : Promise.resolve(undefined);
+        const stranger =
+          i % 5 === 0
+            ? (i % 2 === 0 ? pay : cancel)(pick(i + 1), { id: o.id, userId: `stranger-${i}` })
+            : Promise.resolve(undefined);
         const [p, c] =
           i % 2 === 0
             ? await Promise.all([pay(pick(i), o), cancel(other(i), o)])
@@ -210,8 +225,18 @@ describe('order lifecycle races across two service processes', () => {
     for (const { order: o, pay: p, cancel: c } of outcomes) {
       const final = inDb.get(o.id)?.status;
       const seen = `order ${o.id}: pay ${p.status} ${p.body?.code ?? p.body?.status}, cancel ${c.status} ${c.body?.code ?? c.body?.status}, db ${final}`;
-      const payWon = p.status === 200 && p.body.status === 'paid' && c.status === 409 && c.body.code === 'ORDER_PAID' && final === 'paid';
-      const cancelWon = c.status === 200 && c.body.status === 'cancelled' && p.status === 409 && p.body.code === 'ORDER_CANCELLED' && final === 'cancelled';
+      const payWon =
+        p.status === 200 &&
+        p.body.status === 'paid' &&
+        c.status === 409 &&
+        c.body.code === 'ORDER_PAID' &&
+        final === 'paid';
+      const cancelWon =
+        c.status === 200 &&
+        c.body.status === 'cancelled' &&
+        p.status === 409 &&
+        p.body.code === 'ORDER_CANCELLED' &&
+        final === 'cancelled';
       if (!payWon && !cancelWon) wrong.push(seen);
       if (payWon) paid++;
     }
@@ -220,16 +245,20 @@ describe('order lifecycle races across two service processes', () => {
 
     // Units of cancelled orders are back in the very segments they came from; paid ones are not.
     const expected = [...initial];
-    for (const o of inDb.values()) if (o.status === 'paid') for (const al of o.allocations) expected[al.segment] -= al.quantity;
+    for (const o of inDb.values())
+      if (o.status === 'paid') for (const al of o.allocations) expected[al.segment] -= al.quantity;
     expect(await segmentStock(product.id)).toEqual(expected);
     await expectBooksBalance(product.id, STOCK, true);
     expect(await auditProduct(product.id)).toMatchObject({ remaining: STOCK - paid, ordered: paid, orders: paid });
 
     // The loser's answer does not change on a retry, and the winner's call is idempotent.
-    const again = await Promise.all(outcomes.slice(0, 40).map(({ order: o }, i) => Promise.all([pay(other(i), o), cancel(pick(i), o)])));
+    const again = await Promise.all(
+      outcomes.slice(0, 40).map(({ order: o }, i) => Promise.all([pay(other(i), o), cancel(pick(i), o)])),
+    );
     again.forEach(([p, c], i) => {
       const final = inDb.get(outcomes[i].order.id)?.status;
-      if (final === 'paid') expect([p.status, p.body.status, c.status, c.body.code]).toEqual([200, 'paid', 409, 'ORDER_PAID']);
+      if (final === 'paid')
+        expect([p.status, p.body.status, c.status, c.body.code]).toEqual([200, 'paid', 409, 'ORDER_PAID']);
       else expect([p.status, p.body.code, c.status, c.body.status]).toEqual([409, 'ORDER_CANCELLED', 200, 'cancelled']);
     });
     expect(await segmentStock(product.id)).toEqual(expected);
@@ -257,7 +286,9 @@ describe('order lifecycle races across two service processes', () => {
     );
 
     const wrongAnswers = payments.filter(
-      ({ reply }) => !(reply.status === 200 && reply.body.status === 'paid') && !(reply.status === 409 && reply.body.code === 'ORDER_EXPIRED'),
+      ({ reply }) =>
+        !(reply.status === 200 && reply.body.status === 'paid') &&
+        !(reply.status === 409 && reply.body.code === 'ORDER_EXPIRED'),
     );
     expect(wrongAnswers.map(({ order: o, reply }) => `order ${o.id}: ${reply.status} ${reply.text}`)).toEqual([]);
     // The race really was run: both outcomes occurred.
@@ -266,28 +297,43 @@ describe('order lifecycle races across two service processes', () => {
     expect(paidIds.size).toBeLessThan(ORDERS);
 
     // A payment refused as ORDER_EXPIRED never paid: its order is expired, or reserved past its expiresAt.
-    const { rows: refusedNow } = await db.query(`SELECT id::text, status, expires_at <= now() AS due FROM orders WHERE id = ANY($1::bigint[])`, [
-      orders.filter((o) => !paidIds.has(o.id)).map((o) => o.id),
-    ]);
+    const { rows: refusedNow } = await db.query(
+      `SELECT id::text, status, expires_at <= now() AS due FROM orders WHERE id = ANY($1::bigint[])`,
+      [orders.filter((o) => !paidIds.has(o.id)).map((o) => o.id)],
+    );
     expect(refusedNow.filter((r) => !(r.status === 'expired' || (r.status === 'reserved' && r.due)))).toEqual([]);
 
     // Every reservation that was not paid is expired by the sweeps of either process.
-    await waitFor('every unpaid reservation to expire', async () => ((await countByStatus(db, product.id)).reserved ?? 0) === 0, 15_000);
+    await waitFor(
+      'every unpaid reservation to expire',
+      async () => ((await countByStatus(db, product.id)).reserved ?? 0) === 0,
+      15_000,
+    );
     const inDb = await ordersInDb(product.id);
     const wrongState = payments
       .filter(({ order: o }) => inDb.get(o.id)?.status !== (paidIds.has(o.id) ? 'paid' : 'expired'))
-      .map(({ order: o, reply }) => `order ${o.id}: pay ${reply.status} ${reply.body?.code ?? ''}, db ${inDb.get(o.id)?.status}`);
+      .map(
+        ({ order: o, reply }) =>
+          `order ${o.id}: pay ${reply.status} ${reply.body?.code ?? ''}, db ${inDb.get(o.id)?.status}`,
+      );
     expect(wrongState).toEqual([]);
     expectTimestampsMatch(inDb);
     // I6: each expired order gave its units back exactly once: remaining is the stock minus what was paid.
     await expectBooksBalance(product.id, STOCK, true);
-    expect(await auditProduct(product.id)).toMatchObject({ remaining: STOCK - paidIds.size, ordered: paidIds.size, orders: paidIds.size });
+    expect(await auditProduct(product.id)).toMatchObject({
+      remaining: STOCK - paidIds.size,
+      ordered: paidIds.size,
+      orders: paidIds.size,
+    });
 
     // Asking again gives the same truth from either process, and changes nothing.
     const again = await Promise.all(payments.map(({ order: o }, i) => pay(other(i), o)));
     again.forEach((r, i) => {
       const o = payments[i].order;
-      expect([o.id, r.status, r.body.status ?? r.body.code]).toEqual([o.id, ...(paidIds.has(o.id) ? [200, 'paid'] : [409, 'ORDER_EXPIRED'])]);
+      expect([o.id, r.status, r.body.status ?? r.body.code]).toEqual([
+        o.id,
+        ...(paidIds.has(o.id) ? [200, 'paid'] : [409, 'ORDER_EXPIRED']),
+      ]);
     });
     expect(await auditProduct(product.id)).toMatchObject({ remaining: STOCK - paidIds.size, ordered: paidIds.size });
   });
@@ -315,13 +361,16 @@ describe('order lifecycle races across two service processes', () => {
     expect(tally(storm)).toEqual({ '201': STOCK + returnedEarly, '410 SOLD_OUT': BUYERS - STOCK - returnedEarly });
     expect(new Set(stormOrders.map((o) => o.userId)).size).toBe(created.length);
     // I3: no SOLD_OUT came back while a later buyer still got a unit (only judged before any unit came back).
-    expect(falseSoldOuts(storm.filter((r) => r.receivedAt < firstExpiry)).map((r) => `${r.body?.code} at ${r.receivedAt}`)).toEqual([]);
+    expect(
+      falseSoldOuts(storm.filter((r) => r.receivedAt < firstExpiry)).map((r) => `${r.body?.code} at ${r.receivedAt}`),
+    ).toEqual([]);
     // I7: every 201 is an order in PostgreSQL.
     let inDb = await ordersInDb(product.id);
     expect(stormOrders.filter((o) => !inDb.has(o.id))).toEqual([]);
     expect(inDb.size).toBe(created.length);
     await expectBooksBalance(product.id, stocked, stormEnd < firstExpiry - 1000);
-    if (returnedEarly === 0) expect(await auditProduct(product.id)).toMatchObject({ remaining: 0, ordered: STOCK, orders: STOCK });
+    if (returnedEarly === 0)
+      expect(await auditProduct(product.id)).toMatchObject({ remaining: 0, ordered: STOCK, orders: STOCK });
 
     // Phase 2: 30% cancel, 40% pay, the rest are left to expire; a rebalance to 7 segments and a
     // restock run among the calls.
@@ -329,10 +378,15 @@ describe('order lifecycle races across two service processes', () => {
     const toCancel = mixed.slice(0, Math.round(mixed.length * 0.3));
     const toPay = mixed.slice(toCancel.length, toCancel.length + Math.round(mixed.length * 0.4));
     const untouched = mixed.slice(toCancel.length + toPay.length);
-    type Call = { kind: 'pay' | 'cancel'; order: Order; reply: Timed } | { kind: 'rebalance' | 'restock'; reply: Timed };
+    type Call =
+      { kind: 'pay' | 'cancel'; order: Order; reply: Timed } | { kind: 'rebalance' | 'restock'; reply: Timed };
     const calls: Array<() => Promise<Call>> = shuffled(
       [
-        ...toCancel.map((o, i) => async (): Promise<Call> => ({ kind: 'cancel', order: o, reply: await cancel(pick(i), o) })),
+        ...toCancel.map((o, i) => async (): Promise<Call> => ({
+          kind: 'cancel',
+          order: o,
+          reply: await cancel(pick(i), o),
+        })),
         ...toPay.map((o, i) => async (): Promise<Call> => ({ kind: 'pay', order: o, reply: await pay(pick(i), o) })),
       ],
       13,
@@ -358,7 +412,9 @@ describe('order lifecycle races across two service processes', () => {
     expect(restocked.status).toBe(200);
     expect(restocked.body.stocked).toBe(stocked);
     // Every pay and cancel won, unless it came after the order's expiry (not expected, but then it must say so).
-    const changes = results.filter((r): r is Extract<Call, { order: Order }> => r.kind === 'pay' || r.kind === 'cancel');
+    const changes = results.filter(
+      (r): r is Extract<Call, { order: Order }> => r.kind === 'pay' || r.kind === 'cancel',
+    );
     const unexpected = changes.filter(
       ({ kind, reply }) =>
         !(reply.status === 200 && reply.body.status === (kind === 'pay' ? 'paid' : 'cancelled')) &&
@@ -368,26 +424,41 @@ describe('order lifecycle races across two service processes', () => {
     await expectBooksBalance(product.id, stocked, false);
     inDb = await ordersInDb(product.id);
     const wrongNow = changes
-      .filter(({ kind, order: o, reply }) => reply.status === 200 && inDb.get(o.id)?.status !== (kind === 'pay' ? 'paid' : 'cancelled'))
+      .filter(
+        ({ kind, order: o, reply }) =>
+          reply.status === 200 && inDb.get(o.id)?.status !== (kind === 'pay' ? 'paid' : 'cancelled'),
+      )
       .map(({ kind, order: o }) => `${kind} ${o.id}: db ${inDb.get(o.id)?.status}`);
     expect(wrongNow).toEqual([]);
 
     // Phase 3: the untouched reservations expire while a second rebalance (to 13 segments) moves
     // the stock: returned units whose segment is gone land in the smallest one.
-    await waitFor('the first expiry', async () => ((await countByStatus(db, product.id)).expired ?? 0) > returnedEarly, 30_000);
+    await waitFor(
+      'the first expiry',
+      async () => ((await countByStatus(db, product.id)).expired ?? 0) > returnedEarly,
+      30_000,
+    );
     const regrown = await request(b.url, 'POST', `/admin/products/${product.id}/rebalance`, { segments: 13 }, admin);
     expect(regrown.status).toBe(200);
     expect(regrown.body.after.stock).toBe(regrown.body.before.stock);
     expect(regrown.body.after.segmentCount).toBe(13);
-    await waitFor('every unpaid reservation to expire', async () => ((await countByStatus(db, product.id)).reserved ?? 0) === 0, 30_000);
+    await waitFor(
+      'every unpaid reservation to expire',
+      async () => ((await countByStatus(db, product.id)).reserved ?? 0) === 0,
+      30_000,
+    );
 
     inDb = await ordersInDb(product.id);
     expectTimestampsMatch(inDb);
     const paidOk = new Set(changes.filter((c) => c.kind === 'pay' && c.reply.status === 200).map((c) => c.order.id));
-    const cancelledOk = new Set(changes.filter((c) => c.kind === 'cancel' && c.reply.status === 200).map((c) => c.order.id));
+    const cancelledOk = new Set(
+      changes.filter((c) => c.kind === 'cancel' && c.reply.status === 200).map((c) => c.order.id),
+    );
     // I7: paid iff a payment said 200, cancelled iff a cancel said 200, everything else expired.
     const misfiled = stormOrders
-      .filter((o) => inDb.get(o.id)?.status !== (paidOk.has(o.id) ? 'paid' : cancelledOk.has(o.id) ? 'cancelled' : 'expired'))
+      .filter(
+        (o) => inDb.get(o.id)?.status !== (paidOk.has(o.id) ? 'paid' : cancelledOk.has(o.id) ? 'cancelled' : 'expired'),
+      )
       .map((o) => `${o.id}: db ${inDb.get(o.id)?.status}`);
     expect(misfiled).toEqual([]);
     expect(untouched.every((o) => inDb.get(o.id)?.status === 'expired')).toBe(true);
@@ -408,7 +479,10 @@ describe('order lifecycle races across two service processes', () => {
     const again = shuffled(
       [
         ...closedUsers.map((u) => ({ userId: u, kind: 'returning' })),
-        ...Array.from({ length: remaining + 300 - closedUsers.length }, (_, i) => ({ userId: `late-${i}`, kind: 'new' })),
+        ...Array.from({ length: remaining + 300 - closedUsers.length }, (_, i) => ({
+          userId: `late-${i}`,
+          kind: 'new',
+        })),
         ...paidUsers.slice(0, 50).map((u) => ({ userId: u, kind: 'paid' })),
       ],
       17,
@@ -426,7 +500,11 @@ describe('order lifecycle races across two service processes', () => {
     const rebought = buyers.filter((r) => r.status === 201).map((r) => r.body as Order);
     expect(rebought.filter((o) => inDb.get(o.id)?.status !== 'reserved')).toEqual([]);
     await expectBooksBalance(product.id, stocked, true);
-    expect(await auditProduct(product.id)).toMatchObject({ remaining: 0, ordered: stocked, orders: paidOk.size + remaining });
+    expect(await auditProduct(product.id)).toMatchObject({
+      remaining: 0,
+      ordered: stocked,
+      orders: paidOk.size + remaining,
+    });
   });
 
   it('should let a user whose order was cancelled or expired order again, once, when duplicates hit both processes', async () => {
@@ -442,20 +520,30 @@ describe('order lifecycle races across two service processes', () => {
     // Half cancel at once (a cancel that came too late says ORDER_EXPIRED: that user is in the
     // expired half); the others expire.
     const cancels = await Promise.all(first.slice(0, USERS / 2).map((o, i) => cancel(pick(i), o)));
-    for (const c of cancels) expect(c.status === 200 ? c.body.status : c.body.code).toMatch(/^(cancelled|ORDER_EXPIRED)$/);
-    await waitFor('every unpaid reservation to expire', async () => ((await countByStatus(db, product.id)).reserved ?? 0) === 0, 15_000);
+    for (const c of cancels)
+      expect(c.status === 200 ? c.body.status : c.body.code).toMatch(/^(cancelled|ORDER_EXPIRED)$/);
+    await waitFor(
+      'every unpaid reservation to expire',
+      async () => ((await countByStatus(db, product.id)).reserved ?? 0) === 0,
+      15_000,
+    );
     expect(await auditProduct(product.id)).toMatchObject({ remaining: USERS, ordered: 0, orders: 0 });
 
     // Every user orders again four times at once, twice on each process.
     const replies = await Promise.all(
-      users.flatMap((u) => Array.from({ length: 4 }, (_, k) => order(k, u, product.id).then((reply) => ({ userId: u, reply })))),
+      users.flatMap((u) =>
+        Array.from({ length: 4 }, (_, k) => order(k, u, product.id).then((reply) => ({ userId: u, reply }))),
+      ),
     );
     const wrong = replies.filter(
-      ({ reply }) => reply.status !== 201 && !(reply.status === 409 && ['ORDER_IN_PROGRESS', 'ALREADY_ORDERED'].includes(reply.body.code)),
+      ({ reply }) =>
+        reply.status !== 201 &&
+        !(reply.status === 409 && ['ORDER_IN_PROGRESS', 'ALREADY_ORDERED'].includes(reply.body.code)),
     );
     expect(wrong.map(({ userId, reply }) => `${userId}: ${reply.status} ${reply.text}`)).toEqual([]);
     const createdBy = new Map<string, Order[]>();
-    for (const { userId, reply } of replies) if (reply.status === 201) createdBy.set(userId, [...(createdBy.get(userId) ?? []), reply.body as Order]);
+    for (const { userId, reply } of replies)
+      if (reply.status === 201) createdBy.set(userId, [...(createdBy.get(userId) ?? []), reply.body as Order]);
     // Stock for everyone: each user has exactly one new order, with a new id.
     expect(users.filter((u) => createdBy.get(u)?.length !== 1)).toEqual([]);
     const oldIds = new Map(first.map((o) => [o.userId, o.id]));
@@ -470,11 +558,19 @@ describe('order lifecycle races across two service processes', () => {
       const rows = perUser.get(u) ?? [];
       const live = rows.filter((o) => o.status === 'reserved' || o.status === 'paid');
       return (
-        rows.length !== 2 || live.length !== 1 || live[0].id !== createdBy.get(u)?.[0].id || !rows.some((o) => o.id === oldIds.get(u) && o.closedAt !== null)
+        rows.length !== 2 ||
+        live.length !== 1 ||
+        live[0].id !== createdBy.get(u)?.[0].id ||
+        !rows.some((o) => o.id === oldIds.get(u) && o.closedAt !== null)
       );
     });
     expect(misfits).toEqual([]);
     await expectBooksBalance(product.id, USERS, true);
-    expect(await auditProduct(product.id)).toMatchObject({ remaining: 0, ordered: USERS, orders: USERS, duplicateUsers: 0 });
+    expect(await auditProduct(product.id)).toMatchObject({
+      remaining: 0,
+      ordered: USERS,
+      orders: USERS,
+      duplicateUsers: 0,
+    });
   });
 });

@@ -22,7 +22,11 @@ async function dbSnapshot() {
       )
     ).rows,
     segments: (await db.query('SELECT product_id, idx, stock FROM stock_segments ORDER BY product_id, idx')).rows,
-    orders: (await db.query('SELECT id, product_id, user_id, quantity, status, expires_at, paid_at, closed_at FROM orders ORDER BY id')).rows,
+    orders: (
+      await db.query(
+        'SELECT id, product_id, user_id, quantity, status, expires_at, paid_at, closed_at FROM orders ORDER BY id',
+      )
+    ).rows,
   }));
 }
 
@@ -45,19 +49,31 @@ describe('Order lifecycle and sale terms', () => {
   const { request } = inProcessService({ EXPIRY_SWEEP_MS: '0', RETRY_AFTER_S: String(RETRY_AFTER_S) });
   let userSeq = 0;
   const user = (tag: string) => `${tag}-${++userSeq}`;
-  const order = (userId: string, productId: number, quantity?: number) => request('POST', '/orders', { userId, productId, quantity });
+  const order = (userId: string, productId: number, quantity?: number) =>
+    request('POST', '/orders', { userId, productId, quantity });
   const pay = (id: unknown, userId: unknown) => request('POST', `/orders/${String(id)}/pay`, { userId }, shop);
   const cancel = (id: unknown, userId: unknown) => request('POST', `/orders/${String(id)}/cancel`, { userId }, shop);
-  const view = async (id: number) => (await request<ProductView>('GET', `/admin/products/${id}`, undefined, admin)).body;
-  const patch = (id: number, body: unknown, headers = admin) => request<ProductView>('PATCH', `/admin/products/${id}`, body, headers);
-  const restock = (id: number, body: unknown, headers = admin) => request<ProductView>('POST', `/admin/products/${id}/restock`, body, headers);
+  const view = async (id: number) =>
+    (await request<ProductView>('GET', `/admin/products/${id}`, undefined, admin)).body;
+  const patch = (id: number, body: unknown, headers = admin) =>
+    request<ProductView>('PATCH', `/admin/products/${id}`, body, headers);
+  const restock = (id: number, body: unknown, headers = admin) =>
+    request<ProductView>('POST', `/admin/products/${id}/restock`, body, headers);
   const product = (p: Partial<NewTestProduct> = {}) => createProduct(request, { stock: 10, segments: 2, ...p });
   /** A reserved order of a new user. */
   const reserve = async (productId: number) => {
     const userId = user('buyer');
     const res = await order(userId, productId);
     expect(res.status).toBe(201);
-    return { userId, order: res.body as { id: number; status: string; allocations: Array<{ segment: number; quantity: number }>; expiresAt: string } };
+    return {
+      userId,
+      order: res.body as {
+        id: number;
+        status: string;
+        allocations: Array<{ segment: number; quantity: number }>;
+        expiresAt: string;
+      },
+    };
   };
   /** Refused calls must leave every row as it was. */
   const unchangedBy = async (call: () => Promise<Reply>, status: number, code: string) => {
@@ -104,7 +120,11 @@ describe('Order lifecycle and sale terms', () => {
       await unchangedBy(() => request('POST', `/orders/${o.id}/pay`, {}, shop), 400, 'VALIDATION_FAILED');
       await unchangedBy(() => pay(o.id, 'has space'), 400, 'VALIDATION_FAILED');
       await unchangedBy(() => pay(o.id, null), 400, 'VALIDATION_FAILED');
-      await unchangedBy(() => request('POST', `/orders/${o.id}/pay`, { userId: 'x', amount: 5 }, shop), 400, 'VALIDATION_FAILED');
+      await unchangedBy(
+        () => request('POST', `/orders/${o.id}/pay`, { userId: 'x', amount: 5 }, shop),
+        400,
+        'VALIDATION_FAILED',
+      );
     });
 
     it('should refuse to pay a cancelled order with ORDER_CANCELLED and change nothing', async () => {
@@ -279,7 +299,14 @@ describe('Order lifecycle and sale terms', () => {
       const endsAt = new Date(Date.now() + 3_600_000).toISOString();
       const res = await patch(p.id, { name: 'Renamed', limitPerUser: 3, startsAt, endsAt, paymentTimeoutS: 60 });
       expect(res.status).toBe(200);
-      expect(res.body).toMatchObject({ name: 'Renamed', limitPerUser: 3, startsAt, endsAt, paymentTimeoutS: 60, stock: 10 });
+      expect(res.body).toMatchObject({
+        name: 'Renamed',
+        limitPerUser: 3,
+        startsAt,
+        endsAt,
+        paymentTimeoutS: 60,
+        stock: 10,
+      });
       const o = await order(user('after-patch'), p.id, 3);
       expect(o.status).toBe(201);
       expect(Date.parse(o.body.expiresAt) - Date.parse(o.body.createdAt)).toBe(60_000);
@@ -289,7 +316,13 @@ describe('Order lifecycle and sale terms', () => {
       const p = await product({ endsAt: new Date(Date.now() + 3_600_000).toISOString() });
       const res = await patch(p.id, { endsAt: null });
       expect(res.status).toBe(200);
-      expect(res.body).toMatchObject({ name: 'test product', limitPerUser: 1, startsAt: null, endsAt: null, paymentTimeoutS: 900 });
+      expect(res.body).toMatchObject({
+        name: 'test product',
+        limitPerUser: 1,
+        startsAt: null,
+        endsAt: null,
+        paymentTimeoutS: 900,
+      });
     });
 
     it.each([
@@ -336,7 +369,10 @@ describe('Order lifecycle and sale terms', () => {
     });
 
     it('should refuse an order after endsAt with SALE_ENDED and write nothing', async () => {
-      const p = await product({ startsAt: new Date(Date.now() - 120_000).toISOString(), endsAt: new Date(Date.now() - 60_000).toISOString() });
+      const p = await product({
+        startsAt: new Date(Date.now() - 120_000).toISOString(),
+        endsAt: new Date(Date.now() - 60_000).toISOString(),
+      });
       await unchangedBy(() => order(user('late'), p.id), 403, 'SALE_ENDED');
     });
 
@@ -350,7 +386,13 @@ describe('Order lifecycle and sale terms', () => {
 
     it('should refuse to create a product whose endsAt is not after its startsAt, creating nothing', async () => {
       await unchangedBy(
-        () => request('POST', '/admin/products', { name: 'x', stock: 1, segments: 1, startsAt: '2030-01-02T00:00:00Z', endsAt: '2030-01-01T00:00:00Z' }, admin),
+        () =>
+          request(
+            'POST',
+            '/admin/products',
+            { name: 'x', stock: 1, segments: 1, startsAt: '2030-01-02T00:00:00Z', endsAt: '2030-01-01T00:00:00Z' },
+            admin,
+          ),
         400,
         'VALIDATION_FAILED',
       );
@@ -364,10 +406,18 @@ describe('Order lifecycle and sale terms', () => {
       expect(Object.keys(doc.paths['/orders/{id}/cancel'])).toEqual(['post']);
       expect(Object.keys(doc.paths['/admin/products/{id}/restock'])).toEqual(['post']);
       expect(Object.keys(doc.paths['/admin/products/{id}'])).toEqual(expect.arrayContaining(['get', 'patch']));
-      expect(JSON.stringify(doc.paths['/orders/{id}/pay'].post.responses)).toMatch(/ORDER_EXPIRED.*ORDER_CANCELLED|ORDER_CANCELLED.*ORDER_EXPIRED/);
+      expect(JSON.stringify(doc.paths['/orders/{id}/pay'].post.responses)).toMatch(
+        /ORDER_EXPIRED.*ORDER_CANCELLED|ORDER_CANCELLED.*ORDER_EXPIRED/,
+      );
       expect(JSON.stringify(doc.paths['/orders'].post.responses)).toMatch(/SALE_NOT_STARTED/);
       expect(doc.components.schemas.OrderOwnerDto.required).toEqual(['userId']);
-      expect(Object.keys(doc.components.schemas.UpdateProductDto.properties).sort()).toEqual(['endsAt', 'limitPerUser', 'name', 'paymentTimeoutS', 'startsAt']);
+      expect(Object.keys(doc.components.schemas.UpdateProductDto.properties).sort()).toEqual([
+        'endsAt',
+        'limitPerUser',
+        'name',
+        'paymentTimeoutS',
+        'startsAt',
+      ]);
       expect(doc.components.schemas.RestockDto.required).toEqual(['units']);
     });
   });

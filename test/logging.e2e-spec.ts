@@ -20,7 +20,15 @@ function launch(command: string, args: string[], env: Record<string, string>): R
   let stderr = '';
   const child = spawn(command, args, {
     cwd: root,
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, DATABASE_URL: databaseUrl, REDIS_URL: redisUrl, ADMIN_TOKEN, HOST: '127.0.0.1', ...env },
+    env: {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      DATABASE_URL: databaseUrl,
+      REDIS_URL: redisUrl,
+      ADMIN_TOKEN,
+      HOST: '127.0.0.1',
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   child.stdout?.on('data', (c: Buffer) => (stdout += c.toString()));
@@ -32,7 +40,8 @@ function launch(command: string, args: string[], env: Record<string, string>): R
 async function waitFor(run: Run, seen: (stdout: string) => boolean): Promise<void> {
   const deadline = Date.now() + 60_000;
   while (!seen(run.stdout())) {
-    if (run.child.exitCode !== null) throw new Error(`exited with ${run.child.exitCode}:\n${run.stdout()}\n${run.stderr()}`);
+    if (run.child.exitCode !== null)
+      throw new Error(`exited with ${run.child.exitCode}:\n${run.stdout()}\n${run.stderr()}`);
     if (Date.now() > deadline) throw new Error(`not seen within 60 s:\n${run.stdout()}\n${run.stderr()}`);
     await new Promise((r) => setTimeout(r, 100));
   }
@@ -56,48 +65,73 @@ describe('log format', () => {
   let run: Run | undefined;
   afterEach(async () => run && (await stop(run)));
 
-  it.each([1, 2])('should print only JSON lines on a piped stdout, from Nest start-up to shutdown, with WORKERS=%i', async (workers) => {
-    const port = await freePort();
-    run = launch(process.execPath, [main], { PORT: String(port), WORKERS: String(workers), LOG_LEVEL: 'info' });
-    await waitFor(run, (out) => out.includes('listening on'));
-    expect((await request(`http://127.0.0.1:${port}`, 'GET', '/health/live')).status).toBe(200);
-    await stop(run);
+  it.each([1, 2])(
+    'should print only JSON lines on a piped stdout, from Nest start-up to shutdown, with WORKERS=%i',
+    async (workers) => {
+      const port = await freePort();
+      run = launch(process.execPath, [main], { PORT: String(port), WORKERS: String(workers), LOG_LEVEL: 'info' });
+      await waitFor(run, (out) => out.includes('listening on'));
+      expect((await request(`http://127.0.0.1:${port}`, 'GET', '/health/live')).status).toBe(200);
+      await stop(run);
 
-    const all = lines(run.stdout());
-    const parsed = all.map((line) => {
-      try {
-        return JSON.parse(line) as { level?: number; time?: number; msg?: string; context?: string };
-      } catch {
-        throw new Error(`not a JSON line: ${line}\nwhole output:\n${run?.stdout()}`);
-      }
-    });
-    for (const entry of parsed)
-      expect(entry).toEqual(expect.objectContaining({ level: expect.any(Number), time: expect.any(Number), msg: expect.any(String) }));
-    // Nest's own start-up lines and the primary's lines are among them, not printed in Nest's text format.
-    expect(parsed).toContainEqual(expect.objectContaining({ context: 'NestFactory', msg: 'Starting Nest application...' }));
-    expect(parsed).toContainEqual(expect.objectContaining({ context: 'Main', msg: expect.stringMatching(/^listening on .*\(\d+ process/) }));
-    expect(parsed).toContainEqual(expect.objectContaining({ msg: expect.stringMatching(/^SIGTERM: /) }));
-  });
+      const all = lines(run.stdout());
+      const parsed = all.map((line) => {
+        try {
+          return JSON.parse(line) as { level?: number; time?: number; msg?: string; context?: string };
+        } catch {
+          throw new Error(`not a JSON line: ${line}\nwhole output:\n${run?.stdout()}`);
+        }
+      });
+      for (const entry of parsed)
+        expect(entry).toEqual(
+          expect.objectContaining({ level: expect.any(Number), time: expect.any(Number), msg: expect.any(String) }),
+        );
+      // Nest's own start-up lines and the primary's lines are among them, not printed in Nest's text format.
+      expect(parsed).toContainEqual(
+        expect.objectContaining({ context: 'NestFactory', msg: 'Starting Nest application...' }),
+      );
+      expect(parsed).toContainEqual(
+        expect.objectContaining({ context: 'Main', msg: expect.stringMatching(/^listening on .*\(\d+ process/) }),
+      );
+      expect(parsed).toContainEqual(expect.objectContaining({ msg: expect.stringMatching(/^SIGTERM: /) }));
+    },
+  );
 
   it('should log requests only at debug, one JSON line each, with the request id and without the Authorization header', async () => {
     const port = await freePort();
     const base = `http://127.0.0.1:${port}`;
     run = launch(process.execPath, [main], { PORT: String(port), LOG_LEVEL: 'info' });
     await waitFor(run, (out) => out.includes('listening on'));
-    await request(base, 'GET', '/health/live', undefined, { 'x-request-id': 'quiet-at-info', authorization: 'Bearer secret-at-info' });
+    await request(base, 'GET', '/health/live', undefined, {
+      'x-request-id': 'quiet-at-info',
+      authorization: 'Bearer secret-at-info',
+    });
     await stop(run);
     expect(run.stdout()).not.toContain('quiet-at-info');
 
     run = launch(process.execPath, [main], { PORT: String(port), LOG_LEVEL: 'debug' });
     await waitFor(run, (out) => out.includes('listening on'));
-    await request(base, 'GET', '/health/live', undefined, { 'x-request-id': 'seen-at-debug', authorization: 'Bearer secret-at-debug' });
+    await request(base, 'GET', '/health/live', undefined, {
+      'x-request-id': 'seen-at-debug',
+      authorization: 'Bearer secret-at-debug',
+    });
     await waitFor(run, (out) => out.includes('request completed'));
     await stop(run);
     const completed = lines(run.stdout())
-      .map((l) => JSON.parse(l) as { msg?: string; req?: { id?: string; headers?: Record<string, string> }; res?: { statusCode?: number } })
+      .map(
+        (l) =>
+          JSON.parse(l) as {
+            msg?: string;
+            req?: { id?: string; headers?: Record<string, string> };
+            res?: { statusCode?: number };
+          },
+      )
       .filter((e) => e.msg === 'request completed');
     expect(completed).toEqual([
-      expect.objectContaining({ req: expect.objectContaining({ id: 'seen-at-debug' }), res: expect.objectContaining({ statusCode: 200 }) }),
+      expect.objectContaining({
+        req: expect.objectContaining({ id: 'seen-at-debug' }),
+        res: expect.objectContaining({ statusCode: 200 }),
+      }),
     ]);
     expect(completed[0].req?.headers?.authorization).toBe('[Redacted]');
     expect(run.stdout()).not.toContain('secret-at-debug');
@@ -106,10 +140,14 @@ describe('log format', () => {
   it('should print coloured, readable lines when stdout is a terminal', async () => {
     const port = await freePort();
     // script(1) runs the service on a pseudo-terminal and copies what it prints to our pipe.
-    run = launch('script', ['-q', '-f', '-e', '-c', `${JSON.stringify(process.execPath)} ${JSON.stringify(main)}`, '/dev/null'], {
-      PORT: String(port),
-      LOG_LEVEL: 'info',
-    });
+    run = launch(
+      'script',
+      ['-q', '-f', '-e', '-c', `${JSON.stringify(process.execPath)} ${JSON.stringify(main)}`, '/dev/null'],
+      {
+        PORT: String(port),
+        LOG_LEVEL: 'info',
+      },
+    );
     await waitFor(run, (out) => out.includes('listening on'));
     const listening = lines(run.stdout()).find((l) => l.includes('listening on')) ?? '';
     expect(() => JSON.parse(listening)).toThrow();

@@ -65,31 +65,50 @@ describe('the order lifecycle migration', () => {
       expect(product.rows).toEqual([{ starts_at: null, ends_at: null, payment_timeout_s: 900 }]);
       // A paid order is live: its user still cannot hold a second one.
       await expect(
-        db.query(`INSERT INTO orders (product_id, user_id, quantity, allocations, status, expires_at) VALUES (1, 'ann', 1, '[]', 'reserved', now())`),
+        db.query(
+          `INSERT INTO orders (product_id, user_id, quantity, allocations, status, expires_at) VALUES (1, 'ann', 1, '[]', 'reserved', now())`,
+        ),
       ).rejects.toMatchObject({ code: '23505', constraint: 'orders_one_live_per_user' });
       // A closed order is not: after a cancelled one, the same user may reserve again.
       await db.query(
         `INSERT INTO orders (product_id, user_id, quantity, allocations, status, expires_at, closed_at) VALUES (1, 'cy', 1, '[]', 'cancelled', now(), now())`,
       );
-      await db.query(`INSERT INTO orders (product_id, user_id, quantity, allocations, status, expires_at) VALUES (1, 'cy', 1, '[]', 'reserved', now())`);
+      await db.query(
+        `INSERT INTO orders (product_id, user_id, quantity, allocations, status, expires_at) VALUES (1, 'cy', 1, '[]', 'reserved', now())`,
+      );
       // A state and its times go together.
-      await expect(db.query(`UPDATE orders SET status = 'paid' WHERE user_id = 'cy' AND status = 'reserved'`)).rejects.toMatchObject({ code: '23514' });
+      await expect(
+        db.query(`UPDATE orders SET status = 'paid' WHERE user_id = 'cy' AND status = 'reserved'`),
+      ).rejects.toMatchObject({ code: '23514' });
     });
   });
 
   it('should refuse to go back while a user holds two orders of one product, and go back once none does', async () => {
     const ds = await migrateWith(url, [InitialSchema1763700000000, OrderLifecycle1763900000000]);
     try {
-      await expect(ds.undoLastMigration({ transaction: 'each' })).rejects.toThrow(/cannot go back: 1 users ordered a product again/);
+      await expect(ds.undoLastMigration({ transaction: 'each' })).rejects.toThrow(
+        /cannot go back: 1 users ordered a product again/,
+      );
       await withPg(url, (db) => db.query(`DELETE FROM orders WHERE user_id = 'cy'`));
       await ds.undoLastMigration({ transaction: 'each' });
     } finally {
       await ds.destroy();
     }
     await withPg(url, async (db) => {
-      const columns = await db.query(`SELECT column_name FROM information_schema.columns WHERE table_name = 'orders' ORDER BY ordinal_position`);
-      expect(columns.rows.map((c) => c.column_name)).toEqual(['id', 'product_id', 'user_id', 'quantity', 'allocations', 'created_at']);
-      await expect(db.query(`INSERT INTO orders (product_id, user_id, quantity, allocations) VALUES (1, 'ann', 1, '[]')`)).rejects.toMatchObject({
+      const columns = await db.query(
+        `SELECT column_name FROM information_schema.columns WHERE table_name = 'orders' ORDER BY ordinal_position`,
+      );
+      expect(columns.rows.map((c) => c.column_name)).toEqual([
+        'id',
+        'product_id',
+        'user_id',
+        'quantity',
+        'allocations',
+        'created_at',
+      ]);
+      await expect(
+        db.query(`INSERT INTO orders (product_id, user_id, quantity, allocations) VALUES (1, 'ann', 1, '[]')`),
+      ).rejects.toMatchObject({
         code: '23505',
         constraint: 'orders_one_per_user',
       });

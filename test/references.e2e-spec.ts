@@ -7,10 +7,16 @@ import { join } from 'node:path';
 const root = join(__dirname, '..');
 const TOP = ['src', 'test', 'bench', 'harness', 'lua', 'docs', 'migrations'];
 /** A path under one of the project's folders that ends in a file name (no glob, no placeholder). */
-const CITED = new RegExp(`(?<![\\w./-])(?:${TOP.join('|')})/[A-Za-z0-9_./-]*[A-Za-z0-9_-]\\.(?:ts|lua|md|json|mjs|js)(?![\\w*])`, 'g');
+const CITED = new RegExp(
+  `(?<![\\w./-])(?:${TOP.join('|')})/[A-Za-z0-9_./-]*[A-Za-z0-9_-]\\.(?:ts|lua|md|json|mjs|js)(?![\\w*])`,
+  'g',
+);
 
 function trackedTextFiles(): string[] {
-  const out = execFileSync('git', ['ls-files', '*.ts', '*.md', '*.mjs', '*.js', '*.yml', 'Dockerfile'], { cwd: root, encoding: 'utf8' });
+  const out = execFileSync('git', ['ls-files', '*.ts', '*.md', '*.mjs', '*.js', '*.yml', 'Dockerfile'], {
+    cwd: root,
+    encoding: 'utf8',
+  });
   // The benchmark's generated reports quote paths of the machine that ran them.
   return out.split('\n').filter((f) => f && !f.startsWith('bench/results/'));
 }
@@ -28,7 +34,9 @@ describe('references inside the repository', () => {
   });
 
   it('should not cite a design file from outside the repository', () => {
-    const outside = trackedTextFiles().filter((file) => /\.\.\/shared\/|DESIGN\.md/.test(readFileSync(join(root, file), 'utf8')));
+    const outside = trackedTextFiles().filter((file) =>
+      /\.\.\/shared\/|DESIGN\.md/.test(readFileSync(join(root, file), 'utf8')),
+    );
     expect(outside).toEqual([]);
   });
 });

@@ -50,7 +50,8 @@ async function npmStart(dir: string): Promise<Start> {
 async function serving(start: Start, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (start.child.exitCode !== null) throw new Error(`npm start exited with ${start.child.exitCode} before serving:\n${start.output()}`);
+    if (start.child.exitCode !== null)
+      throw new Error(`npm start exited with ${start.child.exitCode} before serving:\n${start.output()}`);
     const res = await fetch(`http://127.0.0.1:${start.port}/health/live`).catch(() => undefined);
     if (res?.status === 200) return;
     await new Promise((r) => setTimeout(r, 250));
@@ -85,7 +86,16 @@ describe('npm start', () => {
 
   beforeAll(() => {
     dir = mkdtempSync(join(tmpdir(), 'flashsale-start-race-'));
-    for (const entry of ['src', 'migrations', 'lua', 'scripts', 'package.json', 'tsconfig.json', 'tsconfig.build.json', 'nest-cli.json']) {
+    for (const entry of [
+      'src',
+      'migrations',
+      'lua',
+      'scripts',
+      'package.json',
+      'tsconfig.json',
+      'tsconfig.build.json',
+      'nest-cli.json',
+    ]) {
       cpSync(join(ROOT, entry), join(dir, entry), { recursive: true });
     }
     symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'));

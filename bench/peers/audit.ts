@@ -54,7 +54,9 @@ export async function auditLuaPeer(db: Client, redisUrl: string, productId: numb
     await redis.connect();
     const [left, recorded] = await Promise.all([
       redis.get(luaPeerKeys.stock(productId)),
-      r.buyers.length > 0 ? redis.smismember(luaPeerKeys.buyers(productId), ...r.buyers) : Promise.resolve([] as number[]),
+      r.buyers.length > 0
+        ? redis.smismember(luaPeerKeys.buyers(productId), ...r.buyers)
+        : Promise.resolve([] as number[]),
     ]);
     const totalStock = Number(r.total_stock);
     const remaining = left === null ? totalStock : Number(left);
@@ -76,7 +78,8 @@ export async function auditLuaPeer(db: Client, redisUrl: string, productId: numb
 /** What is wrong with an audit, one line each; empty when stock is conserved, nothing oversold and no user twice. */
 export function luaPeerAuditProblems(a: LuaPeerAudit): string[] {
   const problems: string[] = [];
-  if (a.ordered + a.remaining !== a.totalStock) problems.push(`ordered ${a.ordered} + Redis remaining ${a.remaining} != stocked ${a.totalStock}`);
+  if (a.ordered + a.remaining !== a.totalStock)
+    problems.push(`ordered ${a.ordered} + Redis remaining ${a.remaining} != stocked ${a.totalStock}`);
   if (a.ordered > a.totalStock) problems.push(`oversold: ${a.ordered} units ordered of ${a.totalStock}`);
   if (a.negativeSegments > 0) problems.push(`${a.negativeSegments} count(s) below 0`);
   if (a.duplicateUsers > 0) problems.push(`${a.duplicateUsers} user(s) with more than one order`);

@@ -8,19 +8,40 @@ import { join } from 'node:path';
 import Redis, { Result } from 'ioredis';
 import { Pool } from 'pg';
 import { projectRoot } from '../../src/infrastructure/project-root';
-import { alreadyOrdered, busy, env, fromPostgres, OrderRequest, PeerError, REDIS_OPTIONS, required, serve, sleep, soldOut, unavailable } from './common';
+import {
+  alreadyOrdered,
+  busy,
+  env,
+  fromPostgres,
+  OrderRequest,
+  PeerError,
+  REDIS_OPTIONS,
+  required,
+  serve,
+  sleep,
+  soldOut,
+  unavailable,
+} from './common';
 import { luaPeerKeys } from './lua-keys';
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {
     peerTakeStock(stockKey: string, buyersKey: string, userId: string, quantity: number): Result<number, Context>;
-    peerReturnStock(stockKey: string, buyersKey: string, userId: string, quantity: number, forgetBuyer: '0' | '1'): Result<number, Context>;
+    peerReturnStock(
+      stockKey: string,
+      buyersKey: string,
+      userId: string,
+      quantity: number,
+      forgetBuyer: '0' | '1',
+    ): Result<number, Context>;
   }
 }
 
 const HOLD_MS = env('ORDER_HOLD_MS', 0);
 const pool = new Pool({ connectionString: required('DATABASE_URL'), max: env('DB_POOL_SIZE', 20) });
-const redis = new Redis(required('REDIS_URL'), REDIS_OPTIONS).on('error', (err: Error) => console.error(`redis: ${err.message}`));
+const redis = new Redis(required('REDIS_URL'), REDIS_OPTIONS).on('error', (err: Error) =>
+  console.error(`redis: ${err.message}`),
+);
 // Its scripts sit beside the peers' sources (bench/peers/lua/), not in lua/, which ships with the service.
 const lua = (name: string) => readFileSync(join(projectRoot(__dirname), 'bench', 'peers', 'lua', name), 'utf8');
 redis.defineCommand('peerTakeStock', { numberOfKeys: 2, lua: lua('peer-take-stock.lua') });
@@ -60,7 +81,12 @@ function load(id: number): Promise<number> {
 async function place(req: OrderRequest): Promise<object> {
   const { userId, productId, quantity } = req;
   const limitPerUser = await load(productId);
-  if (quantity > limitPerUser) throw new PeerError(400, 'QUANTITY_OVER_LIMIT', `quantity is over this product's limit of ${limitPerUser} per user`);
+  if (quantity > limitPerUser)
+    throw new PeerError(
+      400,
+      'QUANTITY_OVER_LIMIT',
+      `quantity is over this product's limit of ${limitPerUser} per user`,
+    );
   const keys = [luaPeerKeys.stock(productId), luaPeerKeys.buyers(productId)] as const;
   let taken = await redis.peerTakeStock(...keys, userId, quantity).catch(fromRedis);
   if (taken === -2) {
@@ -80,7 +106,14 @@ async function place(req: OrderRequest): Promise<object> {
        VALUES ($1, $2, $3, '[]'::jsonb, 'reserved', now() + make_interval(secs => (SELECT payment_timeout_s FROM products WHERE id = $1))) RETURNING id, created_at`,
       [productId, userId, quantity],
     );
-    return { id: Number(rows[0].id), productId, userId, quantity, allocations: [], createdAt: rows[0].created_at as Date };
+    return {
+      id: Number(rows[0].id),
+      productId,
+      userId,
+      quantity,
+      allocations: [],
+      createdAt: rows[0].created_at as Date,
+    };
   } catch (err) {
     const answer = fromPostgres(err);
     // The units go back on sale; the buyer too, unless PostgreSQL says they hold an order already.

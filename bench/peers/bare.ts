@@ -11,7 +11,20 @@ import { ExecutionError, Lock, Redlock, ResourceLockedError } from '@sesamecare-
 import Redis, { Result } from 'ioredis';
 import { Pool } from 'pg';
 import { projectRoot } from '../../src/infrastructure/project-root';
-import { alreadyOrdered, busy, env, fromPostgres, OrderRequest, PeerError, REDIS_OPTIONS, required, serve, sleep, soldOut, unavailable } from './common';
+import {
+  alreadyOrdered,
+  busy,
+  env,
+  fromPostgres,
+  OrderRequest,
+  PeerError,
+  REDIS_OPTIONS,
+  required,
+  serve,
+  sleep,
+  soldOut,
+  unavailable,
+} from './common';
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {
@@ -33,8 +46,13 @@ const pool = new Pool({ connectionString: required('DATABASE_URL'), max: env('DB
 const redis =
   process.env.STOCK_LOCKING === 'database'
     ? null
-    : new Redis(required('REDIS_URL'), REDIS_OPTIONS).on('error', (err: Error) => console.error(`redis: ${err.message}`));
-redis?.defineCommand('peerReleaseUserLock', { numberOfKeys: 1, lua: readFileSync(join(projectRoot(__dirname), 'lua', 'end-order.lua'), 'utf8') });
+    : new Redis(required('REDIS_URL'), REDIS_OPTIONS).on('error', (err: Error) =>
+        console.error(`redis: ${err.message}`),
+      );
+redis?.defineCommand('peerReleaseUserLock', {
+  numberOfKeys: 1,
+  lua: readFileSync(join(projectRoot(__dirname), 'lua', 'end-order.lua'), 'utf8'),
+});
 const redlock = redis && new Redlock([redis], { retryCount: 0, driftFactor: 0.01 });
 
 // The service's statement: deduct if the segment holds q, insert the order, report what is left.
@@ -63,15 +81,24 @@ const products = new Map<number, Promise<Product>>();
 function product(id: number): Promise<Product> {
   let p = products.get(id);
   if (!p) {
-    p = pool.query('SELECT limit_per_user, (SELECT count(*) FROM stock_segments WHERE product_id = $1)::int AS n FROM products WHERE id = $1', [id]).then(
-      ({ rows }) => {
-        if (rows.length === 0) throw new PeerError(404, 'PRODUCT_NOT_FOUND', `product ${id} does not exist`);
-        return { segments: rows[0].n as number, limitPerUser: rows[0].limit_per_user as number, empty: new Set<number>() };
-      },
-      (err) => {
-        throw fromPostgres(err);
-      },
-    );
+    p = pool
+      .query(
+        'SELECT limit_per_user, (SELECT count(*) FROM stock_segments WHERE product_id = $1)::int AS n FROM products WHERE id = $1',
+        [id],
+      )
+      .then(
+        ({ rows }) => {
+          if (rows.length === 0) throw new PeerError(404, 'PRODUCT_NOT_FOUND', `product ${id} does not exist`);
+          return {
+            segments: rows[0].n as number,
+            limitPerUser: rows[0].limit_per_user as number,
+            empty: new Set<number>(),
+          };
+        },
+        (err) => {
+          throw fromPostgres(err);
+        },
+      );
     products.set(id, p);
     p.catch(() => products.delete(id));
   }
@@ -85,19 +112,29 @@ async function attempt(p: Product, idx: number, req: OrderRequest): Promise<obje
     try {
       lock = await redlock.acquire([`lock:stock:${req.productId}:${idx}`], LOCK_TTL_MS);
     } catch (err) {
-      const stats = err instanceof ExecutionError && err.attempts.length > 0 ? await err.attempts[err.attempts.length - 1] : null;
+      const stats =
+        err instanceof ExecutionError && err.attempts.length > 0 ? await err.attempts[err.attempts.length - 1] : null;
       if (stats && [...stats.votesAgainst.values()].every((e) => e instanceof ResourceLockedError)) return 'busy';
       throw unavailable('redis');
     }
   }
   try {
-    const { rows } = await pool.query(TAKE_SQL, [req.productId, idx, req.quantity, req.userId]).catch((err) => Promise.reject(fromPostgres(err)));
+    const { rows } = await pool
+      .query(TAKE_SQL, [req.productId, idx, req.quantity, req.userId])
+      .catch((err) => Promise.reject(fromPostgres(err)));
     const row = rows[0] as { id: string | null; created_at: Date; remaining: string | null };
     if (row.remaining === null || Number(row.remaining) === 0) p.empty.add(idx);
     if (row.id === null) return 'empty';
     if (lock && HOLD_MS > 0) await sleep(HOLD_MS);
     const { userId, productId, quantity } = req;
-    return { id: Number(row.id), productId, userId, quantity, allocations: [{ segment: idx, quantity }], createdAt: row.created_at };
+    return {
+      id: Number(row.id),
+      productId,
+      userId,
+      quantity,
+      allocations: [{ segment: idx, quantity }],
+      createdAt: row.created_at,
+    };
   } finally {
     // Not awaited, as in the service: the order needs nothing from the reply.
     if (lock) redlock!.release(lock).catch(() => undefined);
@@ -130,7 +167,12 @@ async function trySegments(p: Product, req: OrderRequest, skip: ReadonlySet<numb
 /** Segments first; when none sold, PostgreSQL says whether the stock is gone or which segments to retry. */
 async function sell(req: OrderRequest): Promise<object> {
   const p = await product(req.productId);
-  if (req.quantity > p.limitPerUser) throw new PeerError(400, 'QUANTITY_OVER_LIMIT', `quantity is over this product's limit of ${p.limitPerUser} per user`);
+  if (req.quantity > p.limitPerUser)
+    throw new PeerError(
+      400,
+      'QUANTITY_OVER_LIMIT',
+      `quantity is over this product's limit of ${p.limitPerUser} per user`,
+    );
   let skip: ReadonlySet<number> = p.empty;
   for (let round = 0; round < 4; round++) {
     const order = await trySegments(p, req, skip);
@@ -160,7 +202,9 @@ async function place(req: OrderRequest): Promise<object> {
   if (!redis) return sell(req);
   const key = `lock:order:${req.userId}`;
   const token = randomBytes(9).toString('base64');
-  const taken = await redis.set(key, token, 'PX', USER_LOCK_TTL_MS, 'NX').catch(() => Promise.reject(unavailable('redis')));
+  const taken = await redis
+    .set(key, token, 'PX', USER_LOCK_TTL_MS, 'NX')
+    .catch(() => Promise.reject(unavailable('redis')));
   if (taken === null) throw new PeerError(409, 'ORDER_IN_PROGRESS', 'another order of this user is in progress');
   try {
     return await sell(req);

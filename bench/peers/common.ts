@@ -42,8 +42,13 @@ export class PeerError extends Error {
 }
 export const busy = (why: string) => new PeerError(503, 'BUSY', why);
 export const unavailable = (what: 'redis' | 'postgres') =>
-  new PeerError(503, 'UNAVAILABLE', `${what === 'redis' ? 'the lock service' : 'the database'} is unavailable, retry later`);
-export const alreadyOrdered = () => new PeerError(409, 'ALREADY_ORDERED', 'this user already has an order for this product');
+  new PeerError(
+    503,
+    'UNAVAILABLE',
+    `${what === 'redis' ? 'the lock service' : 'the database'} is unavailable, retry later`,
+  );
+export const alreadyOrdered = () =>
+  new PeerError(409, 'ALREADY_ORDERED', 'this user already has an order for this product');
 export const soldOut = () => new PeerError(410, 'SOLD_OUT', 'sold out');
 
 /** A PostgreSQL failure as the service maps it: the unique index is a fact, a contention is BUSY, the rest an outage. */
@@ -76,20 +81,30 @@ export function parseOrder(text: string): OrderRequest {
   if (typeof userId !== 'string' || !USER_ID.test(userId))
     throw new PeerError(400, 'VALIDATION_FAILED', 'userId must be 1 to 64 characters from [A-Za-z0-9_.:-]');
   if (!isId(body.productId)) throw new PeerError(400, 'VALIDATION_FAILED', 'productId must be a positive integer');
-  if (body.quantity !== undefined && !isId(body.quantity)) throw new PeerError(400, 'VALIDATION_FAILED', 'quantity must be a positive integer');
+  if (body.quantity !== undefined && !isId(body.quantity))
+    throw new PeerError(400, 'VALIDATION_FAILED', 'quantity must be a positive integer');
   return { userId, productId: body.productId as number, quantity: (body.quantity as number | undefined) ?? 1 };
 }
 
 function send(res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text), ...headers });
+  res.writeHead(status, {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(text),
+    ...headers,
+  });
   res.end(text);
 }
 
 function sendError(res: http.ServerResponse, err: unknown): void {
   if (!(err instanceof PeerError)) console.error(err);
   const e = err instanceof PeerError ? err : new PeerError(500, 'INTERNAL', 'internal error');
-  send(res, e.status, { statusCode: e.status, code: e.code, message: e.message }, e.status === 503 ? { 'retry-after': String(RETRY_AFTER_S) } : {});
+  send(
+    res,
+    e.status,
+    { statusCode: e.status, code: e.code, message: e.message },
+    e.status === 503 ? { 'retry-after': String(RETRY_AFTER_S) } : {},
+  );
 }
 
 const BODY_LIMIT = 16 * 1024;
@@ -108,7 +123,8 @@ export interface Peer {
 export function serve({ redis, warmUp, order, close }: Peer): void {
   const server = http.createServer((req, res) => {
     if (req.method === 'GET' && req.url === '/health/live') return send(res, 200, { status: 'ok' });
-    if (req.method !== 'POST' || req.url !== '/orders') return sendError(res, new PeerError(404, 'NOT_FOUND', 'no such route'));
+    if (req.method !== 'POST' || req.url !== '/orders')
+      return sendError(res, new PeerError(404, 'NOT_FOUND', 'no such route'));
     const chunks: Buffer[] = [];
     let size = 0;
     req.on('data', (c: Buffer) => {
@@ -116,7 +132,8 @@ export function serve({ redis, warmUp, order, close }: Peer): void {
       if (size <= BODY_LIMIT) chunks.push(c);
     });
     req.on('end', () => {
-      if (size > BODY_LIMIT) return sendError(res, new PeerError(413, 'PAYLOAD_TOO_LARGE', 'request body is larger than 16kb'));
+      if (size > BODY_LIMIT)
+        return sendError(res, new PeerError(413, 'PAYLOAD_TOO_LARGE', 'request body is larger than 16kb'));
       Promise.resolve()
         .then(() => order(parseOrder(Buffer.concat(chunks).toString())))
         .then(

@@ -58,10 +58,19 @@ export async function startPeer(kind: PeerKind, env: PeerEnv, signal?: AbortSign
     LOCK_RETRY_JITTER_MS: env.lockRetryJitterMs,
     DB_POOL_SIZE: env.dbPoolSize,
   };
-  const childEnv: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, NODE_ENV: 'production', HOST: '127.0.0.1' };
+  const childEnv: NodeJS.ProcessEnv = {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    NODE_ENV: 'production',
+    HOST: '127.0.0.1',
+  };
   for (const [name, value] of Object.entries(settings)) if (value !== undefined) childEnv[name] = String(value);
   // The same heap bound as the service, so their memory compares.
-  const child = spawn(process.execPath, ['--max-old-space-size=128', main], { cwd: root, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--max-old-space-size=128', main], {
+    cwd: root,
+    env: childEnv,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   const keep = (c: Buffer) => (out = (out + c.toString()).slice(-100_000));
   child.stdout?.on('data', keep);

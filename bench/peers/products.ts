@@ -3,7 +3,10 @@
 import { Client } from 'pg';
 
 /** Inserts the product and its segments (the stock spread evenly, the first ones one unit larger); returns its id. */
-export async function insertProduct(db: Client, p: { name: string; stock: number; segments: number; limitPerUser?: number }): Promise<number> {
+export async function insertProduct(
+  db: Client,
+  p: { name: string; stock: number; segments: number; limitPerUser?: number },
+): Promise<number> {
   const { rows } = await db.query(
     `WITH p AS (
        INSERT INTO products (name, total_stock, segment_count, limit_per_user) VALUES ($1, $2::int, $3::int, $4::int) RETURNING id

@@ -7,7 +7,9 @@ import { batchName, codes, holdName, metricCell, ms, pad, rate, ratio, statusWor
 /** Rows of the group-commit comparison: per hold and segments, ORDER_BATCH_MAX=1 then group commit. */
 export function batchRows(report: BenchmarkReport, group: Group): Array<{ r: ScenarioResult; vsOne: string }> {
   return inGroup(report, group)
-    .sort((a, b) => a.holdMs - b.holdMs || a.segments - b.segments || (a.batchMax ?? Infinity) - (b.batchMax ?? Infinity))
+    .sort(
+      (a, b) => a.holdMs - b.holdMs || a.segments - b.segments || (a.batchMax ?? Infinity) - (b.batchMax ?? Infinity),
+    )
     .map((r) => {
       const one = findFast(report, { holdMs: r.holdMs, segments: r.segments, batchMax: 1 });
       return { r, vsOne: r.batchMax === 1 ? '1.00x' : ratio(r.ordersPerSec, one?.ordersPerSec) };
@@ -28,7 +30,9 @@ export function batchLines(report: BenchmarkReport): string[] {
       `${title}: service WORKERS=${st.speedWorkers}, Redlock segments; ORDER_HOLD_MS is spent once per lock hold (one hold sells up to ORDER_BATCH_MAX orders)`,
     );
     const w = [26, 9, 16, 9, 8, 8, 8, 8];
-    lines.push(pad(['ORDER_HOLD_MS', 'segments', 'ORDER_BATCH_MAX', 'orders/s', 'vs 1', 'p50 ms', 'p99 ms', 'verified'], w));
+    lines.push(
+      pad(['ORDER_HOLD_MS', 'segments', 'ORDER_BATCH_MAX', 'orders/s', 'vs 1', 'p50 ms', 'p99 ms', 'verified'], w),
+    );
     for (const { r, vsOne } of rows)
       lines.push(
         pad(
@@ -71,7 +75,9 @@ export function batchMarkdown(report: BenchmarkReport): string[] {
       out.push('> The built service does not read ORDER_BATCH_MAX: these rows differ only in name.');
     }
     out.push('');
-    out.push('| ORDER_HOLD_MS | segments | ORDER_BATCH_MAX | orders/s | vs ORDER_BATCH_MAX=1 | p50 | p99 | max | answers | lock waits (n x mean) | verified |');
+    out.push(
+      '| ORDER_HOLD_MS | segments | ORDER_BATCH_MAX | orders/s | vs ORDER_BATCH_MAX=1 | p50 | p99 | max | answers | lock waits (n x mean) | verified |',
+    );
     out.push('|---|--:|---|--:|--:|--:|--:|--:|---|--:|---|');
     for (const { r, vsOne } of rows) {
       out.push(

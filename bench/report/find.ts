@@ -4,11 +4,18 @@
 import type { BenchmarkReport, Group, Locking, ReturnsFigures, ScenarioResult, StockLocking } from '../types';
 
 export function returnsOf(report: BenchmarkReport): Array<ScenarioResult & { returns: ReturnsFigures }> {
-  return report.scenarios.filter((r): r is ScenarioResult & { returns: ReturnsFigures } => r.kind === 'returns' && r.returns !== undefined);
+  return report.scenarios.filter(
+    (r): r is ScenarioResult & { returns: ReturnsFigures } => r.kind === 'returns' && r.returns !== undefined,
+  );
 }
 
 /** A scenario of the locking comparison, the sweep or the sale: the service at --workers and --batch-max. */
-export function find(report: BenchmarkReport, locking: StockLocking, holdMs: number, segments: number): ScenarioResult | undefined {
+export function find(
+  report: BenchmarkReport,
+  locking: StockLocking,
+  holdMs: number,
+  segments: number,
+): ScenarioResult | undefined {
   const s = report.settings;
   return report.scenarios.find(
     (r) =>
@@ -41,8 +48,21 @@ export function findFast(
       r.segments === segments,
   );
 }
-export function findPeer(report: BenchmarkReport, target: 'bare' | 'bare-lua', locking: Locking, segments: number, holdMs = 0): ScenarioResult | undefined {
-  return report.scenarios.find((r) => r.kind === 'steady' && r.target === target && r.locking === locking && r.holdMs === holdMs && r.segments === segments);
+export function findPeer(
+  report: BenchmarkReport,
+  target: 'bare' | 'bare-lua',
+  locking: Locking,
+  segments: number,
+  holdMs = 0,
+): ScenarioResult | undefined {
+  return report.scenarios.find(
+    (r) =>
+      r.kind === 'steady' &&
+      r.target === target &&
+      r.locking === locking &&
+      r.holdMs === holdMs &&
+      r.segments === segments,
+  );
 }
 export function findHealth(report: BenchmarkReport): ScenarioResult | undefined {
   return report.scenarios.find((r) => r.kind === 'health');

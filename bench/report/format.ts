@@ -3,7 +3,10 @@
 // the same way.
 import type { RedisSetup, ScenarioResult, Spread, StockLocking } from '../types';
 
-export const MODE_NAME: Record<StockLocking, string> = { redlock: 'Redlock segments', database: 'no-lock mode (PG row lock)' };
+export const MODE_NAME: Record<StockLocking, string> = {
+  redlock: 'Redlock segments',
+  database: 'no-lock mode (PG row lock)',
+};
 
 export function rate(n: number): string {
   if (!Number.isFinite(n)) return '-';
@@ -19,7 +22,9 @@ export function ratio(a: number | undefined, b: number | undefined): string {
 }
 /** `20 x 50` for an even split; the service spreads any remainder, so just the count otherwise. */
 export function layout(r: { segments: number; stock: number }): string {
-  return r.stock % r.segments === 0 ? `${r.segments} x ${r.stock / r.segments}` : `${r.segments} segments, ${r.stock} units`;
+  return r.stock % r.segments === 0
+    ? `${r.segments} x ${r.stock / r.segments}`
+    : `${r.segments} segments, ${r.stock} units`;
 }
 export function codes(r: ScenarioResult): string {
   return Object.entries(r.statusCounts)

@@ -10,7 +10,19 @@ export function lockingLines(report: BenchmarkReport): string[] {
   const st = report.settings;
   const steady = inGroup(report, 'compare');
   const holds = [...new Set(steady.map((s) => s.holdMs))].sort((a, b) => a - b);
-  const head = ['scenario', 'orders/s', 'vs 1 seg', 'ideal', 'vs nolock', 'p50 ms', 'p99 ms', 'max ms', '5xx', 'codes', 'verified'];
+  const head = [
+    'scenario',
+    'orders/s',
+    'vs 1 seg',
+    'ideal',
+    'vs nolock',
+    'p50 ms',
+    'p99 ms',
+    'max ms',
+    '5xx',
+    'codes',
+    'verified',
+  ];
   const widths = [22, 9, 9, 6, 8, 8, 8, 8, 5, 30, 8];
   for (const hold of holds) {
     lines.push(
@@ -53,11 +65,17 @@ export function lockingMarkdown(report: BenchmarkReport): string[] {
   const steady = inGroup(report, 'compare');
   const holds = [...new Set(steady.map((r) => r.holdMs))].sort((a, b) => a - b);
   for (const hold of holds) {
-    out.push(`## Locking modes, ORDER_HOLD_MS=${holdName(hold)} (WORKERS=${s.workers}, ORDER_BATCH_MAX ${batchName(s.batchMax)})`);
+    out.push(
+      `## Locking modes, ORDER_HOLD_MS=${holdName(hold)} (WORKERS=${s.workers}, ORDER_BATCH_MAX ${batchName(s.batchMax)})`,
+    );
     out.push('');
-    out.push('| scenario | locking | segments | orders/s | p50 | p99 | max | answers | lock busy | fallovers busy/empty | lock waits (n x mean) | verified |');
+    out.push(
+      '| scenario | locking | segments | orders/s | p50 | p99 | max | answers | lock busy | fallovers busy/empty | lock waits (n x mean) | verified |',
+    );
     out.push('|---|---|--:|--:|--:|--:|--:|---|--:|--:|--:|---|');
-    const rows = steady.filter((r) => r.holdMs === hold).sort((a, b) => (a.locking === b.locking ? a.segments - b.segments : a.locking === 'redlock' ? -1 : 1));
+    const rows = steady
+      .filter((r) => r.holdMs === hold)
+      .sort((a, b) => (a.locking === b.locking ? a.segments - b.segments : a.locking === 'redlock' ? -1 : 1));
     for (const r of rows) {
       const mc = metricCell(r);
       out.push(
@@ -69,7 +87,9 @@ export function lockingMarkdown(report: BenchmarkReport): string[] {
     const peerSingle = find(report, 'database', hold, 1);
     const ratioRows = s.segments.filter((n) => n !== 1);
     if (ratioRows.length > 0) {
-      out.push('| segments | segmented / single lock | ideal | segmented / no-lock mode (same segments) | no-lock segmented / no-lock single |');
+      out.push(
+        '| segments | segmented / single lock | ideal | segmented / no-lock mode (same segments) | no-lock segmented / no-lock single |',
+      );
       out.push('|--:|--:|--:|--:|--:|');
       for (const n of ratioRows) {
         const seg = find(report, 'redlock', hold, n);

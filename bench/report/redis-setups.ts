@@ -1,7 +1,14 @@
 // The same load on one redis-server, a Redlock quorum of three and a 3-master Redis Cluster: the
 // rows with their ratios to the one redis-server (also written into latest.json as redisSetups) and
 // their console and latest.md tables.
-import { BenchmarkReport, REDIS_SETUPS, RedisPerOrder, RedisSetupRow, RedisSetupsSection, ScenarioResult } from '../types';
+import {
+  BenchmarkReport,
+  REDIS_SETUPS,
+  RedisPerOrder,
+  RedisSetupRow,
+  RedisSetupsSection,
+  ScenarioResult,
+} from '../types';
 import { inGroup } from './find';
 import { batchName, ms, pad, rate, ratioOf, SETUP_NAME, times } from './format';
 
@@ -10,9 +17,17 @@ export function redisSetupsSection(report: BenchmarkReport): RedisSetupsSection 
   const found = inGroup(report, 'redis-setups');
   if (found.length === 0) return null;
   const setupOf = (r: ScenarioResult) => r.redis ?? 'single';
-  const batches = [...new Set(found.map((r) => r.batchMax))].sort((a, b) => (a ?? Infinity) - (b ?? Infinity)).reverse();
+  const batches = [...new Set(found.map((r) => r.batchMax))]
+    .sort((a, b) => (a ?? Infinity) - (b ?? Infinity))
+    .reverse();
   const perOrder = (r: ScenarioResult): RedisPerOrder | null =>
-    r.costs ? { redisScripts: r.costs.perUnit.redisScripts, redisCommands: r.costs.perUnit.redisCommands, redisCpuUs: r.costs.perUnit.redisCpuUs } : null;
+    r.costs
+      ? {
+          redisScripts: r.costs.perUnit.redisScripts,
+          redisCommands: r.costs.perUnit.redisCommands,
+          redisCpuUs: r.costs.perUnit.redisCpuUs,
+        }
+      : null;
   const rows: RedisSetupRow[] = [];
   for (const batchMax of batches) {
     const single = found.find((r) => r.batchMax === batchMax && setupOf(r) === 'single');
@@ -92,7 +107,25 @@ export function redisSetupsLines(report: BenchmarkReport): string[] {
       `Redis setups: hold 0, ${setups.segments} segments, service WORKERS=${setups.workers}; Redis calls (scripts) and Redis CPU per order summed over every server of the setup`,
     );
     const w = [34, 9, 9, 7, 8, 8, 7, 8, 8, 7, 22, 8];
-    lines.push(pad(['setup', 'BATCH', 'orders/s', 'vs 1', 'p99 ms', 'scripts', 'vs 1', 'cmds', 'redis', 'vs 1', 'scripts per server', 'verified'], w));
+    lines.push(
+      pad(
+        [
+          'setup',
+          'BATCH',
+          'orders/s',
+          'vs 1',
+          'p99 ms',
+          'scripts',
+          'vs 1',
+          'cmds',
+          'redis',
+          'vs 1',
+          'scripts per server',
+          'verified',
+        ],
+        w,
+      ),
+    );
     for (const r of setups.rows) {
       const c = r.perOrder;
       lines.push(

@@ -3,7 +3,19 @@
 import { BACKEND_CONCURRENCY } from '../returns';
 import type { BenchmarkReport } from '../types';
 import { returnsOf } from './find';
-import { batchName, countsText, holdName, layout, ms, pad, rate, seconds, spreadMs, statusWord, verdict } from './format';
+import {
+  batchName,
+  countsText,
+  holdName,
+  layout,
+  ms,
+  pad,
+  rate,
+  seconds,
+  spreadMs,
+  statusWord,
+  verdict,
+} from './format';
 
 /** What the sale with returns measures, for the report. */
 const RETURNS_MEASURES =
@@ -27,7 +39,10 @@ export function returnsLines(report: BenchmarkReport): string[] {
       ['first return to resale sold out', seconds(x.resale.firstReturnToSoldOutMs)],
       ['last return to resale sold out', seconds(x.resale.lastReturnToSoldOutMs)],
       ['a returned unit on sale until resold, p50 / p99 / max', spreadMs(x.resale.onSaleMs)],
-      ['statuses paid / cancelled / expired / reserved', `${x.statuses.paid} / ${x.statuses.cancelled} / ${x.statuses.expired} / ${x.statuses.reserved}`],
+      [
+        'statuses paid / cancelled / expired / reserved',
+        `${x.statuses.paid} / ${x.statuses.cancelled} / ${x.statuses.expired} / ${x.statuses.reserved}`,
+      ],
       ['verified', verdict(r)],
     ])
       lines.push(pad([`  ${what}`, value], w));
@@ -74,14 +89,26 @@ export function returnsMarkdown(report: BenchmarkReport): string[] {
       ],
       ['(b) first return to the resale sold out (PG)', `**${seconds(x.resale.firstReturnToSoldOutMs)}**`],
       ['last return to the resale sold out (PG)', seconds(x.resale.lastReturnToSoldOutMs)],
-      ['a returned unit on sale until sold again (PG; k-th back paired with k-th resold), p50 / p99 / max', spreadMs(x.resale.onSaleMs)],
+      [
+        'a returned unit on sale until sold again (PG; k-th back paired with k-th resold), p50 / p99 / max',
+        spreadMs(x.resale.onSaleMs),
+      ],
       [
         'new buyers (one request each)',
         `${x.resale.requests} requests in ${x.resale.elapsedS.toFixed(2)} s: ${countsText(x.resale.statusCounts)}; their pays ${countsText(x.resale.paysStatusCounts)}`,
       ],
-      ['pay / cancel answers after the sell-out', `pay ${countsText(x.pays.statusCounts)}; cancel ${countsText(x.cancels.statusCounts)}`],
-      ['orders at the end (PG)', `paid ${x.statuses.paid}, cancelled ${x.statuses.cancelled}, expired ${x.statuses.expired}, reserved ${x.statuses.reserved}`],
-      ['verified', `${statusWord(r)}: ${r.verification.checks.map((c) => `${c.ok ? '' : '**FAILED** '}${c.name}`).join('; ')}`],
+      [
+        'pay / cancel answers after the sell-out',
+        `pay ${countsText(x.pays.statusCounts)}; cancel ${countsText(x.cancels.statusCounts)}`,
+      ],
+      [
+        'orders at the end (PG)',
+        `paid ${x.statuses.paid}, cancelled ${x.statuses.cancelled}, expired ${x.statuses.expired}, reserved ${x.statuses.reserved}`,
+      ],
+      [
+        'verified',
+        `${statusWord(r)}: ${r.verification.checks.map((c) => `${c.ok ? '' : '**FAILED** '}${c.name}`).join('; ')}`,
+      ],
     ];
     out.push('| figure | this run |');
     out.push('|---|---|');

@@ -9,7 +9,12 @@ export function saleLines(report: BenchmarkReport): string[] {
   const sales = report.scenarios.filter((s) => s.kind === 'sale');
   if (sales.length > 0) {
     lines.push(`The sale (ORDER_HOLD_MS=${sales[0].holdMs}): ${sales[0].stock} units, ${sales[0].buyers} buyers`);
-    lines.push(pad(['layout', 'sell-out s', 'orders/s', 'orders', '201', '410', 'other', 'verified'], [22, 10, 9, 7, 6, 6, 16, 8]));
+    lines.push(
+      pad(
+        ['layout', 'sell-out s', 'orders/s', 'orders', '201', '410', 'other', 'verified'],
+        [22, 10, 9, 7, 6, 6, 16, 8],
+      ),
+    );
     for (const r of sales) {
       const other = Object.entries(r.statusCounts)
         .filter(([c]) => c !== '201' && c !== '410')
@@ -49,7 +54,9 @@ export function saleMarkdown(report: BenchmarkReport): string[] {
     out.push('');
     out.push('Every buyer sends one request; the run ends when all are answered.');
     out.push('');
-    out.push('| layout | time to sell out | orders/s | orders in PostgreSQL | 201 | 410 | other answers | p50 / p99 of 201s | verified |');
+    out.push(
+      '| layout | time to sell out | orders/s | orders in PostgreSQL | 201 | 410 | other answers | p50 / p99 of 201s | verified |',
+    );
     out.push('|---|--:|--:|--:|--:|--:|---|--:|---|');
     for (const r of sales) {
       const other = Object.entries(r.statusCounts)
@@ -66,7 +73,9 @@ export function saleMarkdown(report: BenchmarkReport): string[] {
     const one = sales.find((r) => r.segments === 1);
     if (seg && one && seg.sellOutMs && one.sellOutMs) {
       out.push('');
-      out.push(`Segmented sells out ${(one.sellOutMs / seg.sellOutMs).toFixed(2)}x faster than the single lock (ideal ${seg.segments}x).`);
+      out.push(
+        `Segmented sells out ${(one.sellOutMs / seg.sellOutMs).toFixed(2)}x faster than the single lock (ideal ${seg.segments}x).`,
+      );
     }
     out.push('');
   }

@@ -16,7 +16,11 @@ export function speedRows(report: BenchmarkReport): SpeedRow[] {
   const n = s.speedSegments;
   const w = `${s.speedWorkers} process${s.speedWorkers === 1 ? '' : 'es'}`;
   const rows: SpeedRow[] = [
-    { what: `service (${w}), Redlock segments, ORDER_BATCH_MAX=1`, r: findFast(report, { batchMax: 1 }), unit: 'orders/s' },
+    {
+      what: `service (${w}), Redlock segments, ORDER_BATCH_MAX=1`,
+      r: findFast(report, { batchMax: 1 }),
+      unit: 'orders/s',
+    },
     {
       what: `service (${w}), Redlock segments, group commit (ORDER_BATCH_MAX ${batchName(s.batchMax)})`,
       r: findFast(report, { batchMax: s.batchMax }),
@@ -27,15 +31,39 @@ export function speedRows(report: BenchmarkReport): SpeedRow[] {
       r: findFast(report, { locking: 'database', batchMax: 1 }),
       unit: 'orders/s',
     },
-    { what: `service (${w}), one lock (1 segment), ORDER_BATCH_MAX=1`, r: findFast(report, { segments: 1, batchMax: 1 }), unit: 'orders/s' },
+    {
+      what: `service (${w}), one lock (1 segment), ORDER_BATCH_MAX=1`,
+      r: findFast(report, { segments: 1, batchMax: 1 }),
+      unit: 'orders/s',
+    },
     { what: `service (${w}), GET /health/live (no work at all)`, r: findHealth(report), unit: 'req/s' },
-    { what: `service (${w}), sold-out product: refusals (410) to distinct buyers`, r: findSoldOut(report), unit: '410/s' },
+    {
+      what: `service (${w}), sold-out product: refusals (410) to distinct buyers`,
+      r: findSoldOut(report),
+      unit: '410/s',
+    },
     { what: 'bare peer, Redis segment locks', r: findPeer(report, 'bare', 'redlock', n), unit: 'orders/s' },
-    { what: 'bare peer, no Redis lock (STOCK_LOCKING=database)', r: findPeer(report, 'bare', 'database', n), unit: 'orders/s' },
+    {
+      what: 'bare peer, no Redis lock (STOCK_LOCKING=database)',
+      r: findPeer(report, 'bare', 'database', n),
+      unit: 'orders/s',
+    },
     { what: 'bare peer, one lock (1 segment)', r: findPeer(report, 'bare', 'redlock', 1), unit: 'orders/s' },
-    { what: 'bare-lua peer: stock in Redis, one Lua script, one INSERT', r: findPeer(report, 'bare-lua', 'lua', n), unit: 'orders/s' },
-    { what: `bare peer, one lock (1 segment), lock held ${BARE_HELD_MS} ms`, r: findPeer(report, 'bare', 'redlock', 1, BARE_HELD_MS), unit: 'orders/s' },
-    { what: `bare peer, Redis segment locks, lock held ${BARE_HELD_MS} ms`, r: findPeer(report, 'bare', 'redlock', n, BARE_HELD_MS), unit: 'orders/s' },
+    {
+      what: 'bare-lua peer: stock in Redis, one Lua script, one INSERT',
+      r: findPeer(report, 'bare-lua', 'lua', n),
+      unit: 'orders/s',
+    },
+    {
+      what: `bare peer, one lock (1 segment), lock held ${BARE_HELD_MS} ms`,
+      r: findPeer(report, 'bare', 'redlock', 1, BARE_HELD_MS),
+      unit: 'orders/s',
+    },
+    {
+      what: `bare peer, Redis segment locks, lock held ${BARE_HELD_MS} ms`,
+      r: findPeer(report, 'bare', 'redlock', n, BARE_HELD_MS),
+      unit: 'orders/s',
+    },
   ];
   return rows.filter((x) => x.r !== undefined);
 }
@@ -58,7 +86,11 @@ export function speedRatios(report: BenchmarkReport): Array<{ what: string; valu
       findFast(report, { locking: 'database', batchMax: 1 }),
       findPeer(report, 'bare', 'database', n),
     ],
-    ['service one lock / bare peer one lock', findFast(report, { segments: 1, batchMax: 1 }), findPeer(report, 'bare', 'redlock', 1)],
+    [
+      'service one lock / bare peer one lock',
+      findFast(report, { segments: 1, batchMax: 1 }),
+      findPeer(report, 'bare', 'redlock', 1),
+    ],
     [
       `bare peer, lock held ${BARE_HELD_MS} ms: ${n} segments / one lock`,
       findPeer(report, 'bare', 'redlock', n, BARE_HELD_MS),
@@ -66,7 +98,9 @@ export function speedRatios(report: BenchmarkReport): Array<{ what: string; valu
     ],
     ['service ORDER_BATCH_MAX=1 orders/s / service GET /health/live req/s', one, findHealth(report)],
   ];
-  return pairs.filter(([, a, b]) => a && b).map(([what, a, b]) => ({ what, value: ratio(a!.ordersPerSec, b!.ordersPerSec) }));
+  return pairs
+    .filter(([, a, b]) => a && b)
+    .map(([what, a, b]) => ({ what, value: ratio(a!.ordersPerSec, b!.ordersPerSec) }));
 }
 
 /** The console's block of the service against the peers. */
@@ -80,7 +114,10 @@ export function speedLines(report: BenchmarkReport): string[] {
     );
     const w = [84, 10, 8, 8, 8];
     lines.push(pad(['what', 'per s', 'p50 ms', 'p99 ms', 'verified'], w));
-    for (const { what, r } of speed) lines.push(pad([what, rate(r!.ordersPerSec), ms(r!.latency201Ms?.p50), ms(r!.latency201Ms?.p99), verdict(r!)], w));
+    for (const { what, r } of speed)
+      lines.push(
+        pad([what, rate(r!.ordersPerSec), ms(r!.latency201Ms?.p50), ms(r!.latency201Ms?.p99), verdict(r!)], w),
+      );
     for (const { what, value } of speedRatios(report)) lines.push(pad([`  ${what}`, value, '', '', ''], w));
     lines.push('');
   }

@@ -19,7 +19,8 @@ export function summaryMarkdown(report: BenchmarkReport): string[] {
   out.push('');
   if (bad.length > 0) {
     out.push(`> **FAILED: ${bad.length} of ${report.scenarios.length} scenarios broke an invariant or answered 5xx.**`);
-    for (const r of bad) for (const c of r.verification.checks.filter((x) => !x.ok)) out.push(`> - **${r.id}**: ${c.name}: ${c.detail}`);
+    for (const r of bad)
+      for (const c of r.verification.checks.filter((x) => !x.ok)) out.push(`> - **${r.id}**: ${c.name}: ${c.detail}`);
   } else {
     out.push(
       `All ${report.scenarios.length} scenarios verified: every order scenario from PostgreSQL (units in live orders + remaining == stocked, no segment below 0, no user with two live orders, no false sold-out, no 5xx; the bare-lua peer's remaining units from Redis${
@@ -43,8 +44,12 @@ export function summaryMarkdown(report: BenchmarkReport): string[] {
   out.push(
     `- ORDER_BATCH_MAX: ${batchName(s.batchMax)} wherever a row does not name another value; ORDER_HOLDS_MAX: ${s.holdsMax ?? 'service default'}; Node flags of the service: --max-old-space-size=${SERVICE_HEAP_MB} (as \`npm start\`)${(s.nodeFlags ?? []).map((f) => ` ${f}`).join('')}.${s.batchMaxRead ? '' : ' **The built service does not read ORDER_BATCH_MAX: rows that differ only in it measure the same code.**'}`,
   );
-  out.push('- ORDER_HOLD_MS is spent once per lock hold, not once per order: with group commit one hold sells up to ORDER_BATCH_MAX orders.');
-  out.push(`- Load: autocannon, ${s.connections} connections, POST /orders, a distinct userId per request; ${s.durationS} s per steady-state scenario.`);
+  out.push(
+    '- ORDER_HOLD_MS is spent once per lock hold, not once per order: with group commit one hold sells up to ORDER_BATCH_MAX orders.',
+  );
+  out.push(
+    `- Load: autocannon, ${s.connections} connections, POST /orders, a distinct userId per request; ${s.durationS} s per steady-state scenario.`,
+  );
   out.push(
     `- Stock layout: steady state ${s.steadyStock.toLocaleString('en-US')} units split evenly into the scenario's segments (never sells out); the sale ${s.sale ? `${s.sale.stock} units as ${s.sale.segments} x ${s.sale.stock / s.sale.segments} and as 1 x ${s.sale.stock}, ${s.sale.buyers} buyers` : 'not run'}.`,
   );
@@ -71,11 +76,14 @@ export function verdictLines(report: BenchmarkReport): string[] {
   if (bad.length > 0) {
     lines.push('');
     lines.push(`!!! ${bad.length} SCENARIO(S) FAILED !!!`);
-    for (const r of bad) for (const c of r.verification.checks.filter((x) => !x.ok)) lines.push(`!!! ${r.id}: ${c.name}: ${c.detail}`);
+    for (const r of bad)
+      for (const c of r.verification.checks.filter((x) => !x.ok)) lines.push(`!!! ${r.id}: ${c.name}: ${c.detail}`);
   } else {
     lines.push(
       `All ${report.scenarios.length} scenarios verified (I1 stock conserved, no segment < 0, I2 no user twice, I3 no false sold-out, no 5xx; GET /health/live: every answer 200${
-        returnsOf(report).length > 0 ? '; the sale with returns: statuses as answered, every returned unit resold exactly once' : ''
+        returnsOf(report).length > 0
+          ? '; the sale with returns: statuses as answered, every returned unit resold exactly once'
+          : ''
       }).`,
     );
   }

@@ -9,11 +9,15 @@ export function sweepMarkdown(report: BenchmarkReport): string[] {
   const s = report.settings;
   const out: string[] = [];
   if (s.sweep) {
-    out.push(`## Segment sweep (ORDER_HOLD_MS=${holdName(s.sweepHold)}, WORKERS=${s.workers}, ORDER_BATCH_MAX ${batchName(s.batchMax)})`);
+    out.push(
+      `## Segment sweep (ORDER_HOLD_MS=${holdName(s.sweepHold)}, WORKERS=${s.workers}, ORDER_BATCH_MAX ${batchName(s.batchMax)})`,
+    );
     out.push('');
     const modes: StockLocking[] = s.peer ? ['redlock', 'database'] : ['redlock'];
     out.push(...sweepCharts(report, modes));
-    out.push(`| segments | ${modes.map((mo) => `${MODE_NAME[mo]} orders/s | vs 1 segment`).join(' | ')} | ideal | verified |`);
+    out.push(
+      `| segments | ${modes.map((mo) => `${MODE_NAME[mo]} orders/s | vs 1 segment`).join(' | ')} | ideal | verified |`,
+    );
     out.push(`|--:|${modes.map(() => '--:|--:').join('|')}|--:|---|`);
     for (const n of s.sweep) {
       const cells: string[] = [];
@@ -53,7 +57,12 @@ function sweepCharts(report: BenchmarkReport, modes: StockLocking[]): string[] {
     const points = (s.sweep ?? [])
       .map((n) => ({ n, r: find(report, mode, s.sweepHold, n) }))
       .filter((p): p is { n: number; r: ScenarioResult } => p.r !== undefined && Number.isFinite(p.r.ordersPerSec));
-    return { mode, points, measured: points.map((p) => value(p.r.ordersPerSec)), ideal: one ? points.map((p) => value(one.ordersPerSec * p.n)) : [] };
+    return {
+      mode,
+      points,
+      measured: points.map((p) => value(p.r.ordersPerSec)),
+      ideal: one ? points.map((p) => value(one.ordersPerSec * p.n)) : [],
+    };
   });
   // One y scale for every chart, so the modes compare by eye.
   const top = axisTop(Math.max(1, ...charts.flatMap((c) => [...c.measured, ...c.ideal])) * 1.05);

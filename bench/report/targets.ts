@@ -16,18 +16,33 @@ export function targets(report: BenchmarkReport): TargetRow[] {
   const n = s.speedSegments;
   const out: TargetRow[] = [];
   const w = s.speedWorkers === 1 ? '1 process' : `WORKERS=${s.speedWorkers} (the target is for 1 process)`;
-  const atLeast = (target: string, a: ScenarioResult | undefined, b: ScenarioResult | undefined, bar: number, extra = '') => {
+  const atLeast = (
+    target: string,
+    a: ScenarioResult | undefined,
+    b: ScenarioResult | undefined,
+    bar: number,
+    extra = '',
+  ) => {
     const ok = a && b && a.status === 'ok' && b.status === 'ok' && b.ordersPerSec > 0;
     const x = ok ? a.ordersPerSec / b.ordersPerSec : NaN;
     out.push({
       target,
-      measured: ok ? `${x.toFixed(2)}x (${rate(a.ordersPerSec)} / ${rate(b.ordersPerSec)} orders/s)${extra}` : a && b ? 'a scenario FAILED' : '-',
+      measured: ok
+        ? `${x.toFixed(2)}x (${rate(a.ordersPerSec)} / ${rate(b.ordersPerSec)} orders/s)${extra}`
+        : a && b
+          ? 'a scenario FAILED'
+          : '-',
       result: ok ? (x >= bar ? 'pass' : 'miss') : 'not measured',
     });
   };
   const one = findFast(report, { batchMax: 1 });
   const group = findFast(report, { batchMax: s.batchMax });
-  atLeast(`service, ${w}, ${n} segments, hold 0, ORDER_BATCH_MAX=1 >= 0.8x the bare peer`, one, findPeer(report, 'bare', 'redlock', n), 0.8);
+  atLeast(
+    `service, ${w}, ${n} segments, hold 0, ORDER_BATCH_MAX=1 >= 0.8x the bare peer`,
+    one,
+    findPeer(report, 'bare', 'redlock', n),
+    0.8,
+  );
   atLeast(
     `service with group commit (ORDER_BATCH_MAX ${batchName(s.batchMax)}), same load, >= 0.7x the bare-lua peer (aim 1x)`,
     group,
@@ -42,14 +57,21 @@ export function targets(report: BenchmarkReport): TargetRow[] {
     result: p99 === undefined ? 'not measured' : p99 <= 50 ? 'pass' : 'miss',
   });
   // Beside it, the same ratio of the bare peer at the same hold, when the run has it: this machine's floor.
-  const bareHeld = [findPeer(report, 'bare', 'redlock', n, BARE_HELD_MS), findPeer(report, 'bare', 'redlock', 1, BARE_HELD_MS)];
-  const bareX = bareHeld.every((r) => r?.status === 'ok' && r.ordersPerSec > 0) ? bareHeld[0]!.ordersPerSec / bareHeld[1]!.ordersPerSec : null;
+  const bareHeld = [
+    findPeer(report, 'bare', 'redlock', n, BARE_HELD_MS),
+    findPeer(report, 'bare', 'redlock', 1, BARE_HELD_MS),
+  ];
+  const bareX = bareHeld.every((r) => r?.status === 'ok' && r.ordersPerSec > 0)
+    ? bareHeld[0]!.ordersPerSec / bareHeld[1]!.ordersPerSec
+    : null;
   atLeast(
     `hold ${BARE_HELD_MS} ms (once per lock hold), ORDER_BATCH_MAX=1, ${w}: ${n} segments >= 19x one lock`,
     findFast(report, { holdMs: BARE_HELD_MS, segments: n, batchMax: 1 }),
     findFast(report, { holdMs: BARE_HELD_MS, segments: 1, batchMax: 1 }),
     19,
-    bareX === null ? '' : `; the bare peer at the same hold: ${bareX.toFixed(2)}x (${rate(bareHeld[0]!.ordersPerSec)} / ${rate(bareHeld[1]!.ordersPerSec)})`,
+    bareX === null
+      ? ''
+      : `; the bare peer at the same hold: ${bareX.toFixed(2)}x (${rate(bareHeld[0]!.ordersPerSec)} / ${rate(bareHeld[1]!.ordersPerSec)})`,
   );
   for (const [what, list] of [
     ['the sale keeps running and verifying', report.scenarios.filter((r) => r.kind === 'sale')],
@@ -58,7 +80,12 @@ export function targets(report: BenchmarkReport): TargetRow[] {
     const bad = list.filter((r) => r.status !== 'ok');
     out.push({
       target: what,
-      measured: list.length === 0 ? 'not run' : bad.length === 0 ? `${list.length} of ${list.length} verified` : `FAILED: ${bad.map((r) => r.id).join(', ')}`,
+      measured:
+        list.length === 0
+          ? 'not run'
+          : bad.length === 0
+            ? `${list.length} of ${list.length} verified`
+            : `FAILED: ${bad.map((r) => r.id).join(', ')}`,
       result: list.length === 0 ? 'not measured' : bad.length === 0 ? 'pass' : 'miss',
     });
   }

@@ -47,6 +47,8 @@ describe('AdminTokenGuard', () => {
   it('should accept a token with non-ASCII characters only when it matches exactly', () => {
     const unicode = new AdminTokenGuard({ token: 'jeton-sécurisé-für-admin' });
     expect(unicode.canActivate(contextWith({ authorization: 'Bearer jeton-sécurisé-für-admin' }))).toBe(true);
-    expect(() => unicode.canActivate(contextWith({ authorization: 'Bearer jeton-securise-fur-admin' }))).toThrow(UnauthorizedError);
+    expect(() => unicode.canActivate(contextWith({ authorization: 'Bearer jeton-securise-fur-admin' }))).toThrow(
+      UnauthorizedError,
+    );
   });
 });

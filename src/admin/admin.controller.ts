@@ -53,7 +53,10 @@ export class AdminController {
   }
 
   @Patch(':id')
-  @ApiOperation({ summary: "Change a product's name, limit per user, sale window or payment timeout (reserved orders keep their expiresAt)" })
+  @ApiOperation({
+    summary:
+      "Change a product's name, limit per user, sale window or payment timeout (reserved orders keep their expiresAt)",
+  })
   @ApiOkResponse({ type: ProductResponse, description: 'the product, changed' })
   @ApiResponse({ status: 400, description: 'VALIDATION_FAILED (also endsAt not after startsAt once merged)' })
   @ApiResponse({ status: 404, description: 'PRODUCT_NOT_FOUND' })
@@ -67,7 +70,11 @@ export class AdminController {
   @ApiOperation({ summary: 'Add units, filled into the smallest segments; clears the sold-out state' })
   @ApiOkResponse({ type: ProductResponse, description: 'the product, restocked' })
   @ApiResponse({ status: 404, description: 'PRODUCT_NOT_FOUND' })
-  @ApiResponse({ status: 503, description: 'BUSY: the segments stayed locked for REBALANCE_WAIT_MS (nothing added); UNAVAILABLE: PostgreSQL is down' })
+  @ApiResponse({
+    status: 503,
+    description:
+      'BUSY: the segments stayed locked for REBALANCE_WAIT_MS (nothing added); UNAVAILABLE: PostgreSQL is down',
+  })
   async restock(@Param('id') id: string, @Body() dto: RestockDto): Promise<ProductResponse> {
     return toProductResponse(await this.inventory.restock(productId(id), dto.units));
   }
@@ -76,7 +83,10 @@ export class AdminController {
   @HttpCode(200)
   @ApiOperation({ summary: 'Redistribute the remaining units evenly, optionally over a new number of segments' })
   @ApiOkResponse({ type: RebalanceResponse, description: 'the product before and after' })
-  @ApiResponse({ status: 503, description: 'BUSY: the segments stayed locked for REBALANCE_WAIT_MS; UNAVAILABLE: PostgreSQL is down' })
+  @ApiResponse({
+    status: 503,
+    description: 'BUSY: the segments stayed locked for REBALANCE_WAIT_MS; UNAVAILABLE: PostgreSQL is down',
+  })
   async rebalance(@Param('id') id: string, @Body() dto: RebalanceDto): Promise<RebalanceResponse> {
     const { before, after } = await this.inventory.rebalance(productId(id), dto.segments);
     return { before: toProductResponse(before), after: toProductResponse(after) };

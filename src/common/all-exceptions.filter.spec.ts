@@ -1,6 +1,14 @@
 // The mapping of failures to HTTP answers: every domain error to its status and code, Retry-After
 // on 503s, and nothing internal in the body of an unexpected error.
-import { ArgumentsHost, BadRequestException, HttpException, HttpStatus, Logger, NotFoundException, PayloadTooLargeException } from '@nestjs/common';
+import {
+  ArgumentsHost,
+  BadRequestException,
+  HttpException,
+  HttpStatus,
+  Logger,
+  NotFoundException,
+  PayloadTooLargeException,
+} from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import { AllExceptionsFilter, sendError, toErrorResponse } from './all-exceptions.filter';
 import {
@@ -21,7 +29,12 @@ import {
 
 describe('toErrorResponse', () => {
   it.each<{ name: string; err: DomainError; status: number; code: string }>([
-    { name: 'ValidationFailedError', err: new ValidationFailedError('userId: bad'), status: 400, code: 'VALIDATION_FAILED' },
+    {
+      name: 'ValidationFailedError',
+      err: new ValidationFailedError('userId: bad'),
+      status: 400,
+      code: 'VALIDATION_FAILED',
+    },
     { name: 'QuantityOverLimitError', err: new QuantityOverLimitError(2), status: 400, code: 'QUANTITY_OVER_LIMIT' },
     { name: 'UnauthorizedError', err: new UnauthorizedError(), status: 401, code: 'UNAUTHORIZED' },
     { name: 'ProductNotFoundError', err: new ProductNotFoundError(7), status: 404, code: 'PRODUCT_NOT_FOUND' },
@@ -36,7 +49,11 @@ describe('toErrorResponse', () => {
   });
 
   it('should name the existing order in ALREADY_ORDERED when it is known', () => {
-    expect(toErrorResponse(new AlreadyOrderedError(41)).body).toMatchObject({ statusCode: 409, code: 'ALREADY_ORDERED', orderId: 41 });
+    expect(toErrorResponse(new AlreadyOrderedError(41)).body).toMatchObject({
+      statusCode: 409,
+      code: 'ALREADY_ORDERED',
+      orderId: 41,
+    });
   });
 
   it('should answer OutcomeUnknownError with 503 OUTCOME_UNKNOWN, its Retry-After, and not the cause', () => {
@@ -48,11 +65,17 @@ describe('toErrorResponse', () => {
 
   it('should answer BusyError with 503 BUSY and its own Retry-After', () => {
     const out = toErrorResponse(new BusyError('every segment stayed locked', 7), 1);
-    expect(out).toEqual({ body: { statusCode: 503, code: 'BUSY', message: 'every segment stayed locked' }, retryAfterS: 7 });
+    expect(out).toEqual({
+      body: { statusCode: 503, code: 'BUSY', message: 'every segment stayed locked' },
+      retryAfterS: 7,
+    });
   });
 
   it('should answer UnavailableError with 503 UNAVAILABLE, its Retry-After, and not the cause', () => {
-    const out = toErrorResponse(new UnavailableError('postgres', 4, new Error('connect ECONNREFUSED 10.0.0.5:5432 password=hunter2')), 1);
+    const out = toErrorResponse(
+      new UnavailableError('postgres', 4, new Error('connect ECONNREFUSED 10.0.0.5:5432 password=hunter2')),
+      1,
+    );
     expect(out.body).toMatchObject({ statusCode: 503, code: 'UNAVAILABLE' });
     expect(out.retryAfterS).toBe(4);
     expect(out.body.message).not.toMatch(/ECONNREFUSED|10\.0\.0\.5|hunter2/);
@@ -79,18 +102,40 @@ describe('toErrorResponse', () => {
   });
 
   it('should map the other HTTP exceptions to their stable codes', () => {
-    expect(toErrorResponse(new PayloadTooLargeException('too big')).body).toMatchObject({ statusCode: 413, code: 'PAYLOAD_TOO_LARGE' });
-    expect(toErrorResponse(new HttpException('x', HttpStatus.UNSUPPORTED_MEDIA_TYPE)).body).toMatchObject({ statusCode: 415, code: 'UNSUPPORTED_MEDIA_TYPE' });
-    expect(toErrorResponse(new BadRequestException('bad')).body).toEqual({ statusCode: 400, code: 'VALIDATION_FAILED', message: 'bad' });
-    expect(toErrorResponse(new HttpException('nope', HttpStatus.UNAUTHORIZED)).body).toMatchObject({ statusCode: 401, code: 'UNAUTHORIZED' });
-    expect(toErrorResponse(new HttpException('teapot', 418)).body).toMatchObject({ statusCode: 418, code: 'VALIDATION_FAILED' });
+    expect(toErrorResponse(new PayloadTooLargeException('too big')).body).toMatchObject({
+      statusCode: 413,
+      code: 'PAYLOAD_TOO_LARGE',
+    });
+    expect(toErrorResponse(new HttpException('x', HttpStatus.UNSUPPORTED_MEDIA_TYPE)).body).toMatchObject({
+      statusCode: 415,
+      code: 'UNSUPPORTED_MEDIA_TYPE',
+    });
+    expect(toErrorResponse(new BadRequestException('bad')).body).toEqual({
+      statusCode: 400,
+      code: 'VALIDATION_FAILED',
+      message: 'bad',
+    });
+    expect(toErrorResponse(new HttpException('nope', HttpStatus.UNAUTHORIZED)).body).toMatchObject({
+      statusCode: 401,
+      code: 'UNAUTHORIZED',
+    });
+    expect(toErrorResponse(new HttpException('teapot', 418)).body).toMatchObject({
+      statusCode: 418,
+      code: 'VALIDATION_FAILED',
+    });
   });
 
   it('should hide the message of a 5xx HTTP exception and add Retry-After to a 503', () => {
     const unavailable = toErrorResponse(new HttpException('db host 10.1.1.1 down', 503), 2);
-    expect(unavailable).toEqual({ body: { statusCode: 503, code: 'UNAVAILABLE', message: 'internal error' }, retryAfterS: 2 });
+    expect(unavailable).toEqual({
+      body: { statusCode: 503, code: 'UNAVAILABLE', message: 'internal error' },
+      retryAfterS: 2,
+    });
     const internal = toErrorResponse(new HttpException('secret detail', 500), 2);
-    expect(internal).toEqual({ body: { statusCode: 500, code: 'INTERNAL', message: 'internal error' }, retryAfterS: undefined });
+    expect(internal).toEqual({
+      body: { statusCode: 500, code: 'INTERNAL', message: 'internal error' },
+      retryAfterS: undefined,
+    });
   });
 
   it.each([
@@ -108,7 +153,8 @@ describe('toErrorResponse', () => {
 });
 
 describe('toErrorResponse for refusals of the HTTP framework', () => {
-  const fastifyError = (code: string, statusCode: number, message: string) => Object.assign(new Error(message), { code, statusCode });
+  const fastifyError = (code: string, statusCode: number, message: string) =>
+    Object.assign(new Error(message), { code, statusCode });
 
   it.each([
     {
@@ -140,12 +186,18 @@ describe('toErrorResponse for refusals of the HTTP framework', () => {
   });
 
   it('should keep a 5xx framework error or a foreign error with a status internal', () => {
-    expect(toErrorResponse(fastifyError('FST_ERR_REP_ALREADY_SENT', 500, 'Reply already sent at /srv/x.js')).body).toEqual({
+    expect(
+      toErrorResponse(fastifyError('FST_ERR_REP_ALREADY_SENT', 500, 'Reply already sent at /srv/x.js')).body,
+    ).toEqual({
       statusCode: 500,
       code: 'INTERNAL',
       message: 'internal error',
     });
-    expect(toErrorResponse(fastifyError('ECONNRESET', 400, 'socket detail')).body).toEqual({ statusCode: 500, code: 'INTERNAL', message: 'internal error' });
+    expect(toErrorResponse(fastifyError('ECONNRESET', 400, 'socket detail')).body).toEqual({
+      statusCode: 500,
+      code: 'INTERNAL',
+      message: 'internal error',
+    });
   });
 });
 
@@ -168,8 +220,10 @@ describe('AllExceptionsFilter', () => {
       res.sent = body;
     }),
   };
-  const filter = (retryAfterS: number) => new AllExceptionsFilter({ httpAdapter: adapter } as unknown as HttpAdapterHost, retryAfterS);
-  const hostFor = (res: FakeReply) => ({ switchToHttp: () => ({ getResponse: () => res }) }) as unknown as ArgumentsHost;
+  const filter = (retryAfterS: number) =>
+    new AllExceptionsFilter({ httpAdapter: adapter } as unknown as HttpAdapterHost, retryAfterS);
+  const hostFor = (res: FakeReply) =>
+    ({ switchToHttp: () => ({ getResponse: () => res }) }) as unknown as ArgumentsHost;
 
   let errorLog: jest.SpyInstance;
   let warnLog: jest.SpyInstance;

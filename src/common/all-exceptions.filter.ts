@@ -2,7 +2,14 @@
 // on 503s, and never a stack trace or an internal detail in the body.
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
-import { AlreadyOrderedError, DomainError, ERROR_STATUS, ErrorCode, OutcomeUnknownError, UnavailableError } from './domain-errors';
+import {
+  AlreadyOrderedError,
+  DomainError,
+  ERROR_STATUS,
+  ErrorCode,
+  OutcomeUnknownError,
+  UnavailableError,
+} from './domain-errors';
 
 export interface ErrorBody {
   statusCode: number;
@@ -31,12 +38,20 @@ export function toErrorResponse(err: unknown, defaultRetryAfterS = 1): { body: E
   }
   if (err instanceof HttpException) {
     const statusCode = err.getStatus();
-    const code = HTTP_CODES[statusCode] ?? (statusCode === 503 ? 'UNAVAILABLE' : statusCode >= 500 ? 'INTERNAL' : 'VALIDATION_FAILED');
+    const code =
+      HTTP_CODES[statusCode] ??
+      (statusCode === 503 ? 'UNAVAILABLE' : statusCode >= 500 ? 'INTERNAL' : 'VALIDATION_FAILED');
     const message = statusCode === 404 ? 'no such route' : statusCode >= 500 ? 'internal error' : err.message;
     return { body: { statusCode, code, message }, retryAfterS: statusCode === 503 ? defaultRetryAfterS : undefined };
   }
   if (isFrameworkClientError(err)) {
-    return { body: { statusCode: err.statusCode, code: HTTP_CODES[err.statusCode] ?? 'VALIDATION_FAILED', message: err.message } };
+    return {
+      body: {
+        statusCode: err.statusCode,
+        code: HTTP_CODES[err.statusCode] ?? 'VALIDATION_FAILED',
+        message: err.message,
+      },
+    };
   }
   return { body: { statusCode: 500, code: 'INTERNAL', message: 'internal error' } };
 }

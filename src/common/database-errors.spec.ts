@@ -19,7 +19,10 @@ describe('writeFailure', () => {
     ['a refused connection from the pool', errno('ECONNREFUSED', 'connect ECONNREFUSED 127.0.0.1:5432')],
     ['the pool timing out while waiting for a connection', new Error('timeout exceeded when trying to connect')],
     ['a connection closed while connecting', new Error('Connection terminated due to connection timeout')],
-    ['a broken client refusing the query', sent(new Error('Client has encountered a connection error and is not queryable'))],
+    [
+      'a broken client refusing the query',
+      sent(new Error('Client has encountered a connection error and is not queryable')),
+    ],
     ['a closed client refusing the query', sent(new Error('Client was closed and is not queryable'))],
   ])('should call %s not-sent', (_name, err) => {
     expect(writeFailure(err)).toBe('not-sent');
@@ -46,7 +49,10 @@ describe('writeFailure', () => {
 
 describe('mapDatabaseError', () => {
   it.each([
-    ['a FATAL idle-in-transaction timeout (25P03): the server ended the session and rolled back', serverError('25P03', 'FATAL')],
+    [
+      'a FATAL idle-in-transaction timeout (25P03): the server ended the session and rolled back',
+      serverError('25P03', 'FATAL'),
+    ],
     ['a FATAL transaction timeout (25P04)', serverError('25P04', 'FATAL')],
     ['a FATAL admin shutdown (57P01)', serverError('57P01', 'FATAL')],
     ['a server-side statement timeout (57014)', serverError('57014', 'ERROR')],

@@ -44,7 +44,8 @@ export function mapDatabaseError(err: unknown, retryAfterS: number): unknown {
   if (isUniqueViolation(err, 'orders_one_live_per_user')) return new AlreadyOrderedError();
   const state = sqlState(err);
   // Deadlock, serialization failure or lock wait timeout: nothing was written; the client may simply retry.
-  if (state === '40P01' || state === '40001' || state === '55P03') return new BusyError('the stock was contended, retry', retryAfterS);
+  if (state === '40P01' || state === '40001' || state === '55P03')
+    return new BusyError('the stock was contended, retry', retryAfterS);
   if (isDatabaseOutage(err)) return new UnavailableError('postgres', retryAfterS, err);
   return err;
 }
@@ -66,7 +67,8 @@ export type WriteFailure = 'not-sent' | 'rejected' | 'unknown';
 export function writeFailure(err: unknown): WriteFailure {
   // TypeORM wraps only what pg's client.query reported; a failure to get a connection arrives bare.
   if (!(err instanceof QueryFailedError)) return 'not-sent';
-  const driver = (err as QueryFailedError & { driverError?: unknown }).driverError as { severity?: unknown; message?: unknown } | undefined;
+  const driver = (err as QueryFailedError & { driverError?: unknown }).driverError as
+    { severity?: unknown; message?: unknown } | undefined;
   // pg's DatabaseError carries the server's severity: ERROR ends the statement, FATAL/PANIC the session.
   if (typeof driver?.severity === 'string') return driver.severity === 'ERROR' ? 'rejected' : 'unknown';
   if (typeof driver?.message === 'string' && /not queryable/.test(driver.message)) return 'not-sent';

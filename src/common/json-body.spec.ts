@@ -26,7 +26,9 @@ describe('decodeBody', () => {
   });
 
   it.each(['latin1', 'iso-8859-1', 'utf-16le'])('should refuse charset=%s with UNSUPPORTED_MEDIA_TYPE', (charset) => {
-    expect(refusal(() => decodeBody({ 'content-type': `application/json; charset=${charset}` }, json))).toEqual({ code: 'UNSUPPORTED_MEDIA_TYPE' });
+    expect(refusal(() => decodeBody({ 'content-type': `application/json; charset=${charset}` }, json))).toEqual({
+      code: 'UNSUPPORTED_MEDIA_TYPE',
+    });
   });
 
   it.each([
@@ -38,7 +40,9 @@ describe('decodeBody', () => {
   });
 
   it('should refuse an unknown content encoding with UNSUPPORTED_MEDIA_TYPE', () => {
-    expect(refusal(() => decodeBody({ 'content-encoding': 'compress' }, json))).toEqual({ code: 'UNSUPPORTED_MEDIA_TYPE' });
+    expect(refusal(() => decodeBody({ 'content-encoding': 'compress' }, json))).toEqual({
+      code: 'UNSUPPORTED_MEDIA_TYPE',
+    });
   });
 
   it('should refuse a body that claims gzip but is not with VALIDATION_FAILED', () => {

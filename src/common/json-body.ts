@@ -37,7 +37,8 @@ export class BadBodyError extends DomainError {
   }
 }
 
-const tooLarge = () => new BadBodyError('PAYLOAD_TOO_LARGE', `request body is larger than ${BODY_LIMIT_BYTES / 1024} kB`);
+const tooLarge = () =>
+  new BadBodyError('PAYLOAD_TOO_LARGE', `request body is larger than ${BODY_LIMIT_BYTES / 1024} kB`);
 
 const INFLATE: Record<string, (buf: InputType, options: ZlibOptions) => Buffer> = {
   gzip: gunzipSync,
@@ -55,7 +56,11 @@ export function decodeBody(headers: FastifyRequest['headers'], raw: Buffer): Buf
   const encoding = (headers['content-encoding'] ?? 'identity').trim().toLowerCase();
   if (encoding === 'identity') return raw;
   const inflate = INFLATE[encoding];
-  if (!inflate) throw new BadBodyError('UNSUPPORTED_MEDIA_TYPE', 'request body encoding is not supported (gzip, deflate, br or none)');
+  if (!inflate)
+    throw new BadBodyError(
+      'UNSUPPORTED_MEDIA_TYPE',
+      'request body encoding is not supported (gzip, deflate, br or none)',
+    );
   try {
     // The limit holds for the inflated text too: a few compressed bytes can expand to gigabytes.
     return inflate(raw, { maxOutputLength: BODY_LIMIT_BYTES });
@@ -72,18 +77,25 @@ export function decodeBody(headers: FastifyRequest['headers'], raw: Buffer): Buf
 export function registerJsonBody(fastify: FastifyInstance): void {
   const parseJson = fastify.getDefaultJsonParser('error', 'error');
   fastify.removeAllContentTypeParsers();
-  fastify.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: BODY_LIMIT_BYTES }, (req, raw, done) => {
-    let text: Buffer;
-    try {
-      text = decodeBody(req.headers, raw as Buffer);
-      // Validation recurses per level; a deep body would overflow the stack there, so refuse it here.
-      if (jsonDepth(text) > MAX_DEPTH) throw new BadBodyError('VALIDATION_FAILED', `request body nests deeper than ${MAX_DEPTH} levels`);
-    } catch (err) {
-      return done(err as Error, undefined);
-    }
-    // Typed for a string, but secure-json-parse takes the buffer as it is. It answers through
-    // `done` (synchronously); its typed return value carries nothing.
-    void parseJson(req, text as unknown as string, done);
-  });
-  fastify.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: BODY_LIMIT_BYTES }, (_req, _raw, done) => done(null, undefined));
+  fastify.addContentTypeParser(
+    'application/json',
+    { parseAs: 'buffer', bodyLimit: BODY_LIMIT_BYTES },
+    (req, raw, done) => {
+      let text: Buffer;
+      try {
+        text = decodeBody(req.headers, raw as Buffer);
+        // Validation recurses per level; a deep body would overflow the stack there, so refuse it here.
+        if (jsonDepth(text) > MAX_DEPTH)
+          throw new BadBodyError('VALIDATION_FAILED', `request body nests deeper than ${MAX_DEPTH} levels`);
+      } catch (err) {
+        return done(err as Error, undefined);
+      }
+      // Typed for a string, but secure-json-parse takes the buffer as it is. It answers through
+      // `done` (synchronously); its typed return value carries nothing.
+      void parseJson(req, text as unknown as string, done);
+    },
+  );
+  fastify.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: BODY_LIMIT_BYTES }, (_req, _raw, done) =>
+    done(null, undefined),
+  );
 }

@@ -6,7 +6,10 @@ function describe(errors: ValidationError[], prefix = ''): string[] {
   return errors.flatMap((e) => {
     const path = prefix + e.property;
     const own = Object.values(e.constraints ?? {});
-    return [...own.map((m) => (m.startsWith(e.property) ? prefix + m : `${path}: ${m}`)), ...describe(e.children ?? [], `${path}.`)];
+    return [
+      ...own.map((m) => (m.startsWith(e.property) ? prefix + m : `${path}: ${m}`)),
+      ...describe(e.children ?? [], `${path}.`),
+    ];
   });
 }
 
@@ -17,6 +20,7 @@ export function validationPipe(): ValidationPipe {
     forbidNonWhitelisted: true,
     forbidUnknownValues: true,
     validationError: { target: false, value: false },
-    exceptionFactory: (errors) => new ValidationFailedError(describe(errors).slice(0, 10).join('; ') || 'invalid request body'),
+    exceptionFactory: (errors) =>
+      new ValidationFailedError(describe(errors).slice(0, 10).join('; ') || 'invalid request body'),
   });
 }

@@ -81,12 +81,26 @@ describe('loadConfig', () => {
       http: { port: 8080, host: '127.0.0.1', workers: 4, retryAfterS: 3 },
       database: { url: 'postgres://u:p@db:5432/flashsale', poolSize: 3, timeoutMs: 700 },
       redis: { url: 'redis://cache:6379', lockUrls: undefined, timeoutMs: 200 },
-      locks: { stockLocking: 'database', ttlMs: 500, userTtlMs: 900, extend: false, waitMs: 0, retryDelayMs: 7, retryJitterMs: 0, batchMax: 1, holdsMax: 2 },
+      locks: {
+        stockLocking: 'database',
+        ttlMs: 500,
+        userTtlMs: 900,
+        extend: false,
+        waitMs: 0,
+        retryDelayMs: 7,
+        retryJitterMs: 0,
+        batchMax: 1,
+        holdsMax: 2,
+      },
       inventory: { productCacheMs: 0, rebalanceWaitMs: 300, expirySweepMs: 250 },
       benchmark: { orderHoldMs: 20 },
       admin: { token: 'a-long-enough-admin-token' },
       door: { rateLimitUser: '2,4', rateLimitIp: '0', trustProxy: ['10.0.0.0/8', '127.0.0.1'], soldOutStaleMs: 250 },
-      identity: { jwtSecret: 'a-buyer-secret-of-thirty-two-chars!!', jwtPublicKey: undefined, shopToken: 'a-long-enough-shop-token' },
+      identity: {
+        jwtSecret: 'a-buyer-secret-of-thirty-two-chars!!',
+        jwtPublicKey: undefined,
+        shopToken: 'a-long-enough-shop-token',
+      },
       logging: { level: 'warn' },
       embedded: { dataDir: '/var/lib/flashsale' },
     });
@@ -183,7 +197,10 @@ describe('loadConfig', () => {
   });
 
   it('should refuse BUYER_JWT_SECRET together with BUYER_JWT_PUBLIC_KEY, naming both', () => {
-    const err = refusal({ BUYER_JWT_SECRET: 's'.repeat(32), BUYER_JWT_PUBLIC_KEY: '-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----' });
+    const err = refusal({
+      BUYER_JWT_SECRET: 's'.repeat(32),
+      BUYER_JWT_PUBLIC_KEY: '-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----',
+    });
     expect(err.message).toContain('BUYER_JWT_SECRET and BUYER_JWT_PUBLIC_KEY are both set');
   });
 

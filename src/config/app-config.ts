@@ -3,7 +3,19 @@
 // service asks for the slice it uses by its constructor parameter type. `@Env` ties a property to
 // its environment variable; a bad value stops the start with a message that names the variable.
 import { Expose, plainToInstance, Transform } from 'class-transformer';
-import { ArrayMinSize, IsBoolean, IsIn, IsInt, IsOptional, IsString, Matches, Max, Min, MinLength, validateSync } from 'class-validator';
+import {
+  ArrayMinSize,
+  IsBoolean,
+  IsIn,
+  IsInt,
+  IsOptional,
+  IsString,
+  Matches,
+  Max,
+  Min,
+  MinLength,
+  validateSync,
+} from 'class-validator';
 
 type AreaClass = new () => object;
 
@@ -21,7 +33,8 @@ function Env(name: string): PropertyDecorator {
   };
 }
 
-const toInt = ({ value }: { value: unknown }) => (typeof value === 'string' && /^-?\d+$/.test(value.trim()) ? Number(value.trim()) : value);
+const toInt = ({ value }: { value: unknown }) =>
+  typeof value === 'string' && /^-?\d+$/.test(value.trim()) ? Number(value.trim()) : value;
 const toBool = ({ value }: { value: unknown }) => {
   if (typeof value !== 'string') return value;
   const v = value.trim().toLowerCase();
@@ -29,9 +42,12 @@ const toBool = ({ value }: { value: unknown }) => {
   if (['0', 'false', 'no', 'off'].includes(v)) return false;
   return value;
 };
-const emptyToUndefined = ({ value }: { value: unknown }) => (typeof value === 'string' && value.trim() === '' ? undefined : value);
+const emptyToUndefined = ({ value }: { value: unknown }) =>
+  typeof value === 'string' && value.trim() === '' ? undefined : value;
 const toList = ({ value }: { value: unknown }) =>
-  typeof value === 'string' && value.trim() !== '' ? value.split(',').map((part) => part.trim()) : emptyToUndefined({ value });
+  typeof value === 'string' && value.trim() !== ''
+    ? value.split(',').map((part) => part.trim())
+    : emptyToUndefined({ value });
 
 export type StockLocking = 'redlock' | 'database';
 
@@ -68,14 +84,20 @@ export class RedisConfig {
   @Transform(toList)
   @IsOptional()
   @ArrayMinSize(1)
-  @Matches(/^rediss?:\/\/\S+$/, { each: true, message: 'REDIS_LOCK_URLS must be a comma-separated list of redis:// URLs' })
+  @Matches(/^rediss?:\/\/\S+$/, {
+    each: true,
+    message: 'REDIS_LOCK_URLS must be a comma-separated list of redis:// URLs',
+  })
   lockUrls?: string[];
   /** Some nodes of a Redis Cluster: every Redis use goes to the cluster; replaces REDIS_URL and REDIS_LOCK_URLS. */
   @Env('REDIS_CLUSTER_NODES')
   @Transform(toList)
   @IsOptional()
   @ArrayMinSize(1)
-  @Matches(/^rediss?:\/\/\S+$/, { each: true, message: 'REDIS_CLUSTER_NODES must be a comma-separated list of redis:// URLs' })
+  @Matches(/^rediss?:\/\/\S+$/, {
+    each: true,
+    message: 'REDIS_CLUSTER_NODES must be a comma-separated list of redis:// URLs',
+  })
   clusterNodes?: string[];
   @Env('REDIS_TIMEOUT_MS') @Transform(toInt) @IsInt() @Min(50) @Max(60_000) timeoutMs = 1000;
 }
@@ -131,11 +153,13 @@ const RATE_BUDGET = /^(0|[1-9][0-9]{0,5})(,[1-9][0-9]{0,6})?$/;
 /** The door: who may call, how often, and how long a process trusts what it knows of a sold-out product. */
 export class DoorConfig {
   /** Buyer calls per user: `<per second>[,<burst>]` (burst defaults to the rate); 0: no limit. */
-  @Env('RATE_LIMIT_USER') @Matches(RATE_BUDGET, { message: 'RATE_LIMIT_USER must be <per second>[,<burst>], for example 5 or 5,10 (0: off)' }) rateLimitUser =
-    '5,10';
+  @Env('RATE_LIMIT_USER')
+  @Matches(RATE_BUDGET, { message: 'RATE_LIMIT_USER must be <per second>[,<burst>], for example 5 or 5,10 (0: off)' })
+  rateLimitUser = '5,10';
   /** Buyer calls per client address, as RATE_LIMIT_USER. */
-  @Env('RATE_LIMIT_IP') @Matches(RATE_BUDGET, { message: 'RATE_LIMIT_IP must be <per second>[,<burst>], for example 50 or 50,100 (0: off)' }) rateLimitIp =
-    '50,100';
+  @Env('RATE_LIMIT_IP')
+  @Matches(RATE_BUDGET, { message: 'RATE_LIMIT_IP must be <per second>[,<burst>], for example 50 or 50,100 (0: off)' })
+  rateLimitIp = '50,100';
   /**
    * The proxies in front, whose X-Forwarded-For is believed: comma-separated addresses or CIDR
    * ranges (or loopback, linklocal, uniquelocal); unset: the socket's address is the client's.
@@ -158,7 +182,9 @@ export class IdentityConfig {
   @Env('BUYER_JWT_PUBLIC_KEY')
   @Transform(emptyToUndefined)
   @IsOptional()
-  @Matches(/-----BEGIN PUBLIC KEY-----/, { message: 'BUYER_JWT_PUBLIC_KEY must be a PEM public key (-----BEGIN PUBLIC KEY-----)' })
+  @Matches(/-----BEGIN PUBLIC KEY-----/, {
+    message: 'BUYER_JWT_PUBLIC_KEY must be a PEM public key (-----BEGIN PUBLIC KEY-----)',
+  })
   jwtPublicKey?: string;
   /** The shop backend's token (pay; read or cancel any order). Unset: a random one, logged once. */
   @Env('SHOP_TOKEN')
@@ -203,7 +229,8 @@ export type ResolvedDatabaseConfig = DatabaseConfig & { url: string };
  * Where Redis is: one server for hints and user locks with a Redlock quorum of lock masters (by
  * default that same server), or a Redis Cluster for everything.
  */
-export type RedisTopology = { kind: 'standalone'; url: string; lockUrls: string[] } | { kind: 'cluster'; nodes: string[] };
+export type RedisTopology =
+  { kind: 'standalone'; url: string; lockUrls: string[] } | { kind: 'cluster'; nodes: string[] };
 export type ResolvedRedisConfig = RedisConfig & { topology: RedisTopology };
 export type ResolvedAdminConfig = AdminConfig & { token: string };
 export type ResolvedIdentityConfig = IdentityConfig & { shopToken: string };
@@ -228,7 +255,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     for (const e of validateSync(slice, { whitelist: true })) {
       const name = names.get(e.property) ?? e.property;
       // class-validator's own messages start with the property; the operator knows the variable.
-      const messages = Object.values(e.constraints ?? {}).map((m) => (m.startsWith(`${e.property} `) ? name + m.slice(e.property.length) : m));
+      const messages = Object.values(e.constraints ?? {}).map((m) =>
+        m.startsWith(`${e.property} `) ? name + m.slice(e.property.length) : m,
+      );
       problems.push(`  ${name}=${JSON.stringify(given[name])}: ${messages.join('; ')}`);
     }
     config[key] = slice;
@@ -239,12 +268,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
       ['REDIS_URL', redis.url],
       ['REDIS_LOCK_URLS', redis.lockUrls],
     ] as const) {
-      if (value !== undefined) problems.push(`  REDIS_CLUSTER_NODES and ${name} are both set: a cluster replaces ${name}; unset one of them`);
+      if (value !== undefined)
+        problems.push(`  REDIS_CLUSTER_NODES and ${name} are both set: a cluster replaces ${name}; unset one of them`);
     }
   }
   const identity = config.identity as IdentityConfig;
   if (identity.jwtSecret && identity.jwtPublicKey) {
-    problems.push('  BUYER_JWT_SECRET and BUYER_JWT_PUBLIC_KEY are both set: buyer tokens are verified one way; unset one of them');
+    problems.push(
+      '  BUYER_JWT_SECRET and BUYER_JWT_PUBLIC_KEY are both set: buyer tokens are verified one way; unset one of them',
+    );
   }
   if (problems.length > 0) throw new ConfigurationError(`Invalid configuration:\n${problems.join('\n')}`);
   return config as AppConfig;

@@ -5,7 +5,11 @@ import { mapDatabaseError } from '../common/database-errors';
 import { UnavailableError } from '../common/domain-errors';
 import { MetricsService } from '../metrics/metrics.service';
 
-export function mappedFailure(err: unknown, retryAfterS: number, metrics: Pick<MetricsService, 'dependencyErrors'>): unknown {
+export function mappedFailure(
+  err: unknown,
+  retryAfterS: number,
+  metrics: Pick<MetricsService, 'dependencyErrors'>,
+): unknown {
   const mapped = mapDatabaseError(err, retryAfterS);
   if (mapped instanceof UnavailableError) metrics.dependencyErrors.inc({ dependency: 'postgres' });
   return mapped;

@@ -20,7 +20,13 @@ const terms: TransactionTerms = {
 
 /** Runs a transaction of one locking read and one write over a runner whose statements answer by `runnerQuery`. */
 function run(runnerQuery: jest.Mock) {
-  const db = { createQueryRunner: () => ({ query: runnerQuery, release: jest.fn(async () => undefined), databaseConnection: session }) };
+  const db = {
+    createQueryRunner: () => ({
+      query: runnerQuery,
+      release: jest.fn(async () => undefined),
+      databaseConnection: session,
+    }),
+  };
   return inTransaction(db as never, terms, async (tx: QueryRunner) => {
     await tx.query('SELECT idx, stock FROM stock_segments WHERE product_id = $1 FOR UPDATE', [7]);
     await tx.query('UPDATE stock_segments SET stock = stock - 1 WHERE product_id = $1', [7]);
@@ -33,7 +39,8 @@ describe('inTransaction: a transaction that may still be open never goes back to
 
   it('should end the session when its ROLLBACK fails after a failed statement', async () => {
     const runner = jest.fn(async (sql: string) => {
-      if (sql.includes('FOR UPDATE') || sql === 'ROLLBACK') throw new QueryFailedError(sql, [], new Error('Query read timeout'));
+      if (sql.includes('FOR UPDATE') || sql === 'ROLLBACK')
+        throw new QueryFailedError(sql, [], new Error('Query read timeout'));
       return [];
     });
     await expect(run(runner)).rejects.toBeInstanceOf(UnavailableError);

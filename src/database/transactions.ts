@@ -24,7 +24,11 @@ export interface TransactionTerms {
  * A transaction whose COMMIT alone can be uncertain: a failure before it leaves the transaction
  * uncommitted (PostgreSQL rolls back what a lost session left open), so it maps as usual.
  */
-export async function inTransaction<T>(db: DataSource, terms: TransactionTerms, work: (tx: QueryRunner) => Promise<T>): Promise<T> {
+export async function inTransaction<T>(
+  db: DataSource,
+  terms: TransactionTerms,
+  work: (tx: QueryRunner) => Promise<T>,
+): Promise<T> {
   let runner: QueryRunner | undefined;
   let committing = false;
   // A session whose transaction may still be open must never go back to the pool: the next
@@ -59,6 +63,7 @@ export async function inTransaction<T>(db: DataSource, terms: TransactionTerms, 
  * then drops the client on release instead of lending it again.
  */
 function endSession(runner: QueryRunner | undefined): void {
-  const client = (runner as unknown as { databaseConnection?: { end(): Promise<void> } } | undefined)?.databaseConnection;
+  const client = (runner as unknown as { databaseConnection?: { end(): Promise<void> } } | undefined)
+    ?.databaseConnection;
   client?.end().catch(() => undefined);
 }

@@ -9,7 +9,8 @@ const SECRET = 'unit-buyer-secret-0123456789abcdef';
 const now = () => Math.floor(Date.now() / 1000);
 const hs256 = (claims: Record<string, unknown>, secret = SECRET) =>
   new SignJWT(claims).setProtectedHeader({ alg: 'HS256' }).sign(new TextEncoder().encode(secret));
-const identity = (jwtSecret?: string, jwtPublicKey?: string) => new BuyerIdentity({ jwtSecret, jwtPublicKey, shopToken: 'unit-shop-token-0123' });
+const identity = (jwtSecret?: string, jwtPublicKey?: string) =>
+  new BuyerIdentity({ jwtSecret, jwtPublicKey, shopToken: 'unit-shop-token-0123' });
 
 function refusal(id: BuyerIdentity, token: string | null): string {
   try {
@@ -37,7 +38,11 @@ describe('BuyerIdentity', () => {
     ['a malformed token', async () => 'not.a.jwt', 'malformed'],
     ['a token that is not even dotted', async () => 'garbage', 'malformed'],
     ['an unsigned token (alg none)', async () => new UnsecuredJWT({ sub: 'buyer-1', exp: now() + 60 }).encode(), ''],
-    ['a token signed with another secret', async () => hs256({ sub: 'buyer-1', exp: now() + 60 }, 'another-secret-0123456789abcdefgh'), 'bad signature'],
+    [
+      'a token signed with another secret',
+      async () => hs256({ sub: 'buyer-1', exp: now() + 60 }, 'another-secret-0123456789abcdefgh'),
+      'bad signature',
+    ],
     ['an expired token', async () => hs256({ sub: 'buyer-1', exp: now() - 60 }), 'expired'],
     ['a token not yet valid', async () => hs256({ sub: 'buyer-1', exp: now() + 120, nbf: now() + 60 }), 'nbf'],
     ['a token without exp', async () => hs256({ sub: 'buyer-1' }), 'no exp claim'],
@@ -62,7 +67,9 @@ describe('BuyerIdentity', () => {
     const publicPem = rsa.publicKey.export({ type: 'spki', format: 'pem' }).toString();
 
     it('should name the user of a valid RS256 token', async () => {
-      const token = await new SignJWT({ sub: 'buyer-9', exp: now() + 60 }).setProtectedHeader({ alg: 'RS256' }).sign(rsa.privateKey);
+      const token = await new SignJWT({ sub: 'buyer-9', exp: now() + 60 })
+        .setProtectedHeader({ alg: 'RS256' })
+        .sign(rsa.privateKey);
       expect(identity(undefined, publicPem).userOf(token)).toBe('buyer-9');
     });
 
@@ -76,8 +83,12 @@ describe('BuyerIdentity', () => {
     });
 
     it('should take ES256 for a P-256 key and refuse other curves', () => {
-      const p256 = generateKeyPairSync('ec', { namedCurve: 'prime256v1' }).publicKey.export({ type: 'spki', format: 'pem' }).toString();
-      const p384 = generateKeyPairSync('ec', { namedCurve: 'secp384r1' }).publicKey.export({ type: 'spki', format: 'pem' }).toString();
+      const p256 = generateKeyPairSync('ec', { namedCurve: 'prime256v1' })
+        .publicKey.export({ type: 'spki', format: 'pem' })
+        .toString();
+      const p384 = generateKeyPairSync('ec', { namedCurve: 'secp384r1' })
+        .publicKey.export({ type: 'spki', format: 'pem' })
+        .toString();
       expect(buyerKey({ jwtPublicKey: p256 })?.algorithm).toBe('ES256');
       expect(() => buyerKey({ jwtPublicKey: p384 })).toThrow('EC P-256');
     });

@@ -19,7 +19,9 @@ export const MAX_TOKEN_LENGTH = 4096;
 export const CLOCK_TOLERANCE_S = 5;
 
 /** The verification key and its one algorithm, from the configuration; null when identity is off. */
-export function buyerKey(config: Pick<IdentityConfig, 'jwtSecret' | 'jwtPublicKey'>): { key: string | Buffer; algorithm: string } | null {
+export function buyerKey(
+  config: Pick<IdentityConfig, 'jwtSecret' | 'jwtPublicKey'>,
+): { key: string | Buffer; algorithm: string } | null {
   // A Buffer: given a string, fast-jwt encodes the secret again for every token.
   if (config.jwtSecret) return { key: Buffer.from(config.jwtSecret, 'utf8'), algorithm: 'HS256' };
   if (!config.jwtPublicKey) return null;
@@ -27,7 +29,8 @@ export function buyerKey(config: Pick<IdentityConfig, 'jwtSecret' | 'jwtPublicKe
   const pem = config.jwtPublicKey.replace(/\\n/g, '\n');
   const key = createPublicKey(pem);
   if (key.asymmetricKeyType === 'rsa') return { key: pem, algorithm: 'RS256' };
-  if (key.asymmetricKeyType === 'ec' && key.asymmetricKeyDetails?.namedCurve === 'prime256v1') return { key: pem, algorithm: 'ES256' };
+  if (key.asymmetricKeyType === 'ec' && key.asymmetricKeyDetails?.namedCurve === 'prime256v1')
+    return { key: pem, algorithm: 'ES256' };
   throw new Error('BUYER_JWT_PUBLIC_KEY must be an RSA key (RS256) or an EC P-256 key (ES256)');
 }
 
@@ -61,14 +64,16 @@ export class BuyerIdentity {
   userOf(token: string | null): string {
     if (this.verify === null) throw new UnauthenticatedError('buyer tokens are not configured');
     if (token === null) throw new UnauthenticatedError('a buyer bearer token is required');
-    if (token.length > MAX_TOKEN_LENGTH) throw new UnauthenticatedError(`the bearer token is longer than ${MAX_TOKEN_LENGTH} characters`);
+    if (token.length > MAX_TOKEN_LENGTH)
+      throw new UnauthenticatedError(`the bearer token is longer than ${MAX_TOKEN_LENGTH} characters`);
     let sub: unknown;
     try {
       sub = this.verify(token).sub;
     } catch (err) {
       throw new UnauthenticatedError(`the buyer token is not valid: ${reason(err)}`);
     }
-    if (typeof sub !== 'string' || !USER_ID_PATTERN.test(sub)) throw new UnauthenticatedError('the buyer token names no valid user (sub)');
+    if (typeof sub !== 'string' || !USER_ID_PATTERN.test(sub))
+      throw new UnauthenticatedError('the buyer token names no valid user (sub)');
     return sub;
   }
 }

@@ -3,4 +3,6 @@ import { createParamDecorator, ExecutionContext } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
 import type { Caller } from './door.service';
 
-export const CallerOf = createParamDecorator((_: unknown, ctx: ExecutionContext): Caller | undefined => ctx.switchToHttp().getRequest<FastifyRequest>().caller);
+export const CallerOf = createParamDecorator(
+  (_: unknown, ctx: ExecutionContext): Caller | undefined => ctx.switchToHttp().getRequest<FastifyRequest>().caller,
+);

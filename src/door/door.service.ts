@@ -12,7 +12,13 @@ import { Inject, Injectable } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { IdentityConfig, ResolvedIdentityConfig } from '../config/app-config';
 import { bearerToken, SharedSecret } from '../common/bearer';
-import { DomainError, ForbiddenError, IdentityMismatchError, RateLimitedError, UnauthenticatedError } from '../common/domain-errors';
+import {
+  DomainError,
+  ForbiddenError,
+  IdentityMismatchError,
+  RateLimitedError,
+  UnauthenticatedError,
+} from '../common/domain-errors';
 import { toErrorResponse } from '../common/all-exceptions.filter';
 import { ProductCatalogService } from '../inventory/product-catalog.service';
 import { Refusal, SoldOutBoard } from '../inventory/sold-out-board.service';
@@ -45,7 +51,8 @@ export function normalUserId(value: unknown): string | null {
   return typeof value === 'string' && USER_ID_PATTERN.test(value) ? value : null;
 }
 
-const isCount = (v: unknown, max: number): v is number => typeof v === 'number' && Number.isInteger(v) && v >= 1 && v <= max;
+const isCount = (v: unknown, max: number): v is number =>
+  typeof v === 'number' && Number.isInteger(v) && v >= 1 && v <= max;
 
 @Injectable()
 export class Door {
@@ -64,7 +71,10 @@ export class Door {
     this.shop = new SharedSecret(config.shopToken);
     // Label lookups once, not per refusal.
     this.refusedSoldOut = [metrics.orders.labels('SOLD_OUT'), metrics.inProcessRefusals.labels('SOLD_OUT')] as const;
-    this.refusedAlready = [metrics.orders.labels('ALREADY_ORDERED'), metrics.inProcessRefusals.labels('ALREADY_ORDERED')] as const;
+    this.refusedAlready = [
+      metrics.orders.labels('ALREADY_ORDERED'),
+      metrics.inProcessRefusals.labels('ALREADY_ORDERED'),
+    ] as const;
   }
 
   /** The Fastify preHandler: answers the call here, or lets it through with `request.caller` set. */
@@ -119,7 +129,11 @@ export class Door {
    * A refusal of a product this process knows is sold out, for a well-formed body whose answer
    * would be the same on the order path (window open, quantity within the limit); else false.
    */
-  private answeredFromMemory(body: Record<string, unknown>, userId: string, reply: FastifyReply): boolean | Promise<boolean> {
+  private answeredFromMemory(
+    body: Record<string, unknown>,
+    userId: string,
+    reply: FastifyReply,
+  ): boolean | Promise<boolean> {
     const productId = body.productId;
     // Most calls are about a product this process does not hold as sold out: one lookup says so.
     if (!isCount(productId, MAX_ID) || !this.board.holds(productId)) return false;
@@ -128,7 +142,8 @@ export class Door {
     const quantity = body.quantity ?? 1;
     if (!isCount(quantity, product.limitPerUser)) return false;
     const now = Date.now();
-    if ((product.startsAt !== null && now < product.startsAt) || (product.endsAt !== null && now >= product.endsAt)) return false;
+    if ((product.startsAt !== null && now < product.startsAt) || (product.endsAt !== null && now >= product.endsAt))
+      return false;
     for (const key in body) if (!ORDER_FIELDS.has(key)) return false;
     const refusal = this.board.refusal(productId, userId);
     if (refusal !== null) return this.sendRefusal(reply, refusal);
@@ -153,7 +168,9 @@ export class Door {
       void reply
         .code(409)
         .header('content-type', JSON_TYPE)
-        .send(`{"statusCode":409,"code":"ALREADY_ORDERED","message":"${ALREADY_ORDERED_MESSAGE}","orderId":${refusal.orderId}}`);
+        .send(
+          `{"statusCode":409,"code":"ALREADY_ORDERED","message":"${ALREADY_ORDERED_MESSAGE}","orderId":${refusal.orderId}}`,
+        );
     }
     return true;
   }

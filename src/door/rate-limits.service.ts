@@ -91,7 +91,8 @@ export class RateLimits {
   }
 
   private blocked(limit: Limit | null, key: string): OverBudget | null {
-    const lookup = (limit?.shared as { getInMemoryBlockMsBeforeExpire?: (rlKey: string) => number } | undefined)?.getInMemoryBlockMsBeforeExpire;
+    const lookup = (limit?.shared as { getInMemoryBlockMsBeforeExpire?: (rlKey: string) => number } | undefined)
+      ?.getInMemoryBlockMsBeforeExpire;
     if (limit === null || typeof lookup !== 'function') return null;
     const ms = lookup.call(limit.shared, limit.shared.getKey(key));
     if (!(ms > 0)) return null;

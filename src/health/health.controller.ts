@@ -22,11 +22,15 @@ export class HealthController {
   @Get('health')
   @HealthCheck()
   @ApiOperation({
-    summary: 'Readiness per dependency: 200 when PostgreSQL and a quorum of Redis lock masters (on a Redis Cluster: any master) answer, 503 otherwise',
+    summary:
+      'Readiness per dependency: 200 when PostgreSQL and a quorum of Redis lock masters (on a Redis Cluster: any master) answer, 503 otherwise',
   })
   async ready(@Res({ passthrough: true }) res: FastifyReply) {
     try {
-      return await this.health.check([() => this.db.pingCheck('postgres', { timeout: 1000 }), () => this.redis.check('redis')]);
+      return await this.health.check([
+        () => this.db.pingCheck('postgres', { timeout: 1000 }),
+        () => this.redis.check('redis'),
+      ]);
     } catch (err) {
       res.code(503).header('Retry-After', '1');
       return (err as { response?: unknown }).response ?? { status: 'error' };

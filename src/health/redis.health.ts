@@ -39,14 +39,20 @@ export class RedisHealthIndicator {
   private async standalone() {
     // A client shared by hints and a lock master (the usual single Redis) is pinged once.
     const clients = [...new Set([this.main, ...this.lockClients])];
-    const pinged = new Map<RedisClient, Status>(await Promise.all(clients.map(async (c): Promise<[RedisClient, Status]> => [c, await ping(c)])));
+    const pinged = new Map<RedisClient, Status>(
+      await Promise.all(clients.map(async (c): Promise<[RedisClient, Status]> => [c, await ping(c)])),
+    );
     const lockMasters = this.lockClients.map((c) => pinged.get(c) as Status);
     lockMasters.forEach((s, i) => this.metrics.redisMasterUp.set({ master: `lock master ${i}` }, s === 'up' ? 1 : 0));
     const up = lockMasters.filter((s) => s === 'up').length;
     const quorum = Math.floor(lockMasters.length / 2) + 1;
     return {
       healthy: up >= quorum,
-      details: { hints: pinged.get(this.main) as Status, lockMasters, lockQuorum: `${up} of ${lockMasters.length} up, ${quorum} needed` },
+      details: {
+        hints: pinged.get(this.main) as Status,
+        lockMasters,
+        lockQuorum: `${up} of ${lockMasters.length} up, ${quorum} needed`,
+      },
     };
   }
 
@@ -68,6 +74,9 @@ export class RedisHealthIndicator {
       this.metrics.redisMasterUp.set({ master: name }, status === 'up' ? 1 : 0);
     }
     const up = Object.values(masters).filter((s) => s === 'up').length;
-    return { healthy: up > 0, details: { cluster: { state: cluster.status, masters, up: `${up} of ${names.length} masters up` } } };
+    return {
+      healthy: up > 0,
+      details: { cluster: { state: cluster.status, masters, up: `${up} of ${names.length} masters up` } },
+    };
   }
 }

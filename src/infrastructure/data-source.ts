@@ -4,7 +4,10 @@ import { DataSource, DataSourceOptions } from 'typeorm';
 
 export const MIGRATIONS_GLOB = join(__dirname, '..', '..', 'migrations', '*.{ts,js}');
 
-export function dataSourceOptions(url: string, opts: { poolSize?: number; timeoutMs?: number } = {}): DataSourceOptions {
+export function dataSourceOptions(
+  url: string,
+  opts: { poolSize?: number; timeoutMs?: number } = {},
+): DataSourceOptions {
   const timeoutMs = opts.timeoutMs ?? 5000;
   return {
     type: 'postgres',

@@ -14,7 +14,10 @@ export interface Dependencies {
   stop(): Promise<void>;
 }
 
-export async function resolveDependencies(config: AppConfig, logger = new Logger('Dependencies')): Promise<Dependencies> {
+export async function resolveDependencies(
+  config: AppConfig,
+  logger = new Logger('Dependencies'),
+): Promise<Dependencies> {
   const stops: Array<() => Promise<void>> = [];
   const stop = async () => {
     for (const s of stops.reverse()) await s().catch((err: Error) => logger.warn(`stopping: ${err.message}`));
@@ -32,7 +35,9 @@ export async function resolveDependencies(config: AppConfig, logger = new Logger
       stops.push(() => pg.stop());
       databaseUrl = pg.url;
       const where = pg.dataDir === dataDir ? dataDir : `${pg.dataDir}, linked from ${dataDir}`;
-      logger.log(`DATABASE_URL unset: started embedded PostgreSQL (pid ${pg.pid}) on 127.0.0.1:${pg.port}, data in ${where}`);
+      logger.log(
+        `DATABASE_URL unset: started embedded PostgreSQL (pid ${pg.pid}) on 127.0.0.1:${pg.port}, data in ${where}`,
+      );
     }
     let redisUrl = config.redis.url;
     if (!redisUrl && !config.redis.clusterNodes) {

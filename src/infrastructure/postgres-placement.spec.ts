@@ -1,7 +1,19 @@
 // Where the embedded PostgreSQL runs from and keeps its data, decided on a real temporary file tree.
 // The kernel's "can that user run / enter this" answers need root and a second user, so they are
 // given here; this process's own user stands in for `postgres`, so the chowns work without root.
-import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readlinkSync,
+  renameSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
 import { dirname, join } from 'node:path';
 import {
@@ -40,13 +52,26 @@ describe('postgres placement', () => {
   const dataDir = () => join(dir, 'project', '.data', 'postgres');
 
   it('should keep binaries and data where they are for a non-root user', () => {
-    const place = placePostgres({ dataDir: dataDir(), persistent: true, runAs: null, binaries: bins, sharedRoot: shared });
+    const place = placePostgres({
+      dataDir: dataDir(),
+      persistent: true,
+      runAs: null,
+      binaries: bins,
+      sharedRoot: shared,
+    });
     expect(place).toMatchObject({ binDir: bins.dir, dataDir: dataDir(), runAs: undefined, notes: [] });
     expect(existsSync(shared)).toBe(false);
   });
 
   it('should keep binaries and data in place for root when the postgres user reaches both', () => {
-    const place = placePostgres({ dataDir: dataDir(), persistent: true, runAs: me, binaries: bins, sharedRoot: shared, checks: reachable });
+    const place = placePostgres({
+      dataDir: dataDir(),
+      persistent: true,
+      runAs: me,
+      binaries: bins,
+      sharedRoot: shared,
+      checks: reachable,
+    });
     expect(place).toMatchObject({ binDir: bins.dir, dataDir: dataDir(), notes: [] });
     // The data folder is made, private to the user who runs PostgreSQL, ready for initdb.
     expect(statSync(dataDir()).mode & 0o777).toBe(0o700);
@@ -55,8 +80,18 @@ describe('postgres placement', () => {
 
   it('should copy the binaries once to a versioned, world-readable folder when the postgres user cannot run them', () => {
     const ran: string[] = [];
-    const checks = { canRun: (_as: RunAs | undefined, binDir: string) => (ran.push(binDir), binDir !== bins.dir), canEnter: () => true };
-    const place = placePostgres({ dataDir: dataDir(), persistent: true, runAs: me, binaries: bins, sharedRoot: shared, checks });
+    const checks = {
+      canRun: (_as: RunAs | undefined, binDir: string) => (ran.push(binDir), binDir !== bins.dir),
+      canEnter: () => true,
+    };
+    const place = placePostgres({
+      dataDir: dataDir(),
+      persistent: true,
+      runAs: me,
+      binaries: bins,
+      sharedRoot: shared,
+      checks,
+    });
     const copy = join(shared, `postgresql-17.10.0-test-${process.platform}-${process.arch}`);
     expect(place.binDir).toBe(copy);
     expect(ran).toEqual([bins.dir, copy]);
@@ -74,14 +109,21 @@ describe('postgres placement', () => {
 
   it('should refuse with a clear message when even the copied binaries cannot be run', () => {
     const checks = { canRun: () => false, canEnter: () => true };
-    expect(() => placePostgres({ dataDir: dataDir(), persistent: true, runAs: me, binaries: bins, sharedRoot: shared, checks })).toThrow(
-      /postgres user, who runs PostgreSQL, cannot execute .*set DATABASE_URL/,
-    );
+    expect(() =>
+      placePostgres({ dataDir: dataDir(), persistent: true, runAs: me, binaries: bins, sharedRoot: shared, checks }),
+    ).toThrow(/postgres user, who runs PostgreSQL, cannot execute .*set DATABASE_URL/);
   });
 
   it('should keep the data in a folder the postgres user owns, linked from DATA_DIR, and find it again on the next start', () => {
     const checks = { canRun: () => true, canEnter: () => false };
-    const first = placePostgres({ dataDir: dataDir(), persistent: true, runAs: me, binaries: bins, sharedRoot: shared, checks });
+    const first = placePostgres({
+      dataDir: dataDir(),
+      persistent: true,
+      runAs: me,
+      binaries: bins,
+      sharedRoot: shared,
+      checks,
+    });
     const real = relocatedDataDir(dataDir(), shared);
     expect(first.dataDir).toBe(real);
     expect(real.startsWith(join(shared, 'data'))).toBe(true);
@@ -92,18 +134,39 @@ describe('postgres placement', () => {
     writeFileSync(join(real, 'PG_VERSION'), '17\n');
     first.discard();
 
-    const second = placePostgres({ dataDir: dataDir(), persistent: true, runAs: me, binaries: bins, sharedRoot: shared, checks });
+    const second = placePostgres({
+      dataDir: dataDir(),
+      persistent: true,
+      runAs: me,
+      binaries: bins,
+      sharedRoot: shared,
+      checks,
+    });
     expect(second.dataDir).toBe(real);
     expect(readFileSync(join(real, 'PG_VERSION'), 'utf8')).toBe('17\n');
   });
 
   it('should keep the relocated data of a project moved with its link', () => {
     const checks = { canRun: () => true, canEnter: () => false };
-    const before = placePostgres({ dataDir: dataDir(), persistent: true, runAs: me, binaries: bins, sharedRoot: shared, checks });
+    const before = placePostgres({
+      dataDir: dataDir(),
+      persistent: true,
+      runAs: me,
+      binaries: bins,
+      sharedRoot: shared,
+      checks,
+    });
     const movedTo = join(dir, 'moved');
     renameSync(join(dir, 'project'), movedTo);
     const moved = join(movedTo, '.data', 'postgres');
-    const after = placePostgres({ dataDir: moved, persistent: true, runAs: me, binaries: bins, sharedRoot: shared, checks });
+    const after = placePostgres({
+      dataDir: moved,
+      persistent: true,
+      runAs: me,
+      binaries: bins,
+      sharedRoot: shared,
+      checks,
+    });
     expect(after.dataDir).toBe(before.dataDir);
     expect(sweepRelocatedData(shared)).toEqual([]);
     expect(existsSync(before.dataDir)).toBe(true);
@@ -111,12 +174,21 @@ describe('postgres placement', () => {
 
   it('should give each DATA_DIR its own relocated folder', () => {
     expect(relocatedDataDir('/root/a/.data/postgres', shared)).toBe(relocatedDataDir('/root/a/.data/postgres', shared));
-    expect(relocatedDataDir('/root/a/.data/postgres', shared)).not.toBe(relocatedDataDir('/root/b/.data/postgres', shared));
+    expect(relocatedDataDir('/root/a/.data/postgres', shared)).not.toBe(
+      relocatedDataDir('/root/b/.data/postgres', shared),
+    );
   });
 
   it('should remove a throwaway relocated data folder and its link when discarded', () => {
     const checks = { canRun: () => true, canEnter: () => false };
-    const place = placePostgres({ dataDir: dataDir(), persistent: false, runAs: me, binaries: bins, sharedRoot: shared, checks });
+    const place = placePostgres({
+      dataDir: dataDir(),
+      persistent: false,
+      runAs: me,
+      binaries: bins,
+      sharedRoot: shared,
+      checks,
+    });
     writeFileSync(join(place.dataDir, 'PG_VERSION'), '17\n');
     place.discard();
     expect(existsSync(dirname(place.dataDir))).toBe(false);
@@ -127,17 +199,34 @@ describe('postgres placement', () => {
     mkdirSync(dataDir(), { recursive: true });
     writeFileSync(join(dataDir(), 'PG_VERSION'), '17\n');
     const checks = { canRun: () => true, canEnter: () => false };
-    const start = () => placePostgres({ dataDir: dataDir(), persistent: true, runAs: me, binaries: bins, sharedRoot: shared, checks });
+    const start = () =>
+      placePostgres({ dataDir: dataDir(), persistent: true, runAs: me, binaries: bins, sharedRoot: shared, checks });
     expect(start).toThrow(EmbeddedServerError);
-    expect(start).toThrow(/exists but the postgres user, who runs PostgreSQL, cannot reach it: move it away, set DATA_DIR/);
+    expect(start).toThrow(
+      /exists but the postgres user, who runs PostgreSQL, cannot reach it: move it away, set DATA_DIR/,
+    );
     expect(readFileSync(join(dataDir(), 'PG_VERSION'), 'utf8')).toBe('17\n');
   });
 
   it('should sweep relocated data whose link is gone and keep data still linked', () => {
     const checks = { canRun: () => true, canEnter: () => false };
-    const kept = placePostgres({ dataDir: dataDir(), persistent: true, runAs: me, binaries: bins, sharedRoot: shared, checks });
+    const kept = placePostgres({
+      dataDir: dataDir(),
+      persistent: true,
+      runAs: me,
+      binaries: bins,
+      sharedRoot: shared,
+      checks,
+    });
     const gone = join(dir, 'other', 'postgres');
-    const orphan = placePostgres({ dataDir: gone, persistent: true, runAs: me, binaries: bins, sharedRoot: shared, checks });
+    const orphan = placePostgres({
+      dataDir: gone,
+      persistent: true,
+      runAs: me,
+      binaries: bins,
+      sharedRoot: shared,
+      checks,
+    });
     rmSync(join(dir, 'other'), { recursive: true });
     // An entry still being set up (no source file yet) is left alone.
     const settingUp = join(shared, 'data', 'fresh', 'postgres');

@@ -219,7 +219,8 @@ function relocate(dataDir: string, as: RunAs, root: string): string {
   const real = relocatedDataDir(dataDir, root);
   if (existsSync(dataDir) || linkTarget(dataDir)) {
     // An empty folder left by an earlier failed start can give way to the link; data cannot.
-    if (!linkTarget(dataDir) && statSync(dataDir).isDirectory() && readdirSync(dataDir).length === 0) rmSync(dataDir, { recursive: true });
+    if (!linkTarget(dataDir) && statSync(dataDir).isDirectory() && readdirSync(dataDir).length === 0)
+      rmSync(dataDir, { recursive: true });
     else
       throw new EmbeddedServerError(
         `the data folder ${dataDir} exists but the ${as.user} user, who runs PostgreSQL, cannot reach it: ` +
@@ -276,13 +277,16 @@ export function placePostgres(opts: PlaceOptions): PostgresPlacement {
       notes.push(`data in ${dataDir} (linked from ${requested})`);
       ownedFolder(dataDir, runAs);
       // A project moved with its link keeps its data: the entry now belongs to the link's new place.
-      if (dirname(dirname(dataDir)) === join(root, 'data')) writeFileSync(join(dirname(dataDir), 'source'), `${requested}\n`);
+      if (dirname(dirname(dataDir)) === join(root, 'data'))
+        writeFileSync(join(dirname(dataDir), 'source'), `${requested}\n`);
     } else if (enters(runAs, dirname(requested))) {
       ownedFolder(requested, runAs);
     } else {
       dataDir = relocate(requested, runAs, root);
       link = requested;
-      notes.push(`data in ${dataDir} (linked from ${requested}), as the ${runAs.user} user cannot reach ${dirname(requested)}`);
+      notes.push(
+        `data in ${dataDir} (linked from ${requested}), as the ${runAs.user} user cannot reach ${dirname(requested)}`,
+      );
     }
   }
   return {

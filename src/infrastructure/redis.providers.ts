@@ -19,7 +19,13 @@ declare module 'ioredis' {
     /** numberOfKeys 4 takes the user lock too; 3 leaves it to the caller (Redis Cluster). */
     beginOrder(numberOfKeys: 3 | 4, ...keysThenArgs: Array<string | number>): Result<number[], Context>;
     markSoldOut(soldOutKey: string, generationKey: string, generation: number, ttlMs: number): Result<number, Context>;
-    stockReturned(soldOutKey: string, generationKey: string, emptyKey: string, ttlMs: number, ...segments: number[]): Result<number, Context>;
+    stockReturned(
+      soldOutKey: string,
+      generationKey: string,
+      emptyKey: string,
+      ttlMs: number,
+      ...segments: number[]
+    ): Result<number, Context>;
     endOrder(userLockKey: string, token: string): Result<number, Context>;
     markSegmentEmpty(emptyKey: string, segment: number, ttlMs: number): Result<number, Context>;
   }
@@ -90,9 +96,15 @@ export function defineScripts(client: RedisClient): void {
   // No numberOfKeys: the caller gives it first (3 on a cluster, 4 with the user lock).
   client.defineCommand('beginOrder', { lua: readFileSync(join(dir, 'begin-order.lua'), 'utf8') });
   client.defineCommand('markSoldOut', { numberOfKeys: 2, lua: readFileSync(join(dir, 'mark-sold-out.lua'), 'utf8') });
-  client.defineCommand('stockReturned', { numberOfKeys: 3, lua: readFileSync(join(dir, 'stock-returned.lua'), 'utf8') });
+  client.defineCommand('stockReturned', {
+    numberOfKeys: 3,
+    lua: readFileSync(join(dir, 'stock-returned.lua'), 'utf8'),
+  });
   client.defineCommand('endOrder', { numberOfKeys: 1, lua: readFileSync(join(dir, 'end-order.lua'), 'utf8') });
-  client.defineCommand('markSegmentEmpty', { numberOfKeys: 1, lua: readFileSync(join(dir, 'mark-segment-empty.lua'), 'utf8') });
+  client.defineCommand('markSegmentEmpty', {
+    numberOfKeys: 1,
+    lua: readFileSync(join(dir, 'mark-segment-empty.lua'), 'utf8'),
+  });
 }
 
 /** Connects, waiting at most the Redis timeout; a Redis that is down at start is retried in the background. */

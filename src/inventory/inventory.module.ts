@@ -7,7 +7,14 @@ import { StockHintsService } from './stock-hints.service';
 import { StockRepository } from './stock.repository';
 
 @Module({
-  providers: [InventoryService, ProductCatalogService, ProductsRepository, SoldOutBoard, StockHintsService, StockRepository],
+  providers: [
+    InventoryService,
+    ProductCatalogService,
+    ProductsRepository,
+    SoldOutBoard,
+    StockHintsService,
+    StockRepository,
+  ],
   exports: [InventoryService, ProductCatalogService, SoldOutBoard, StockHintsService, StockRepository],
 })
 export class InventoryModule {}

@@ -15,7 +15,9 @@ import { StockHintsService } from './stock-hints.service';
 /** endsAt must come after startsAt when both are set. */
 function checkWindow(t: Pick<SaleTerms, 'startsAt' | 'endsAt'>): void {
   if (t.startsAt && t.endsAt && t.endsAt.getTime() <= t.startsAt.getTime()) {
-    throw new ValidationFailedError(`endsAt (${t.endsAt.toISOString()}) must be after startsAt (${t.startsAt.toISOString()})`);
+    throw new ValidationFailedError(
+      `endsAt (${t.endsAt.toISOString()}) must be after startsAt (${t.startsAt.toISOString()})`,
+    );
   }
 }
 
@@ -64,7 +66,9 @@ export class InventoryService {
     const result = await this.products.restock(productId, units);
     this.metrics.restockedUnits.inc(units);
     this.board.forget(productId);
-    await this.hints.stockReturned(productId, result.layoutVersion, result.filled).catch(() => this.metrics.dependencyErrors.inc({ dependency: 'redis' }));
+    await this.hints
+      .stockReturned(productId, result.layoutVersion, result.filled)
+      .catch(() => this.metrics.dependencyErrors.inc({ dependency: 'redis' }));
     this.logger.log(`restocked product ${productId} with ${units} units: ${result.view.stock} remaining`);
     return result.view;
   }
@@ -87,7 +91,9 @@ export class InventoryService {
     this.catalog.forget(productId);
     this.board.forget(productId);
     await this.hints.forgetLayout(productId, result.oldVersion).catch(() => undefined);
-    this.logger.log(`rebalanced product ${productId}: ${result.before.segmentCount} -> ${result.after.segmentCount} segments, ${result.after.stock} units`);
+    this.logger.log(
+      `rebalanced product ${productId}: ${result.before.segmentCount} -> ${result.after.segmentCount} segments, ${result.after.stock} units`,
+    );
     return { before: result.before, after: result.after };
   }
 }

@@ -61,7 +61,15 @@ export class ProductsRepository {
         const [row] = await tx.query<Array<{ id: number }>>(
           `INSERT INTO products (name, total_stock, limit_per_user, segment_count, starts_at, ends_at, payment_timeout_s)
            VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`,
-          [p.name, p.stock, p.limitPerUser, p.segments, p.startsAt, p.endsAt, p.paymentTimeoutS ?? DEFAULT_PAYMENT_TIMEOUT_S],
+          [
+            p.name,
+            p.stock,
+            p.limitPerUser,
+            p.segments,
+            p.startsAt,
+            p.endsAt,
+            p.paymentTimeoutS ?? DEFAULT_PAYMENT_TIMEOUT_S,
+          ],
         );
         await this.writeSegments(tx, row.id, evenSplit(p.stock, p.segments));
         return this.viewIn(tx, row.id);
@@ -81,14 +89,10 @@ export class ProductsRepository {
     return this.guard(() =>
       this.db.transaction(async (tx) => {
         const after = decide(await this.viewIn(tx, productId, 'FOR NO KEY UPDATE'));
-        await tx.query('UPDATE products SET name = $2, limit_per_user = $3, starts_at = $4, ends_at = $5, payment_timeout_s = $6 WHERE id = $1', [
-          productId,
-          after.name,
-          after.limitPerUser,
-          after.startsAt,
-          after.endsAt,
-          after.paymentTimeoutS,
-        ]);
+        await tx.query(
+          'UPDATE products SET name = $2, limit_per_user = $3, starts_at = $4, ends_at = $5, payment_timeout_s = $6 WHERE id = $1',
+          [productId, after.name, after.limitPerUser, after.startsAt, after.endsAt, after.paymentTimeoutS],
+        );
         return this.viewIn(tx, productId);
       }),
     );
@@ -103,7 +107,10 @@ export class ProductsRepository {
     return this.guard(() =>
       this.db.transaction(async (tx) => {
         await this.boundLockWaits(tx);
-        const [product] = await tx.query<Array<{ layout_version: number }>>('SELECT layout_version FROM products WHERE id = $1 FOR NO KEY UPDATE', [productId]);
+        const [product] = await tx.query<Array<{ layout_version: number }>>(
+          'SELECT layout_version FROM products WHERE id = $1 FOR NO KEY UPDATE',
+          [productId],
+        );
         if (!product) throw new ProductNotFoundError(productId);
         const segs = await tx.query<Array<{ idx: number; stock: string }>>(
           'SELECT idx, stock FROM stock_segments WHERE product_id = $1 ORDER BY idx FOR UPDATE',
@@ -120,7 +127,11 @@ export class ProductsRepository {
           [productId, filled.map((f) => f.idx), filled.map((f) => f.add)],
         );
         await tx.query('UPDATE products SET total_stock = total_stock + $2 WHERE id = $1', [productId, units]);
-        return { view: await this.viewIn(tx, productId), layoutVersion: product.layout_version, filled: filled.map((f) => f.idx) };
+        return {
+          view: await this.viewIn(tx, productId),
+          layoutVersion: product.layout_version,
+          filled: filled.map((f) => f.idx),
+        };
       }),
     );
   }
@@ -130,7 +141,10 @@ export class ProductsRepository {
    * the current count); the layout version goes up by one. Answers the views before and after and
    * the version before. Why row locks and not the Redis segment locks: InventoryService.rebalance.
    */
-  rebalance(productId: number, segments?: number): Promise<{ before: ProductView; after: ProductView; oldVersion: number }> {
+  rebalance(
+    productId: number,
+    segments?: number,
+  ): Promise<{ before: ProductView; after: ProductView; oldVersion: number }> {
     return this.guard(() =>
       this.db.transaction(async (tx) => {
         await this.boundLockWaits(tx);
@@ -149,7 +163,10 @@ export class ProductsRepository {
         const before = await this.viewIn(tx, productId);
         await tx.query('DELETE FROM stock_segments WHERE product_id = $1 AND idx >= $2', [productId, target]);
         await this.writeSegments(tx, productId, evenSplit(before.stock, target));
-        await tx.query('UPDATE products SET segment_count = $2, layout_version = layout_version + 1 WHERE id = $1', [productId, target]);
+        await tx.query('UPDATE products SET segment_count = $2, layout_version = layout_version + 1 WHERE id = $1', [
+          productId,
+          target,
+        ]);
         return { before, after: await this.viewIn(tx, productId), oldVersion: product.layout_version };
       }),
     );
@@ -157,7 +174,9 @@ export class ProductsRepository {
 
   /** Waiting longer than REBALANCE_WAIT_MS for a row lock fails with 55P03, answered as BUSY. */
   private async boundLockWaits(tx: EntityManager): Promise<void> {
-    await tx.query(`SET LOCAL lock_timeout = ${Math.max(1, Math.min(this.inventory.rebalanceWaitMs, this.database.timeoutMs - 100))}`);
+    await tx.query(
+      `SET LOCAL lock_timeout = ${Math.max(1, Math.min(this.inventory.rebalanceWaitMs, this.database.timeoutMs - 100))}`,
+    );
   }
 
   private async writeSegments(tx: EntityManager, productId: number, sizes: number[]): Promise<void> {

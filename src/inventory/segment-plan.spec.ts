@@ -191,17 +191,20 @@ describe('fillEvenly', () => {
     [[4, 4, 4], 0],
     [[100, 0, 0, 0], 6],
   ];
-  it.each(cases)('should add to %p the %i units so that every unit is placed and the smallest end as even as possible', (stocks, units) => {
-    const adds = fillEvenly(stocks, units);
-    expect(adds.reduce((a, b) => a + b, 0)).toBe(units);
-    expect(adds.every((a) => Number.isInteger(a) && a >= 0)).toBe(true);
-    const after = stocks.map((s, i) => s + adds[i]);
-    // Every segment that received units ends at most one above the smallest segment afterwards.
-    const min = Math.min(...after);
-    after.forEach((size, i) => {
-      if (adds[i] > 0) expect(size - min).toBeLessThanOrEqual(1);
-    });
-  });
+  it.each(cases)(
+    'should add to %p the %i units so that every unit is placed and the smallest end as even as possible',
+    (stocks, units) => {
+      const adds = fillEvenly(stocks, units);
+      expect(adds.reduce((a, b) => a + b, 0)).toBe(units);
+      expect(adds.every((a) => Number.isInteger(a) && a >= 0)).toBe(true);
+      const after = stocks.map((s, i) => s + adds[i]);
+      // Every segment that received units ends at most one above the smallest segment afterwards.
+      const min = Math.min(...after);
+      after.forEach((size, i) => {
+        if (adds[i] > 0) expect(size - min).toBeLessThanOrEqual(1);
+      });
+    },
+  );
 
   it('should fill the emptiest segments first and leave a segment above the level alone', () => {
     expect(fillEvenly([5, 0, 2], 4)).toEqual([0, 3, 1]);

@@ -60,7 +60,10 @@ export function randomStart(count: number, random: () => number = Math.random): 
  * returned in ascending index order (the order locks are taken in, so two multi-segment orders
  * and a rebalance never wait on each other in a cycle). Null when the segments hold too few.
  */
-export function pickSegmentsFor(quantity: number, segments: ReadonlyArray<{ idx: number; stock: number }>): number[] | null {
+export function pickSegmentsFor(
+  quantity: number,
+  segments: ReadonlyArray<{ idx: number; stock: number }>,
+): number[] | null {
   const byStock = segments.filter((s) => s.stock > 0).sort((a, b) => b.stock - a.stock || a.idx - b.idx);
   const picked: number[] = [];
   let sum = 0;
@@ -73,7 +76,10 @@ export function pickSegmentsFor(quantity: number, segments: ReadonlyArray<{ idx:
 }
 
 /** How much to take from each locked segment (ascending), given their current stock. */
-export function takeFrom(quantity: number, segments: ReadonlyArray<{ idx: number; stock: number }>): Array<{ segment: number; quantity: number }> | null {
+export function takeFrom(
+  quantity: number,
+  segments: ReadonlyArray<{ idx: number; stock: number }>,
+): Array<{ segment: number; quantity: number }> | null {
   const takes: Array<{ segment: number; quantity: number }> = [];
   let left = quantity;
   for (const s of [...segments].sort((a, b) => a.idx - b.idx)) {

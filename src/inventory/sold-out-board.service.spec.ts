@@ -12,12 +12,19 @@ const P = 7;
 function world(snapshot: SoldOutSnapshot | null) {
   const stock: jest.Mocked<Pick<StockRepository, 'soldOutSnapshot' | 'fingerprints'>> = {
     soldOutSnapshot: jest.fn(async (_productId: number) => snapshot),
-    fingerprints: jest.fn(async (_ids: number[]): Promise<Map<number, PolledProduct>> => new Map([[P, polled(0, 'f1')]])),
+    fingerprints: jest.fn(
+      async (_ids: number[]): Promise<Map<number, PolledProduct>> => new Map([[P, polled(0, 'f1')]]),
+    ),
   };
   const catalog = { remember: jest.fn((info: ProductInfo) => info) };
   const metrics = { soldOutBoardProducts: { set: jest.fn() } };
   const door = Object.assign(new DoorConfig(), { soldOutStaleMs: STALE_MS });
-  const board = new SoldOutBoard(stock as unknown as StockRepository, catalog as unknown as ProductCatalogService, door, metrics as never);
+  const board = new SoldOutBoard(
+    stock as unknown as StockRepository,
+    catalog as unknown as ProductCatalogService,
+    door,
+    metrics as never,
+  );
   return { board, stock, catalog };
 }
 

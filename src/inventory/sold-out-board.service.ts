@@ -113,12 +113,19 @@ export class SoldOutBoard implements OnApplicationShutdown {
         }
         this.entries.delete(productId);
         // The oldest learnt go first, until the new one fits both bounds.
-        while (this.entries.size >= BOARD_MAX_PRODUCTS || this.heldHolders() + snap.holders.length > BOARD_MAX_HOLDERS) {
+        while (
+          this.entries.size >= BOARD_MAX_PRODUCTS ||
+          this.heldHolders() + snap.holders.length > BOARD_MAX_HOLDERS
+        ) {
           const oldest = this.entries.keys().next().value;
           if (oldest === undefined) break;
           this.entries.delete(oldest);
         }
-        this.entries.set(productId, { holders: new Map(snap.holders), fingerprint: snap.fingerprint, freshUntil: started + this.door.soldOutStaleMs });
+        this.entries.set(productId, {
+          holders: new Map(snap.holders),
+          fingerprint: snap.fingerprint,
+          freshUntil: started + this.door.soldOutStaleMs,
+        });
         this.metrics.soldOutBoardProducts.set(this.entries.size);
         this.schedule();
       })

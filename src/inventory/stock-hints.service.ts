@@ -33,7 +33,12 @@ export class StockHintsService {
 
   /** Only after PostgreSQL said 0 units remain, and only if no units came back since `generation` was read. */
   async markSoldOut(productId: number, generation: number): Promise<void> {
-    await this.redis.markSoldOut(hintKeys.soldOut(productId), hintKeys.generation(productId), generation, SOLD_OUT_TTL_MS);
+    await this.redis.markSoldOut(
+      hintKeys.soldOut(productId),
+      hintKeys.generation(productId),
+      generation,
+      SOLD_OUT_TTL_MS,
+    );
   }
 
   /** Units came back into these segments (committed in PostgreSQL): clear what would hide them. */

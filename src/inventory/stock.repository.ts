@@ -70,7 +70,9 @@ export class StockRepository {
    */
   async soldOutSnapshot(productId: number): Promise<SoldOutSnapshot | null> {
     const rows = await this.guarded(() =>
-      this.db.query<Array<{ remaining: string; fingerprint: string; holders: Array<[string, string | number]> | null }>>(
+      this.db.query<
+        Array<{ remaining: string; fingerprint: string; holders: Array<[string, string | number]> | null }>
+      >(
         `WITH seg AS (SELECT ${FINGERPRINT_COLUMNS} FROM stock_segments WHERE product_id = $1)
          SELECT seg.remaining, seg.fingerprint,
                 CASE WHEN seg.remaining = '0' THEN
@@ -83,7 +85,11 @@ export class StockRepository {
     );
     const r = rows[0];
     if (!r || r.fingerprint === '') return null;
-    return { remaining: Number(r.remaining), fingerprint: r.fingerprint, holders: r.holders?.map(([u, id]) => [u, Number(id)]) ?? null };
+    return {
+      remaining: Number(r.remaining),
+      fingerprint: r.fingerprint,
+      holders: r.holders?.map(([u, id]) => [u, Number(id)]) ?? null,
+    };
   }
 
   /**
@@ -105,7 +111,9 @@ export class StockRepository {
         [productIds],
       ),
     );
-    return new Map(rows.map((r) => [r.id, { remaining: Number(r.remaining), fingerprint: r.fingerprint, terms: toProductInfo(r) }]));
+    return new Map(
+      rows.map((r) => [r.id, { remaining: Number(r.remaining), fingerprint: r.fingerprint, terms: toProductInfo(r) }]),
+    );
   }
 
   private async guarded<T>(read: () => Promise<T>): Promise<T> {

@@ -27,7 +27,8 @@ describe('LocalLockBoard', () => {
   });
 
   /** Resolves 'pending' unless the promise settles within ms. */
-  const within = <T>(p: Promise<T>, ms: number) => Promise.race([p, new Promise<'pending'>((r) => setTimeout(() => r('pending'), ms))]);
+  const within = <T>(p: Promise<T>, ms: number) =>
+    Promise.race([p, new Promise<'pending'>((r) => setTimeout(() => r('pending'), ms))]);
 
   it('should leave a segment to other processes for lateWakeMs after MAX_LOCAL_STREAK local hand-offs in a row, then wake a local request for it', async () => {
     const board = new LocalLockBoard(40);

@@ -21,18 +21,39 @@ type Vote = { error: Error; status: Status };
 function stats(...votes: Vote[]) {
   votes.forEach((v, i) => (masters[i].status = v.status));
   const votesAgainst = new Map(votes.map((v, i) => [masters[i] as never, v.error]));
-  return { membershipSize: votes.length, quorumSize: Math.floor(votes.length / 2) + 1, votesFor: new Set(), votesAgainst };
+  return {
+    membershipSize: votes.length,
+    quorumSize: Math.floor(votes.length / 2) + 1,
+    votesFor: new Set(),
+    votesAgainst,
+  };
 }
 function failWith(...votes: Vote[]): void {
-  jest.spyOn(Redlock.prototype, 'acquire').mockRejectedValue(new ExecutionError('no quorum', [Promise.resolve(stats(...votes) as never)]));
+  jest
+    .spyOn(Redlock.prototype, 'acquire')
+    .mockRejectedValue(new ExecutionError('no quorum', [Promise.resolve(stats(...votes) as never)]));
 }
 const REDIS_TIMEOUT_MS = 300;
-const QUORUM: RedisTopology = { kind: 'standalone', url: 'redis://a', lockUrls: ['redis://a', 'redis://b', 'redis://c'] };
+const QUORUM: RedisTopology = {
+  kind: 'standalone',
+  url: 'redis://a',
+  lockUrls: ['redis://a', 'redis://b', 'redis://c'],
+};
 function metrics() {
-  return { dependencyErrors: { inc: jest.fn() }, lockExtensions: { inc: jest.fn() }, lockExtensionFailures: { inc: jest.fn() } };
+  return {
+    dependencyErrors: { inc: jest.fn() },
+    lockExtensions: { inc: jest.fn() },
+    lockExtensionFailures: { inc: jest.fn() },
+  };
 }
 const service = (topology: RedisTopology = QUORUM, m = metrics(), locks: Partial<LocksConfig> = { extend: false }) =>
-  new LockService(locks as LocksConfig, { retryAfterS: 1 } as HttpConfig, { timeoutMs: REDIS_TIMEOUT_MS, topology }, masters as never, m as never);
+  new LockService(
+    locks as LocksConfig,
+    { retryAfterS: 1 } as HttpConfig,
+    { timeoutMs: REDIS_TIMEOUT_MS, topology },
+    masters as never,
+    m as never,
+  );
 const start = Date.now();
 /** The clock `ms` after the test file started. */
 const at = (ms: number) => jest.spyOn(Date, 'now').mockReturnValue(start + ms);
@@ -40,9 +61,15 @@ const held = (): Vote => ({ error: new ResourceLockedError('held'), status: 'rea
 /** ioredis's command timeout: a plain Error on a connection that stays up. */
 const timedOut = (): Vote => ({ error: new Error('Command timed out'), status: 'ready' });
 /** ioredis failing a command at once on a connection that is down (no offline queue). */
-const closed = (): Vote => ({ error: new Error("Stream isn't writeable and enableOfflineQueue options is false"), status: 'reconnecting' });
+const closed = (): Vote => ({
+  error: new Error("Stream isn't writeable and enableOfflineQueue options is false"),
+  status: 'reconnecting',
+});
 /** An error reply of the Redis server itself. */
-const replied = (): Vote => ({ error: new (ReplyError as new (message: string) => Error)('ERR something went wrong'), status: 'ready' });
+const replied = (): Vote => ({
+  error: new (ReplyError as new (message: string) => Error)('ERR something went wrong'),
+  status: 'ready',
+});
 
 afterEach(() => {
   jest.restoreAllMocks();
@@ -117,7 +144,10 @@ describe('LockService.tryAcquire', () => {
 
   it('should call the lock busy, not lost, when a Redis Cluster vote met a slot on the move (MOVED, a stale pipeline)', async () => {
     const locks = service({ kind: 'cluster', nodes: ['redis://a'] });
-    for (const moving of [new Error('MOVED 173 127.0.0.1:7002'), new Error('All keys in the pipeline should belong to the same slots allocation group')]) {
+    for (const moving of [
+      new Error('MOVED 173 127.0.0.1:7002'),
+      new Error('All keys in the pipeline should belong to the same slots allocation group'),
+    ]) {
       failWith({ error: moving, status: 'ready' });
       await expect(locks.tryAcquire('k', 1000)).resolves.toBeNull();
     }
@@ -139,7 +169,9 @@ describe('LockService: a held lock whose extension fails', () => {
   const TTL_MS = 40;
   /** A lock taken, then `extend` failing with `failure`; the clock runs on its own. */
   function holding(failure: Error) {
-    jest.spyOn(Redlock.prototype, 'acquire').mockResolvedValue({ attempts: [Promise.resolve({ votesFor: new Set() })] } as unknown as Lock);
+    jest
+      .spyOn(Redlock.prototype, 'acquire')
+      .mockResolvedValue({ attempts: [Promise.resolve({ votesFor: new Set() })] } as unknown as Lock);
     const extend = jest.spyOn(Redlock.prototype, 'extend').mockRejectedValue(failure);
     jest.spyOn(Redlock.prototype, 'release').mockResolvedValue({ attempts: [], start: 0 });
     const m = metrics();
@@ -153,8 +185,16 @@ describe('LockService: a held lock whose extension fails', () => {
       "the masters answered that the key is no longer this holder's",
       () => new ExecutionError('no quorum', [Promise.resolve(stats(held(), held(), held()) as never)]),
     ],
-    ['unreachable', 'too few masters answered', () => new ExecutionError('no quorum', [Promise.resolve(stats(closed(), closed(), held()) as never)])],
-    ['expired', 'the lock had run out before the extension was due', () => new ExecutionError('Cannot extend an already-expired lock.', [])],
+    [
+      'unreachable',
+      'too few masters answered',
+      () => new ExecutionError('no quorum', [Promise.resolve(stats(closed(), closed(), held()) as never)]),
+    ],
+    [
+      'expired',
+      'the lock had run out before the extension was due',
+      () => new ExecutionError('Cannot extend an already-expired lock.', []),
+    ],
     ['error', 'anything else failed', () => new Error('boom')],
   ])('should count it as %s when %s, tell the holder, and stop extending', async (reason, _when, failure) => {
     const h = holding(failure());

@@ -46,7 +46,8 @@ export class HeldLock {
  * the master lives), refused (it answered with an error reply), disconnected (no connection to
  * it), noReply (connected, yet no reply within REDIS_TIMEOUT_MS: frozen, or slow behind others).
  */
-type Dissent = { kind: 'held' } | { kind: 'slotMoved' } | { kind: 'refused' } | { kind: 'disconnected' } | { kind: 'noReply' };
+type Dissent =
+  { kind: 'held' } | { kind: 'slotMoved' } | { kind: 'refused' } | { kind: 'disconnected' } | { kind: 'noReply' };
 
 /** ioredis exports redis-errors' ReplyError untyped; every error reply of a Redis server is one. */
 const RedisReplyError = ReplyError as new (...args: never[]) => Error;
@@ -139,7 +140,8 @@ export class LockService implements OnModuleInit {
         this.metrics.lockWaitSeconds.observe((Date.now() - started) / 1000);
         return held;
       }
-      if (Date.now() >= deadline) throw new BusyError(`lock ${key} stayed busy for ${waitMs} ms`, this.http.retryAfterS);
+      if (Date.now() >= deadline)
+        throw new BusyError(`lock ${key} stayed busy for ${waitMs} ms`, this.http.retryAfterS);
       await this.backoff();
     }
   }

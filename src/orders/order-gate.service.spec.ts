@@ -10,10 +10,17 @@ const STANDALONE: RedisTopology = { kind: 'standalone', url: 'redis://a', lockUr
 const CLUSTER: RedisTopology = { kind: 'cluster', nodes: ['redis://n1:7000'] };
 
 function gate(topology: RedisTopology, beginReply: number[] = [1, 5, 3]) {
-  const redis = { beginOrder: jest.fn(async (..._args: unknown[]) => beginReply), set: jest.fn(async (..._args: unknown[]): Promise<string | null> => 'OK') };
+  const redis = {
+    beginOrder: jest.fn(async (..._args: unknown[]) => beginReply),
+    set: jest.fn(async (..._args: unknown[]): Promise<string | null> => 'OK'),
+  };
   const down = new Set<string>();
   // Each key its own master, so a test can say which one failed.
-  const reach = { masterOf: (key: string) => key, isDown: (master: string) => down.has(master), markDown: (master: string) => down.add(master) };
+  const reach = {
+    masterOf: (key: string) => key,
+    isDown: (master: string) => down.has(master),
+    markDown: (master: string) => down.add(master),
+  };
   const metrics = { dependencyErrors: { inc: jest.fn() }, soldOutShortCircuits: { inc: jest.fn() } };
   const service = new OrderGateService(
     redis as never,
@@ -30,7 +37,13 @@ describe('OrderGateService.enter', () => {
   it('should open an order on one Redis with one script that also takes the user lock', async () => {
     const g = gate(STANDALONE);
     const pass = await g.service.enter(product, 'u1', 1);
-    expect(g.redis.beginOrder.mock.calls[0].slice(0, 5)).toEqual([4, 'hint:soldout:{7}', 'hint:empty:{7}:2', 'hint:stockgen:{7}', 'lock:order:u1']);
+    expect(g.redis.beginOrder.mock.calls[0].slice(0, 5)).toEqual([
+      4,
+      'hint:soldout:{7}',
+      'hint:empty:{7}:2',
+      'hint:stockgen:{7}',
+      'lock:order:u1',
+    ]);
     expect(g.redis.set).not.toHaveBeenCalled();
     expect(pass).toMatchObject({ userId: 'u1', generation: 5, empty: new Set([3]) });
     expect(pass.token).not.toBeNull();
@@ -50,13 +63,23 @@ describe('OrderGateService.enter', () => {
   it('should go on without hints and without a user lock when a hint Redis that is not the lock fails', async () => {
     const g = gate({ kind: 'standalone', url: 'redis://a', lockUrls: ['redis://b', 'redis://c', 'redis://d'] });
     g.redis.beginOrder.mockRejectedValueOnce(new Error('Connection is closed.'));
-    await expect(g.service.enter(product, 'u1', 1)).resolves.toEqual({ userId: 'u1', token: null, generation: null, empty: new Set() });
+    await expect(g.service.enter(product, 'u1', 1)).resolves.toEqual({
+      userId: 'u1',
+      token: null,
+      generation: null,
+      empty: new Set(),
+    });
   });
 
   it('should read the hints of one slot, then take the user lock with its own SET NX PX on a Redis Cluster', async () => {
     const g = gate(CLUSTER);
     const pass = await g.service.enter(product, 'u1', 1);
-    expect(g.redis.beginOrder.mock.calls[0].slice(0, 4)).toEqual([3, 'hint:soldout:{7}', 'hint:empty:{7}:2', 'hint:stockgen:{7}']);
+    expect(g.redis.beginOrder.mock.calls[0].slice(0, 4)).toEqual([
+      3,
+      'hint:soldout:{7}',
+      'hint:empty:{7}:2',
+      'hint:stockgen:{7}',
+    ]);
     expect(g.redis.set).toHaveBeenCalledWith('lock:order:u1', pass.token, 'PX', 1500, 'NX');
     expect(pass.token).not.toBeNull();
   });

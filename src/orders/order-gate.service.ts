@@ -29,7 +29,11 @@ import { MetricsService } from '../metrics/metrics.service';
 import type { OrderPass } from './locking/segment-locking';
 
 /** What opening an order came to: lua/begin-order.lua's reply read, or noHints when its Redis did not answer. */
-type Opening = { kind: 'soldOut' } | { kind: 'inProgress' } | { kind: 'open'; generation: number; empty: Set<number> } | { kind: 'noHints' };
+type Opening =
+  | { kind: 'soldOut' }
+  | { kind: 'inProgress' }
+  | { kind: 'open'; generation: number; empty: Set<number> }
+  | { kind: 'noHints' };
 
 /** lua/begin-order.lua answers { -1 } sold out, { 0 } user lock held, { 1, generation, empty segments... } open. */
 function openingOf(reply: number[]): Opening {
@@ -95,7 +99,11 @@ export class OrderGateService {
 
   /** The begin-order script, read; noHints when its Redis failed (UnavailableError when that Redis is also the lock). */
   private async open(product: ProductInfo, userId: string, token: string): Promise<Opening> {
-    const hintKeysOf = [hintKeys.soldOut(product.id), hintKeys.empty(product.id, product.layoutVersion), hintKeys.generation(product.id)];
+    const hintKeysOf = [
+      hintKeys.soldOut(product.id),
+      hintKeys.empty(product.id, product.layoutVersion),
+      hintKeys.generation(product.id),
+    ];
     const args = [token, this.locks.userTtlMs, GENERATION_TTL_MS];
     // A cluster master that failed a moment ago is passed over: the order goes on without hints.
     const hintMaster = this.userLockApart ? this.reach.masterOf(hintKeysOf[0]) : '';

@@ -46,7 +46,8 @@ export interface BatchAttempt {
  * written). Either way, the units left in the segment afterwards; null when the segment no longer
  * exists (or is unknown).
  */
-export type SegmentAttempt = { kind: 'sold'; order: OrderRow; remaining: number | null } | { kind: 'short'; remaining: number | null };
+export type SegmentAttempt =
+  { kind: 'sold'; order: OrderRow; remaining: number | null } | { kind: 'short'; remaining: number | null };
 
 /** Units that went back on sale: where, so that the hints hiding them can be cleared. */
 export interface ReturnedUnits {

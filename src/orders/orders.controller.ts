@@ -25,21 +25,31 @@ export class OrdersController {
   @ApiOperation({ summary: 'Reserve units of a product (one live order per user per product); pay before expiresAt' })
   @ApiCreatedResponse({ type: OrderResponse, description: 'the order, reserved' })
   @ApiResponse({ status: 400, description: 'VALIDATION_FAILED or QUANTITY_OVER_LIMIT' })
-  @ApiResponse({ status: 401, description: 'UNAUTHENTICATED: buyer identity is on and the JWT is missing, malformed, expired or badly signed' })
+  @ApiResponse({
+    status: 401,
+    description: 'UNAUTHENTICATED: buyer identity is on and the JWT is missing, malformed, expired or badly signed',
+  })
   @ApiResponse({
     status: 403,
-    description: "SALE_NOT_STARTED (with Retry-After: seconds until it starts), SALE_ENDED, or IDENTITY_MISMATCH (the body's userId is not the token's sub)",
+    description:
+      "SALE_NOT_STARTED (with Retry-After: seconds until it starts), SALE_ENDED, or IDENTITY_MISMATCH (the body's userId is not the token's sub)",
   })
   @ApiResponse({ status: 404, description: 'PRODUCT_NOT_FOUND' })
   @ApiResponse({ status: 409, description: 'ALREADY_ORDERED or ORDER_IN_PROGRESS' })
   @ApiResponse({ status: 410, description: 'SOLD_OUT' })
   @ApiResponse({ status: 429, description: "RATE_LIMITED: over the user's or the address's budget, with Retry-After" })
-  @ApiResponse({ status: 503, description: 'BUSY or UNAVAILABLE (nothing happened) or OUTCOME_UNKNOWN (retry the same request to learn), with Retry-After' })
+  @ApiResponse({
+    status: 503,
+    description:
+      'BUSY or UNAVAILABLE (nothing happened) or OUTCOME_UNKNOWN (retry the same request to learn), with Retry-After',
+  })
   async create(@Body() dto: CreateOrderDto): Promise<OrderResponse> {
     const started = process.hrtime.bigint();
     let outcome = 'created';
     try {
-      return toOrderResponse(await this.orders.place({ userId: dto.userId, productId: dto.productId, quantity: dto.quantity ?? 1 }));
+      return toOrderResponse(
+        await this.orders.place({ userId: dto.userId, productId: dto.productId, quantity: dto.quantity ?? 1 }),
+      );
     } catch (err) {
       outcome = err instanceof DomainError ? err.code : 'INTERNAL';
       throw err;
@@ -60,20 +70,28 @@ export class OrdersController {
   async get(@Param('id') id: string, @CallerOf() caller: Caller | undefined): Promise<OrderResponse> {
     const order = await this.orders.get(id);
     // The door lets only the shop or a verified buyer through; a buyer sees their own orders alone.
-    if (caller?.kind !== 'shop' && order.userId !== (caller?.kind === 'buyer' ? caller.userId : undefined)) throw new OrderNotFoundError(id);
+    if (caller?.kind !== 'shop' && order.userId !== (caller?.kind === 'buyer' ? caller.userId : undefined))
+      throw new OrderNotFoundError(id);
     return toOrderResponse(order);
   }
 
   @Post(':id/pay')
   @HttpCode(200)
   @ApiBearerAuth('shop')
-  @ApiOperation({ summary: "Pay a reserved order before its expiresAt (the shop's backend, after the payment went through). Idempotent" })
+  @ApiOperation({
+    summary:
+      "Pay a reserved order before its expiresAt (the shop's backend, after the payment went through). Idempotent",
+  })
   @ApiOkResponse({ type: OrderResponse, description: 'the order, paid (also when it already was)' })
   @ApiResponse({ status: 401, description: 'UNAUTHENTICATED: no shop token' })
   @ApiResponse({ status: 403, description: "FORBIDDEN: a buyer's token cannot pay" })
   @ApiResponse({ status: 404, description: "ORDER_NOT_FOUND (also for another user's order)" })
   @ApiResponse({ status: 409, description: 'ORDER_EXPIRED or ORDER_CANCELLED: the order was not paid' })
-  @ApiResponse({ status: 503, description: 'UNAVAILABLE or BUSY (nothing changed) or OUTCOME_UNKNOWN (retry the same call to learn), with Retry-After' })
+  @ApiResponse({
+    status: 503,
+    description:
+      'UNAVAILABLE or BUSY (nothing changed) or OUTCOME_UNKNOWN (retry the same call to learn), with Retry-After',
+  })
   async pay(@Param('id') id: string, @Body() dto: OrderOwnerDto): Promise<OrderResponse> {
     return toOrderResponse(await this.orders.pay(id, dto.userId));
   }
@@ -88,7 +106,11 @@ export class OrdersController {
   @ApiResponse({ status: 403, description: "IDENTITY_MISMATCH: a buyer naming another user's userId" })
   @ApiResponse({ status: 404, description: "ORDER_NOT_FOUND (also for another user's order)" })
   @ApiResponse({ status: 409, description: 'ORDER_PAID or ORDER_EXPIRED: the order was not cancelled' })
-  @ApiResponse({ status: 503, description: 'UNAVAILABLE or BUSY (nothing changed) or OUTCOME_UNKNOWN (retry the same call to learn), with Retry-After' })
+  @ApiResponse({
+    status: 503,
+    description:
+      'UNAVAILABLE or BUSY (nothing changed) or OUTCOME_UNKNOWN (retry the same call to learn), with Retry-After',
+  })
   async cancel(@Param('id') id: string, @Body() dto: OrderOwnerDto): Promise<OrderResponse> {
     return toOrderResponse(await this.orders.cancel(id, dto.userId));
   }

@@ -42,7 +42,13 @@ interface World {
       Pick<OrderReadsRepository, 'findByKey' | 'findById'> &
       Pick<OutcomesRepository, 'settle'>
   >;
-  locks: { tryAcquire: jest.Mock; acquireWithin: jest.Mock; release: jest.Mock; backoff: jest.Mock; backoffMs: jest.Mock };
+  locks: {
+    tryAcquire: jest.Mock;
+    acquireWithin: jest.Mock;
+    release: jest.Mock;
+    backoff: jest.Mock;
+    backoffMs: jest.Mock;
+  };
   /** Called once per pause between retries of busy segments, however the service pauses. */
   onWait: jest.Mock;
   metrics: Record<string, { inc: jest.Mock; observe: jest.Mock }>;
@@ -67,7 +73,15 @@ function world(opts: {
   cluster?: boolean;
 }): World {
   const config = {
-    locks: { stockLocking: 'redlock', waitMs: 30, ttlMs: 1000, userTtlMs: 1000, batchMax: 32, holdsMax: 4, ...opts.config?.locks },
+    locks: {
+      stockLocking: 'redlock',
+      waitMs: 30,
+      ttlMs: 1000,
+      userTtlMs: 1000,
+      batchMax: 32,
+      holdsMax: 4,
+      ...opts.config?.locks,
+    },
     http: { retryAfterS: 3, ...opts.config?.http },
     benchmark: { orderHoldMs: 0, ...opts.config?.benchmark },
   } as Slices;
@@ -104,7 +118,8 @@ function world(opts: {
     markSoldOut: jest.fn(async () => undefined),
     stockReturned: jest.fn(async () => undefined),
   };
-  const existing = (userId: string): OrderRow | null => (orders.has(userId) ? row(userId, 1, [{ segment: 0, quantity: 1 }]) : null);
+  const existing = (userId: string): OrderRow | null =>
+    orders.has(userId) ? row(userId, 1, [{ segment: 0, quantity: 1 }]) : null;
   const stock: World['stock'] = {
     readLayout: jest.fn(async (_productId: number): Promise<Layout | null> => ({
       version: opts.layoutVersion ?? 1,
@@ -115,24 +130,26 @@ function world(opts: {
   const ordersRepo: World['orders'] = {
     // The batch statement's contract: smallest quantities first while they fit, users who hold an
     // order refused without failing the rest, the segment deducted by what was sold.
-    sellBatch: jest.fn(async (_p: number, idx: number, entries: Array<{ userId: string; quantity: number }>): Promise<BatchAttempt> => {
-      if (idx >= stocks.length) return { results: entries.map(() => ({ kind: 'short' as const })), remaining: null };
-      const results: BatchResult[] = entries.map(() => ({ kind: 'short' as const }));
-      const byQuantity = entries.map((e, i) => ({ ...e, i })).sort((a, b) => a.quantity - b.quantity || a.i - b.i);
-      let left = stocks[idx];
-      for (const e of byQuantity) {
-        if (orders.has(e.userId)) {
-          results[e.i] = { kind: 'alreadyOrdered' };
-          continue;
+    sellBatch: jest.fn(
+      async (_p: number, idx: number, entries: Array<{ userId: string; quantity: number }>): Promise<BatchAttempt> => {
+        if (idx >= stocks.length) return { results: entries.map(() => ({ kind: 'short' as const })), remaining: null };
+        const results: BatchResult[] = entries.map(() => ({ kind: 'short' as const }));
+        const byQuantity = entries.map((e, i) => ({ ...e, i })).sort((a, b) => a.quantity - b.quantity || a.i - b.i);
+        let left = stocks[idx];
+        for (const e of byQuantity) {
+          if (orders.has(e.userId)) {
+            results[e.i] = { kind: 'alreadyOrdered' };
+            continue;
+          }
+          if (e.quantity > left) break;
+          left -= e.quantity;
+          orders.add(e.userId);
+          results[e.i] = { kind: 'sold', order: row(e.userId, e.quantity, [{ segment: idx, quantity: e.quantity }]) };
         }
-        if (e.quantity > left) break;
-        left -= e.quantity;
-        orders.add(e.userId);
-        results[e.i] = { kind: 'sold', order: row(e.userId, e.quantity, [{ segment: idx, quantity: e.quantity }]) };
-      }
-      stocks[idx] = left;
-      return { results, remaining: left };
-    }),
+        stocks[idx] = left;
+        return { results, remaining: left };
+      },
+    ),
     sellFromSegment: jest.fn(async (_p: number, idx: number, q: number, userId: string): Promise<SegmentAttempt> => {
       if (idx >= stocks.length) return { kind: 'short', remaining: null };
       if (stocks[idx] < q) return { kind: 'short', remaining: stocks[idx] };
@@ -255,7 +272,21 @@ function world(opts: {
     board as never,
     metrics as never,
   );
-  return { service, board, config, stocks, busy, down, catalog, hints, stock, orders: ordersRepo, locks, metrics, onWait };
+  return {
+    service,
+    board,
+    config,
+    stocks,
+    busy,
+    down,
+    catalog,
+    hints,
+    stock,
+    orders: ordersRepo,
+    locks,
+    metrics,
+    onWait,
+  };
 }
 
 const seg = (idx: number) => `lock:stock:${PRODUCT}:${idx}`;
@@ -388,14 +419,18 @@ describe('OrdersService.place', () => {
       const w = world({ stocks: [0, 0, 0], cluster: true });
       w.down.add(seg(1));
       startAt(0, 3);
-      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(SoldOutError);
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(
+        SoldOutError,
+      );
     });
 
     it('should take an unreachable lock master for a lost Redis outside a cluster: UNAVAILABLE at once, no fall-over', async () => {
       const w = world({ stocks: [5, 5, 5] });
       w.down.add(seg(1));
       startAt(1, 3);
-      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(UnavailableError);
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(
+        UnavailableError,
+      );
       expect(w.stocks).toEqual([5, 5, 5]);
     });
   });
@@ -413,14 +448,18 @@ describe('OrdersService.place', () => {
 
     it('should answer SALE_ENDED from endsAt on, touching no lock and no segment', async () => {
       const w = world({ stocks: [5], info: { startsAt: Date.now() - 10_000, endsAt: Date.now() - 1 } });
-      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(SaleEndedError);
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(
+        SaleEndedError,
+      );
       expect(w.locks.tryAcquire).not.toHaveBeenCalled();
       expect(w.orders.sellFromSegment).not.toHaveBeenCalled();
     });
 
     it('should sell inside the window', async () => {
       const w = world({ stocks: [5], info: { startsAt: Date.now() - 1000, endsAt: Date.now() + 60_000 } });
-      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).resolves.toMatchObject({ status: 'reserved' });
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).resolves.toMatchObject({
+        status: 'reserved',
+      });
     });
   });
 
@@ -428,7 +467,9 @@ describe('OrdersService.place', () => {
     it('should answer SOLD_OUT only after the authoritative read says nothing remains, and set the flag', async () => {
       const w = world({ stocks: [0, 0, 0] });
       startAt(1, 3);
-      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(SoldOutError);
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(
+        SoldOutError,
+      );
       expect(triedSegments(w)).toEqual([1, 2, 0]);
       expect(w.stock.readLayout).toHaveBeenCalledTimes(1);
       const lastTake = Math.max(...w.orders.sellFromSegment.mock.invocationCallOrder);
@@ -440,7 +481,9 @@ describe('OrdersService.place', () => {
     it('should not set the sold-out flag without the stock generation of a gate that answered (hint Redis away)', async () => {
       const w = world({ stocks: [0, 0] });
       w.hints.read.mockRejectedValue(new Error('redis down'));
-      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(SoldOutError);
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(
+        SoldOutError,
+      );
       expect(w.hints.markSoldOut).not.toHaveBeenCalled();
     });
 
@@ -467,7 +510,9 @@ describe('OrdersService.place', () => {
     it('should answer SOLD_OUT from the sold-out flag, checked by one read, without taking the user lock or touching a segment', async () => {
       const w = world({ stocks: [0, 0] });
       w.hints.read.mockResolvedValue({ soldOut: true, empty: new Set() });
-      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(SoldOutError);
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(
+        SoldOutError,
+      );
       expect(w.locks.tryAcquire).not.toHaveBeenCalled();
       expect(w.orders.sellFromSegment).not.toHaveBeenCalled();
       expect(w.stock.readLayout).toHaveBeenCalledTimes(1);
@@ -493,8 +538,12 @@ describe('OrdersService.place', () => {
     it('should answer ALREADY_ORDERED instead of SOLD_OUT to a user who holds an order of the sold-out product', async () => {
       const w = world({ stocks: [0], ordered: ['u1'] });
       w.hints.read.mockResolvedValue({ soldOut: true, empty: new Set() });
-      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(AlreadyOrderedError);
-      await expect(w.service.place({ userId: 'u2', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(SoldOutError);
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(
+        AlreadyOrderedError,
+      );
+      await expect(w.service.place({ userId: 'u2', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(
+        SoldOutError,
+      );
       expect(w.orders.findByKey).toHaveBeenCalledTimes(2);
     });
 
@@ -507,7 +556,9 @@ describe('OrdersService.place', () => {
     it('should answer SOLD_OUT when the product vanished under the order', async () => {
       const w = world({ stocks: [0] });
       w.stock.readLayout.mockResolvedValue(null);
-      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(SoldOutError);
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(
+        SoldOutError,
+      );
     });
   });
 
@@ -536,7 +587,9 @@ describe('OrdersService.place', () => {
         return { key };
       });
       startAt(0, 3);
-      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 3 })).rejects.toBeInstanceOf(BusyError);
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 3 })).rejects.toBeInstanceOf(
+        BusyError,
+      );
       const released = w.locks.release.mock.calls.map((c) => c[0].key);
       expect(w.locks.acquireWithin.mock.calls.map((c) => c[0])).toEqual([seg(0), seg(1)]);
       expect(released.filter((k) => k === seg(0))).toHaveLength(2); // once after the single try, once after the spread
@@ -550,7 +603,9 @@ describe('OrdersService.place', () => {
     it('should answer ORDER_IN_PROGRESS when the user lock is held, touching no segment', async () => {
       const w = world({ stocks: [5, 5] });
       w.busy.add(userLock('u1'));
-      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(OrderInProgressError);
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(
+        OrderInProgressError,
+      );
       expect(w.orders.sellFromSegment).not.toHaveBeenCalled();
       expect(w.locks.release).not.toHaveBeenCalled();
       expect(w.stocks).toEqual([5, 5]);
@@ -585,7 +640,10 @@ describe('OrdersService.place', () => {
       w.orders.settle.mockResolvedValue(settled);
       await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).resolves.toBe(settled);
       expect(w.orders.settle).toHaveBeenCalledWith(uncertain);
-      const userLockReleased = w.locks.release.mock.invocationCallOrder[w.locks.release.mock.calls.findIndex((c) => c[0].key === userLock('u1'))];
+      const userLockReleased =
+        w.locks.release.mock.invocationCallOrder[
+          w.locks.release.mock.calls.findIndex((c) => c[0].key === userLock('u1'))
+        ];
       expect(w.orders.settle.mock.invocationCallOrder[0]).toBeLessThan(userLockReleased);
     });
 
@@ -600,7 +658,9 @@ describe('OrdersService.place', () => {
     it('should release the user lock when the authoritative read fails', async () => {
       const w = world({ stocks: [0] });
       w.stock.readLayout.mockRejectedValue(new UnavailableError('postgres', 3));
-      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(UnavailableError);
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(
+        UnavailableError,
+      );
       expect(w.locks.release.mock.calls.map((c) => c[0].key)).toContain(userLock('u1'));
     });
   });
@@ -627,7 +687,9 @@ describe('OrdersService.place', () => {
       const w = world({ stocks: [5, 5], config: { locks: { waitMs: 0 } } });
       w.busy.add(seg(0)).add(seg(1));
       startAt(0, 2);
-      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(BusyError);
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(
+        BusyError,
+      );
       expect(acquiredKeys(w).filter((k) => k.startsWith('lock:stock:'))).toEqual([seg(0), seg(1)]);
       expect(w.onWait).not.toHaveBeenCalled();
     });
@@ -643,7 +705,9 @@ describe('OrdersService.place', () => {
       expect(order.allocations).toEqual([{ segment: 2, quantity: 1 }]);
       // segment 0 was tried once (empty); after that only 1 and 2 were attempted
       expect(triedSegments(w)).toEqual([0, 2]);
-      const attempts = w.locks.tryAcquire.mock.calls.map((c: unknown[]) => c[0] as string).filter((k) => k.startsWith('lock:stock:'));
+      const attempts = w.locks.tryAcquire.mock.calls
+        .map((c: unknown[]) => c[0] as string)
+        .filter((k) => k.startsWith('lock:stock:'));
       expect(attempts.slice(3).every((k) => k === seg(1) || k === seg(2))).toBe(true);
       // the first pass tries all three; every wake-up after it makes exactly one attempt
       expect(attempts.length).toBe(3 + w.onWait.mock.calls.length);
@@ -657,7 +721,9 @@ describe('OrdersService.place', () => {
       startAt(0, 2);
       const order = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 });
       expect(order.allocations).toEqual([{ segment: 3, quantity: 1 }]);
-      expect(w.catalog.remember).toHaveBeenCalledWith(expect.objectContaining({ id: PRODUCT, segmentCount: 4, layoutVersion: 2 }));
+      expect(w.catalog.remember).toHaveBeenCalledWith(
+        expect.objectContaining({ id: PRODUCT, segmentCount: 4, layoutVersion: 2 }),
+      );
     });
 
     it('should go on past the layout rounds while returned units show up and other orders take them first, and sell the one that stays', async () => {
@@ -722,7 +788,9 @@ describe('OrdersService.place', () => {
 
     it('should refuse a quantity over the limit before touching Redis or a segment', async () => {
       const w = world({ stocks: [5], limitPerUser: 2 });
-      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 3 })).rejects.toBeInstanceOf(QuantityOverLimitError);
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 3 })).rejects.toBeInstanceOf(
+        QuantityOverLimitError,
+      );
       expect(w.hints.read).not.toHaveBeenCalled();
       expect(w.locks.tryAcquire).not.toHaveBeenCalled();
     });
@@ -748,7 +816,10 @@ describe('OrdersService.place', () => {
     });
 
     it('should use no Redis lock or hint at all in database locking mode', async () => {
-      const w = world({ stocks: [0, 5], config: { locks: { stockLocking: 'database' }, benchmark: { orderHoldMs: 3 } } });
+      const w = world({
+        stocks: [0, 5],
+        config: { locks: { stockLocking: 'database' }, benchmark: { orderHoldMs: 3 } },
+      });
       startAt(0, 2);
       const order = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 });
       expect(order.allocations).toEqual([{ segment: 1, quantity: 1 }]);
@@ -793,7 +864,9 @@ describe('OrdersService.place with group commit', () => {
     w.busy.add(seg(0)).add(seg(1));
     freeLater(w, 0);
     // segment 1 frees up only once the first batch has been served
-    const batch = w.orders.sellBatch.getMockImplementation() as NonNullable<ReturnType<typeof w.orders.sellBatch.getMockImplementation>>;
+    const batch = w.orders.sellBatch.getMockImplementation() as NonNullable<
+      ReturnType<typeof w.orders.sellBatch.getMockImplementation>
+    >;
     w.orders.sellBatch.mockImplementationOnce(async (...args) => {
       const first = await batch(...args);
       w.busy.delete(seg(1));
@@ -840,9 +913,15 @@ describe('OrdersService.place with group commit', () => {
 
   it('should settle each order of a batch whose reply was lost on its own, answering each with its own outcome', async () => {
     const w = world({ stocks: [10], config: { locks: { waitMs: 2000 } } });
-    w.orders.sellBatch.mockImplementation(async (p: number, idx: number, entries: Array<{ userId: string; quantity: number }>) => {
-      throw new UncertainBatch(entries.map((e) => new UncertainWrite(p, e.userId, e.quantity, [idx], 'tag', 0n, new Error('Connection terminated'))));
-    });
+    w.orders.sellBatch.mockImplementation(
+      async (p: number, idx: number, entries: Array<{ userId: string; quantity: number }>) => {
+        throw new UncertainBatch(
+          entries.map(
+            (e) => new UncertainWrite(p, e.userId, e.quantity, [idx], 'tag', 0n, new Error('Connection terminated')),
+          ),
+        );
+      },
+    );
     // u2's write committed; the others' did not
     w.orders.settle.mockImplementation(async (u: UncertainWrite) => {
       if (u.userId === 'u2')
@@ -911,7 +990,8 @@ describe('OrdersService.place: segment holds per process (ORDER_HOLDS_MAX)', () 
     }
     return { most: () => most };
   }
-  const place = (w: World, users: string[]) => Promise.all(users.map((userId) => w.service.place({ userId, productId: PRODUCT, quantity: 1 })));
+  const place = (w: World, users: string[]) =>
+    Promise.all(users.map((userId) => w.service.place({ userId, productId: PRODUCT, quantity: 1 })));
   const users = Array.from({ length: 12 }, (_, i) => `u${i}`);
 
   it('should hold at most ORDER_HOLDS_MAX segments of a product at once and sell the other orders as riders in those holds', async () => {
@@ -953,8 +1033,12 @@ describe('OrdersService.place: segment holds per process (ORDER_HOLDS_MAX)', () 
       await new Promise((r) => setTimeout(r, 20));
       throw new UnavailableError('redis', 1, new Error('Command timed out'));
     });
-    const outcomes = await Promise.allSettled(users.map((userId) => w.service.place({ userId, productId: PRODUCT, quantity: 1 })));
-    expect(outcomes.map((o) => (o.status === 'rejected' ? (o.reason as Error).constructor.name : 'sold'))).toEqual(users.map(() => 'UnavailableError'));
+    const outcomes = await Promise.allSettled(
+      users.map((userId) => w.service.place({ userId, productId: PRODUCT, quantity: 1 })),
+    );
+    expect(outcomes.map((o) => (o.status === 'rejected' ? (o.reason as Error).constructor.name : 'sold'))).toEqual(
+      users.map(() => 'UnavailableError'),
+    );
     // Only the two holders asked Redis for a segment; the ten behind them were answered with their error.
     expect(acquiredKeys(w).filter((k) => k.startsWith('lock:stock:'))).toHaveLength(2);
     expect(w.orders.sellBatch).not.toHaveBeenCalled();
@@ -962,7 +1046,10 @@ describe('OrdersService.place: segment holds per process (ORDER_HOLDS_MAX)', () 
   });
 
   it('should let every order take its own hold with ORDER_BATCH_MAX=1, whatever ORDER_HOLDS_MAX says', async () => {
-    const w = world({ stocks: [20, 20, 20, 20, 20, 20], config: { locks: { waitMs: 2000, holdsMax: 2, batchMax: 1 } } });
+    const w = world({
+      stocks: [20, 20, 20, 20, 20, 20],
+      config: { locks: { waitMs: 2000, holdsMax: 2, batchMax: 1 } },
+    });
     const holds = slowStatements(w);
     await place(w, users);
     expect(holds.most()).toBe(6);
@@ -980,9 +1067,13 @@ describe('OrdersService.place: a segment lock lost during its hold (its extensio
     const acquire = w.locks.tryAcquire.getMockImplementation() as (key: string) => Promise<{ key: string } | null>;
     w.locks.tryAcquire.mockImplementation(async (key: string) => {
       const lock = await acquire(key);
-      return lock && lockLost && key === seg(0) ? { ...lock, lost: { reason: 'not_held', cause: new Error('extension refused') } } : lock;
+      return lock && lockLost && key === seg(0)
+        ? { ...lock, lost: { reason: 'not_held', cause: new Error('extension refused') } }
+        : lock;
     });
-    const sell = w.orders.sellFromSegment.getMockImplementation() as NonNullable<ReturnType<typeof w.orders.sellFromSegment.getMockImplementation>>;
+    const sell = w.orders.sellFromSegment.getMockImplementation() as NonNullable<
+      ReturnType<typeof w.orders.sellFromSegment.getMockImplementation>
+    >;
     w.orders.sellFromSegment.mockImplementation(async (...args) => {
       await new Promise((r) => setTimeout(r, 20));
       return sell(...args);
@@ -1011,7 +1102,10 @@ describe('OrdersService pay and cancel', () => {
 
   it('should clear the hints of the segments a cancel returned units to, and count the units', async () => {
     const w = world({ stocks: [1] });
-    (w.orders as unknown as { cancel: jest.Mock }).cancel = jest.fn(async () => ({ order: { id: 5, status: 'cancelled' }, returned }));
+    (w.orders as unknown as { cancel: jest.Mock }).cancel = jest.fn(async () => ({
+      order: { id: 5, status: 'cancelled' },
+      returned,
+    }));
     await expect(w.service.cancel('5', 'u1')).resolves.toMatchObject({ status: 'cancelled' });
     expect(w.hints.stockReturned).toHaveBeenCalledWith(PRODUCT, 3, [1, 4]);
     expect(w.metrics.unitsReturned.inc).toHaveBeenCalledWith({ reason: 'cancelled' }, 2);
@@ -1020,7 +1114,10 @@ describe('OrdersService pay and cancel', () => {
 
   it('should answer a cancel that returned nothing (already cancelled) without touching hints or counters', async () => {
     const w = world({ stocks: [1] });
-    (w.orders as unknown as { cancel: jest.Mock }).cancel = jest.fn(async () => ({ order: { id: 5, status: 'cancelled' }, returned: null }));
+    (w.orders as unknown as { cancel: jest.Mock }).cancel = jest.fn(async () => ({
+      order: { id: 5, status: 'cancelled' },
+      returned: null,
+    }));
     await w.service.cancel('5', 'u1');
     expect(w.hints.stockReturned).not.toHaveBeenCalled();
     expect(w.metrics.orderTransitions.inc).not.toHaveBeenCalled();
@@ -1028,7 +1125,10 @@ describe('OrdersService pay and cancel', () => {
 
   it('should answer the cancel even when the hints cannot be cleared, counting the Redis error', async () => {
     const w = world({ stocks: [1] });
-    (w.orders as unknown as { cancel: jest.Mock }).cancel = jest.fn(async () => ({ order: { id: 5, status: 'cancelled' }, returned }));
+    (w.orders as unknown as { cancel: jest.Mock }).cancel = jest.fn(async () => ({
+      order: { id: 5, status: 'cancelled' },
+      returned,
+    }));
     w.hints.stockReturned.mockRejectedValue(new Error('redis down'));
     await expect(w.service.cancel('5', 'u1')).resolves.toMatchObject({ status: 'cancelled' });
     expect(w.metrics.dependencyErrors.inc).toHaveBeenCalledWith({ dependency: 'redis' });

@@ -118,7 +118,10 @@ export class OrdersService {
     // The sale window from the cached product: a refusal costs no lock and no PostgreSQL.
     const now = Date.now();
     if (product.startsAt !== null && now < product.startsAt) {
-      throw new SaleNotStartedError(new Date(product.startsAt), Math.max(1, Math.ceil((product.startsAt - now) / 1000)));
+      throw new SaleNotStartedError(
+        new Date(product.startsAt),
+        Math.max(1, Math.ceil((product.startsAt - now) / 1000)),
+      );
     }
     if (product.endsAt !== null && now >= product.endsAt) throw new SaleEndedError(new Date(product.endsAt));
     if (req.quantity > product.limitPerUser) throw new QuantityOverLimitError(product.limitPerUser);
@@ -181,11 +184,19 @@ export class OrdersService {
 
       const layout = await this.authoritativeLayout(search);
       if (layout.version !== search.product.layoutVersion || layout.segmentCount !== search.product.segmentCount) {
-        if (++layoutChanges >= MAX_LAYOUT_ROUNDS) throw new BusyError('the stock layout kept changing under this order', this.http.retryAfterS);
-        search.product = this.catalog.remember({ ...search.product, segmentCount: layout.segmentCount, layoutVersion: layout.version });
+        if (++layoutChanges >= MAX_LAYOUT_ROUNDS)
+          throw new BusyError('the stock layout kept changing under this order', this.http.retryAfterS);
+        search.product = this.catalog.remember({
+          ...search.product,
+          segmentCount: layout.segmentCount,
+          layoutVersion: layout.version,
+        });
         search.down.clear();
       } else if (round >= MAX_LAYOUT_ROUNDS && Date.now() >= search.deadline) {
-        throw new BusyError(`the units left kept going to other orders for ${this.lockConfig.waitMs} ms`, this.http.retryAfterS);
+        throw new BusyError(
+          `the units left kept going to other orders for ${this.lockConfig.waitMs} ms`,
+          this.http.retryAfterS,
+        );
       }
 
       const next = nextStep(search, layout);
@@ -276,10 +287,16 @@ export class OrdersService {
     const started = Date.now();
     while (busy.size > 0) {
       if (Date.now() >= waitUntil) {
-        throw new BusyError(`every segment with stock stayed locked for ${this.lockConfig.waitMs} ms`, this.http.retryAfterS);
+        throw new BusyError(
+          `every segment with stock stayed locked for ${this.lockConfig.waitMs} ms`,
+          this.http.retryAfterS,
+        );
       }
       const end = await this.locking.wait(product.id, req, this.waitsPatiently(product.id, busy));
-      const woke = end.kind === 'served' ? servedAnswer(end.answer, req.quantity) : await this.tryOneBusy(search, busy, end, rotation);
+      const woke =
+        end.kind === 'served'
+          ? servedAnswer(end.answer, req.quantity)
+          : await this.tryOneBusy(search, busy, end, rotation);
       switch (woke.kind) {
         case 'sold':
           this.metrics.lockWaitSeconds.observe((Date.now() - started) / 1000);
@@ -312,7 +329,12 @@ export class OrdersService {
   }
 
   /** After a wake-up that served nothing: one attempt at a busy segment that this process does not hold. */
-  private async tryOneBusy(search: Search, busy: ReadonlySet<number>, end: WaitEnd<RideAnswer>, rotation: { turn: number }): Promise<Wake> {
+  private async tryOneBusy(
+    search: Search,
+    busy: ReadonlySet<number>,
+    end: WaitEnd<RideAnswer>,
+    rotation: { turn: number },
+  ): Promise<Wake> {
     const { product, req } = search;
     // At capacity: a holder here will take this order as a rider, or a release wake it.
     if (this.locking.atCapacity(product.id)) return { kind: 'again' };
@@ -360,7 +382,11 @@ export class OrdersService {
   /** The units are there, behind a Redis Cluster master that does not answer: UNAVAILABLE, not SOLD_OUT. */
   private refuseIfBehindDownMasters(search: Search, reachable: Array<{ idx: number; stock: number }>): void {
     if (search.down.size > 0 && reachable.reduce((sum, s) => sum + s.stock, 0) < search.req.quantity) {
-      throw new UnavailableError('redis', this.http.retryAfterS, new Error(`segments ${[...search.down].join(', ')}: lock master unreachable`));
+      throw new UnavailableError(
+        'redis',
+        this.http.retryAfterS,
+        new Error(`segments ${[...search.down].join(', ')}: lock master unreachable`),
+      );
     }
   }
 }
@@ -385,10 +411,15 @@ interface Search {
 type FirstPass = { kind: 'sold'; order: OrderRow } | { kind: 'unsold'; busy: number[] };
 
 /** What one wake-up of a waiting order came to. */
-type Wake = { kind: 'sold'; order: OrderRow } | { kind: 'empty'; segment: number } | { kind: 'unreachable'; segment: number } | { kind: 'again' };
+type Wake =
+  | { kind: 'sold'; order: OrderRow }
+  | { kind: 'empty'; segment: number }
+  | { kind: 'unreachable'; segment: number }
+  | { kind: 'again' };
 
 /** After the authoritative read: single segments again (all but those that hold q skipped), or q spread over several. */
-type NextStep = { kind: 'singles'; skip: ReadonlySet<number> } | { kind: 'spread'; over: Array<{ idx: number; stock: number }> };
+type NextStep =
+  { kind: 'singles'; skip: ReadonlySet<number> } | { kind: 'spread'; over: Array<{ idx: number; stock: number }> };
 
 function nextStep(search: Search, layout: Layout): NextStep {
   const reachable = layout.segments.filter((s) => !search.down.has(s.idx));
@@ -408,7 +439,9 @@ function servedAnswer(answer: RideAnswer, quantity: number): Wake {
       throw answer.error;
     case 'short':
       // Too small for this order, or gone: not worth waiting for. Else it is worth another try.
-      return answer.remaining === null || answer.remaining < quantity ? { kind: 'empty', segment: answer.segment } : { kind: 'again' };
+      return answer.remaining === null || answer.remaining < quantity
+        ? { kind: 'empty', segment: answer.segment }
+        : { kind: 'again' };
     default:
       return unreachable(answer);
   }

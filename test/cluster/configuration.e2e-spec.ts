@@ -29,18 +29,21 @@ describe('configuration of a service on a Redis Cluster', () => {
   it.each([
     ['REDIS_URL', () => startService({ REDIS_CLUSTER_NODES: cluster.urls.join(',') })],
     ['REDIS_LOCK_URLS', () => startClusterService(cluster.urls, { REDIS_LOCK_URLS: testUrls().redisUrl })],
-  ])('should refuse to start when REDIS_CLUSTER_NODES and %s are both set, naming both, with a non-zero exit code', async (other, start) => {
-    const failure = await start().then(
-      async (service) => {
-        await service.stop();
-        return 'it started';
-      },
-      (err: Error) => err.message,
-    );
-    // The launcher's message: "service exited (<code>) before serving:" and the service's output.
-    const code = /^service exited \((\w+)\) before serving/.exec(failure)?.[1];
-    expect({ code, failure }).toEqual({ code: expect.stringMatching(/^[1-9]\d*$/), failure });
-    const line = failure.split('\n').find((l) => l.includes('REDIS_CLUSTER_NODES') && l.includes(other));
-    expect(line).toBeDefined();
-  });
+  ])(
+    'should refuse to start when REDIS_CLUSTER_NODES and %s are both set, naming both, with a non-zero exit code',
+    async (other, start) => {
+      const failure = await start().then(
+        async (service) => {
+          await service.stop();
+          return 'it started';
+        },
+        (err: Error) => err.message,
+      );
+      // The launcher's message: "service exited (<code>) before serving:" and the service's output.
+      const code = /^service exited \((\w+)\) before serving/.exec(failure)?.[1];
+      expect({ code, failure }).toEqual({ code: expect.stringMatching(/^[1-9]\d*$/), failure });
+      const line = failure.split('\n').find((l) => l.includes('REDIS_CLUSTER_NODES') && l.includes(other));
+      expect(line).toBeDefined();
+    },
+  );
 });

@@ -46,7 +46,9 @@ describe('embedded Redis Cluster (launcher of the cluster specs and the benchmar
     expect(new Set(map.map((r) => r.id))).toEqual(new Set(cluster.nodes.map((n) => n.id)));
     for (const node of cluster.nodes) {
       expect((await cluster.slotsOf(node)).length).toBeGreaterThan(5000);
-      expect(await onNode(node.url, (r) => r.call('CLUSTER', 'INFO'))).toMatch(/cluster_state:ok[\s\S]*cluster_size:3\b/);
+      expect(await onNode(node.url, (r) => r.call('CLUSTER', 'INFO'))).toMatch(
+        /cluster_state:ok[\s\S]*cluster_size:3\b/,
+      );
     }
 
     // Keys whose slots lie on every master, written and read back through the Cluster client.
@@ -98,7 +100,8 @@ describe('embedded Redis Cluster (launcher of the cluster specs and the benchmar
     expect(victim.running).toBe(false);
     // cluster-require-full-coverage no: the other masters go on serving their own slots.
     await cluster.waitUntilAgreed();
-    for (const node of others) expect(await onNode(node.url, (r) => r.call('CLUSTER', 'INFO'))).toMatch(/cluster_state:ok/);
+    for (const node of others)
+      expect(await onNode(node.url, (r) => r.call('CLUSTER', 'INFO'))).toMatch(/cluster_state:ok/);
     await Promise.all(survivors.map((k) => client.set(k, 'alive')));
     expect(await Promise.all(survivors.map((k) => client.get(k)))).toEqual(survivors.map(() => 'alive'));
 
@@ -131,7 +134,9 @@ describe('embedded Redis Cluster (launcher of the cluster specs and the benchmar
         async (c) => { const ranges = (await c.slotMap()).length; await c.stop(); console.log(JSON.stringify({ uid: process.getuid(), ranges, dir: c.dir })); },
         (e) => { console.error(e.message); process.exit(1); })`;
       const node = [process.execPath, '-e', script];
-      const [cmd, ...args] = asRoot ? ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--', ...node] : node;
+      const [cmd, ...args] = asRoot
+        ? ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--', ...node]
+        : node;
       const { stdout } = await promisify(execFile)(cmd, args, { cwd, env: { PATH: process.env.PATH } });
       const result = JSON.parse(stdout.trim().split('\n').pop() as string);
       expect(result).toMatchObject({ ranges: 3 });

@@ -49,9 +49,12 @@ describe('a Redis Cluster master killed (SIGKILL) mid-sale, across two service p
     const p2 = await productWhere(5000, async (p) => (await hintMaster(sale.cluster, p.id)) === dead);
     // Users whose order lock lives on the victim.
     const lockless: string[] = [];
-    for (let n = 0; lockless.length < 40; n++) if ((await userLockMaster(sale.cluster, `twice-${n}`)) === dead) lockless.push(`twice-${n}`);
+    for (let n = 0; lockless.length < 40; n++)
+      if ((await userLockMaster(sale.cluster, `twice-${n}`)) === dead) lockless.push(`twice-${n}`);
 
-    const loads = [p1, p2].map((p) => loadUntilStopped({ concurrency: 16, productId: p.id, prefix: `load-${p.id}`, pick: sale.pick }));
+    const loads = [p1, p2].map((p) =>
+      loadUntilStopped({ concurrency: 16, productId: p.id, prefix: `load-${p.id}`, pick: sale.pick }),
+    );
     const created = () => loads.reduce((n, l) => n + l.outcomes.filter((o) => o.status === 201).length, 0);
     await waitFor('60 orders before the kill', () => created() >= 60, 30_000);
 
@@ -60,25 +63,45 @@ describe('a Redis Cluster master killed (SIGKILL) mid-sale, across two service p
     // Three orders at once per lockless user, on both processes.
     const twice = (
       await Promise.all(
-        lockless.map((u, i) => Promise.all([placeOrder(sale.pick(i), u, p2.id), placeOrder(sale.pick(i + 1), u, p2.id), placeOrder(sale.pick(i), u, p2.id)])),
+        lockless.map((u, i) =>
+          Promise.all([
+            placeOrder(sale.pick(i), u, p2.id),
+            placeOrder(sale.pick(i + 1), u, p2.id),
+            placeOrder(sale.pick(i), u, p2.id),
+          ]),
+        ),
       )
     ).flat();
     // P1 sells until its segments on the live masters are empty.
     const liveStock = () =>
       withDb(async (db) => {
-        const { rows } = await db.query('SELECT idx, stock::int AS stock FROM stock_segments WHERE product_id = $1', [p1.id]);
+        const { rows } = await db.query('SELECT idx, stock::int AS stock FROM stock_segments WHERE product_id = $1', [
+          p1.id,
+        ]);
         return rows.filter((r) => p1Masters[r.idx] !== dead).reduce((n, r) => n + r.stock, 0);
       });
     await waitFor("P1's segments on the live masters to sell out", async () => (await liveStock()) === 0, 30_000, 100);
     const drainedAt = Date.now();
-    await waitFor('answers for P1 after that', () => loads[0].outcomes.filter((o) => o.sentAt > drainedAt).length >= 30, 15_000);
-    await waitFor('orders of P2 after the kill', () => loads[1].outcomes.filter((o) => o.status === 201 && o.sentAt > killedAt + 1000).length >= 30, 15_000);
+    await waitFor(
+      'answers for P1 after that',
+      () => loads[0].outcomes.filter((o) => o.sentAt > drainedAt).length >= 30,
+      15_000,
+    );
+    await waitFor(
+      'orders of P2 after the kill',
+      () => loads[1].outcomes.filter((o) => o.status === 201 && o.sentAt > killedAt + 1000).length >= 30,
+      15_000,
+    );
     const [one, two] = await Promise.all(loads.map((l) => l.stop()));
 
     const all: Outcome[] = [...one, ...two, ...twice];
     // Only the answers the contract allows, each within the bound; every 503 says when to retry.
     expect(all.filter((o) => ![201, 409, 410, 503].includes(o.status)).map(brief)).toEqual([]);
-    expect(all.filter((o) => o.status === 503 && (!o.retryAfter || !['UNAVAILABLE', 'BUSY'].includes(o.code as string))).map(brief)).toEqual([]);
+    expect(
+      all
+        .filter((o) => o.status === 503 && (!o.retryAfter || !['UNAVAILABLE', 'BUSY'].includes(o.code as string)))
+        .map(brief),
+    ).toEqual([]);
     expect(all.filter((o) => o.doneAt - o.sentAt > REPLY_BOUND_MS).map(brief)).toEqual([]);
     // P1: units remain behind the dead master all along, so never SOLD_OUT; after its live
     // segments ran dry, 503 (those units cannot be locked now), nothing else.
@@ -97,7 +120,9 @@ describe('a Redis Cluster master killed (SIGKILL) mid-sale, across two service p
 
     // PostgreSQL: I1, I2, every 201 stored, and nobody told 4xx/5xx holds an order.
     const books1 = await expectPromisesKept(testUrls().databaseUrl, p1.id, one, { failedMeansNoOrder: true });
-    const books2 = await expectPromisesKept(testUrls().databaseUrl, p2.id, [...two, ...twice], { failedMeansNoOrder: true });
+    const books2 = await expectPromisesKept(testUrls().databaseUrl, p2.id, [...two, ...twice], {
+      failedMeansNoOrder: true,
+    });
     // P1's units left are exactly those on the dead master's segments.
     expect(await liveStock()).toBe(0);
     expect(books1.remaining).toBeGreaterThan(0);

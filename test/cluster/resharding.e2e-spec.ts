@@ -33,7 +33,10 @@ describe('Redis Cluster slots moved during a sale, across two service processes'
   it('should keep selling while the slots of its segment locks, its hints and 300 others move between masters, with the books exact', async () => {
     const { cluster } = sale;
     const product = await createProduct(sale.a.url, { stock: 20_000, segments: SEGMENTS });
-    const keys = [...Array.from({ length: SEGMENTS }, (_, idx) => `lock:stock:${product.id}:${idx}`), `hint:soldout:{${product.id}}`];
+    const keys = [
+      ...Array.from({ length: SEGMENTS }, (_, idx) => `lock:stock:${product.id}:${idx}`),
+      `hint:soldout:{${product.id}}`,
+    ];
     const slots = await Promise.all(keys.map((k) => cluster.slotOf(k)));
     const before = [...(await segmentMasters(cluster, product.id, SEGMENTS)), await hintMaster(cluster, product.id)];
     const next = (n: RedisClusterNode) => cluster.nodes[(cluster.nodes.indexOf(n) + 1) % cluster.nodes.length];
@@ -58,16 +61,26 @@ describe('Redis Cluster slots moved during a sale, across two service processes'
 
     // The moves happened: each slot went to the next master and came back.
     expect(moved).toEqual(before.map(next));
-    expect([...(await segmentMasters(cluster, product.id, SEGMENTS)), await hintMaster(cluster, product.id)]).toEqual(before);
+    expect([...(await segmentMasters(cluster, product.id, SEGMENTS)), await hintMaster(cluster, product.id)]).toEqual(
+      before,
+    );
     expect((await cluster.slotsOf(cluster.nodes[1])).filter((s) => bulk.includes(s))).toHaveLength(300);
 
     // 201, or 503 with Retry-After; never anything else, never past the bound.
     expect(
-      outcomes.filter((o) => o.status !== 201 && !(o.status === 503 && o.retryAfter && ['UNAVAILABLE', 'BUSY'].includes(o.code as string))).map(brief),
+      outcomes
+        .filter(
+          (o) =>
+            o.status !== 201 &&
+            !(o.status === 503 && o.retryAfter && ['UNAVAILABLE', 'BUSY'].includes(o.code as string)),
+        )
+        .map(brief),
     ).toEqual([]);
     expect(outcomes.filter((o) => o.doneAt - o.sentAt > REPLY_BOUND_MS).map(brief)).toEqual([]);
     // Orders kept succeeding while the slots moved.
-    expect(outcomes.filter((o) => o.status === 201 && o.sentAt >= movesBegan && o.doneAt <= movesEnded).length).toBeGreaterThan(0);
+    expect(
+      outcomes.filter((o) => o.status === 201 && o.sentAt >= movesBegan && o.doneAt <= movesEnded).length,
+    ).toBeGreaterThan(0);
     // PostgreSQL: I1, I2, every 201 stored, nobody told 503 holds an order, no order unanswered.
     const books = await expectPromisesKept(testUrls().databaseUrl, product.id, outcomes, { failedMeansNoOrder: true });
     expect(books.orders).toBe(outcomes.filter((o) => o.status === 201).length);

@@ -7,7 +7,15 @@ import { Client } from 'pg';
 import { brief, expectPromisesKept, metricIn, Outcome, placeOrder, tally, waitFor } from '../faults/support';
 import { auditProduct, countByStatus, expectStockBalanced } from '../support/database';
 import { admin, createProduct, pooled, request, testUrls, shop } from '../support/service';
-import { ClusterSale, hintMaster, onNode, scriptCalls, segmentMasters, startClusterSale, watchSegmentLocks } from './support';
+import {
+  ClusterSale,
+  hintMaster,
+  onNode,
+  scriptCalls,
+  segmentMasters,
+  startClusterSale,
+  watchSegmentLocks,
+} from './support';
 
 const CONCURRENCY = 64;
 const EXPIRY_SWEEP_MS = 100;
@@ -36,8 +44,12 @@ describe('a sale on a 3-master Redis Cluster across two service processes', () =
   /** Segment-lock attempts the two services counted, per master of the cluster (in node order). */
   async function lockAttemptsByMaster(): Promise<Array<{ acquired: number; unreachable: number }>> {
     const texts = await Promise.all([sale.a, sale.b].map(async (s) => (await request(s.url, 'GET', '/metrics')).text));
-    const count = (master: string, outcome: string) => texts.reduce((n, t) => n + metricIn(t, LOCK_ATTEMPTS, { master, outcome }), 0);
-    return sale.cluster.nodes.map((n) => ({ acquired: count(`127.0.0.1:${n.port}`, 'acquired'), unreachable: count(`127.0.0.1:${n.port}`, 'unreachable') }));
+    const count = (master: string, outcome: string) =>
+      texts.reduce((n, t) => n + metricIn(t, LOCK_ATTEMPTS, { master, outcome }), 0);
+    return sale.cluster.nodes.map((n) => ({
+      acquired: count(`127.0.0.1:${n.port}`, 'acquired'),
+      unreachable: count(`127.0.0.1:${n.port}`, 'unreachable'),
+    }));
   }
 
   async function statusOf(ids: number[]): Promise<Map<number, string>> {
@@ -86,11 +98,19 @@ describe('a sale on a 3-master Redis Cluster across two service processes', () =
     expect(books.orderIds.size).toBe(created.length);
     // Demand beat the stock: all of it sold (plus any unit that came back before the storm ended).
     expect(created.length).toBe(STOCK + returnedEarly);
-    if (returnedEarly === 0) expect(await expectStockBalanced(product.id, STOCK)).toMatchObject({ remaining: 0, ordered: STOCK, orders: STOCK });
-    const firstExpiry = Date.parse(String((await db.query('SELECT min(expires_at) AS t FROM orders WHERE product_id = $1', [product.id])).rows[0].t));
+    if (returnedEarly === 0)
+      expect(await expectStockBalanced(product.id, STOCK)).toMatchObject({
+        remaining: 0,
+        ordered: STOCK,
+        orders: STOCK,
+      });
+    const firstExpiry = Date.parse(
+      String((await db.query('SELECT min(expires_at) AS t FROM orders WHERE product_id = $1', [product.id])).rows[0].t),
+    );
     expect(falseSoldOuts(storm.filter((o) => o.doneAt < firstExpiry))).toEqual([]);
     // A duplicate is refused as such, never sold twice.
-    for (const o of storm.filter((x) => x.status === 409)) expect(['ALREADY_ORDERED', 'ORDER_IN_PROGRESS']).toContain(o.code);
+    for (const o of storm.filter((x) => x.status === 409))
+      expect(['ALREADY_ORDERED', 'ORDER_IN_PROGRESS']).toContain(o.code);
 
     // Phase 2: 30 % cancel, 30 % pay, alternating processes; the rest are left to expire.
     const orders = created.map((o) => ({ id: o.orderId as number, userId: o.userId }));
@@ -103,14 +123,19 @@ describe('a sale on a 3-master Redis Cluster across two service processes', () =
           o,
           r: await request(sale.pick(i), 'POST', `/orders/${o.id}/cancel`, { userId: o.userId }, shop),
         })),
-        ...toPay.map((o, i) => async () => ({ kind: 'pay', o, r: await request(sale.pick(i + 1), 'POST', `/orders/${o.id}/pay`, { userId: o.userId }, shop) })),
+        ...toPay.map((o, i) => async () => ({
+          kind: 'pay',
+          o,
+          r: await request(sale.pick(i + 1), 'POST', `/orders/${o.id}/pay`, { userId: o.userId }, shop),
+        })),
       ],
       CONCURRENCY,
     );
     // Every call won, unless its order had already expired (then it says so).
     const wrong = calls.filter(
       ({ kind, r }) =>
-        !(r.status === 200 && r.body.status === (kind === 'pay' ? 'paid' : 'cancelled')) && !(r.status === 409 && r.body.code === 'ORDER_EXPIRED'),
+        !(r.status === 200 && r.body.status === (kind === 'pay' ? 'paid' : 'cancelled')) &&
+        !(r.status === 409 && r.body.code === 'ORDER_EXPIRED'),
     );
     expect(wrong.map(({ kind, o, r }) => `${kind} ${o.id}: ${r.status} ${r.text}`)).toEqual([]);
     const paid = new Set(calls.filter((c) => c.kind === 'pay' && c.r.status === 200).map((c) => c.o.id));
@@ -118,17 +143,30 @@ describe('a sale on a 3-master Redis Cluster across two service processes', () =
     await expectStockBalanced(product.id, STOCK);
 
     // Phase 3: the sweeps of both processes expire the rest; I6: every unit back exactly once.
-    await waitFor('every unpaid reservation to expire', async () => ((await countByStatus(db, product.id)).reserved ?? 0) === 0, 30_000, 100);
+    await waitFor(
+      'every unpaid reservation to expire',
+      async () => ((await countByStatus(db, product.id)).reserved ?? 0) === 0,
+      30_000,
+      100,
+    );
     const final = await statusOf(orders.map((o) => o.id));
     // I7: paid iff a pay said 200, cancelled iff a cancel said 200, everything else expired.
-    const misfiled = orders.filter((o) => final.get(o.id) !== (paid.has(o.id) ? 'paid' : cancelled.has(o.id) ? 'cancelled' : 'expired'));
+    const misfiled = orders.filter(
+      (o) => final.get(o.id) !== (paid.has(o.id) ? 'paid' : cancelled.has(o.id) ? 'cancelled' : 'expired'),
+    );
     expect(misfiled.map((o) => `${o.id}: ${final.get(o.id)}`)).toEqual([]);
     const afterReturns = await expectStockBalanced(product.id, STOCK);
     expect(afterReturns).toMatchObject({ ordered: paid.size, orders: paid.size, remaining: STOCK - paid.size });
 
     // Phase 4: the returned units sell again, exactly, to new buyers and to users whose orders
     // closed; users who paid are refused as ALREADY_ORDERED; then SOLD_OUT, with none false.
-    const patched = await request(sale.a.url, 'PATCH', `/admin/products/${product.id}`, { paymentTimeoutS: 900 }, admin);
+    const patched = await request(
+      sale.a.url,
+      'PATCH',
+      `/admin/products/${product.id}`,
+      { paymentTimeoutS: 900 },
+      admin,
+    );
     expect(patched.status).toBe(200);
     const remaining = afterReturns.remaining;
     const returning = orders.filter((o) => !paid.has(o.id)).map((o) => o.userId);
@@ -146,9 +184,15 @@ describe('a sale on a 3-master Redis Cluster across two service processes', () =
     expect(tally(resale)).toEqual({ '201': remaining, '410 SOLD_OUT': resale.length - remaining });
     expect(falseSoldOuts(resale)).toEqual([]);
     await expectPromisesKept(testUrls().databaseUrl, product.id, resale);
-    expect(await expectStockBalanced(product.id, STOCK)).toMatchObject({ remaining: 0, ordered: STOCK, orders: paid.size + remaining });
+    expect(await expectStockBalanced(product.id, STOCK)).toMatchObject({
+      remaining: 0,
+      ordered: STOCK,
+      orders: paid.size + remaining,
+    });
     // The hint scripts ran on the cluster: the sold-out flag is on the master of the product's slot.
-    expect(await onNode((await hintMaster(sale.cluster, product.id)).url, (r) => r.exists(`hint:soldout:{${product.id}}`))).toBe(1);
+    expect(
+      await onNode((await hintMaster(sale.cluster, product.id)).url, (r) => r.exists(`hint:soldout:{${product.id}}`)),
+    ).toBe(1);
   });
 
   it('should spread the segment-lock traffic over every master: each takes and releases the locks of the segments whose slots it serves', async () => {
@@ -168,7 +212,11 @@ describe('a sale on a 3-master Redis Cluster across two service processes', () =
     const scriptsAfter = await Promise.all(sale.cluster.nodes.map(scriptCalls));
     const attemptsAfter = await lockAttemptsByMaster();
     // The last notifications are still on their way when the last reply is in.
-    await waitFor('the lock releases to be reported', () => [...watch.counts().values()].reduce((n, c) => n + c.del, 0) > 0, 5000);
+    await waitFor(
+      'the lock releases to be reported',
+      () => [...watch.counts().values()].reduce((n, c) => n + c.del, 0) > 0,
+      5000,
+    );
     await new Promise((r) => setTimeout(r, 200));
     watch.stop();
 
@@ -203,6 +251,13 @@ describe('a sale on a 3-master Redis Cluster across two service processes', () =
       // The lock scripts (Redlock's EVALSHA/EVAL) ran there: at least one call per lock write.
       expect(scriptsAfter[i] - scriptsBefore[i]).toBeGreaterThanOrEqual(c.set + c.del);
     }
-    expect(await auditProduct(product.id)).toEqual({ totalStock: 3000, remaining: 2400, ordered: 600, orders: 600, negativeSegments: 0, duplicateUsers: 0 });
+    expect(await auditProduct(product.id)).toEqual({
+      totalStock: 3000,
+      remaining: 2400,
+      ordered: 600,
+      orders: 600,
+      negativeSegments: 0,
+      duplicateUsers: 0,
+    });
   });
 });

@@ -2,7 +2,11 @@
 // (and the test run's PostgreSQL), where a product's keys live, and Redis-side evidence of the
 // segment-lock traffic each master served.
 import Redis from 'ioredis';
-import { EmbeddedRedisCluster, RedisClusterNode, startEmbeddedRedisCluster } from '../../harness/embedded-redis-cluster';
+import {
+  EmbeddedRedisCluster,
+  RedisClusterNode,
+  startEmbeddedRedisCluster,
+} from '../../harness/embedded-redis-cluster';
 import { stopAll } from '../faults/support';
 import { resetState } from '../support/database';
 import { ServiceProcess, startClusterService } from '../support/service';
@@ -54,7 +58,11 @@ export async function onNode<T>(url: string, work: (r: Redis) => Promise<T>): Pr
 }
 
 /** The master of each segment lock `lock:stock:<productId>:<idx>`, by index. */
-export function segmentMasters(cluster: EmbeddedRedisCluster, productId: number, segments: number): Promise<RedisClusterNode[]> {
+export function segmentMasters(
+  cluster: EmbeddedRedisCluster,
+  productId: number,
+  segments: number,
+): Promise<RedisClusterNode[]> {
   return Promise.all(Array.from({ length: segments }, (_, idx) => cluster.nodeOf(`lock:stock:${productId}:${idx}`)));
 }
 

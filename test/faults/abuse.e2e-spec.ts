@@ -4,7 +4,18 @@
 // reply body may show anything of the inside (stack, error class, file path, SQL).
 import { join } from 'node:path';
 import { admin, ADMIN_TOKEN, createProduct, pooled, Reply, request, ServiceProcess, shop } from '../support/service';
-import { brief, expectPromisesKept, FaultPostgres, FaultRedis, leaksInternals, placeOrder, scratchDir, startFaultService, stopAll, withPg } from './support';
+import {
+  brief,
+  expectPromisesKept,
+  FaultPostgres,
+  FaultRedis,
+  leaksInternals,
+  placeOrder,
+  scratchDir,
+  startFaultService,
+  stopAll,
+  withPg,
+} from './support';
 
 describe('abuse of the public and admin API', () => {
   const scratch = scratchDir('abuse');
@@ -14,7 +25,12 @@ describe('abuse of the public and admin API', () => {
   let productId: number;
   /** Every reply body of this spec, to check at the end that none shows internals. */
   const bodies: string[] = [];
-  const send = async (method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<Reply> => {
+  const send = async (
+    method: string,
+    path: string,
+    body?: unknown,
+    headers?: Record<string, string>,
+  ): Promise<Reply> => {
     const r = await request(svc.url, method, path, body, headers);
     bodies.push(r.text);
     return r;
@@ -57,7 +73,11 @@ describe('abuse of the public and admin API', () => {
     const created = outcomes.filter((o) => o.status === 201);
     expect(created).toHaveLength(1);
     const others = outcomes.filter((o) => o.status !== 201);
-    expect(others.filter((o) => !(o.status === 409 && ['ORDER_IN_PROGRESS', 'ALREADY_ORDERED'].includes(o.code as string))).map(brief)).toEqual([]);
+    expect(
+      others
+        .filter((o) => !(o.status === 409 && ['ORDER_IN_PROGRESS', 'ALREADY_ORDERED'].includes(o.code as string)))
+        .map(brief),
+    ).toEqual([]);
     const books = await expectPromisesKept(pg.url, productId, outcomes, { failedMeansNoOrder: true });
     expect([...books.users]).toEqual(['greedy']);
     expect(books.ordered).toBe(JSON.parse(created[0].text).quantity);
@@ -173,9 +193,20 @@ describe('abuse of the public and admin API', () => {
     ];
     for (const userId of userIds) {
       const r = await send('POST', '/orders', { userId, productId });
-      expect({ userId, status: r.status, code: r.body?.code }).toEqual({ userId, status: 400, code: 'VALIDATION_FAILED' });
+      expect({ userId, status: r.status, code: r.body?.code }).toEqual({
+        userId,
+        status: 400,
+        code: 'VALIDATION_FAILED',
+      });
     }
-    for (const path of ['/orders/%00', '/orders/1%0A', '/orders/%F0%9F%91%8D', '/orders/%E0%A4%A', '/orders/..%2f..%2fetc%2fpasswd', '/orders/%D9%A1']) {
+    for (const path of [
+      '/orders/%00',
+      '/orders/1%0A',
+      '/orders/%F0%9F%91%8D',
+      '/orders/%E0%A4%A',
+      '/orders/..%2f..%2fetc%2fpasswd',
+      '/orders/%D9%A1',
+    ]) {
       const r = await send('GET', path, undefined, shop);
       expect({ path, ok: r.status >= 400 && r.status < 500 }).toEqual({ path, ok: true });
     }
@@ -205,7 +236,9 @@ describe('abuse of the public and admin API', () => {
       `"just a string"`,
       `null`,
     ];
-    const answers = await Promise.all(hostile.map(async (b) => ({ b: b.slice(0, 60), status: (await send('POST', '/orders', b)).status })));
+    const answers = await Promise.all(
+      hostile.map(async (b) => ({ b: b.slice(0, 60), status: (await send('POST', '/orders', b)).status })),
+    );
     expect(answers.filter((x) => x.status < 400 || x.status >= 500)).toEqual([]);
     expect(await counts()).toEqual(before);
     // Past the body limit: 413, not a parse of megabytes.
@@ -229,8 +262,14 @@ describe('abuse of the public and admin API', () => {
       expect({ userId, reply: r.text, harmless }).toMatchObject({ harmless: true });
     }
     // Nothing leaked into the service's prototypes: a body without userId is still refused.
-    expect(await send('POST', '/orders', { productId })).toMatchObject({ status: 400, body: { code: 'VALIDATION_FAILED' } });
-    const polluted = await withPg(pg.url, async (db) => (await db.query("SELECT count(*)::int AS n FROM orders WHERE user_id = 'polluted'")).rows[0].n);
+    expect(await send('POST', '/orders', { productId })).toMatchObject({
+      status: 400,
+      body: { code: 'VALIDATION_FAILED' },
+    });
+    const polluted = await withPg(
+      pg.url,
+      async (db) => (await db.query("SELECT count(*)::int AS n FROM orders WHERE user_id = 'polluted'")).rows[0].n,
+    );
     expect(polluted).toBe(0);
   });
 

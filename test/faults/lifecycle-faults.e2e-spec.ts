@@ -91,7 +91,8 @@ interface Call {
   error?: string;
 }
 
-const describeCall = (c: Call) => `${c.op} #${c.orderId} -> ${c.target}: ${c.status} ${c.code ?? c.error ?? ''} in ${c.doneAt - c.sentAt} ms`;
+const describeCall = (c: Call) =>
+  `${c.op} #${c.orderId} -> ${c.target}: ${c.status} ${c.code ?? c.error ?? ''} in ${c.doneAt - c.sentAt} ms`;
 
 function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
@@ -109,8 +110,18 @@ describe('Order lifecycle under faults: expiry, pay and cancel across two proces
   let redisProxy: StallingProxy;
   let a: ServiceProcess;
   let b: ServiceProcess;
-  const env = { DB_TIMEOUT_MS: String(DB_TIMEOUT_MS), LOCK_WAIT_MS: String(LOCK_WAIT_MS), EXPIRY_SWEEP_MS: String(EXPIRY_SWEEP_MS), LOG_LEVEL: 'error' };
-  const startB = () => startFaultService(pg, redis, { ...env, DATABASE_URL: pg.urlAt(pgProxy.port), REDIS_URL: `redis://127.0.0.1:${redisProxy.port}` });
+  const env = {
+    DB_TIMEOUT_MS: String(DB_TIMEOUT_MS),
+    LOCK_WAIT_MS: String(LOCK_WAIT_MS),
+    EXPIRY_SWEEP_MS: String(EXPIRY_SWEEP_MS),
+    LOG_LEVEL: 'error',
+  };
+  const startB = () =>
+    startFaultService(pg, redis, {
+      ...env,
+      DATABASE_URL: pg.urlAt(pgProxy.port),
+      REDIS_URL: `redis://127.0.0.1:${redisProxy.port}`,
+    });
 
   beforeAll(async () => {
     [pg, redis] = await Promise.all([FaultPostgres.start(join(scratch.dir, 'pg')), FaultRedis.start()]);
@@ -132,7 +143,11 @@ describe('Order lifecycle under faults: expiry, pay and cancel across two proces
     scratch.cleanup();
   });
 
-  async function createProduct(body: { stock: number; segments: number; paymentTimeoutS: number }): Promise<ProductView> {
+  async function createProduct(body: {
+    stock: number;
+    segments: number;
+    paymentTimeoutS: number;
+  }): Promise<ProductView> {
     const r = await request(a.url, 'POST', '/admin/products', { name: 'lifecycle', ...body }, admin);
     if (r.status !== 201) throw new Error(`create product: ${r.status} ${r.text}`);
     return r.body as ProductView;
@@ -153,7 +168,10 @@ describe('Order lifecycle under faults: expiry, pay and cancel across two proces
       await db.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
       try {
         const audit = await auditProduct(db, productId);
-        const segs = await db.query('SELECT idx, stock::bigint AS stock FROM stock_segments WHERE product_id = $1 ORDER BY idx', [productId]);
+        const segs = await db.query(
+          'SELECT idx, stock::bigint AS stock FROM stock_segments WHERE product_id = $1 ORDER BY idx',
+          [productId],
+        );
         const orders = await db.query(
           `SELECT id::bigint AS id, user_id, status, allocations,
                   (extract(epoch FROM paid_at) * 1000)::float8 AS paid_ms, (extract(epoch FROM closed_at) * 1000)::float8 AS closed_ms
@@ -166,7 +184,14 @@ describe('Order lifecycle under faults: expiry, pay and cancel across two proces
           orders: new Map(
             orders.rows.map((o): [number, OrderState] => [
               Number(o.id),
-              { id: Number(o.id), userId: o.user_id, status: o.status, allocations: o.allocations, paidMs: o.paid_ms, closedMs: o.closed_ms },
+              {
+                id: Number(o.id),
+                userId: o.user_id,
+                status: o.status,
+                allocations: o.allocations,
+                paidMs: o.paid_ms,
+                closedMs: o.closed_ms,
+              },
             ]),
           ),
         };
@@ -178,7 +203,9 @@ describe('Order lifecycle under faults: expiry, pay and cancel across two proces
 
   const statusCounts = async (productId: number): Promise<Record<string, number>> =>
     withPg(pg.url, async (db) => {
-      const r = await db.query('SELECT status, count(*)::int AS n FROM orders WHERE product_id = $1 GROUP BY status', [productId]);
+      const r = await db.query('SELECT status, count(*)::int AS n FROM orders WHERE product_id = $1 GROUP BY status', [
+        productId,
+      ]);
       return Object.fromEntries(r.rows.map((row) => [row.status, row.n]));
     });
 
@@ -196,7 +223,9 @@ describe('Order lifecycle under faults: expiry, pay and cancel across two proces
       if (o.status !== 'reserved' && o.status !== 'paid') continue;
       for (const al of o.allocations) held.set(al.segment, (held.get(al.segment) ?? 0) + al.quantity);
     }
-    expect(now.segments).toEqual(product.segments.map((s) => ({ index: s.index, stock: s.stock - (held.get(s.index) ?? 0) })));
+    expect(now.segments).toEqual(
+      product.segments.map((s) => ({ index: s.index, stock: s.stock - (held.get(s.index) ?? 0) })),
+    );
   }
 
   /**
@@ -218,9 +247,10 @@ describe('Order lifecycle under faults: expiry, pay and cancel across two proces
       await waitFor(
         "b's sweep transaction open with the units put back",
         async () => {
-          const r = await db.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE state = 'idle in transaction' AND query LIKE $1`, [
-            `%${RETURN_STATEMENT}%`,
-          ]);
+          const r = await db.query(
+            `SELECT count(*)::int AS n FROM pg_stat_activity WHERE state = 'idle in transaction' AND query LIKE $1`,
+            [`%${RETURN_STATEMENT}%`],
+          );
           return r.rows[0].n > 0;
         },
         1000,
@@ -415,9 +445,21 @@ describe('Order lifecycle under faults: expiry, pay and cancel across two proces
       const call = { op, orderId: o.id, userId: o.userId, target: base, sentAt };
       try {
         const r = await request(base, 'POST', `/orders/${o.id}/${op}`, { userId: o.userId }, shop);
-        return { ...call, doneAt: Date.now(), status: r.status, code: r.body?.code, retryAfter: r.headers['retry-after'], body: r.body };
+        return {
+          ...call,
+          doneAt: Date.now(),
+          status: r.status,
+          code: r.body?.code,
+          retryAfter: r.headers['retry-after'],
+          body: r.body,
+        };
       } catch (err) {
-        return { ...call, doneAt: Date.now(), status: 0, error: (err as NodeJS.ErrnoException).code ?? (err as Error).message };
+        return {
+          ...call,
+          doneAt: Date.now(),
+          status: 0,
+          error: (err as NodeJS.ErrnoException).code ?? (err as Error).message,
+        };
       }
     };
 
@@ -447,15 +489,23 @@ describe('Order lifecycle under faults: expiry, pay and cancel across two proces
         await sleep(15);
       }
     });
-    const answeredSince = (from: number) => calls.filter((c) => c.sentAt >= from && (c.status === 200 || c.status === 409)).length;
+    const answeredSince = (from: number) =>
+      calls.filter((c) => c.sentAt >= from && (c.status === 200 || c.status === 409)).length;
 
-    await crashAndFreezeCycles(pg, { cycles: CYCLES, freezeMs: DB_TIMEOUT_MS + 700, what: 'pay and cancel answered', progress: answeredSince });
+    await crashAndFreezeCycles(pg, {
+      cycles: CYCLES,
+      freezeMs: DB_TIMEOUT_MS + 700,
+      what: 'pay and cancel answered',
+      progress: answeredSince,
+    });
     running = false;
     await Promise.all(loops);
     // Statements that outlived their callers' timeouts have ended (none is still running).
     await waitFor('no order write still running', () =>
       withPg(pg.url, async (db) => {
-        const r = await db.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE state <> 'idle' AND query LIKE '/* order-write%'`);
+        const r = await db.query(
+          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE state <> 'idle' AND query LIKE '/* order-write%'`,
+        );
         return r.rows[0].n === 0;
       }),
     );
@@ -465,7 +515,9 @@ describe('Order lifecycle under faults: expiry, pay and cancel across two proces
     const allowed = (c: Call) =>
       c.status === 200 ||
       (c.status === 409 && c.code === (c.op === 'pay' ? 'ORDER_CANCELLED' : 'ORDER_PAID')) ||
-      (c.status === 503 && ['UNAVAILABLE', 'BUSY', 'OUTCOME_UNKNOWN'].includes(c.code as string) && c.retryAfter === '1');
+      (c.status === 503 &&
+        ['UNAVAILABLE', 'BUSY', 'OUTCOME_UNKNOWN'].includes(c.code as string) &&
+        c.retryAfter === '1');
     expect(calls.filter((c) => !allowed(c)).map(describeCall)).toEqual([]);
     // The faults were felt.
     expect(calls.filter((c) => c.status === 503).length).toBeGreaterThanOrEqual(CYCLES * 5);
@@ -484,17 +536,26 @@ describe('Order lifecycle under faults: expiry, pay and cancel across two proces
         if (
           c.status === 200 &&
           c.op === 'pay' &&
-          !(o.status === 'paid' && c.body?.status === 'paid' && Math.abs(Date.parse(c.body.paidAt) - (o.paidMs as number)) < 1.5)
+          !(
+            o.status === 'paid' &&
+            c.body?.status === 'paid' &&
+            Math.abs(Date.parse(c.body.paidAt) - (o.paidMs as number)) < 1.5
+          )
         )
           problems.push(`pay answered 200 but: ${story()}`);
         if (
           c.status === 200 &&
           c.op === 'cancel' &&
-          !(o.status === 'cancelled' && c.body?.status === 'cancelled' && Math.abs(Date.parse(c.body.closedAt) - (o.closedMs as number)) < 1.5)
+          !(
+            o.status === 'cancelled' &&
+            c.body?.status === 'cancelled' &&
+            Math.abs(Date.parse(c.body.closedAt) - (o.closedMs as number)) < 1.5
+          )
         )
           problems.push(`cancel answered 200 but: ${story()}`);
         // A 409 names the winner.
-        if (c.status === 409 && o.status !== (c.op === 'pay' ? 'cancelled' : 'paid')) problems.push(`${c.op} answered ${c.code} but: ${story()}`);
+        if (c.status === 409 && o.status !== (c.op === 'pay' ? 'cancelled' : 'paid'))
+          problems.push(`${c.op} answered ${c.code} but: ${story()}`);
       }
       // The change that happened was made by a call that was told 200 (in its window) or
       // OUTCOME_UNKNOWN (sent before it): never by one told BUSY or UNAVAILABLE.
@@ -502,14 +563,20 @@ describe('Order lifecycle under faults: expiry, pay and cancel across two proces
         at !== null &&
         cs.some(
           (c) =>
-            c.op === op && (c.status === 200 || c.code === 'OUTCOME_UNKNOWN') && c.sentAt - SLACK_MS <= at && (c.status !== 200 || at <= c.doneAt + SLACK_MS),
+            c.op === op &&
+            (c.status === 200 || c.code === 'OUTCOME_UNKNOWN') &&
+            c.sentAt - SLACK_MS <= at &&
+            (c.status !== 200 || at <= c.doneAt + SLACK_MS),
         );
-      if (o.status === 'paid' && !madeBy('pay', o.paidMs)) problems.push(`paid by no call told 200 or OUTCOME_UNKNOWN: ${story()}`);
-      if (o.status === 'cancelled' && !madeBy('cancel', o.closedMs)) problems.push(`cancelled by no call told 200 or OUTCOME_UNKNOWN: ${story()}`);
+      if (o.status === 'paid' && !madeBy('pay', o.paidMs))
+        problems.push(`paid by no call told 200 or OUTCOME_UNKNOWN: ${story()}`);
+      if (o.status === 'cancelled' && !madeBy('cancel', o.closedMs))
+        problems.push(`cancelled by no call told 200 or OUTCOME_UNKNOWN: ${story()}`);
       if (o.status === 'expired') problems.push(`expired with a timeout of an hour: ${story()}`);
     }
     // Orders nobody called stayed reserved.
-    for (const o of end.orders.values()) if (!byOrder.has(o.id) && o.status !== 'reserved') problems.push(`order #${o.id} untouched but ${o.status}`);
+    for (const o of end.orders.values())
+      if (!byOrder.has(o.id) && o.status !== 'reserved') problems.push(`order #${o.id} untouched but ${o.status}`);
     expect(problems).toEqual([]);
     // Every cancelled order's units are back, once, in their segments.
     expectUnitsBackExactlyOnce(product, end);

@@ -47,8 +47,17 @@ describe('segment lock expiring under a stalled holder', () => {
 
   /** The process whose statements go through the stalling proxy, and a direct one. */
   async function pair(lockExtend: boolean): Promise<[ServiceProcess, ServiceProcess]> {
-    const env = { LOCK_TTL_MS: String(LOCK_TTL_MS), LOCK_EXTEND: String(lockExtend), LOCK_WAIT_MS: '5000', ORDER_HOLD_MS: '0', LOG_LEVEL: 'error' };
-    return Promise.all([startFaultService(pg, redis, { ...env, DATABASE_URL: pg.urlAt(proxy.port) }), startFaultService(pg, redis, env)]);
+    const env = {
+      LOCK_TTL_MS: String(LOCK_TTL_MS),
+      LOCK_EXTEND: String(lockExtend),
+      LOCK_WAIT_MS: '5000',
+      ORDER_HOLD_MS: '0',
+      LOG_LEVEL: 'error',
+    };
+    return Promise.all([
+      startFaultService(pg, redis, { ...env, DATABASE_URL: pg.urlAt(proxy.port) }),
+      startFaultService(pg, redis, env),
+    ]);
   }
 
   describe('with LOCK_EXTEND=false', () => {
@@ -89,7 +98,8 @@ describe('segment lock expiring under a stalled holder', () => {
       expect([...books.users]).toEqual(['prompt-buyer']);
       const segments = await withPg(
         pg.url,
-        async (db) => (await db.query('SELECT stock::int AS stock FROM stock_segments WHERE product_id = $1', [product.id])).rows,
+        async (db) =>
+          (await db.query('SELECT stock::int AS stock FROM stock_segments WHERE product_id = $1', [product.id])).rows,
       );
       expect(segments).toEqual([{ stock: 0 }]);
     });

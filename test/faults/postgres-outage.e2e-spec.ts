@@ -42,7 +42,12 @@ describe('PostgreSQL outage during a sale', () => {
   beforeAll(async () => {
     [pg, redis] = await Promise.all([FaultPostgres.start(join(scratch.dir, 'pg')), FaultRedis.start()]);
     // PRODUCT_CACHE_MS=0: every order reads its product, so the outage shows from the first step.
-    const env = { DB_TIMEOUT_MS: String(DB_TIMEOUT_MS), LOCK_WAIT_MS: String(LOCK_WAIT_MS), PRODUCT_CACHE_MS: '0', LOG_LEVEL: 'error' };
+    const env = {
+      DB_TIMEOUT_MS: String(DB_TIMEOUT_MS),
+      LOCK_WAIT_MS: String(LOCK_WAIT_MS),
+      PRODUCT_CACHE_MS: '0',
+      LOG_LEVEL: 'error',
+    };
     [a, b] = await Promise.all([startFaultService(pg, redis, env), startFaultService(pg, redis, env)]);
   });
   afterAll(async () => {
@@ -57,14 +62,23 @@ describe('PostgreSQL outage during a sale', () => {
 
   it('should answer 503 UNAVAILABLE fast while PostgreSQL is down (OUTCOME_UNKNOWN only for a write caught in flight), recover on its own, and keep I1, I2 and I7', async () => {
     const product = await createProduct(a.url, { stock: 100_000, segments: 20 });
-    const load = loadUntilStopped({ concurrency: 24, productId: product.id, prefix: 'p', pick: (i) => (i % 2 === 0 ? a.url : b.url), pauseMs: 2 });
+    const load = loadUntilStopped({
+      concurrency: 24,
+      productId: product.id,
+      prefix: 'p',
+      pick: (i) => (i % 2 === 0 ? a.url : b.url),
+      pauseMs: 2,
+    });
     const created = (from: number) => load.outcomes.filter((o) => o.status === 201 && o.sentAt >= from).length;
 
     await waitFor('orders before the outage', () => created(0) >= 100);
     const stopping = Date.now();
     await pg.stop();
     const down = Date.now();
-    await waitFor('503s while PostgreSQL is down', () => load.outcomes.filter((o) => o.sentAt >= down && o.status === 503).length >= 100);
+    await waitFor(
+      '503s while PostgreSQL is down',
+      () => load.outcomes.filter((o) => o.sentAt >= down && o.status === 503).length >= 100,
+    );
     const health = await request(a.url, 'GET', '/health');
     expect(health.status).toBe(503);
     expect(health.body.details).toMatchObject({ postgres: { status: 'down' }, redis: { status: 'up' } });
@@ -85,7 +99,13 @@ describe('PostgreSQL outage during a sale', () => {
     expect(outcomes.filter((o) => o.status !== 201 && o.status !== 503).map(brief)).toEqual([]);
     // OUTCOME_UNKNOWN: an order whose statement was cut off by the shutdown and could not be settled.
     expect(
-      outcomes.filter((o) => o.status === 503 && (!['UNAVAILABLE', 'OUTCOME_UNKNOWN'].includes(o.code as string) || o.retryAfter !== '1')).map(brief),
+      outcomes
+        .filter(
+          (o) =>
+            o.status === 503 &&
+            (!['UNAVAILABLE', 'OUTCOME_UNKNOWN'].includes(o.code as string) || o.retryAfter !== '1'),
+        )
+        .map(brief),
     ).toEqual([]);
     const inside = outcomes.filter((o) => o.sentAt >= down && o.doneAt <= restarting);
     expect(inside.length).toBeGreaterThanOrEqual(100);
@@ -98,13 +118,22 @@ describe('PostgreSQL outage during a sale', () => {
 
   it('should answer 503 within the database timeouts while PostgreSQL is frozen, then recover, and keep I1, I2 and I7', async () => {
     const product = await createProduct(a.url, { stock: 5000, segments: 8 });
-    const load = loadUntilStopped({ concurrency: 24, productId: product.id, prefix: 'z', pick: (i) => (i % 2 === 0 ? a.url : b.url), pauseMs: 2 });
+    const load = loadUntilStopped({
+      concurrency: 24,
+      productId: product.id,
+      prefix: 'z',
+      pick: (i) => (i % 2 === 0 ? a.url : b.url),
+      pauseMs: 2,
+    });
     const created = (from: number) => load.outcomes.filter((o) => o.status === 201 && o.sentAt >= from).length;
 
     await waitFor('orders before the freeze', () => created(0) >= 50);
     pg.freeze();
     const frozen = Date.now();
-    await waitFor('503s while PostgreSQL is frozen', () => load.outcomes.filter((o) => o.sentAt >= frozen && o.status === 503).length >= 50);
+    await waitFor(
+      '503s while PostgreSQL is frozen',
+      () => load.outcomes.filter((o) => o.sentAt >= frozen && o.status === 503).length >= 50,
+    );
     await waitFor('a freeze of at least 2 s', () => Date.now() - frozen >= 2000);
     const thawing = Date.now();
     pg.thaw();
@@ -117,7 +146,13 @@ describe('PostgreSQL outage during a sale', () => {
     // BUSY too: an order may give up waiting for a segment whose holder is stuck in the freeze;
     // OUTCOME_UNKNOWN for a statement stuck in the freeze past the client's timeout.
     expect(
-      outcomes.filter((o) => o.status === 503 && (!['UNAVAILABLE', 'BUSY', 'OUTCOME_UNKNOWN'].includes(o.code as string) || o.retryAfter !== '1')).map(brief),
+      outcomes
+        .filter(
+          (o) =>
+            o.status === 503 &&
+            (!['UNAVAILABLE', 'BUSY', 'OUTCOME_UNKNOWN'].includes(o.code as string) || o.retryAfter !== '1'),
+        )
+        .map(brief),
     ).toEqual([]);
     const inside = outcomes.filter((o) => o.sentAt >= frozen && o.doneAt <= thawing);
     expect(inside.length).toBeGreaterThanOrEqual(50);

@@ -53,16 +53,31 @@ describe('Answers that are the truth while PostgreSQL crashes and freezes under 
 
   it(`should never answer BUSY or UNAVAILABLE for an order that exists, over ${CYCLES} crashes and freezes`, async () => {
     const product = await createProduct(a.url, { stock: 1_000_000, segments: 16 });
-    const load = loadUntilStopped({ concurrency: 24, productId: product.id, prefix: 't', pick: (i) => (i % 2 === 0 ? a.url : b.url), pauseMs: 1 });
+    const load = loadUntilStopped({
+      concurrency: 24,
+      productId: product.id,
+      prefix: 't',
+      pick: (i) => (i % 2 === 0 ? a.url : b.url),
+      pauseMs: 1,
+    });
     const createdSince = (from: number) => load.outcomes.filter((o) => o.status === 201 && o.sentAt >= from).length;
 
-    await crashAndFreezeCycles(pg, { cycles: CYCLES, freezeMs: DB_TIMEOUT_MS + 700, what: 'orders flowing', progress: createdSince });
+    await crashAndFreezeCycles(pg, {
+      cycles: CYCLES,
+      freezeMs: DB_TIMEOUT_MS + 700,
+      what: 'orders flowing',
+      progress: createdSince,
+    });
     const outcomes = await load.stop();
 
     expect(outcomes.filter((o) => o.status === 0 || o.doneAt - o.sentAt > REPLY_BOUND_MS).map(brief)).toEqual([]);
     expect(outcomes.filter((o) => o.status !== 201 && o.status !== 503).map(brief)).toEqual([]);
     const codes503 = ['BUSY', 'UNAVAILABLE', 'OUTCOME_UNKNOWN'];
-    expect(outcomes.filter((o) => o.status === 503 && (!codes503.includes(o.code as string) || o.retryAfter !== '1')).map(brief)).toEqual([]);
+    expect(
+      outcomes
+        .filter((o) => o.status === 503 && (!codes503.includes(o.code as string) || o.retryAfter !== '1'))
+        .map(brief),
+    ).toEqual([]);
     // The faults were felt: many requests failed, and some were caught with their write in flight.
     expect(outcomes.filter((o) => o.status === 503).length).toBeGreaterThanOrEqual(CYCLES * 5);
 
@@ -75,7 +90,10 @@ describe('Answers that are the truth while PostgreSQL crashes and freezes under 
     // Retrying the same request settles an unknown outcome: it names the order if there is one.
     const orderIdOf = (userId: string) =>
       withPg(pg.url, async (db) => {
-        const r = await db.query('SELECT id::text AS id FROM orders WHERE product_id = $1 AND user_id = $2', [product.id, userId]);
+        const r = await db.query('SELECT id::text AS id FROM orders WHERE product_id = $1 AND user_id = $2', [
+          product.id,
+          userId,
+        ]);
         return r.rows.length === 0 ? undefined : Number(r.rows[0].id);
       });
     for (const userId of unknown) {

@@ -68,7 +68,12 @@ describe('Redis flushed and restarted empty during a sale, across two service pr
     const STOCK = 200;
     const product = await createProduct(a.url, { stock: STOCK, segments: 20 });
     const sold = () =>
-      withPg(pg.url, async (db) => (await db.query('SELECT count(*)::int AS n FROM orders WHERE product_id = $1', [product.id])).rows[0].n as number);
+      withPg(
+        pg.url,
+        async (db) =>
+          (await db.query('SELECT count(*)::int AS n FROM orders WHERE product_id = $1', [product.id])).rows[0]
+            .n as number,
+      );
     const outcomes: Outcome[] = [];
     // Every buyer sends two orders at once (one to each process) and retries a 503 like a client
     // honouring Retry-After would, only sooner.

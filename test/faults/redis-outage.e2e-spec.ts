@@ -4,7 +4,18 @@
 // it is back the service recovers by itself; PostgreSQL's books stay exact.
 import { join } from 'node:path';
 import { createProduct, request, ServiceProcess } from '../support/service';
-import { brief, expectPromisesKept, FaultPostgres, FaultRedis, loadUntilStopped, scratchDir, startFaultService, stopAll, tally, waitFor } from './support';
+import {
+  brief,
+  expectPromisesKept,
+  FaultPostgres,
+  FaultRedis,
+  loadUntilStopped,
+  scratchDir,
+  startFaultService,
+  stopAll,
+  tally,
+  waitFor,
+} from './support';
 
 const REDIS_TIMEOUT_MS = 300;
 /**
@@ -36,14 +47,23 @@ describe('Redis outage during a sale', () => {
 
   it('should answer 503 UNAVAILABLE with Retry-After fast while Redis is down, recover on its own, and lose no order', async () => {
     const product = await createProduct(svc.url, { stock: 100_000, segments: 20 });
-    const load = loadUntilStopped({ concurrency: 24, productId: product.id, prefix: 'r', pick: () => svc.url, pauseMs: 2 });
+    const load = loadUntilStopped({
+      concurrency: 24,
+      productId: product.id,
+      prefix: 'r',
+      pick: () => svc.url,
+      pauseMs: 2,
+    });
     const created = (from: number) => load.outcomes.filter((o) => o.status === 201 && o.sentAt >= from).length;
 
     await waitFor('orders before the outage', () => created(0) >= 50);
     const stopping = Date.now();
     await redis.stop();
     const down = Date.now();
-    await waitFor('503s while Redis is down', () => load.outcomes.filter((o) => o.sentAt >= down && o.status === 503).length >= 100);
+    await waitFor(
+      '503s while Redis is down',
+      () => load.outcomes.filter((o) => o.sentAt >= down && o.status === 503).length >= 100,
+    );
     // Readiness says which dependency is gone.
     const health = await request(svc.url, 'GET', '/health');
     expect(health.status).toBe(503);
@@ -78,13 +98,22 @@ describe('Redis outage during a sale', () => {
 
   it('should answer 503 UNAVAILABLE within the Redis timeout while Redis is frozen, then recover, and lose no order', async () => {
     const product = await createProduct(svc.url, { stock: 100_000, segments: 20 });
-    const load = loadUntilStopped({ concurrency: 24, productId: product.id, prefix: 'f', pick: () => svc.url, pauseMs: 2 });
+    const load = loadUntilStopped({
+      concurrency: 24,
+      productId: product.id,
+      prefix: 'f',
+      pick: () => svc.url,
+      pauseMs: 2,
+    });
     const created = (from: number) => load.outcomes.filter((o) => o.status === 201 && o.sentAt >= from).length;
 
     await waitFor('orders before the freeze', () => created(0) >= 50);
     redis.freeze();
     const frozen = Date.now();
-    await waitFor('503s while Redis is frozen', () => load.outcomes.filter((o) => o.sentAt >= frozen && o.status === 503).length >= 50);
+    await waitFor(
+      '503s while Redis is frozen',
+      () => load.outcomes.filter((o) => o.sentAt >= frozen && o.status === 503).length >= 50,
+    );
     await waitFor('a freeze of at least 2 s', () => Date.now() - frozen >= 2000);
     const thawing = Date.now();
     redis.thaw();
@@ -94,7 +123,9 @@ describe('Redis outage during a sale', () => {
     expect(outcomes.filter((o) => o.status === 0)).toEqual([]);
     expect(outcomes.filter((o) => o.doneAt - o.sentAt > REPLY_BOUND_MS).map(brief)).toEqual([]);
     expect(outcomes.filter((o) => o.status !== 201 && o.status !== 503).map(brief)).toEqual([]);
-    expect(outcomes.filter((o) => o.status === 503 && (o.code !== 'UNAVAILABLE' || o.retryAfter !== '1')).map(brief)).toEqual([]);
+    expect(
+      outcomes.filter((o) => o.status === 503 && (o.code !== 'UNAVAILABLE' || o.retryAfter !== '1')).map(brief),
+    ).toEqual([]);
     const inside = outcomes.filter((o) => o.sentAt >= frozen && o.doneAt <= thawing);
     expect(inside.length).toBeGreaterThanOrEqual(50);
     expect(tally(inside)).toEqual({ '503 UNAVAILABLE': inside.length });

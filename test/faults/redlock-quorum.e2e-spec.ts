@@ -9,7 +9,19 @@
 // slow for REDIS_TIMEOUT_MS) is not a lost one: the vote is retried.
 import { join } from 'node:path';
 import { createProduct, pooled, request, ServiceProcess } from '../support/service';
-import { brief, expectPromisesKept, FaultPostgres, FaultRedis, Outcome, placeOrder, scratchDir, startFaultService, stopAll, tally, waitFor } from './support';
+import {
+  brief,
+  expectPromisesKept,
+  FaultPostgres,
+  FaultRedis,
+  Outcome,
+  placeOrder,
+  scratchDir,
+  startFaultService,
+  stopAll,
+  tally,
+  waitFor,
+} from './support';
 
 const REDIS_TIMEOUT_MS = 300;
 const LOCK_WAIT_MS = 2000;
@@ -24,7 +36,12 @@ describe('Redlock quorum over three Redis masters, across two service processes'
   let b: ServiceProcess;
 
   beforeAll(async () => {
-    [pg, ...masters] = await Promise.all([FaultPostgres.start(join(scratch.dir, 'pg')), FaultRedis.start(), FaultRedis.start(), FaultRedis.start()]);
+    [pg, ...masters] = await Promise.all([
+      FaultPostgres.start(join(scratch.dir, 'pg')),
+      FaultRedis.start(),
+      FaultRedis.start(),
+      FaultRedis.start(),
+    ]);
     const env = {
       REDIS_LOCK_URLS: masters.map((m) => m.url).join(','),
       REDIS_TIMEOUT_MS: String(REDIS_TIMEOUT_MS),
@@ -98,7 +115,9 @@ describe('Redlock quorum over three Redis masters, across two service processes'
     expect(tally(down)).toEqual({ '503 UNAVAILABLE': 100 });
     // A lost quorum is not waited out: each order fails on its first vote, bounded by the Redis
     // timeouts (the slack is for a 2-core machine under load, where every step is slower).
-    expect(down.filter((o) => o.retryAfter !== '1' || o.doneAt - o.sentAt > 3 * REDIS_TIMEOUT_MS + 2500).map(brief)).toEqual([]);
+    expect(
+      down.filter((o) => o.retryAfter !== '1' || o.doneAt - o.sentAt > 3 * REDIS_TIMEOUT_MS + 2500).map(brief),
+    ).toEqual([]);
     expect((await expectPromisesKept(pg.url, product.id, down, { failedMeansNoOrder: true })).orders).toBe(0);
 
     await Promise.all([masters[0].start(), masters[1].start()]);
@@ -107,7 +126,11 @@ describe('Redlock quorum over three Redis masters, across two service processes'
     // answer every order 503 UNAVAILABLE, its clients not yet back).
     const ready = async (svc: ServiceProcess) => {
       const h = await request(svc.url, 'GET', '/health');
-      return h.status === 200 && h.body.details.redis.hints === 'up' && h.body.details.redis.lockMasters.every((m: string) => m === 'up');
+      return (
+        h.status === 200 &&
+        h.body.details.redis.hints === 'up' &&
+        h.body.details.redis.lockMasters.every((m: string) => m === 'up')
+      );
     };
     await waitFor(
       () => 'readiness of both processes with every master back',

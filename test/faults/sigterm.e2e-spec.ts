@@ -5,7 +5,19 @@
 // whose connection was refused or cut does not know, and either way is allowed.
 import { join } from 'node:path';
 import { createProduct, ServiceProcess } from '../support/service';
-import { brief, expectPromisesKept, FaultPostgres, FaultRedis, Outcome, placeOrder, scratchDir, sleep, startFaultService, stopAll, waitFor } from './support';
+import {
+  brief,
+  expectPromisesKept,
+  FaultPostgres,
+  FaultRedis,
+  Outcome,
+  placeOrder,
+  scratchDir,
+  sleep,
+  startFaultService,
+  stopAll,
+  waitFor,
+} from './support';
 
 // Held inside the segment lock after each sale: orders are in flight when the signal comes.
 const ORDER_HOLD_MS = 200;
@@ -32,7 +44,12 @@ describe('SIGTERM to a service process during a sale', () => {
   });
 
   async function service(env: Record<string, string> = {}): Promise<ServiceProcess> {
-    const s = await startFaultService(pg, redis, { ORDER_HOLD_MS: String(ORDER_HOLD_MS), ...LONG_TTL, LOG_LEVEL: 'warn', ...env });
+    const s = await startFaultService(pg, redis, {
+      ORDER_HOLD_MS: String(ORDER_HOLD_MS),
+      ...LONG_TTL,
+      LOG_LEVEL: 'warn',
+      ...env,
+    });
     started.push(s);
     return s;
   }
@@ -41,7 +58,12 @@ describe('SIGTERM to a service process during a sale', () => {
    * Orders from 40 clients at once, each of a new user; `route` picks the target of each (it may
    * change while the load runs). Stops when `until` settles.
    */
-  async function load(productId: number, prefix: string, route: (i: number) => string, until: Promise<unknown>): Promise<Outcome[]> {
+  async function load(
+    productId: number,
+    prefix: string,
+    route: (i: number) => string,
+    until: Promise<unknown>,
+  ): Promise<Outcome[]> {
     const outcomes: Outcome[] = [];
     let running = true;
     const stop = () => (running = false);

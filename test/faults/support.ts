@@ -279,7 +279,11 @@ export async function stopAll(...stops: Array<(() => Promise<unknown>) | undefin
 }
 
 /** Starts a service process against this spec's own servers. */
-export function startFaultService(pg: FaultPostgres, redis: FaultRedis, env: Record<string, string> = {}): Promise<ServiceProcess> {
+export function startFaultService(
+  pg: FaultPostgres,
+  redis: FaultRedis,
+  env: Record<string, string> = {},
+): Promise<ServiceProcess> {
   return startService({ DATABASE_URL: pg.url, REDIS_URL: redis.url, ...env });
 }
 
@@ -315,7 +319,8 @@ export async function placeOrder(base: string, userId: string, productId: number
   // (a stopping process does) just as the request went out, so the request never reached it. HTTP
   // clients retry that case once on a new connection (Node documents `reusedSocket` for it), and
   // so do these buyers; the outcome is then the retry's, sent when it was sent.
-  if (first.status === 0 && first.error === 'ECONNRESET' && first.reusedSocket) return placeOrderOnce(base, userId, productId, quantity);
+  if (first.status === 0 && first.error === 'ECONNRESET' && first.reusedSocket)
+    return placeOrderOnce(base, userId, productId, quantity);
   return first;
 }
 
@@ -337,7 +342,16 @@ async function placeOrderOnce(base: string, userId: string, productId: number, q
     };
   } catch (err) {
     const e = err as NodeJS.ErrnoException & { reusedSocket?: boolean };
-    return { userId, target: base, sentAt, doneAt: Date.now(), status: 0, text: '', error: e.code ?? e.message, reusedSocket: e.reusedSocket };
+    return {
+      userId,
+      target: base,
+      sentAt,
+      doneAt: Date.now(),
+      status: 0,
+      text: '',
+      error: e.code ?? e.message,
+      reusedSocket: e.reusedSocket,
+    };
   }
 }
 
@@ -345,7 +359,13 @@ async function placeOrderOnce(base: string, userId: string, productId: number, q
  * Keeps `concurrency` orders in flight, each of a new user (`user-<n>` with a prefix), until
  * stop() is called; `pick` chooses the target of each order.
  */
-export function loadUntilStopped(opts: { concurrency: number; productId: number; prefix: string; pick: (n: number) => string; pauseMs?: number }): {
+export function loadUntilStopped(opts: {
+  concurrency: number;
+  productId: number;
+  prefix: string;
+  pick: (n: number) => string;
+  pauseMs?: number;
+}): {
   outcomes: Outcome[];
   stop: () => Promise<Outcome[]>;
 } {
@@ -375,12 +395,18 @@ export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * Polls `check` every `everyMs` until it returns a truthy value; fails with `what` after `timeoutMs`
  * (a function is asked then, so the message can say what was seen instead).
  */
-export async function waitFor<T>(what: string | (() => string), check: () => Promise<T> | T, timeoutMs = 15_000, everyMs = 25): Promise<NonNullable<T>> {
+export async function waitFor<T>(
+  what: string | (() => string),
+  check: () => Promise<T> | T,
+  timeoutMs = 15_000,
+  everyMs = 25,
+): Promise<NonNullable<T>> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await check();
     if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${typeof what === 'string' ? what : what()}`);
+    if (Date.now() > deadline)
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${typeof what === 'string' ? what : what()}`);
     await sleep(everyMs);
   }
 }
@@ -421,7 +447,12 @@ export async function audit(url: string, productId: number): Promise<Audit> {
  * I1, I2 and "every 201 is persisted", from PostgreSQL. With `failedMeansNoOrder`, a client that
  * got an error body (4xx/5xx) must not have an order either (a missing reply is unknown: either way).
  */
-export async function expectPromisesKept(url: string, productId: number, outcomes: Outcome[], opts: { failedMeansNoOrder?: boolean } = {}): Promise<Audit> {
+export async function expectPromisesKept(
+  url: string,
+  productId: number,
+  outcomes: Outcome[],
+  opts: { failedMeansNoOrder?: boolean } = {},
+): Promise<Audit> {
   const a = await audit(url, productId);
   expect(a.negativeSegments).toBe(0);
   expect(a.ordered + a.remaining).toBe(a.totalStock);
@@ -434,15 +465,21 @@ export async function expectPromisesKept(url: string, productId: number, outcome
   expect(new Set(created.map((o) => o.orderId)).size).toBe(created.length);
   if (opts.failedMeansNoOrder) {
     const createdUsers = new Set(created.map((o) => o.userId));
-    const toldFailed = outcomes.filter((o) => o.status >= 400 && !createdUsers.has(o.userId) && o.code !== 'ALREADY_ORDERED');
-    expect(toldFailed.filter((o) => a.users.has(o.userId)).map((o) => `${o.userId}: ${o.status} ${o.code}`)).toEqual([]);
+    const toldFailed = outcomes.filter(
+      (o) => o.status >= 400 && !createdUsers.has(o.userId) && o.code !== 'ALREADY_ORDERED',
+    );
+    expect(toldFailed.filter((o) => a.users.has(o.userId)).map((o) => `${o.userId}: ${o.status} ${o.code}`)).toEqual(
+      [],
+    );
   }
   return a;
 }
 
 /** True when a reply body shows nothing of the inside: no stack, error class, path or SQL. */
 export function leaksInternals(text: string): boolean {
-  return /Error\b|\s+at\s|\/work\/|node_modules|\.ts:\d|\.js:\d|SELECT|INSERT|UPDATE|QueryFailed|ECONN|stack/.test(text);
+  return /Error\b|\s+at\s|\/work\/|node_modules|\.ts:\d|\.js:\d|SELECT|INSERT|UPDATE|QueryFailed|ECONN|stack/.test(
+    text,
+  );
 }
 
 /** The value of one counter on /metrics (sum over its label sets), 0 when absent. */

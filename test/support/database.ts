@@ -47,7 +47,10 @@ export async function expectStockBalanced(productId: number, stocked: number): P
 
 /** Orders of a product by status (reserved, paid, cancelled, expired), as PostgreSQL has them now. */
 export async function countByStatus(db: Client, productId: number): Promise<Record<string, number>> {
-  const { rows } = await db.query('SELECT status, count(*)::int AS n FROM orders WHERE product_id = $1 GROUP BY status', [productId]);
+  const { rows } = await db.query(
+    'SELECT status, count(*)::int AS n FROM orders WHERE product_id = $1 GROUP BY status',
+    [productId],
+  );
   return Object.fromEntries(rows.map((r) => [r.status, r.n]));
 }
 
@@ -78,7 +81,8 @@ export async function redisCommandCount(url = testUrls().redisUrl): Promise<numb
   try {
     const text = await redis.info('commandstats');
     let calls = 0;
-    for (const m of text.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) if (!NOT_COUNTED.has(m[1].split('|')[0])) calls += Number(m[2]);
+    for (const m of text.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm))
+      if (!NOT_COUNTED.has(m[1].split('|')[0])) calls += Number(m[2]);
     return calls;
   } finally {
     redis.disconnect();

@@ -61,7 +61,10 @@ export async function startInProcess(env: Record<string, string> = {}): Promise<
   const deps = await resolveDependencies(config);
   let out = '';
   // Kept in memory rather than written to jest's stdout, as a spawned service's output is.
-  const logger = pino({ level: config.logging.level }, { write: (line: string) => void (out = (out + line).slice(-OUTPUT_KEPT)) });
+  const logger = pino(
+    { level: config.logging.level },
+    { write: (line: string) => void (out = (out + line).slice(-OUTPUT_KEPT)) },
+  );
   let app: NestFastifyApplication;
   try {
     app = await createApp(deps.config, logger);

@@ -10,7 +10,8 @@ export const SHOP_TOKEN = 'test-shop-token-0123456789';
 export function testUrls(): { databaseUrl: string; redisUrl: string } {
   const databaseUrl = process.env.TEST_DATABASE_URL;
   const redisUrl = process.env.TEST_REDIS_URL;
-  if (!databaseUrl || !redisUrl) throw new Error('TEST_DATABASE_URL / TEST_REDIS_URL unset: run through jest (global setup)');
+  if (!databaseUrl || !redisUrl)
+    throw new Error('TEST_DATABASE_URL / TEST_REDIS_URL unset: run through jest (global setup)');
   return { databaseUrl, redisUrl };
 }
 
@@ -28,7 +29,14 @@ function startOnTestDatabase(env: Record<string, string>): Promise<ServiceProces
   const { PORT, ...rest } = env;
   // The door's budgets are off unless a spec sets them: the specs send many buyers from one address.
   return launchService({
-    env: { DATABASE_URL: testUrls().databaseUrl, ADMIN_TOKEN, SHOP_TOKEN, RATE_LIMIT_USER: '0', RATE_LIMIT_IP: '0', ...rest },
+    env: {
+      DATABASE_URL: testUrls().databaseUrl,
+      ADMIN_TOKEN,
+      SHOP_TOKEN,
+      RATE_LIMIT_USER: '0',
+      RATE_LIMIT_IP: '0',
+      ...rest,
+    },
     port: PORT ? Number(PORT) : undefined,
   });
 }
@@ -46,7 +54,13 @@ export interface Reply<T = any> {
 const agent = new http.Agent({ keepAlive: true, maxSockets: 256, timeout: 2000 });
 
 /** One HTTP request; `body` is sent as JSON unless it is a string (sent as given). */
-export function request<T = any>(base: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<Reply<T>> {
+export function request<T = any>(
+  base: string,
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<Reply<T>> {
   return new Promise((resolve, reject) => {
     const payload = body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body);
     const req = http.request(
@@ -55,7 +69,9 @@ export function request<T = any>(base: string, method: string, path: string, bod
         method,
         agent,
         headers: {
-          ...(payload !== undefined ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } : {}),
+          ...(payload !== undefined
+            ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) }
+            : {}),
           ...headers,
         },
         timeout: 30_000,
@@ -88,7 +104,12 @@ export function request<T = any>(base: string, method: string, path: string, bod
 }
 
 /** One HTTP call to a known service: request() over a socket, or an in-process app's inject (in-process.ts). */
-export type Send = <T = any>(method: string, path: string, body?: unknown, headers?: Record<string, string>) => Promise<Reply<T>>;
+export type Send = <T = any>(
+  method: string,
+  path: string,
+  body?: unknown,
+  headers?: Record<string, string>,
+) => Promise<Reply<T>>;
 
 /** request() bound to the service at `base`. */
 export function sender(base: string): Send {
@@ -114,7 +135,13 @@ export async function createProduct(to: string | Send, p: NewTestProduct) {
   const send = typeof to === 'string' ? sender(to) : to;
   const res = await send('POST', '/admin/products', { name: p.name ?? 'test product', ...p }, admin);
   if (res.status !== 201) throw new Error(`create product: ${res.status} ${res.text}`);
-  return res.body as { id: number; stock: number; stocked: number; segmentCount: number; segments: Array<{ index: number; stock: number }> };
+  return res.body as {
+    id: number;
+    stock: number;
+    stocked: number;
+    segmentCount: number;
+    segments: Array<{ index: number; stock: number }>;
+  };
 }
 
 /** Runs `tasks` with at most `limit` in flight. */

@@ -39,7 +39,12 @@ export class ProductResponse {
   @ApiProperty({ type: String, format: 'date-time', nullable: true, description: 'when the sale opens; null for open' })
   startsAt: Date | null;
 
-  @ApiProperty({ type: String, format: 'date-time', nullable: true, description: 'when the sale closes; null for open' })
+  @ApiProperty({
+    type: String,
+    format: 'date-time',
+    nullable: true,
+    description: 'when the sale closes; null for open',
+  })
   endsAt: Date | null;
 
   @ApiProperty({ description: 'seconds a reservation waits for payment' })

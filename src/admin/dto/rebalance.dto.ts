@@ -4,7 +4,11 @@ import { IsInt, IsOptional, Max, Min } from 'class-validator';
 import { MAX_SEGMENTS } from './create-product.dto';
 
 export class RebalanceDto {
-  @ApiPropertyOptional({ minimum: 1, maximum: MAX_SEGMENTS, description: 'new segment count; default: keep the current one' })
+  @ApiPropertyOptional({
+    minimum: 1,
+    maximum: MAX_SEGMENTS,
+    description: 'new segment count; default: keep the current one',
+  })
   @IsOptional()
   @IsInt()
   @Min(1)

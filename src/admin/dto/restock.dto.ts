@@ -4,7 +4,12 @@ import { IsInt, Max, Min } from 'class-validator';
 import { MAX_STOCK } from './create-product.dto';
 
 export class RestockDto {
-  @ApiProperty({ minimum: 1, maximum: MAX_STOCK, example: 100, description: 'units to add, spread so that the segments end as even as possible' })
+  @ApiProperty({
+    minimum: 1,
+    maximum: MAX_STOCK,
+    example: 100,
+    description: 'units to add, spread so that the segments end as even as possible',
+  })
   @IsInt()
   @Min(1)
   @Max(MAX_STOCK)

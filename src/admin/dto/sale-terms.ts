@@ -21,7 +21,11 @@ export function ProductName(opts: { optional: boolean }): PropertyDecorator {
 /** `limitPerUser`: 1..MAX_LIMIT_PER_USER units per user; absent keeps the default (1) or the current value. */
 export function LimitPerUser(): PropertyDecorator {
   return applyDecorators(
-    ApiPropertyOptional({ minimum: 1, maximum: MAX_LIMIT_PER_USER, description: 'units one user may order; default 1' }),
+    ApiPropertyOptional({
+      minimum: 1,
+      maximum: MAX_LIMIT_PER_USER,
+      description: 'units one user may order; default 1',
+    }),
     IsOptional(),
     IsInt(),
     Min(1),
@@ -35,7 +39,8 @@ const INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}
 /** A string that is an instant with a zone becomes a Date; anything else stays as given and fails IsDate. */
 function toInstant({ value }: { value: unknown }): unknown {
   // strict: a day that does not exist in its month (2026-02-30) is refused, not rolled over.
-  if (typeof value !== 'string' || !INSTANT.test(value) || !isISO8601(value, { strict: true, strictSeparator: true })) return value;
+  if (typeof value !== 'string' || !INSTANT.test(value) || !isISO8601(value, { strict: true, strictSeparator: true }))
+    return value;
   const at = new Date(value);
   return Number.isNaN(at.getTime()) ? value : at;
 }
@@ -43,16 +48,28 @@ function toInstant({ value }: { value: unknown }): unknown {
 /** `startsAt` / `endsAt`: an instant with a zone, or null for an open end; absent leaves it as it is. */
 export function SaleInstant(what: string): PropertyDecorator {
   return applyDecorators(
-    ApiPropertyOptional({ type: String, format: 'date-time', nullable: true, description: `${what}: an ISO 8601 instant with a zone, or null for open` }),
+    ApiPropertyOptional({
+      type: String,
+      format: 'date-time',
+      nullable: true,
+      description: `${what}: an ISO 8601 instant with a zone, or null for open`,
+    }),
     Transform(toInstant),
     ValidateIf((_o, v) => v !== null && v !== undefined),
-    IsDate({ message: `${what.split(' ')[0]} must be an ISO 8601 instant with a zone (e.g. 2026-11-22T10:00:00Z) or null` }),
+    IsDate({
+      message: `${what.split(' ')[0]} must be an ISO 8601 instant with a zone (e.g. 2026-11-22T10:00:00Z) or null`,
+    }),
   );
 }
 
 export function PaymentTimeout(): PropertyDecorator {
   return applyDecorators(
-    ApiPropertyOptional({ minimum: 1, maximum: MAX_PAYMENT_TIMEOUT_S, default: 900, description: 'seconds a reservation waits for payment' }),
+    ApiPropertyOptional({
+      minimum: 1,
+      maximum: MAX_PAYMENT_TIMEOUT_S,
+      default: 900,
+      description: 'seconds a reservation waits for payment',
+    }),
     IsOptional(),
     IsInt(),
     Min(1),

@@ -7,7 +7,8 @@ import { IsInt, IsString, Matches, Max, Min, ValidateIf } from 'class-validator'
 import { MAX_ID, USER_ID_PATTERN } from '../../common/ids';
 
 /** A positive integer user id is kept as its decimal string; anything else is validated as given. */
-const userIdFromNumber = ({ value }: { value: unknown }) => (typeof value === 'number' && Number.isSafeInteger(value) && value > 0 ? String(value) : value);
+const userIdFromNumber = ({ value }: { value: unknown }) =>
+  typeof value === 'number' && Number.isSafeInteger(value) && value > 0 ? String(value) : value;
 
 /** `userId`: 1-64 characters of [A-Za-z0-9_.:-], or a positive integer kept as its decimal string. */
 export function UserId(description = '1-64 characters of [A-Za-z0-9_.:-], or a positive integer'): PropertyDecorator {

@@ -27,7 +27,10 @@ export class OrderResponse {
   @ApiProperty({ minimum: 1, example: 1 })
   quantity: number;
 
-  @ApiProperty({ type: [AllocationResponse], description: 'where the units came from: one segment, or several when no single one held them' })
+  @ApiProperty({
+    type: [AllocationResponse],
+    description: 'where the units came from: one segment, or several when no single one held them',
+  })
   allocations: AllocationResponse[];
 
   @ApiProperty({ enum: ORDER_STATUSES, example: 'reserved' })
@@ -36,7 +39,11 @@ export class OrderResponse {
   @ApiProperty({ type: String, format: 'date-time' })
   createdAt: Date;
 
-  @ApiProperty({ type: String, format: 'date-time', description: 'a reserved order not paid by then expires and its units go back on sale' })
+  @ApiProperty({
+    type: String,
+    format: 'date-time',
+    description: 'a reserved order not paid by then expires and its units go back on sale',
+  })
   expiresAt: Date;
 
   @ApiPropertyOptional({ type: String, format: 'date-time', description: 'present once paid' })

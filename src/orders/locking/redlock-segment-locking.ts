@@ -135,7 +135,8 @@ export class RedlockSegmentLocking extends SegmentLocking {
       // Outside a cluster every segment has the same lock masters, and they are lost: the orders
       // of this process queued for the product would otherwise meet the same timeout one after
       // another, each when a hold frees up (a frozen Redis kept some waiting for seconds).
-      for (const rider of this.board.takeRiders(productId, Number.MAX_SAFE_INTEGER)) rider.serve({ kind: 'failed', error: err });
+      for (const rider of this.board.takeRiders(productId, Number.MAX_SAFE_INTEGER))
+        rider.serve({ kind: 'failed', error: err });
       throw err;
     }
     this.reach.markUp(master);
@@ -174,7 +175,13 @@ export class RedlockSegmentLocking extends SegmentLocking {
     const held: HeldLock[] = [];
     try {
       for (const idx of picked) {
-        held.push(await this.locks.acquireWithin(lockKeys.segment(product.id, idx), this.lockConfig.ttlMs, this.lockConfig.waitMs));
+        held.push(
+          await this.locks.acquireWithin(
+            lockKeys.segment(product.id, idx),
+            this.lockConfig.ttlMs,
+            this.lockConfig.waitMs,
+          ),
+        );
       }
       if (this.benchmark.orderHoldMs > 0) await sleep(this.benchmark.orderHoldMs);
       return await this.orders.sellFromSegments(product.id, picked, req.quantity, req.userId);
@@ -185,7 +192,9 @@ export class RedlockSegmentLocking extends SegmentLocking {
 
   async soldOut(productId: number, pass: OrderPass): Promise<void> {
     if (pass.generation === null) return;
-    await this.hints.markSoldOut(productId, pass.generation).catch(() => this.metrics.dependencyErrors.inc({ dependency: 'redis' }));
+    await this.hints
+      .markSoldOut(productId, pass.generation)
+      .catch(() => this.metrics.dependencyErrors.inc({ dependency: 'redis' }));
   }
 
   /**
@@ -212,7 +221,8 @@ export class RedlockSegmentLocking extends SegmentLocking {
     }
     try {
       this.metrics.batchSize.observe(riders.length + 1);
-      if (this.benchmark.orderHoldMs > 0 && batch.results.some((r) => r.kind === 'sold')) await sleep(this.benchmark.orderHoldMs);
+      if (this.benchmark.orderHoldMs > 0 && batch.results.some((r) => r.kind === 'sold'))
+        await sleep(this.benchmark.orderHoldMs);
     } finally {
       // Every rider is answered exactly once, with its own entry's result.
       riders.forEach((r, i) => r.serve(rideAnswer(batch.results[i + 1], idx, batch.remaining)));
@@ -221,7 +231,9 @@ export class RedlockSegmentLocking extends SegmentLocking {
   }
 
   private rememberEmpty(product: ProductInfo, idx: number): void {
-    this.hints.markEmpty(product.id, product.layoutVersion, idx).catch(() => this.metrics.dependencyErrors.inc({ dependency: 'redis' }));
+    this.hints
+      .markEmpty(product.id, product.layoutVersion, idx)
+      .catch(() => this.metrics.dependencyErrors.inc({ dependency: 'redis' }));
   }
 }
 

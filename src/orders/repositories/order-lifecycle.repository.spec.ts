@@ -8,7 +8,11 @@ import { OutcomesRepository } from './outcomes.repository';
 function repo(query: jest.Mock, runnerQuery: jest.Mock = jest.fn()) {
   const db = {
     query,
-    createQueryRunner: () => ({ query: runnerQuery, release: jest.fn(async () => undefined), databaseConnection: { end: jest.fn(async () => undefined) } }),
+    createQueryRunner: () => ({
+      query: runnerQuery,
+      release: jest.fn(async () => undefined),
+      databaseConnection: { end: jest.fn(async () => undefined) },
+    }),
   };
   const metrics = { dependencyErrors: { inc: jest.fn() } };
   const http = { retryAfterS: 2 } as HttpConfig;
@@ -39,15 +43,25 @@ describe('OrderLifecycleRepository', () => {
 
     it('should answer the paid order when the UPDATE paid it', async () => {
       const r = repo(payQuery([record('paid')], []));
-      await expect(r.pay('41', 'u1')).resolves.toMatchObject({ order: { id: 41, userId: 'u1', status: 'paid' }, changed: true });
+      await expect(r.pay('41', 'u1')).resolves.toMatchObject({
+        order: { id: 41, userId: 'u1', status: 'paid' },
+        changed: true,
+      });
     });
 
     it('should refuse a payment that the UPDATE did not take, by what the order is now', async () => {
-      await expect(repo(payQuery([], [record('cancelled')])).pay('41', 'u1')).rejects.toBeInstanceOf(OrderCancelledError);
+      await expect(repo(payQuery([], [record('cancelled')])).pay('41', 'u1')).rejects.toBeInstanceOf(
+        OrderCancelledError,
+      );
       await expect(repo(payQuery([], [record('expired')])).pay('41', 'u1')).rejects.toBeInstanceOf(OrderExpiredError);
-      await expect(repo(payQuery([], [record('reserved', false)])).pay('41', 'u1')).rejects.toBeInstanceOf(OrderExpiredError);
+      await expect(repo(payQuery([], [record('reserved', false)])).pay('41', 'u1')).rejects.toBeInstanceOf(
+        OrderExpiredError,
+      );
       await expect(repo(payQuery([], [])).pay('41', 'u1')).rejects.toBeInstanceOf(OrderNotFoundError);
-      await expect(repo(payQuery([], [record('paid')])).pay('41', 'u1')).resolves.toMatchObject({ order: { id: 41, status: 'paid' }, changed: false });
+      await expect(repo(payQuery([], [record('paid')])).pay('41', 'u1')).resolves.toMatchObject({
+        order: { id: 41, status: 'paid' },
+        changed: false,
+      });
     });
 
     it('should answer the cancelled order with its id when the cancel took it', async () => {
@@ -80,18 +94,26 @@ describe('OrderLifecycleRepository', () => {
       ...extra,
     });
     /** PostgreSQL as the one UPDATE of pay finds it: `updated` is what it changed (nothing, or the order now paid). */
-    const payDb = (updated: object[], found: object[]) => jest.fn(async (sql: string) => (sql.includes('UPDATE') ? [updated, updated.length] : found));
+    const payDb = (updated: object[], found: object[]) =>
+      jest.fn(async (sql: string) => (sql.includes('UPDATE') ? [updated, updated.length] : found));
 
     it('should answer the paid order when the UPDATE paid it', async () => {
       const paid = record('paid');
-      await expect(repo(payDb([paid], [paid])).pay('41', 'u1')).resolves.toMatchObject({ order: { id: 41, status: 'paid' }, changed: true });
+      await expect(repo(payDb([paid], [paid])).pay('41', 'u1')).resolves.toMatchObject({
+        order: { id: 41, status: 'paid' },
+        changed: true,
+      });
     });
 
     it('should refuse, not answer 200, when the UPDATE changed nothing', async () => {
       await expect(repo(payDb([], [record('cancelled')])).pay('41', 'u1')).rejects.toBeInstanceOf(OrderCancelledError);
       await expect(repo(payDb([], [record('expired')])).pay('41', 'u1')).rejects.toBeInstanceOf(OrderExpiredError);
-      await expect(repo(payDb([], [record('reserved', { open: false })])).pay('41', 'u1')).rejects.toBeInstanceOf(OrderExpiredError);
-      await expect(repo(payDb([], [record('reserved', { user_id: 'u2' })])).pay('41', 'u1')).rejects.toBeInstanceOf(OrderNotFoundError);
+      await expect(repo(payDb([], [record('reserved', { open: false })])).pay('41', 'u1')).rejects.toBeInstanceOf(
+        OrderExpiredError,
+      );
+      await expect(repo(payDb([], [record('reserved', { user_id: 'u2' })])).pay('41', 'u1')).rejects.toBeInstanceOf(
+        OrderNotFoundError,
+      );
       await expect(repo(payDb([], [])).pay('41', 'u1')).rejects.toBeInstanceOf(OrderNotFoundError);
     });
 

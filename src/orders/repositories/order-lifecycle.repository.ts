@@ -7,7 +7,13 @@ import { Injectable } from '@nestjs/common';
 import { DataSource, QueryRunner } from 'typeorm';
 import { HttpConfig } from '../../config/app-config';
 import { writeFailure } from '../../common/database-errors';
-import { BusyError, OrderCancelledError, OrderExpiredError, OrderNotFoundError, OrderPaidError } from '../../common/domain-errors';
+import {
+  BusyError,
+  OrderCancelledError,
+  OrderExpiredError,
+  OrderNotFoundError,
+  OrderPaidError,
+} from '../../common/domain-errors';
 import { inTransaction, Updated } from '../../database/transactions';
 import { mappedFailure } from '../../database/mapped-failure';
 import { MetricsService } from '../../metrics/metrics.service';
@@ -45,7 +51,9 @@ export class OrderLifecycleRepository {
       );
     } catch (err) {
       if (writeFailure(err) !== 'unknown') throw this.mapped(err);
-      const order = await this.outcomes.settleChange(new UncertainChange(tag, err), orderId, userId, (r) => (r.status === 'paid' ? r : refusePay(r)));
+      const order = await this.outcomes.settleChange(new UncertainChange(tag, err), orderId, userId, (r) =>
+        r.status === 'paid' ? r : refusePay(r),
+      );
       return { order, changed: true };
     }
     if (rows.length > 0) return { order: toOrderRow(rows[0]), changed: true };
@@ -72,19 +80,27 @@ export class OrderLifecycleRepository {
         tag,
         (err) => new UncertainChange(tag, err),
         async (tx) => {
-          const [head] = (await tx.query('SELECT product_id, user_id FROM orders WHERE id = $1', [orderId])) as Array<{ product_id: number; user_id: string }>;
+          const [head] = (await tx.query('SELECT product_id, user_id FROM orders WHERE id = $1', [orderId])) as Array<{
+            product_id: number;
+            user_id: string;
+          }>;
           if (!head || head.user_id !== userId) throw new OrderNotFoundError(orderId);
           const product = await lockProductForReturns(tx, head.product_id);
           if (!product) throw new OrderNotFoundError(orderId);
-          const [row] = (await tx.query(`SELECT ${ORDER_COLUMNS}, expires_at > now() AS open FROM orders WHERE id = $1 FOR UPDATE`, [orderId])) as Array<
-            OrderRecord & { open: boolean }
-          >;
+          const [row] = (await tx.query(
+            `SELECT ${ORDER_COLUMNS}, expires_at > now() AS open FROM orders WHERE id = $1 FOR UPDATE`,
+            [orderId],
+          )) as Array<OrderRecord & { open: boolean }>;
           const settled = decide(row);
           if (settled) return { order: settled, returned: null };
           const returned = await returnUnits(tx, tag, head.product_id, product, [row]);
-          const [[done]] = (await tx.query(tagged(tag, `UPDATE orders SET status = 'cancelled', closed_at = now() WHERE id = $1 RETURNING ${ORDER_COLUMNS}`), [
-            orderId,
-          ])) as Updated<OrderRecord>;
+          const [[done]] = (await tx.query(
+            tagged(
+              tag,
+              `UPDATE orders SET status = 'cancelled', closed_at = now() WHERE id = $1 RETURNING ${ORDER_COLUMNS}`,
+            ),
+            [orderId],
+          )) as Updated<OrderRecord>;
           return { order: toOrderRow(done), returned };
         },
       );
@@ -132,7 +148,10 @@ export class OrderLifecycleRepository {
         )) as Array<{ id: string; allocations: Allocation[]; lag_ms: number }>;
         if (rows.length === 0) return { orders: 0, returned: null, lagsMs: [] };
         const returned = await returnUnits(tx, tag, productId, product, rows);
-        await tx.query(tagged(tag, `UPDATE orders SET status = 'expired', closed_at = now() WHERE id = ANY($1::bigint[])`), [rows.map((r) => r.id)]);
+        await tx.query(
+          tagged(tag, `UPDATE orders SET status = 'expired', closed_at = now() WHERE id = ANY($1::bigint[])`),
+          [rows.map((r) => r.id)],
+        );
         return { orders: rows.length, returned, lagsMs: rows.map((r) => r.lag_ms) };
       },
     );
@@ -142,7 +161,10 @@ export class OrderLifecycleRepository {
   private async findOwned(orderId: string, userId: string): Promise<OrderRecord> {
     let rows: OrderRecord[];
     try {
-      rows = await this.db.query<OrderRecord[]>(`SELECT ${ORDER_COLUMNS}, expires_at > now() AS open FROM orders WHERE id = $1`, [orderId]);
+      rows = await this.db.query<OrderRecord[]>(
+        `SELECT ${ORDER_COLUMNS}, expires_at > now() AS open FROM orders WHERE id = $1`,
+        [orderId],
+      );
     } catch (err) {
       throw this.mapped(err);
     }
@@ -155,8 +177,16 @@ export class OrderLifecycleRepository {
     throw new BusyError(`order ${r.id} changed during the call, retry`, this.http.retryAfterS);
   }
 
-  private inTransaction<T>(tag: string, uncertain: (err: unknown) => Error, work: (tx: QueryRunner) => Promise<T>): Promise<T> {
-    return inTransaction(this.db, { commit: tagged(tag, 'COMMIT'), uncertain, mapped: (err) => this.mapped(err) }, work);
+  private inTransaction<T>(
+    tag: string,
+    uncertain: (err: unknown) => Error,
+    work: (tx: QueryRunner) => Promise<T>,
+  ): Promise<T> {
+    return inTransaction(
+      this.db,
+      { commit: tagged(tag, 'COMMIT'), uncertain, mapped: (err) => this.mapped(err) },
+      work,
+    );
   }
 
   private mapped(err: unknown): unknown {
@@ -167,6 +197,7 @@ export class OrderLifecycleRepository {
 /** Why a payment cannot take the order: the refusal to throw, or null when nothing refuses it. */
 function refusePay(r: OrderRecord & { open?: boolean }): null {
   if (r.status === 'cancelled') throw new OrderCancelledError(Number(r.id));
-  if (r.status === 'expired' || (r.status === 'reserved' && r.open === false)) throw new OrderExpiredError(Number(r.id));
+  if (r.status === 'expired' || (r.status === 'reserved' && r.open === false))
+    throw new OrderExpiredError(Number(r.id));
   return null;
 }

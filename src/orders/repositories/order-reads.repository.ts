@@ -28,10 +28,10 @@ export class OrderReadsRepository {
   /** The user's live order of the product, if any (the partial unique index orders_one_live_per_user answers). */
   async findByKey(productId: number, userId: string): Promise<OrderRow | null> {
     try {
-      const rows = await this.db.query<OrderRecord[]>(`SELECT ${ORDER_COLUMNS} FROM orders WHERE product_id = $1 AND user_id = $2 AND ${LIVE}`, [
-        productId,
-        userId,
-      ]);
+      const rows = await this.db.query<OrderRecord[]>(
+        `SELECT ${ORDER_COLUMNS} FROM orders WHERE product_id = $1 AND user_id = $2 AND ${LIVE}`,
+        [productId, userId],
+      );
       return rows.length === 0 ? null : toOrderRow(rows[0]);
     } catch (err) {
       throw mappedFailure(err, this.http.retryAfterS, this.metrics);

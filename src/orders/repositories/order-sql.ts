@@ -3,7 +3,8 @@
 // a write attempt so that the attempt can be found in pg_stat_activity after a lost reply.
 import { Allocation, OrderRow, OrderStatus } from '../order.types';
 
-export const ORDER_COLUMNS = 'id, product_id, user_id, quantity, allocations, status, created_at, expires_at, paid_at, closed_at';
+export const ORDER_COLUMNS =
+  'id, product_id, user_id, quantity, allocations, status, created_at, expires_at, paid_at, closed_at';
 
 /** Orders that count against one order per user and product (the partial unique index's predicate). */
 export const LIVE = `status IN ('reserved', 'paid')`;

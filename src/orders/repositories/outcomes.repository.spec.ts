@@ -9,7 +9,12 @@ const refused = () => Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:54
 
 function repo(query: jest.Mock) {
   const metrics = { dependencyErrors: { inc: jest.fn() } };
-  return new OutcomesRepository({ query } as never, { timeoutMs: 300 } as DatabaseConfig, { retryAfterS: 2 } as HttpConfig, metrics as never);
+  return new OutcomesRepository(
+    { query } as never,
+    { timeoutMs: 300 } as DatabaseConfig,
+    { retryAfterS: 2 } as HttpConfig,
+    metrics as never,
+  );
 }
 const order = (ageMs: number, segment = 3) => ({
   id: '41',
@@ -20,7 +25,8 @@ const order = (ageMs: number, segment = 3) => ({
   created_at: new Date(),
   age_ms: ageMs,
 });
-const write = () => new UncertainWrite(7, 'u1', 1, [3], 'tag', process.hrtime.bigint() - 50_000_000n, new Error('lost'));
+const write = () =>
+  new UncertainWrite(7, 'u1', 1, [3], 'tag', process.hrtime.bigint() - 50_000_000n, new Error('lost'));
 
 describe('OutcomesRepository', () => {
   describe('settle', () => {
@@ -75,7 +81,9 @@ describe('OutcomesRepository', () => {
 
     it('should give up at DB_TIMEOUT_MS on a lookup that hangs', async () => {
       const started = Date.now();
-      await expect(repo(jest.fn(() => new Promise(() => undefined))).settle(write())).rejects.toBeInstanceOf(OutcomeUnknownError);
+      await expect(repo(jest.fn(() => new Promise(() => undefined))).settle(write())).rejects.toBeInstanceOf(
+        OutcomeUnknownError,
+      );
       expect(Date.now() - started).toBeLessThan(1000);
     });
   });

@@ -6,7 +6,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { DatabaseConfig, HttpConfig } from '../../config/app-config';
-import { AlreadyOrderedError, DomainError, OrderNotFoundError, OutcomeUnknownError, UnavailableError } from '../../common/domain-errors';
+import {
+  AlreadyOrderedError,
+  DomainError,
+  OrderNotFoundError,
+  OutcomeUnknownError,
+  UnavailableError,
+} from '../../common/domain-errors';
 import { MetricsService } from '../../metrics/metrics.service';
 import { OrderRow, UncertainWrite } from '../order.types';
 import { LIVE, ORDER_COLUMNS, OrderRecord, tagged, toOrderRow } from './order-sql';
@@ -21,7 +27,8 @@ export class UncertainChange extends Error {
   }
 }
 
-const TRANSITION_UNKNOWN = 'the database failed while the order was being changed; whether the change took effect is unknown: retry the same call to learn it';
+const TRANSITION_UNKNOWN =
+  'the database failed while the order was being changed; whether the change took effect is unknown: retry the same call to learn it';
 
 /** Pause between lookups while PostgreSQL is coming back. */
 const SETTLE_RETRY_MS = 100;
@@ -62,7 +69,9 @@ export class OutcomesRepository {
       if (!found) throw new UnavailableError('postgres', this.http.retryAfterS, w.cause);
       const sinceSentMs = Number(process.hrtime.bigint() - w.sentAt) / 1e6;
       const mine =
-        (found.age_ms ?? Infinity) <= sinceSentMs + 5 && found.quantity === w.quantity && found.allocations.every((a) => w.segments.includes(a.segment));
+        (found.age_ms ?? Infinity) <= sinceSentMs + 5 &&
+        found.quantity === w.quantity &&
+        found.allocations.every((a) => w.segments.includes(a.segment));
       if (!mine) throw new AlreadyOrderedError(Number(found.id));
       return toOrderRow(found);
     });
@@ -82,7 +91,10 @@ export class OutcomesRepository {
   ): Promise<OrderRow> {
     const read = async () =>
       (
-        await this.db.query<Array<OrderRecord & { open: boolean }>>(`SELECT ${ORDER_COLUMNS}, expires_at > now() AS open FROM orders WHERE id = $1`, [orderId])
+        await this.db.query<Array<OrderRecord & { open: boolean }>>(
+          `SELECT ${ORDER_COLUMNS}, expires_at > now() AS open FROM orders WHERE id = $1`,
+          [orderId],
+        )
       )[0];
     return this.untilKnown(
       u.tag,
@@ -106,13 +118,21 @@ export class OutcomesRepository {
    * throws the answer (UNAVAILABLE when nothing happened, a 404 or 409). Still unknown at the
    * deadline: OUTCOME_UNKNOWN. Counted once as a PostgreSQL error, whatever the end.
    */
-  private async untilKnown<R, T>(tag: string, cause: unknown, read: () => Promise<R>, decide: (found: R) => T, unknownMessage?: string): Promise<T> {
+  private async untilKnown<R, T>(
+    tag: string,
+    cause: unknown,
+    read: () => Promise<R>,
+    decide: (found: R) => T,
+    unknownMessage?: string,
+  ): Promise<T> {
     this.metrics.dependencyErrors.inc({ dependency: 'postgres' });
     const deadline = Date.now() + this.database.timeoutMs;
     let lastError = cause;
     while (Date.now() < deadline) {
       try {
-        const found = await withinMs(deadline - Date.now(), async () => ((await this.running(tag)) ? null : { value: await read() }));
+        const found = await withinMs(deadline - Date.now(), async () =>
+          (await this.running(tag)) ? null : { value: await read() },
+        );
         if (found) return decide(found.value);
         lastError = new Error('the write is still running in PostgreSQL');
       } catch (err) {

@@ -12,7 +12,11 @@ const refused = () => Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:54
 function repo(query: jest.Mock, runnerQuery: jest.Mock = jest.fn()) {
   const db = {
     query,
-    createQueryRunner: () => ({ query: runnerQuery, release: jest.fn(async () => undefined), databaseConnection: { end: jest.fn(async () => undefined) } }),
+    createQueryRunner: () => ({
+      query: runnerQuery,
+      release: jest.fn(async () => undefined),
+      databaseConnection: { end: jest.fn(async () => undefined) },
+    }),
   };
   const metrics = { dependencyErrors: { inc: jest.fn() }, batchRetries: { inc: jest.fn() } };
   return new SaleWritesRepository(db as never, { retryAfterS: 2 } as HttpConfig, metrics as never);
@@ -32,7 +36,12 @@ const commitLosesItsReply = () =>
 
 describe('SaleWritesRepository', () => {
   describe('a group-commit statement refused by CHECK (stock >= 0)', () => {
-    const checkViolation = () => new QueryFailedError('...', [], Object.assign(new Error('violates check constraint'), { code: '23514', severity: 'ERROR' }));
+    const checkViolation = () =>
+      new QueryFailedError(
+        '...',
+        [],
+        Object.assign(new Error('violates check constraint'), { code: '23514', severity: 'ERROR' }),
+      );
     const soldRows = [
       { kind: 'sold', user_id: 'u1', id: '9', created_at: new Date(), expires_at: new Date(), stock: null },
       { kind: 'chosen', user_id: 'u1', id: null, created_at: null, expires_at: null, stock: null },
@@ -81,7 +90,9 @@ describe('SaleWritesRepository', () => {
         if (sql.includes('FOR UPDATE')) throw terminated();
         return [];
       });
-      await expect(repo(jest.fn(), runner).sellFromSegments(7, [1, 2], 2, 'u1')).rejects.toBeInstanceOf(UnavailableError);
+      await expect(repo(jest.fn(), runner).sellFromSegments(7, [1, 2], 2, 'u1')).rejects.toBeInstanceOf(
+        UnavailableError,
+      );
     });
 
     it('should throw UncertainWrite when the connection breaks during COMMIT of the several-segment sale', async () => {

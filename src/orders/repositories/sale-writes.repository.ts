@@ -14,11 +14,21 @@ import { inTransaction } from '../../database/transactions';
 import { mappedFailure } from '../../database/mapped-failure';
 import { takeFrom } from '../../inventory/segment-plan';
 import { MetricsService } from '../../metrics/metrics.service';
-import { Allocation, BatchAttempt, BatchEntry, BatchResult, OrderRow, SegmentAttempt, UncertainBatch, UncertainWrite } from '../order.types';
+import {
+  Allocation,
+  BatchAttempt,
+  BatchEntry,
+  BatchResult,
+  OrderRow,
+  SegmentAttempt,
+  UncertainBatch,
+  UncertainWrite,
+} from '../order.types';
 import { LIVE, tagged } from './order-sql';
 
 /** When a reservation made now runs out: the product's payment timeout, read in the same statement. */
-const EXPIRES_AT = (productParam: string) => `now() + make_interval(secs => (SELECT payment_timeout_s FROM products WHERE id = ${productParam}))`;
+const EXPIRES_AT = (productParam: string) =>
+  `now() + make_interval(secs => (SELECT payment_timeout_s FROM products WHERE id = ${productParam}))`;
 
 // One statement is one transaction: deduct from the segment if it holds q, insert the reserved
 // order from the deducted row, and always report what the segment has left.
@@ -90,7 +100,15 @@ const INSERT_ORDER_SQL = `
 const CHECK_VIOLATION = '23514';
 
 /** A new reserved order as a sale statement returns it. */
-const reserved = (id: string, productId: number, userId: string, quantity: number, allocations: Allocation[], createdAt: Date, expiresAt: Date): OrderRow => ({
+const reserved = (
+  id: string,
+  productId: number,
+  userId: string,
+  quantity: number,
+  allocations: Allocation[],
+  createdAt: Date,
+  expiresAt: Date,
+): OrderRow => ({
   id: Number(id),
   productId,
   userId,
@@ -114,17 +132,23 @@ export class SaleWritesRepository {
    * row locked that long inside the transaction (the no-Redis-lock peer of the benchmark).
    * Throws UncertainWrite when PostgreSQL may have committed without telling.
    */
-  async sellFromSegment(productId: number, idx: number, q: number, userId: string, holdInTxMs = 0): Promise<SegmentAttempt> {
-    const order = (id: string, createdAt: Date, expiresAt: Date) => reserved(id, productId, userId, q, [{ segment: idx, quantity: q }], createdAt, expiresAt);
+  async sellFromSegment(
+    productId: number,
+    idx: number,
+    q: number,
+    userId: string,
+    holdInTxMs = 0,
+  ): Promise<SegmentAttempt> {
+    const order = (id: string, createdAt: Date, expiresAt: Date) =>
+      reserved(id, productId, userId, q, [{ segment: idx, quantity: q }], createdAt, expiresAt);
     const tag = randomUUID();
     const sentAt = process.hrtime.bigint();
     const uncertain = (err: unknown) => new UncertainWrite(productId, userId, q, [idx], tag, sentAt, err);
     if (holdInTxMs === 0) {
       try {
-        const [row] = await this.db.query<Array<{ id: string | null; created_at: Date | null; expires_at: Date | null; remaining: string | null }>>(
-          tagged(tag, SELL_FROM_SEGMENT_SQL),
-          [productId, idx, q, userId],
-        );
+        const [row] = await this.db.query<
+          Array<{ id: string | null; created_at: Date | null; expires_at: Date | null; remaining: string | null }>
+        >(tagged(tag, SELL_FROM_SEGMENT_SQL), [productId, idx, q, userId]);
         const remaining = row.remaining === null ? null : Number(row.remaining);
         return row.id === null
           ? { kind: 'short', remaining }
@@ -135,16 +159,26 @@ export class SaleWritesRepository {
     }
     return this.inTransaction(tag, uncertain, async (tx) => {
       const updated = (await tx.query(
-        tagged(tag, 'UPDATE stock_segments SET stock = stock - $3::int WHERE product_id = $1 AND idx = $2 AND stock >= $3::int RETURNING stock'),
+        tagged(
+          tag,
+          'UPDATE stock_segments SET stock = stock - $3::int WHERE product_id = $1 AND idx = $2 AND stock >= $3::int RETURNING stock',
+        ),
         [productId, idx, q],
       )) as [Array<{ stock: string }>, number];
       if (updated[1] === 0) {
-        const [seg] = (await tx.query('SELECT stock FROM stock_segments WHERE product_id = $1 AND idx = $2', [productId, idx])) as Array<{ stock: string }>;
+        const [seg] = (await tx.query('SELECT stock FROM stock_segments WHERE product_id = $1 AND idx = $2', [
+          productId,
+          idx,
+        ])) as Array<{ stock: string }>;
         return { kind: 'short' as const, remaining: seg ? Number(seg.stock) : null };
       }
       await sleep(holdInTxMs);
       const [ins] = await this.insertOrder(tx, tag, productId, userId, q, [{ segment: idx, quantity: q }]);
-      return { kind: 'sold' as const, order: order(ins.id, ins.created_at, ins.expires_at), remaining: Number(updated[0][0].stock) };
+      return {
+        kind: 'sold' as const,
+        order: order(ins.id, ins.created_at, ins.expires_at),
+        remaining: Number(updated[0][0].stock),
+      };
     });
   }
 
@@ -165,7 +199,10 @@ export class SaleWritesRepository {
       expires_at: Date | null;
       stock: string | null;
     };
-    const uncertain = (err: unknown) => new UncertainBatch(entries.map((e) => new UncertainWrite(productId, e.userId, e.quantity, [idx], tag, sentAt, err)));
+    const uncertain = (err: unknown) =>
+      new UncertainBatch(
+        entries.map((e) => new UncertainWrite(productId, e.userId, e.quantity, [idx], tag, sentAt, err)),
+      );
     const params = [productId, idx, entries.map((e) => e.userId), entries.map((e) => e.quantity)];
     let rows: Row[];
     // One autocommit statement: a lost reply is settled per order like a single sale's. While units
@@ -182,11 +219,15 @@ export class SaleWritesRepository {
       this.metrics.batchRetries.inc();
       try {
         rows = await this.inTransaction(tag, uncertain, async (tx) => {
-          await tx.query('SELECT 1 FROM stock_segments WHERE product_id = $1 AND idx = $2 FOR UPDATE', [productId, idx]);
+          await tx.query('SELECT 1 FROM stock_segments WHERE product_id = $1 AND idx = $2 FOR UPDATE', [
+            productId,
+            idx,
+          ]);
           return (await tx.query(tagged(tag, SELL_BATCH_SQL), params)) as Row[];
         });
       } catch (again) {
-        if (sqlState(again) === CHECK_VIOLATION) throw new BusyError('the segment changed under the batch, retry', this.http.retryAfterS);
+        if (sqlState(again) === CHECK_VIOLATION)
+          throw new BusyError('the segment changed under the batch, retry', this.http.retryAfterS);
         throw again;
       }
     }
@@ -195,7 +236,12 @@ export class SaleWritesRepository {
     const chosen = new Set<string>();
     let remaining: number | null = null;
     for (const r of rows) {
-      if (r.kind === 'sold') sold.set(r.user_id as string, { id: r.id as string, createdAt: r.created_at as Date, expiresAt: r.expires_at as Date });
+      if (r.kind === 'sold')
+        sold.set(r.user_id as string, {
+          id: r.id as string,
+          createdAt: r.created_at as Date,
+          expiresAt: r.expires_at as Date,
+        });
       else if (r.kind === 'held') held.add(r.user_id as string);
       else if (r.kind === 'chosen') chosen.add(r.user_id as string);
       else remaining = r.stock === null ? null : Number(r.stock);
@@ -204,7 +250,18 @@ export class SaleWritesRepository {
       const s = sold.get(e.userId);
       if (s) {
         sold.delete(e.userId); // a second entry of the same user (no user lock) is a duplicate
-        return { kind: 'sold', order: reserved(s.id, productId, e.userId, e.quantity, [{ segment: idx, quantity: e.quantity }], s.createdAt, s.expiresAt) };
+        return {
+          kind: 'sold',
+          order: reserved(
+            s.id,
+            productId,
+            e.userId,
+            e.quantity,
+            [{ segment: idx, quantity: e.quantity }],
+            s.createdAt,
+            s.expiresAt,
+          ),
+        };
       }
       // Held before this statement, or inserted concurrently (chosen, then skipped by ON CONFLICT).
       if (held.has(e.userId) || chosen.has(e.userId)) return { kind: 'alreadyOrdered' };
@@ -217,13 +274,22 @@ export class SaleWritesRepository {
    * Sells q units spread over several segments in one transaction, reading their stock under
    * row locks (ascending). Null when they no longer hold q between them.
    */
-  async sellFromSegments(productId: number, indexes: number[], q: number, userId: string, holdInTxMs = 0): Promise<OrderRow | null> {
+  async sellFromSegments(
+    productId: number,
+    indexes: number[],
+    q: number,
+    userId: string,
+    holdInTxMs = 0,
+  ): Promise<OrderRow | null> {
     const tag = randomUUID();
     const sentAt = process.hrtime.bigint();
     const uncertain = (err: unknown) => new UncertainWrite(productId, userId, q, indexes, tag, sentAt, err);
     return this.inTransaction(tag, uncertain, async (tx) => {
       const rows = (await tx.query(
-        tagged(tag, 'SELECT idx, stock FROM stock_segments WHERE product_id = $1 AND idx = ANY($2::int[]) ORDER BY idx FOR UPDATE'),
+        tagged(
+          tag,
+          'SELECT idx, stock FROM stock_segments WHERE product_id = $1 AND idx = ANY($2::int[]) ORDER BY idx FOR UPDATE',
+        ),
         [productId, indexes],
       )) as Array<{ idx: number; stock: string }>;
       const takes = takeFrom(
@@ -232,11 +298,13 @@ export class SaleWritesRepository {
       );
       if (!takes) return null;
       for (const t of takes) {
-        await tx.query(tagged(tag, 'UPDATE stock_segments SET stock = stock - $3::int WHERE product_id = $1 AND idx = $2 AND stock >= $3::int'), [
-          productId,
-          t.segment,
-          t.quantity,
-        ]);
+        await tx.query(
+          tagged(
+            tag,
+            'UPDATE stock_segments SET stock = stock - $3::int WHERE product_id = $1 AND idx = $2 AND stock >= $3::int',
+          ),
+          [productId, t.segment, t.quantity],
+        );
       }
       if (holdInTxMs > 0) await sleep(holdInTxMs);
       const [ins] = await this.insertOrder(tx, tag, productId, userId, q, takes);
@@ -244,15 +312,30 @@ export class SaleWritesRepository {
     });
   }
 
-  private insertOrder(tx: QueryRunner, tag: string, productId: number, userId: string, q: number, allocations: Allocation[]) {
+  private insertOrder(
+    tx: QueryRunner,
+    tag: string,
+    productId: number,
+    userId: string,
+    q: number,
+    allocations: Allocation[],
+  ) {
     return tx.query(tagged(tag, INSERT_ORDER_SQL), [productId, userId, q, JSON.stringify(allocations)]) as Promise<
       Array<{ id: string; created_at: Date; expires_at: Date }>
     >;
   }
 
   /** The sale's transaction; only its COMMIT, tagged like its statements, can be uncertain. */
-  private inTransaction<T>(tag: string, uncertain: (err: unknown) => Error, work: (tx: QueryRunner) => Promise<T>): Promise<T> {
-    return inTransaction(this.db, { commit: tagged(tag, 'COMMIT'), uncertain, mapped: (err) => this.mapped(err) }, work);
+  private inTransaction<T>(
+    tag: string,
+    uncertain: (err: unknown) => Error,
+    work: (tx: QueryRunner) => Promise<T>,
+  ): Promise<T> {
+    return inTransaction(
+      this.db,
+      { commit: tagged(tag, 'COMMIT'), uncertain, mapped: (err) => this.mapped(err) },
+      work,
+    );
   }
 
   private mapped(err: unknown): unknown {

@@ -10,8 +10,13 @@ import { tagged } from './order-sql';
  * skip a row a rebalance deleted and lose the units); returns do not block each other or sales.
  * Null when the product is gone.
  */
-export async function lockProductForReturns(tx: QueryRunner, productId: number): Promise<{ layoutVersion: number; segmentCount: number } | null> {
-  const [p] = (await tx.query('SELECT layout_version, segment_count FROM products WHERE id = $1 FOR SHARE', [productId])) as Array<{
+export async function lockProductForReturns(
+  tx: QueryRunner,
+  productId: number,
+): Promise<{ layoutVersion: number; segmentCount: number } | null> {
+  const [p] = (await tx.query('SELECT layout_version, segment_count FROM products WHERE id = $1 FOR SHARE', [
+    productId,
+  ])) as Array<{
     layout_version: number;
     segment_count: number;
   }>;
@@ -38,7 +43,10 @@ export async function returnUnits(
       let target = a.segment;
       if (target >= product.segmentCount) {
         if (smallest === undefined) {
-          const [s] = (await tx.query('SELECT idx FROM stock_segments WHERE product_id = $1 ORDER BY stock, idx LIMIT 1', [productId])) as Array<{
+          const [s] = (await tx.query(
+            'SELECT idx FROM stock_segments WHERE product_id = $1 ORDER BY stock, idx LIMIT 1',
+            [productId],
+          )) as Array<{
             idx: number;
           }>;
           smallest = s.idx;
@@ -50,7 +58,10 @@ export async function returnUnits(
   }
   const segments = [...back.keys()].sort((a, b) => a - b);
   const units = segments.map((i) => back.get(i) as number);
-  await tx.query('SELECT idx FROM stock_segments WHERE product_id = $1 AND idx = ANY($2::int[]) ORDER BY idx FOR UPDATE', [productId, segments]);
+  await tx.query(
+    'SELECT idx FROM stock_segments WHERE product_id = $1 AND idx = ANY($2::int[]) ORDER BY idx FOR UPDATE',
+    [productId, segments],
+  );
   const updated = (await tx.query(
     tagged(
       tag,
@@ -59,6 +70,7 @@ export async function returnUnits(
     [productId, segments, units],
   )) as [unknown, number];
   // The product lock keeps every segment below segment_count in place; anything else is a bug that must not lose units.
-  if (updated[1] !== segments.length) throw new Error(`returning units of product ${productId}: ${updated[1]} of ${segments.length} segments found`);
+  if (updated[1] !== segments.length)
+    throw new Error(`returning units of product ${productId}: ${updated[1]} of ${segments.length} segments found`);
   return { productId, layoutVersion: product.layoutVersion, segments, units: units.reduce((a, b) => a + b, 0) };
 }
