@@ -12,6 +12,7 @@ import { dataSourceOptions } from './infrastructure/data-source';
 import { InfrastructureModule } from './infrastructure/infrastructure.module';
 import { loggerParams } from './logging/logger';
 import { OrdersModule } from './orders/orders.module';
+import { WaitingRoomModule } from './waiting-room/waiting-room.module';
 
 @Module({})
 export class AppModule {
@@ -29,6 +30,7 @@ export class AppModule {
         ),
         InfrastructureModule,
         DoorModule,
+        WaitingRoomModule,
         OrdersModule,
         AdminModule,
         HealthModule,

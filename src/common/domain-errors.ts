@@ -14,6 +14,10 @@ export type ErrorCode =
   | 'NOT_FOUND'
   | 'PRODUCT_NOT_FOUND'
   | 'ORDER_NOT_FOUND'
+  | 'TICKET_NOT_FOUND'
+  | 'NO_WAITING_ROOM'
+  | 'ADMISSION_REQUIRED'
+  | 'ADMISSION_INVALID'
   | 'ALREADY_ORDERED'
   | 'ORDER_IN_PROGRESS'
   | 'SOLD_OUT'
@@ -36,9 +40,13 @@ export const ERROR_STATUS: Record<ErrorCode, number> = {
   FORBIDDEN: 403,
   SALE_NOT_STARTED: 403,
   SALE_ENDED: 403,
+  ADMISSION_REQUIRED: 403,
+  ADMISSION_INVALID: 403,
   NOT_FOUND: 404,
   PRODUCT_NOT_FOUND: 404,
   ORDER_NOT_FOUND: 404,
+  TICKET_NOT_FOUND: 404,
+  NO_WAITING_ROOM: 409,
   ALREADY_ORDERED: 409,
   ORDER_IN_PROGRESS: 409,
   ORDER_EXPIRED: 409,
@@ -120,6 +128,33 @@ export class OrderNotFoundError extends DomainError {
   readonly code = 'ORDER_NOT_FOUND';
   constructor(id: string) {
     super(`order ${id} does not exist`);
+  }
+}
+export class TicketNotFoundError extends DomainError {
+  readonly code = 'TICKET_NOT_FOUND';
+  constructor(message = 'no such ticket for this product and user; join the queue (again) to get one') {
+    super(message);
+  }
+}
+/** The product sells without a queue: order it directly. */
+export class NoWaitingRoomError extends DomainError {
+  readonly code = 'NO_WAITING_ROOM';
+  constructor(productId: number) {
+    super(`product ${productId} has no waiting room: order it directly`);
+  }
+}
+/** The product sells only to buyers admitted from its queue, and the order carried no admission. */
+export class AdmissionRequiredError extends DomainError {
+  readonly code = 'ADMISSION_REQUIRED';
+  constructor(productId: number) {
+    super(`product ${productId} sells only to admitted buyers: join its queue (POST /products/${productId}/queue)`);
+  }
+}
+/** The admission is forged, expired, already spent, or names another user or product. */
+export class AdmissionInvalidError extends DomainError {
+  readonly code = 'ADMISSION_INVALID';
+  constructor(why: string) {
+    super(`the admission is not valid: ${why}`);
   }
 }
 export class AlreadyOrderedError extends DomainError {

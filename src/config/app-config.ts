@@ -8,6 +8,7 @@ import {
   IsBoolean,
   IsIn,
   IsInt,
+  IsNumber,
   IsOptional,
   IsString,
   Matches,
@@ -42,6 +43,8 @@ const toBool = ({ value }: { value: unknown }) => {
   if (['0', 'false', 'no', 'off'].includes(v)) return false;
   return value;
 };
+const toNumber = ({ value }: { value: unknown }) =>
+  typeof value === 'string' && /^\d+(\.\d+)?$/.test(value.trim()) ? Number(value.trim()) : value;
 const emptyToUndefined = ({ value }: { value: unknown }) =>
   typeof value === 'string' && value.trim() === '' ? undefined : value;
 const toList = ({ value }: { value: unknown }) =>
@@ -195,6 +198,23 @@ export class IdentityConfig {
   shopToken?: string;
 }
 
+/** The waiting room: how many buyers are let in at once, how its queue spreads, and how admissions are signed. */
+export class WaitingRoomConfig {
+  /** Admissions outstanding (admitted, not ordered, not expired) stay below ceil(ratio x units left). */
+  @Env('ADMISSION_RATIO') @Transform(toNumber) @IsNumber() @Min(1) @Max(100) admissionRatio = 1.5;
+  /** How often a process looks for tickets to admit (and refreshes what it knows of each queue). */
+  @Env('ADMISSION_TICK_MS') @Transform(toInt) @IsInt() @Min(10) @Max(10_000) admissionTickMs = 100;
+  /** Redis shards of a queue created from now on (each its own hash slot); a queue keeps the count it began with. */
+  @Env('QUEUE_SHARDS') @Transform(toInt) @IsInt() @Min(1) @Max(1024) queueShards = 16;
+  /** HS256 key of admission tokens; unset: one made once and kept in PostgreSQL, shared by every process. */
+  @Env('ADMISSION_SECRET')
+  @Transform(emptyToUndefined)
+  @IsOptional()
+  @IsString()
+  @MinLength(32, { message: 'ADMISSION_SECRET must be at least 32 characters' })
+  secret?: string;
+}
+
 export class LoggingConfig {
   @Env('LOG_LEVEL') @IsIn(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) level = 'info';
 }
@@ -216,6 +236,7 @@ export const CONFIG_AREAS = {
   admin: AdminConfig,
   door: DoorConfig,
   identity: IdentityConfig,
+  waitingRoom: WaitingRoomConfig,
   logging: LoggingConfig,
   embedded: EmbeddedConfig,
 } as const;

@@ -1,11 +1,12 @@
 // The door: what every buyer and shop call passes before the order path. One Fastify preHandler
-// on the order routes, run before Nest's pipes and guards, because most of a flash sale's calls
+// on the order and waiting-room routes, run before Nest's pipes and guards, because most of a flash sale's calls
 // end here and each must cost about what answering nothing costs:
 // 1. who calls: the shop's token, or a buyer's verified JWT (or, with buyer identity off, the
 //    body's userId on POST /orders); 401 UNAUTHENTICATED, 403 IDENTITY_MISMATCH or FORBIDDEN;
 // 2. POST /orders of a product this process knows is sold out: 410 SOLD_OUT, or 409
 //    ALREADY_ORDERED with the orderId, from memory (SoldOutBoard), no PostgreSQL, no Redis;
-// 3. how often: the user's and the address's budgets (RateLimits), 429 RATE_LIMITED.
+// 3. how often: the user's and the address's budgets (RateLimits), 429 RATE_LIMITED; joining a
+//    waiting room and polling a ticket count against the same budgets as orders.
 // A refusal from memory comes before the rate limits on purpose: it costs less than counting it.
 // Everything else goes on to the controllers, which read the caller from `request.caller`.
 import { Inject, Injectable } from '@nestjs/common';
@@ -40,7 +41,7 @@ declare module 'fastify' {
   }
 }
 
-const ORDER_FIELDS = new Set(['userId', 'productId', 'quantity']);
+const ORDER_FIELDS = new Set(['userId', 'productId', 'quantity', 'admission']);
 const SOLD_OUT_BODY = JSON.stringify({ statusCode: 410, code: 'SOLD_OUT', message: 'sold out' });
 const ALREADY_ORDERED_MESSAGE = 'this user already has an order for this product';
 const JSON_TYPE = 'application/json; charset=utf-8';
@@ -91,6 +92,12 @@ export class Door {
         case '/orders/:id/pay':
           this.shopOnly(req);
           return;
+        case '/products/:id/queue':
+          if (req.method === 'POST') await this.joining(req, reply);
+          return;
+        case '/products/:id/queue/:ticketId':
+          await this.polling(req, reply);
+          return;
         default:
           return;
       }
@@ -102,6 +109,37 @@ export class Door {
 
   /** POST /orders: the buyer, then a refusal from memory, then the budgets. */
   private async placing(req: FastifyRequest, reply: FastifyReply): Promise<void> {
+    const { userId, body } = this.buyerOfBody(req);
+    // (A token with no body at all goes on to validation: 400.)
+    if (userId !== null && body !== null && typeof body === 'object') {
+      // Synchronous unless a lapsed entry waits for its renewal: no extra turn of the event loop per call.
+      const answered = this.answeredFromMemory(body, userId, reply);
+      if (answered === true || (answered !== false && (await answered))) return;
+    }
+    await this.withinBudget(userId, req, reply);
+  }
+
+  /** POST /products/:id/queue: the buyer (as for an order), then the budgets. */
+  private async joining(req: FastifyRequest, reply: FastifyReply): Promise<void> {
+    const { userId } = this.buyerOfBody(req);
+    await this.withinBudget(userId, req, reply);
+  }
+
+  /** GET /products/:id/queue/:ticketId: the verified buyer when identity is on (the ticket id alone otherwise), then the budgets. */
+  private async polling(req: FastifyRequest, reply: FastifyReply): Promise<void> {
+    let userId: string | null = null;
+    if (this.identity.enabled) {
+      userId = this.verifiedBuyer(req);
+      req.caller = { kind: 'buyer', userId, verified: true };
+    }
+    await this.withinBudget(userId, req, reply);
+  }
+
+  /**
+   * The buyer of a call whose body names one: with identity on, the token's user (written into the
+   * body, or IDENTITY_MISMATCH when the body names another); off, the body's userId.
+   */
+  private buyerOfBody(req: FastifyRequest): { userId: string | null; body: Record<string, unknown> | undefined } {
     const body = req.body as Record<string, unknown> | undefined;
     let userId: string | null;
     if (this.identity.enabled) {
@@ -114,12 +152,10 @@ export class Door {
       userId = body !== null && typeof body === 'object' ? normalUserId(body.userId) : null;
     }
     if (userId !== null) req.caller = { kind: 'buyer', userId, verified: this.identity.enabled };
-    // (A token with no body at all goes on to validation: 400.)
-    if (userId !== null && body !== null && typeof body === 'object') {
-      // Synchronous unless a lapsed entry waits for its renewal: no extra turn of the event loop per call.
-      const answered = this.answeredFromMemory(body, userId, reply);
-      if (answered === true || (answered !== false && (await answered))) return;
-    }
+    return { userId, body };
+  }
+
+  private async withinBudget(userId: string | null, req: FastifyRequest, reply: FastifyReply): Promise<void> {
     if (!this.limits.enabled) return;
     const over = this.limits.blockedNow(userId, req.ip) ?? (await this.limits.check(userId, req.ip));
     if (over) this.overBudget(reply, over);

@@ -174,6 +174,52 @@ export class MetricsService {
   });
 
   private asked = 0;
+  readonly queueJoins = new Counter({
+    name: 'flashsale_queue_joins_total',
+    help: 'Waiting-room joins by outcome: new (a ticket made), existing (the user had one), or the refusal code',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly queuePolls = new Counter({
+    name: 'flashsale_queue_polls_total',
+    help: 'Waiting-room ticket reads by the status answered',
+    labelNames: ['status'] as const,
+    registers: [this.registry],
+  });
+  readonly queueAdmitted = new Counter({
+    name: 'flashsale_queue_admitted_total',
+    help: 'Queue positions admitted (admission steps this process made)',
+    labelNames: ['product'] as const,
+    registers: [this.registry],
+  });
+  readonly queueWaiting = new Gauge({
+    name: 'flashsale_queue_waiting',
+    help: 'Queue positions handed out and not yet admitted, per product',
+    labelNames: ['product'] as const,
+    registers: [this.registry],
+    aggregator: 'max',
+  });
+  readonly queueOutstanding = new Gauge({
+    name: 'flashsale_queue_admissions_outstanding',
+    help: 'Admissions neither spent by an order nor expired, per product',
+    labelNames: ['product'] as const,
+    registers: [this.registry],
+    aggregator: 'max',
+  });
+  readonly queueAdmissionRate = new Gauge({
+    name: 'flashsale_queue_admission_rate',
+    help: 'Positions admitted per second over the last 30 seconds, per product (what the estimated waits use)',
+    labelNames: ['product'] as const,
+    registers: [this.registry],
+    aggregator: 'max',
+  });
+  readonly queueEtaError = new Histogram({
+    name: 'flashsale_queue_eta_error_seconds',
+    help: "How far a ticket's admission was from the first estimate this process gave it (absolute)",
+    buckets: [0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300],
+    registers: [this.registry],
+  });
+
   private readonly pending = new Map<number, (text?: string) => void>();
 
   constructor() {

@@ -1,0 +1,36 @@
+import { createHash, createHmac, randomBytes } from 'node:crypto';
+import { lotteryKey, lotteryOrder, seedHashOf, shardOf, TICKET_ID, ticketIdFor } from './lottery';
+
+describe('the lottery and ticket arithmetic', () => {
+  it('gives one user one ticket id per product, different across products and users', () => {
+    expect(ticketIdFor(7, 'ann')).toBe(ticketIdFor(7, 'ann'));
+    expect(ticketIdFor(7, 'ann')).not.toBe(ticketIdFor(8, 'ann'));
+    expect(ticketIdFor(7, 'ann')).not.toBe(ticketIdFor(7, 'bob'));
+    expect(ticketIdFor(7, 'ann')).toMatch(TICKET_ID);
+    expect(ticketIdFor(7, 'ann')).toBe(createHash('sha256').update('7:ann').digest('hex').slice(0, 24));
+  });
+
+  it('spreads tickets over every shard', () => {
+    const counts = new Array(16).fill(0);
+    for (let u = 0; u < 16_000; u++) counts[shardOf(ticketIdFor(1, `u${u}`), 16)]++;
+    for (const c of counts) expect(c).toBeGreaterThan(800);
+  });
+
+  it('orders the pre-queue by the HMAC of each ticket id under the seed, as the published algorithm says', () => {
+    const seed = randomBytes(32);
+    const ids = Array.from({ length: 500 }, (_, i) => ticketIdFor(3, `user-${i}`));
+    const byHand = [...ids].sort((a, b) => {
+      const ka = createHmac('sha256', seed).update(a).digest('hex');
+      const kb = createHmac('sha256', seed).update(b).digest('hex');
+      return ka < kb ? -1 : 1;
+    });
+    expect(lotteryOrder(seed, ids)).toEqual(byHand);
+    expect(lotteryKey(seed, ids[0])).toBe(createHmac('sha256', seed).update(ids[0]).digest('hex'));
+    expect(seedHashOf(seed)).toBe(createHash('sha256').update(seed).digest('hex'));
+  });
+
+  it('draws a different order from another seed (the seed decides, not the ids)', () => {
+    const ids = Array.from({ length: 200 }, (_, i) => ticketIdFor(3, `user-${i}`));
+    expect(lotteryOrder(randomBytes(32), ids)).not.toEqual(lotteryOrder(randomBytes(32), ids));
+  });
+});

@@ -1,0 +1,108 @@
+// What this process knows of each waiting room, refreshed every tick by the Admitter and read by
+// every join and poll without a round trip: the room's row (seed and draw), the queue's control
+// values from Redis (epoch, base, draw), and the admission view from PostgreSQL (cursor,
+// outstanding admissions, units left, measured rate). A poll's answer is at most one refresh old.
+import { Injectable, Logger } from '@nestjs/common';
+import { UnavailableError } from '../common/domain-errors';
+import { HttpConfig, WaitingRoomConfig } from '../config/app-config';
+import { QueueControl, QueueStore } from './queue.store';
+import { AdmissionView, RoomRow, WaitingRoomRepository } from './waiting-room.repository';
+
+@Injectable()
+export class QueueStates {
+  private readonly log = new Logger('WaitingRoom');
+  private readonly rooms = new Map<number, RoomRow>();
+  private readonly controls = new Map<number, QueueControl>();
+  private readonly views = new Map<number, AdmissionView>();
+  private readonly refreshing = new Map<number, Promise<AdmissionView | null>>();
+
+  constructor(
+    private readonly repo: WaitingRoomRepository,
+    private readonly store: QueueStore,
+    private readonly config: WaitingRoomConfig,
+    private readonly http: HttpConfig,
+  ) {}
+
+  /** The room's row; the seed never changes, the draw's fields are refreshed by refreshRoom. */
+  async room(productId: number): Promise<RoomRow | null> {
+    const known = this.rooms.get(productId);
+    if (known) return known;
+    return this.refreshRoom(productId);
+  }
+
+  async refreshRoom(productId: number): Promise<RoomRow | null> {
+    const room = await this.repo.room(productId).catch((err) => {
+      throw new UnavailableError('postgres', this.http.retryAfterS, err);
+    });
+    if (room) this.rooms.set(productId, room);
+    return room;
+  }
+
+  /** The control values as last read (or read now when this process has none). */
+  async control(productId: number): Promise<QueueControl> {
+    return this.controls.get(productId) ?? this.readControl(productId);
+  }
+
+  /**
+   * Reads the control values from Redis; when the control hash is missing (a new room, or Redis lost
+   * it) makes it for a new epoch from PostgreSQL. UnavailableError when Redis or PostgreSQL fails.
+   */
+  async readControl(productId: number): Promise<QueueControl> {
+    try {
+      let control = await this.store.control(productId);
+      if (control === null) {
+        const room = await this.repo.newEpoch(productId);
+        if (room === null) throw new Error(`product ${productId} has no waiting room row`);
+        // The pre-queue is drawn once per room: an epoch that begins after the draw has none.
+        const made = await this.store.init(productId, {
+          epoch: room.epoch,
+          base: room.positionBase,
+          pre: 0,
+          drawn: room.preQueue !== null,
+          shards: this.config.queueShards,
+        });
+        if (made) this.log.warn(`queue of product ${productId}: control made for epoch ${room.epoch}, base ${room.positionBase}`);
+        control = await this.store.control(productId);
+        if (control === null) throw new Error('the queue control vanished as it was made');
+      }
+      this.remember(productId, control);
+      return control;
+    } catch (err) {
+      if (err instanceof UnavailableError) throw err;
+      throw new UnavailableError('redis', this.http.retryAfterS, err);
+    }
+  }
+
+  /** Keeps control values learnt elsewhere (an arrival call answers them too), unless older than what is known. */
+  remember(productId: number, control: QueueControl): void {
+    const known = this.controls.get(productId);
+    if (known && known.epoch === control.epoch && known.arrivals > control.arrivals && (known.drawn || !control.drawn))
+      return;
+    this.controls.set(productId, control);
+  }
+
+  /** The admission view, refreshed when older than the tick (a product the admitter has not met yet). */
+  async view(productId: number): Promise<AdmissionView | null> {
+    const known = this.views.get(productId);
+    if (known && Date.now() - known.at < Math.min(this.config.admissionTickMs, 1000) * 2) return known;
+    return this.refreshView(productId);
+  }
+
+  /** One read per product at a time, shared by every poll that asks meanwhile. */
+  refreshView(productId: number): Promise<AdmissionView | null> {
+    const running = this.refreshing.get(productId);
+    if (running) return running;
+    const read = this.repo
+      .view(productId)
+      .then((view) => {
+        if (view) this.views.set(productId, { ...view, at: Date.now() });
+        return view;
+      })
+      .catch((err) => {
+        throw new UnavailableError('postgres', this.http.retryAfterS, err);
+      })
+      .finally(() => this.refreshing.delete(productId));
+    this.refreshing.set(productId, read);
+    return read;
+  }
+}

@@ -1,0 +1,69 @@
+import { findBatch, pollAfterS, SaleWindow, standingOf, waitingOf } from './ticket-status';
+import { AdmissionView } from './waiting-room.repository';
+
+const now = 1_000_000;
+const view = (over: Partial<AdmissionView> = {}): AdmissionView => ({
+  admittedThrough: 10,
+  outstanding: 3,
+  unitsLeft: 5,
+  live: [
+    { first: 1, last: 4, admittedAt: now - 90_000, expiresAt: now + 30_000 },
+    { first: 5, last: 10, admittedAt: now - 1000, expiresAt: now + 119_000 },
+  ],
+  ratePerS: 2,
+  at: now,
+  ...over,
+});
+const window: SaleWindow = { startsAt: null, endsAt: null, admissionTtlS: 120 };
+
+describe('a ticket against the admission cursor', () => {
+  it('is queued past the cursor, admitted inside a live batch, and over when its batch has expired or is gone', () => {
+    expect(standingOf(11, view(), now)).toEqual({ kind: 'queued' });
+    expect(standingOf(7, view(), now)).toMatchObject({ kind: 'admitted', batch: { first: 5, last: 10 } });
+    expect(standingOf(2, view(), now + 31_000)).toEqual({ kind: 'admissionOver' });
+    expect(standingOf(3, view({ live: [view().live[1]] }), now)).toEqual({ kind: 'admissionOver' });
+  });
+
+  it('finds the batch of a position by bisection over many batches', () => {
+    const live = Array.from({ length: 1000 }, (_, i) => ({ first: i * 3 + 1, last: i * 3 + 3, admittedAt: 0, expiresAt: 1 }));
+    for (const p of [1, 2, 3, 4, 1500, 2999, 3000]) expect(findBatch(live, p)).toBe(live[Math.floor((p - 1) / 3)]);
+    expect(findBatch(live, 3001)).toBeUndefined();
+  });
+
+  it('counts ahead the positions not yet admitted before it plus the admissions outstanding, and waits by the measured rate', () => {
+    expect(waitingOf(15, view(), window, now)).toEqual({ status: 'waiting', ahead: 4 + 3, estimatedWaitS: 3 });
+    expect(waitingOf(11, view({ ratePerS: 0 }), window, now)).toEqual({ status: 'waiting', ahead: 3, estimatedWaitS: null });
+  });
+
+  it('is sold out while no unit is left, and waiting again in its place when units come back', () => {
+    expect(waitingOf(15, view({ unitsLeft: 0 }), window, now)).toEqual({ status: 'sold_out', ahead: 7, estimatedWaitS: null });
+    expect(waitingOf(15, view({ unitsLeft: 1 }), window, now).status).toBe('waiting');
+  });
+
+  it('before the draw has no position and waits for the start', () => {
+    expect(waitingOf(null, null, { ...window, startsAt: now + 9500 }, now)).toEqual({
+      status: 'waiting',
+      ahead: null,
+      estimatedWaitS: 10,
+    });
+  });
+});
+
+describe('Retry-After of a ticket', () => {
+  it('paces a waiting ticket by a third of its wait, never past a quarter of the admission lifetime nor 30 s', () => {
+    expect(pollAfterS('waiting', 30, window, now)).toBe(10);
+    expect(pollAfterS('waiting', 600, window, now)).toBe(30);
+    expect(pollAfterS('waiting', 600, { ...window, admissionTtlS: 20 }, now)).toBe(5);
+    expect(pollAfterS('waiting', 1, window, now)).toBe(1);
+    expect(pollAfterS('waiting', null, window, now)).toBe(2);
+  });
+
+  it('asks an admitted buyer back at once, a finished one rarely, and a pre-queue ticket at the start', () => {
+    expect(pollAfterS('admitted', 0, window, now)).toBe(1);
+    expect(pollAfterS('ordered', 0, window, now)).toBe(60);
+    expect(pollAfterS('ended', null, window, now)).toBe(60);
+    expect(pollAfterS('sold_out', null, window, now)).toBe(5);
+    expect(pollAfterS('waiting', null, { ...window, startsAt: now + 4200 }, now)).toBe(5);
+    expect(pollAfterS('waiting', null, { ...window, startsAt: now + 400_000 }, now)).toBe(30);
+  });
+});

@@ -1,0 +1,83 @@
+// A ticket's answer from what the process knows, without I/O: its status, how many are ahead, the
+// estimated wait and when to poll again. The caller has already settled the cases that need
+// PostgreSQL (whether an admitted position was spent by an order).
+import { AdmissionBatch, AdmissionView } from './waiting-room.repository';
+
+export type TicketStatus = 'waiting' | 'admitted' | 'ordered' | 'sold_out' | 'ended';
+
+export interface SaleWindow {
+  startsAt: number | null;
+  endsAt: number | null;
+  admissionTtlS: number;
+}
+
+/** Where a positioned ticket stands against the admission cursor. */
+export type Standing =
+  | { kind: 'queued' }
+  | { kind: 'admitted'; batch: AdmissionBatch }
+  /** Admitted, and the admission is over: spent or expired, PostgreSQL says which. */
+  | { kind: 'admissionOver' };
+
+export function standingOf(position: number, view: AdmissionView, now: number): Standing {
+  if (position > view.admittedThrough) return { kind: 'queued' };
+  const batch = findBatch(view.live, position);
+  return batch && batch.expiresAt > now ? { kind: 'admitted', batch } : { kind: 'admissionOver' };
+}
+
+/** The live batch holding a position (batches are in position order and do not overlap). */
+export function findBatch(live: readonly AdmissionBatch[], position: number): AdmissionBatch | undefined {
+  let lo = 0;
+  let hi = live.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    const b = live[mid];
+    if (position < b.first) hi = mid - 1;
+    else if (position > b.last) lo = mid + 1;
+    else return b;
+  }
+  return undefined;
+}
+
+export interface Waiting {
+  status: 'waiting' | 'sold_out';
+  ahead: number | null;
+  estimatedWaitS: number | null;
+}
+
+/**
+ * A ticket not yet admitted. `ahead` counts the positions before it not yet admitted plus the
+ * admissions still outstanding; the wait is its distance to the cursor over the admission rate
+ * measured (null while nothing has been admitted lately, or when sold out).
+ */
+export function waitingOf(position: number | null, view: AdmissionView | null, window: SaleWindow, now: number): Waiting {
+  if (position === null || view === null) {
+    const untilStart = window.startsAt !== null && now < window.startsAt ? Math.ceil((window.startsAt - now) / 1000) : null;
+    return { status: 'waiting', ahead: null, estimatedWaitS: untilStart };
+  }
+  const ahead = Math.max(0, position - view.admittedThrough - 1) + view.outstanding;
+  if (view.unitsLeft === 0) return { status: 'sold_out', ahead, estimatedWaitS: null };
+  const estimatedWaitS = view.ratePerS > 0 ? Math.ceil((position - view.admittedThrough) / view.ratePerS) : null;
+  return { status: 'waiting', ahead, estimatedWaitS };
+}
+
+/**
+ * Seconds until the next poll is useful (Retry-After). Never longer than a quarter of the admission's
+ * lifetime, so an admitted buyer learns it with most of the admission left; sooner as the turn nears.
+ */
+export function pollAfterS(status: TicketStatus, estimatedWaitS: number | null, window: SaleWindow, now: number): number {
+  const longest = Math.max(1, Math.min(30, Math.floor(window.admissionTtlS / 4)));
+  switch (status) {
+    case 'admitted':
+      return 1;
+    case 'ordered':
+    case 'ended':
+      return 60;
+    case 'sold_out':
+      return Math.min(longest, 5);
+    case 'waiting':
+      if (window.startsAt !== null && now < window.startsAt)
+        return Math.max(1, Math.min(longest, Math.ceil((window.startsAt - now) / 1000)));
+      if (estimatedWaitS === null) return Math.min(longest, 2);
+      return Math.max(1, Math.min(longest, Math.ceil(estimatedWaitS / 3)));
+  }
+}

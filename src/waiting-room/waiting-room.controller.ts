@@ -1,0 +1,84 @@
+// The waiting room's routes: join a product's queue, read a ticket (Retry-After paces the polls),
+// and the lottery's public record. The door (src/door) has already checked who calls and how often.
+import { Body, Controller, Get, Param, Post, Res } from '@nestjs/common';
+import { ApiBearerAuth, ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
+import type { FastifyReply } from 'fastify';
+import { ProductNotFoundError } from '../common/domain-errors';
+import { productIdFromPath } from '../common/ids';
+import { CallerOf } from '../door/caller.decorator';
+import type { Caller } from '../door/door.service';
+import { FairnessResponse, TicketResponse, toFairnessResponse, toTicketResponse } from './dto/ticket-response.dto';
+import { JoinQueueDto } from './dto/join-queue.dto';
+import { TicketView, WaitingRoomService } from './waiting-room.service';
+
+function productId(raw: string): number {
+  const id = productIdFromPath(raw);
+  if (Number.isNaN(id)) throw new ProductNotFoundError(0);
+  return id;
+}
+
+@ApiTags('waiting room')
+@Controller('products/:id/queue')
+export class WaitingRoomController {
+  constructor(private readonly room: WaitingRoomService) {}
+
+  @Post()
+  @ApiBearerAuth('buyer')
+  @ApiOperation({
+    summary:
+      "Join the product's queue: one ticket per user and product (201 made, 200 the one the user has). Before startsAt the ticket enters the pre-queue, drawn by lottery at the start; after it, arrival order",
+  })
+  @ApiResponse({ status: 201, type: TicketResponse, description: 'a new ticket (Retry-After: when to poll it)' })
+  @ApiResponse({ status: 200, type: TicketResponse, description: 'the ticket this user already has' })
+  @ApiResponse({ status: 400, description: 'VALIDATION_FAILED' })
+  @ApiResponse({ status: 401, description: 'UNAUTHENTICATED (buyer identity on)' })
+  @ApiResponse({ status: 403, description: 'SALE_ENDED, or IDENTITY_MISMATCH' })
+  @ApiResponse({ status: 404, description: 'PRODUCT_NOT_FOUND' })
+  @ApiResponse({ status: 409, description: 'NO_WAITING_ROOM: the product sells without a queue' })
+  @ApiResponse({ status: 429, description: 'RATE_LIMITED, with Retry-After' })
+  @ApiResponse({ status: 503, description: 'UNAVAILABLE (nothing was made), with Retry-After' })
+  async join(
+    @Param('id') id: string,
+    @Body() dto: JoinQueueDto,
+    @Res({ passthrough: true }) reply: FastifyReply,
+  ): Promise<TicketResponse> {
+    const { ticket, created } = await this.room.join(productId(id), dto.userId);
+    void reply.code(created ? 201 : 200);
+    return this.paced(reply, ticket);
+  }
+
+  @Get('fairness')
+  @ApiOperation({ summary: "The lottery's record: the seed's SHA-256 from the start, the seed once drawn, and how to check" })
+  @ApiOkResponse({ type: FairnessResponse })
+  @ApiResponse({ status: 404, description: 'PRODUCT_NOT_FOUND' })
+  @ApiResponse({ status: 409, description: 'NO_WAITING_ROOM' })
+  async fairness(@Param('id') id: string): Promise<FairnessResponse> {
+    return toFairnessResponse(await this.room.fairness(productId(id)));
+  }
+
+  @Get(':ticketId')
+  @ApiBearerAuth('buyer')
+  @ApiOperation({
+    summary:
+      'Read a ticket: status, position, how many are ahead, the estimated wait, and while admitted the admission to order with. Poll again after Retry-After seconds',
+  })
+  @ApiOkResponse({ type: TicketResponse, description: 'the ticket (Retry-After: seconds until the next poll is useful)' })
+  @ApiResponse({ status: 401, description: 'UNAUTHENTICATED (buyer identity on)' })
+  @ApiResponse({ status: 404, description: "TICKET_NOT_FOUND (also another user's ticket, or one the queue lost)" })
+  @ApiResponse({ status: 429, description: 'RATE_LIMITED, with Retry-After' })
+  @ApiResponse({ status: 503, description: 'UNAVAILABLE, with Retry-After' })
+  async ticket(
+    @Param('id') id: string,
+    @Param('ticketId') ticketId: string,
+    @CallerOf() caller: Caller | undefined,
+    @Res({ passthrough: true }) reply: FastifyReply,
+  ): Promise<TicketResponse> {
+    const owner = caller?.kind === 'buyer' && caller.verified ? caller.userId : undefined;
+    return this.paced(reply, await this.room.ticket(productId(id), ticketId, owner));
+  }
+
+  private paced(reply: FastifyReply, ticket: TicketView): TicketResponse {
+    void reply.header('Retry-After', String(ticket.retryAfterS));
+    return toTicketResponse(ticket);
+  }
+}

@@ -1,0 +1,273 @@
+// The SQL of the waiting room: the room's row (seed, draw, epoch, admission cursor), the admission
+// batches, and the signing key shared by every process. PostgreSQL keeps what must outlive Redis:
+// an admission made is a batch row, so the cursor and every admission's expiry survive a Redis
+// loss, and a new queue epoch starts above every position ever handed out.
+import { randomBytes } from 'node:crypto';
+import { Injectable } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+
+export interface RoomRow {
+  productId: number;
+  seed: Buffer;
+  seedHash: string;
+  /** Tickets in the drawn pre-queue; null until the draw. */
+  preQueue: number | null;
+  epoch: number;
+  positionBase: number;
+  highWater: number;
+  admittedThrough: number;
+}
+
+/** A product with a waiting room whose sale has not long ended: the admitter's work list. */
+export interface ActiveRoom {
+  productId: number;
+  startsAt: number | null;
+  endsAt: number | null;
+  admissionTtlS: number;
+}
+
+/** Admitted positions first..last, valid until expiresAt (epoch ms). */
+export interface AdmissionBatch {
+  first: number;
+  last: number;
+  admittedAt: number;
+  expiresAt: number;
+}
+
+/** What the room looks like now, as polls read it (refreshed by each process every tick). */
+export interface AdmissionView {
+  admittedThrough: number;
+  /** Admitted, not ordered, not expired: the tickets ahead of every waiting one that still may order. */
+  outstanding: number;
+  unitsLeft: number;
+  /** Batches whose admissions have not expired, in position order. */
+  live: AdmissionBatch[];
+  /** Positions admitted per second, measured over the last 30 seconds of admissions. */
+  ratePerS: number;
+  /** When the view was read (epoch ms). */
+  at: number;
+}
+
+/** One admission step's result: the batch made (null when none was due) and what it was decided on. */
+export interface AdmissionStep {
+  batch: AdmissionBatch | null;
+  unitsLeft: number;
+  outstandingBefore: number;
+}
+
+interface RoomDbRow {
+  product_id: number;
+  seed: Buffer;
+  seed_hash: string;
+  pre_queue: number | null;
+  epoch: number;
+  position_base: string;
+  high_water: string;
+  admitted_through: string;
+}
+
+const toRoom = (r: RoomDbRow): RoomRow => ({
+  productId: r.product_id,
+  seed: r.seed,
+  seedHash: r.seed_hash,
+  preQueue: r.pre_queue,
+  epoch: r.epoch,
+  positionBase: Number(r.position_base),
+  highWater: Number(r.high_water),
+  admittedThrough: Number(r.admitted_through),
+});
+
+const ROOM_COLUMNS = 'product_id, seed, seed_hash, pre_queue, epoch, position_base, high_water, admitted_through';
+
+/** Admissions not yet expired, and how many of them an order has spent (the orders_admission_spent index). */
+const LIVE_ADMISSIONS = `
+  live AS (SELECT first_position AS f, last_position AS l, admitted_at, expires_at
+             FROM admission_batches WHERE product_id = $1 AND expires_at > now()),
+  spent AS (SELECT count(*)::bigint AS n FROM orders o JOIN live ON o.admission_position BETWEEN live.f AND live.l
+             WHERE o.product_id = $1)`;
+
+@Injectable()
+export class WaitingRoomRepository {
+  constructor(private readonly db: DataSource) {}
+
+  async room(productId: number): Promise<RoomRow | null> {
+    const rows: RoomDbRow[] = await this.db.query(`SELECT ${ROOM_COLUMNS} FROM waiting_rooms WHERE product_id = $1`, [
+      productId,
+    ]);
+    return rows.length === 0 ? null : toRoom(rows[0]);
+  }
+
+  /** Products with a waiting room, whose sale ended less than a minute ago or not at all. */
+  async activeRooms(): Promise<ActiveRoom[]> {
+    const rows: Array<{ id: number; starts_at: Date | null; ends_at: Date | null; admission_ttl_s: number }> =
+      await this.db.query(
+        `SELECT p.id, p.starts_at, p.ends_at, p.admission_ttl_s FROM products p JOIN waiting_rooms w ON w.product_id = p.id
+          WHERE p.waiting_room AND (p.ends_at IS NULL OR p.ends_at > now() - interval '1 minute')`,
+      );
+    return rows.map((r) => ({
+      productId: r.id,
+      startsAt: r.starts_at?.getTime() ?? null,
+      endsAt: r.ends_at?.getTime() ?? null,
+      admissionTtlS: r.admission_ttl_s,
+    }));
+  }
+
+  /**
+   * A new queue epoch, for a control slot that Redis lost (or never had): it counts positions from
+   * above every position ever handed out or admitted.
+   */
+  async newEpoch(productId: number): Promise<RoomRow | null> {
+    const rows: RoomDbRow[] = await this.db.query(
+      `UPDATE waiting_rooms SET epoch = epoch + 1, position_base = GREATEST(position_base, high_water, admitted_through)
+        WHERE product_id = $1 RETURNING ${ROOM_COLUMNS}`,
+      [productId],
+    );
+    return rows.length === 0 ? null : toRoom(rows[0]);
+  }
+
+  /**
+   * Runs `work` holding the room's row, or returns null at once when another process holds it (the
+   * draw and the admission steps are made by one process at a time).
+   */
+  async exclusively<T>(productId: number, work: (room: RoomRow, q: Query) => Promise<T>): Promise<T | null> {
+    return this.db.transaction(async (m) => {
+      const rows: RoomDbRow[] = await m.query(
+        `SELECT ${ROOM_COLUMNS} FROM waiting_rooms WHERE product_id = $1 FOR UPDATE SKIP LOCKED`,
+        [productId],
+      );
+      if (rows.length === 0) return null;
+      return work(toRoom(rows[0]), (sql, params) => m.query(sql, params));
+    });
+  }
+
+  /** The draw's result, inside exclusively(): the pre-queue's size; positions up to it are now handed out. */
+  async recordDraw(q: Query, productId: number, preQueue: number): Promise<void> {
+    await q(
+      `UPDATE waiting_rooms SET pre_queue = $2, drawn_at = now(), high_water = GREATEST(high_water, position_base + $2)
+        WHERE product_id = $1`,
+      [productId, preQueue],
+    );
+  }
+
+  /**
+   * One admission step, inside exclusively(): admits the next tickets up to `taken` (positions
+   * handed out so far) while the admissions outstanding stay below ceil(ratio x units left).
+   */
+  async admit(q: Query, room: RoomRow, taken: number, ratio: number, ttlS: number): Promise<AdmissionStep> {
+    const [now] = (await q(
+      `WITH ${LIVE_ADMISSIONS}
+       SELECT (SELECT COALESCE(sum(stock), 0) FROM stock_segments WHERE product_id = $1)::bigint AS units_left,
+              (SELECT COALESCE(sum(l - f + 1), 0) FROM live)::bigint - (SELECT n FROM spent) AS outstanding`,
+      [room.productId],
+    )) as Array<{ units_left: string; outstanding: string }>;
+    const unitsLeft = Number(now.units_left);
+    const outstanding = Number(now.outstanding);
+    const budget = Math.ceil(ratio * unitsLeft) - outstanding;
+    const n = Math.min(budget, taken - room.admittedThrough);
+    await q(`UPDATE waiting_rooms SET high_water = GREATEST(high_water, $2) WHERE product_id = $1`, [
+      room.productId,
+      taken,
+    ]);
+    if (n <= 0) return { batch: null, unitsLeft, outstandingBefore: outstanding };
+    const first = room.admittedThrough + 1;
+    const last = room.admittedThrough + n;
+    const [made] = (await q(
+      `INSERT INTO admission_batches (product_id, first_position, last_position, admitted_at, expires_at, units_left, outstanding_before)
+       VALUES ($1, $2, $3, now(), now() + make_interval(secs => $4), $5, $6) RETURNING admitted_at, expires_at`,
+      [room.productId, first, last, ttlS, unitsLeft, outstanding],
+    )) as Array<{ admitted_at: Date; expires_at: Date }>;
+    await q(`UPDATE waiting_rooms SET admitted_through = $2 WHERE product_id = $1`, [room.productId, last]);
+    return {
+      batch: { first, last, admittedAt: made.admitted_at.getTime(), expiresAt: made.expires_at.getTime() },
+      unitsLeft,
+      outstandingBefore: outstanding,
+    };
+  }
+
+  /** The room as polls read it; null when the product has no room. */
+  async view(productId: number): Promise<AdmissionView | null> {
+    const rows = (await this.db.query(
+      `WITH ${LIVE_ADMISSIONS},
+       recent AS (SELECT COALESCE(sum(last_position - first_position + 1), 0)::bigint AS n,
+                         extract(epoch FROM now() - min(admitted_at)) AS span
+                    FROM admission_batches WHERE product_id = $1 AND admitted_at > now() - interval '30 seconds')
+       SELECT w.admitted_through,
+              (SELECT COALESCE(sum(stock), 0) FROM stock_segments WHERE product_id = $1)::bigint AS units_left,
+              (SELECT COALESCE(sum(l - f + 1), 0) FROM live)::bigint - (SELECT n FROM spent) AS outstanding,
+              (SELECT COALESCE(json_agg(json_build_array(f, l, (extract(epoch FROM admitted_at) * 1000)::bigint,
+                                                         (extract(epoch FROM expires_at) * 1000)::bigint) ORDER BY f), '[]')
+                 FROM live) AS live,
+              (SELECT n FROM recent) AS recent, (SELECT span FROM recent) AS span,
+              (extract(epoch FROM now()) * 1000)::bigint AS at
+         FROM waiting_rooms w WHERE w.product_id = $1`,
+      [productId],
+    )) as Array<{
+      admitted_through: string;
+      units_left: string;
+      outstanding: string;
+      live: Array<[number, number, number, number]>;
+      recent: string;
+      span: number | null;
+      at: string;
+    }>;
+    if (rows.length === 0) return null;
+    const r = rows[0];
+    // Early in a sale the window is shorter than 30 s: the rate is over what has passed (at least 1 s).
+    const span = Math.min(30, Math.max(1, Number(r.span ?? 0)));
+    return {
+      admittedThrough: Number(r.admitted_through),
+      outstanding: Number(r.outstanding),
+      unitsLeft: Number(r.units_left),
+      live: r.live.map(([first, last, admittedAt, expiresAt]) => ({ first, last, admittedAt, expiresAt })),
+      ratePerS: Number(r.recent) / span,
+      at: Number(r.at),
+    };
+  }
+
+  /** Every admission batch of a product, in position order (the admission log). */
+  async batches(productId: number): Promise<Array<AdmissionBatch & { unitsLeft: number; outstandingBefore: number }>> {
+    const rows: Array<{
+      first_position: string;
+      last_position: string;
+      admitted_at: Date;
+      expires_at: Date;
+      units_left: number;
+      outstanding_before: number;
+    }> = await this.db.query(
+      `SELECT first_position, last_position, admitted_at, expires_at, units_left, outstanding_before
+         FROM admission_batches WHERE product_id = $1 ORDER BY first_position`,
+      [productId],
+    );
+    return rows.map((r) => ({
+      first: Number(r.first_position),
+      last: Number(r.last_position),
+      admittedAt: r.admitted_at.getTime(),
+      expiresAt: r.expires_at.getTime(),
+      unitsLeft: r.units_left,
+      outstandingBefore: r.outstanding_before,
+    }));
+  }
+
+  /** The order that spent an admission (any status), or null: an admission is spent once, by its order. */
+  async spentBy(productId: number, position: number): Promise<string | null> {
+    const rows: Array<{ id: string }> = await this.db.query(
+      `SELECT id FROM orders WHERE product_id = $1 AND admission_position = $2`,
+      [productId, position],
+    );
+    return rows.length === 0 ? null : String(rows[0].id);
+  }
+
+  /** The admission tokens' key when the operator set none: made by the first process to ask, then shared. */
+  async sharedSecret(name: string): Promise<Buffer> {
+    await this.db.query(`INSERT INTO service_secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`, [
+      name,
+      randomBytes(32),
+    ]);
+    const rows: Array<{ value: Buffer }> = await this.db.query(`SELECT value FROM service_secrets WHERE name = $1`, [
+      name,
+    ]);
+    return rows[0].value;
+  }
+}
+
+export type Query = (sql: string, params: unknown[]) => Promise<unknown[]>;
