@@ -32,7 +32,7 @@ export class OrdersController {
   @ApiResponse({
     status: 403,
     description:
-      "SALE_NOT_STARTED (with Retry-After: seconds until it starts), SALE_ENDED, or IDENTITY_MISMATCH (the body's userId is not the token's sub)",
+      "SALE_NOT_STARTED (with Retry-After: seconds until it starts), SALE_ENDED, IDENTITY_MISMATCH (the body's userId is not the token's sub), ADMISSION_REQUIRED (the product has a waiting room) or ADMISSION_INVALID (forged, expired, spent, another user's or product's, or sent to a product without a waiting room)",
   })
   @ApiResponse({ status: 404, description: 'PRODUCT_NOT_FOUND' })
   @ApiResponse({ status: 409, description: 'ALREADY_ORDERED or ORDER_IN_PROGRESS' })
@@ -48,7 +48,10 @@ export class OrdersController {
     let outcome = 'created';
     try {
       return toOrderResponse(
-        await this.orders.place({ userId: dto.userId, productId: dto.productId, quantity: dto.quantity ?? 1 }),
+        await this.orders.place(
+          { userId: dto.userId, productId: dto.productId, quantity: dto.quantity ?? 1 },
+          dto.admission,
+        ),
       );
     } catch (err) {
       outcome = err instanceof DomainError ? err.code : 'INTERNAL';

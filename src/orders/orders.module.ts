@@ -2,6 +2,7 @@ import { Module } from '@nestjs/common';
 import { LocksConfig } from '../config/app-config';
 import { InventoryModule } from '../inventory/inventory.module';
 import { LocksModule } from '../locks/locks.module';
+import { WaitingRoomModule } from '../waiting-room/waiting-room.module';
 import { RedlockSegmentLocking } from './locking/redlock-segment-locking';
 import { RowLockSegmentLocking } from './locking/row-lock-segment-locking';
 import { SegmentLocking } from './locking/segment-locking';
@@ -15,7 +16,7 @@ import { OutcomesRepository } from './repositories/outcomes.repository';
 import { SaleWritesRepository } from './repositories/sale-writes.repository';
 
 @Module({
-  imports: [InventoryModule, LocksModule],
+  imports: [InventoryModule, LocksModule, WaitingRoomModule],
   controllers: [OrdersController],
   providers: [
     OrdersService,

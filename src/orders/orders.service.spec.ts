@@ -271,6 +271,8 @@ function world(opts: {
     hints as never,
     board as never,
     metrics as never,
+    // No product of these specs has a waiting room; the waiting room's own specs cover admissions.
+    {} as never,
   );
   return {
     service,

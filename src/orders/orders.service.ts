@@ -5,6 +5,7 @@
 import { Injectable } from '@nestjs/common';
 import { HttpConfig, LocksConfig } from '../config/app-config';
 import {
+  AdmissionInvalidError,
   AlreadyOrderedError,
   BusyError,
   OrderNotFoundError,
@@ -28,6 +29,7 @@ import { OrderRow, ReturnedUnits, UncertainWrite } from './order.types';
 import { OrderLifecycleRepository } from './repositories/order-lifecycle.repository';
 import { OrderReadsRepository } from './repositories/order-reads.repository';
 import { OutcomesRepository } from './repositories/outcomes.repository';
+import { WaitingRoomService } from '../waiting-room/waiting-room.service';
 
 export type { PlaceOrder } from './locking/segment-locking';
 
@@ -51,11 +53,13 @@ export class OrdersService {
     private readonly hints: StockHintsService,
     private readonly board: SoldOutBoard,
     private readonly metrics: MetricsService,
+    private readonly room: WaitingRoomService,
   ) {}
 
-  async place(req: PlaceOrder): Promise<OrderRow> {
+  /** `admission`: the waiting room's token, for a product that has one. */
+  async place(req: PlaceOrder, admission?: string): Promise<OrderRow> {
     try {
-      return await this.sellPastStaleHint(req);
+      return await this.sellPastStaleHint(req, admission);
     } catch (err) {
       // A client retrying after a lost answer must learn that its order exists, and which, also
       // once the product is sold out. Costs one index lookup, on these two paths only.
@@ -79,9 +83,9 @@ export class OrdersService {
    * Such a flag is cleared and the order sold. This costs one read per refusal only until this
    * process's sold-out board knows the product (then refusals never reach the order path).
    */
-  private async sellPastStaleHint(req: PlaceOrder): Promise<OrderRow> {
+  private async sellPastStaleHint(req: PlaceOrder, admission: string | undefined): Promise<OrderRow> {
     try {
-      return await this.sell(req);
+      return await this.sell(req, admission);
     } catch (err) {
       if (!(err instanceof SoldOutError && err.fromHint)) throw err;
       const layout = await this.stock.readLayout(req.productId);
@@ -96,7 +100,7 @@ export class OrdersService {
           left.map((s) => s.idx),
         )
         .catch(() => this.metrics.dependencyErrors.inc({ dependency: 'redis' }));
-      return this.sell(req);
+      return this.sell(req, admission);
     }
   }
 
@@ -113,7 +117,7 @@ export class OrdersService {
     }
   }
 
-  private async sell(req: PlaceOrder): Promise<OrderRow> {
+  private async sell(req: PlaceOrder, admission: string | undefined): Promise<OrderRow> {
     const product = await this.catalog.get(req.productId);
     // The sale window from the cached product: a refusal costs no lock and no PostgreSQL.
     const now = Date.now();
@@ -125,6 +129,10 @@ export class OrdersService {
     }
     if (product.endsAt !== null && now >= product.endsAt) throw new SaleEndedError(new Date(product.endsAt));
     if (req.quantity > product.limitPerUser) throw new QuantityOverLimitError(product.limitPerUser);
+    // A waiting room's product sells only to an admitted buyer, each admission once (see docs/waiting-room.md).
+    if (product.waitingRoom)
+      req = { ...req, admissionPosition: await this.room.admissionFor(product, req.userId, admission) };
+    else if (admission !== undefined) throw new AdmissionInvalidError(`product ${product.id} has no waiting room`);
     const pass = await this.locking.enter(product, req);
     try {
       return await this.settled(() => this.allocate(product, req, pass));

@@ -32,7 +32,13 @@ describe('admission tokens', () => {
   it("refuses another user's, another product's, an expired, a forged and a malformed token, saying which", () => {
     expect(refusal(good, 'bob')).toMatch(/another user/);
     expect(refusal(good, 'ann', 5)).toMatch(/another product/);
-    const expired = tokens.issue({ userId: 'ann', productId: 4, ticketId: 'x', position: 1, expiresAt: Date.now() - 5000 });
+    const expired = tokens.issue({
+      userId: 'ann',
+      productId: 4,
+      ticketId: 'x',
+      position: 1,
+      expiresAt: Date.now() - 5000,
+    });
     expect(refusal(expired)).toMatch(/expired/);
     const forged = createSigner({ key: randomBytes(32), algorithm: 'HS256' })({ sub: 'ann', pid: 4, pos: 1, exp: 9e9 });
     expect(refusal(forged)).toMatch(/forged/);

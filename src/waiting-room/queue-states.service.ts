@@ -61,7 +61,10 @@ export class QueueStates {
           drawn: room.preQueue !== null,
           shards: this.config.queueShards,
         });
-        if (made) this.log.warn(`queue of product ${productId}: control made for epoch ${room.epoch}, base ${room.positionBase}`);
+        if (made)
+          this.log.warn(
+            `queue of product ${productId}: control made for epoch ${room.epoch}, base ${room.positionBase}`,
+          );
         control = await this.store.control(productId);
         if (control === null) throw new Error('the queue control vanished as it was made');
       }

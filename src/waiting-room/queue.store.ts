@@ -141,9 +141,7 @@ export class QueueStore {
 
   /** Closes every shard's pre-queue: a pre-queue join that arrives later is told to join as an arrival. */
   async closePreQueue(productId: number, shards: number): Promise<void> {
-    await Promise.all(
-      Array.from({ length: shards }, (_, s) => this.redis.set(queueKeys.closed(productId, s), '1')),
-    );
+    await Promise.all(Array.from({ length: shards }, (_, s) => this.redis.set(queueKeys.closed(productId, s), '1')));
   }
 
   /** Up to `count` pre-queue members of a shard after `after` (exclusive; '' from the first), in lottery order. */

@@ -25,18 +25,31 @@ describe('a ticket against the admission cursor', () => {
   });
 
   it('finds the batch of a position by bisection over many batches', () => {
-    const live = Array.from({ length: 1000 }, (_, i) => ({ first: i * 3 + 1, last: i * 3 + 3, admittedAt: 0, expiresAt: 1 }));
+    const live = Array.from({ length: 1000 }, (_, i) => ({
+      first: i * 3 + 1,
+      last: i * 3 + 3,
+      admittedAt: 0,
+      expiresAt: 1,
+    }));
     for (const p of [1, 2, 3, 4, 1500, 2999, 3000]) expect(findBatch(live, p)).toBe(live[Math.floor((p - 1) / 3)]);
     expect(findBatch(live, 3001)).toBeUndefined();
   });
 
   it('counts ahead the positions not yet admitted before it plus the admissions outstanding, and waits by the measured rate', () => {
     expect(waitingOf(15, view(), window, now)).toEqual({ status: 'waiting', ahead: 4 + 3, estimatedWaitS: 3 });
-    expect(waitingOf(11, view({ ratePerS: 0 }), window, now)).toEqual({ status: 'waiting', ahead: 3, estimatedWaitS: null });
+    expect(waitingOf(11, view({ ratePerS: 0 }), window, now)).toEqual({
+      status: 'waiting',
+      ahead: 3,
+      estimatedWaitS: null,
+    });
   });
 
   it('is sold out while no unit is left, and waiting again in its place when units come back', () => {
-    expect(waitingOf(15, view({ unitsLeft: 0 }), window, now)).toEqual({ status: 'sold_out', ahead: 7, estimatedWaitS: null });
+    expect(waitingOf(15, view({ unitsLeft: 0 }), window, now)).toEqual({
+      status: 'sold_out',
+      ahead: 7,
+      estimatedWaitS: null,
+    });
     expect(waitingOf(15, view({ unitsLeft: 1 }), window, now).status).toBe('waiting');
   });
 

@@ -49,9 +49,15 @@ export interface Waiting {
  * admissions still outstanding; the wait is its distance to the cursor over the admission rate
  * measured (null while nothing has been admitted lately, or when sold out).
  */
-export function waitingOf(position: number | null, view: AdmissionView | null, window: SaleWindow, now: number): Waiting {
+export function waitingOf(
+  position: number | null,
+  view: AdmissionView | null,
+  window: SaleWindow,
+  now: number,
+): Waiting {
   if (position === null || view === null) {
-    const untilStart = window.startsAt !== null && now < window.startsAt ? Math.ceil((window.startsAt - now) / 1000) : null;
+    const untilStart =
+      window.startsAt !== null && now < window.startsAt ? Math.ceil((window.startsAt - now) / 1000) : null;
     return { status: 'waiting', ahead: null, estimatedWaitS: untilStart };
   }
   const ahead = Math.max(0, position - view.admittedThrough - 1) + view.outstanding;
@@ -64,7 +70,12 @@ export function waitingOf(position: number | null, view: AdmissionView | null, w
  * Seconds until the next poll is useful (Retry-After). Never longer than a quarter of the admission's
  * lifetime, so an admitted buyer learns it with most of the admission left; sooner as the turn nears.
  */
-export function pollAfterS(status: TicketStatus, estimatedWaitS: number | null, window: SaleWindow, now: number): number {
+export function pollAfterS(
+  status: TicketStatus,
+  estimatedWaitS: number | null,
+  window: SaleWindow,
+  now: number,
+): number {
   const longest = Math.max(1, Math.min(30, Math.floor(window.admissionTtlS / 4)));
   switch (status) {
     case 'admitted':

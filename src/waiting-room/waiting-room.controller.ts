@@ -48,7 +48,9 @@ export class WaitingRoomController {
   }
 
   @Get('fairness')
-  @ApiOperation({ summary: "The lottery's record: the seed's SHA-256 from the start, the seed once drawn, and how to check" })
+  @ApiOperation({
+    summary: "The lottery's record: the seed's SHA-256 from the start, the seed once drawn, and how to check",
+  })
   @ApiOkResponse({ type: FairnessResponse })
   @ApiResponse({ status: 404, description: 'PRODUCT_NOT_FOUND' })
   @ApiResponse({ status: 409, description: 'NO_WAITING_ROOM' })
@@ -62,7 +64,10 @@ export class WaitingRoomController {
     summary:
       'Read a ticket: status, position, how many are ahead, the estimated wait, and while admitted the admission to order with. Poll again after Retry-After seconds',
   })
-  @ApiOkResponse({ type: TicketResponse, description: 'the ticket (Retry-After: seconds until the next poll is useful)' })
+  @ApiOkResponse({
+    type: TicketResponse,
+    description: 'the ticket (Retry-After: seconds until the next poll is useful)',
+  })
   @ApiResponse({ status: 401, description: 'UNAUTHENTICATED (buyer identity on)' })
   @ApiResponse({ status: 404, description: "TICKET_NOT_FOUND (also another user's ticket, or one the queue lost)" })
   @ApiResponse({ status: 429, description: 'RATE_LIMITED, with Retry-After' })

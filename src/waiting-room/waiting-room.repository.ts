@@ -186,7 +186,7 @@ export class WaitingRoomRepository {
 
   /** The room as polls read it; null when the product has no room. */
   async view(productId: number): Promise<AdmissionView | null> {
-    const rows = (await this.db.query(
+    const rows: ViewRow[] = await this.db.query(
       `WITH ${LIVE_ADMISSIONS},
        recent AS (SELECT COALESCE(sum(last_position - first_position + 1), 0)::bigint AS n,
                          extract(epoch FROM now() - min(admitted_at)) AS span
@@ -201,15 +201,7 @@ export class WaitingRoomRepository {
               (extract(epoch FROM now()) * 1000)::bigint AS at
          FROM waiting_rooms w WHERE w.product_id = $1`,
       [productId],
-    )) as Array<{
-      admitted_through: string;
-      units_left: string;
-      outstanding: string;
-      live: Array<[number, number, number, number]>;
-      recent: string;
-      span: number | null;
-      at: string;
-    }>;
+    );
     if (rows.length === 0) return null;
     const r = rows[0];
     // Early in a sale the window is shorter than 30 s: the rate is over what has passed (at least 1 s).
@@ -268,6 +260,16 @@ export class WaitingRoomRepository {
     ]);
     return rows[0].value;
   }
+}
+
+interface ViewRow {
+  admitted_through: string;
+  units_left: string;
+  outstanding: string;
+  live: Array<[number, number, number, number]>;
+  recent: string;
+  span: number | null;
+  at: string;
 }
 
 export type Query = (sql: string, params: unknown[]) => Promise<unknown[]>;

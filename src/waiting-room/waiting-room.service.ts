@@ -225,7 +225,9 @@ export class WaitingRoomService implements OnModuleInit {
       if (position !== null) {
         const pos = position;
         // Kept in Redis for after an epoch change; a failed write only costs this computation again.
-        void this.store.setPosition(product.id, shardOf(ticketId, control.shards), ticketId, pos).catch(() => undefined);
+        void this.store
+          .setPosition(product.id, shardOf(ticketId, control.shards), ticketId, pos)
+          .catch(() => undefined);
       }
     }
     const entry: Known = known ?? { record: stored.record, position };
@@ -277,7 +279,12 @@ export class WaitingRoomService implements OnModuleInit {
       }
     }
     const waiting = waitingOf(position, view, window, now);
-    if (waiting.status === 'waiting' && waiting.estimatedWaitS !== null && position !== null && entry.firstEta === undefined)
+    if (
+      waiting.status === 'waiting' &&
+      waiting.estimatedWaitS !== null &&
+      position !== null &&
+      entry.firstEta === undefined
+    )
       entry.firstEta = now + waiting.estimatedWaitS * 1000;
     return this.counted({ ...base, ...waiting }, window, now);
   }

@@ -2,7 +2,7 @@
 import { applyDecorators } from '@nestjs/common';
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Transform } from 'class-transformer';
-import { IsInt, IsString, Matches, Max, Min, ValidateIf } from 'class-validator';
+import { IsInt, IsString, Matches, Max, MaxLength, Min, ValidateIf } from 'class-validator';
 
 import { MAX_ID, USER_ID_PATTERN } from '../../common/ids';
 
@@ -37,4 +37,13 @@ export class CreateOrderDto {
   @Min(1)
   @Max(MAX_ID)
   quantity?: number;
+
+  @ApiPropertyOptional({
+    description:
+      'the admission from the waiting room (GET /products/:id/queue/:ticketId while admitted); required by products with a waiting room',
+  })
+  @ValidateIf((o: CreateOrderDto) => o.admission !== undefined)
+  @IsString({ message: 'admission must be a string' })
+  @MaxLength(2048)
+  admission?: string;
 }

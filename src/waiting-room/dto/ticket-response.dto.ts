@@ -4,7 +4,10 @@ import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import type { Fairness, TicketView } from '../waiting-room.service';
 
 export class TicketResponse {
-  @ApiProperty({ example: '3f0c9d2ab41e7c55d0e1a2b3', description: '24 hex characters; the same for a user and product' })
+  @ApiProperty({
+    example: '3f0c9d2ab41e7c55d0e1a2b3',
+    description: '24 hex characters; the same for a user and product',
+  })
   id: string;
   @ApiProperty({ example: 1 })
   productId: number;
@@ -15,7 +18,8 @@ export class TicketResponse {
   @ApiProperty({
     type: Number,
     nullable: true,
-    description: 'the place in the queue (1 = first); null until the pre-queue is drawn at the start; never changes after',
+    description:
+      'the place in the queue (1 = first); null until the pre-queue is drawn at the start; never changes after',
   })
   position: number | null;
   @ApiProperty({
@@ -27,7 +31,8 @@ export class TicketResponse {
   @ApiProperty({
     type: Number,
     nullable: true,
-    description: 'seconds until admission at the admission rate measured; before the start, seconds until it; null when unknown',
+    description:
+      'seconds until admission at the admission rate measured; before the start, seconds until it; null when unknown',
   })
   estimatedWaitS: number | null;
   @ApiPropertyOptional({ description: 'while admitted: the signed admission to send as "admission" with POST /orders' })
@@ -62,5 +67,10 @@ export class FairnessResponse {
 }
 
 export function toFairnessResponse(f: Fairness): FairnessResponse {
-  return { seedHash: f.seedHash, ...(f.seed !== undefined ? { seed: f.seed } : {}), preQueue: f.preQueue, algorithm: f.algorithm };
+  return {
+    seedHash: f.seedHash,
+    ...(f.seed !== undefined ? { seed: f.seed } : {}),
+    preQueue: f.preQueue,
+    algorithm: f.algorithm,
+  };
 }

@@ -1,0 +1,113 @@
+// A crowd of buyers in front of a waiting room, for the specs: each joins, polls its ticket as
+// Retry-After paces it (never more than `inFlight` requests at once over all buyers), orders once
+// admitted, and then pays, cancels or leaves its order as its part says. What every buyer saw is
+// kept for the checks, which are made against PostgreSQL.
+import { createHash, createHmac } from 'node:crypto';
+import { Reply, request, shop } from './service';
+
+export type Part = 'pay' | 'cancel' | 'leave unpaid' | 'ignore admission';
+
+export interface Buyer {
+  userId: string;
+  part: Part;
+  ticketId?: string;
+  /** Every status this buyer's polls answered, in order. */
+  seen: string[];
+  position?: number | null;
+  last?: Reply;
+  orderId?: number;
+  orderReplies: Reply[];
+  paid?: boolean;
+  cancelled?: boolean;
+  done: boolean;
+}
+
+export interface CrowdOptions {
+  /** The base URLs of the service processes; a buyer's calls alternate between them. */
+  urls: string[];
+  productId: number;
+  buyers: Buyer[];
+  inFlight: number;
+  /** Stop when this says so (checked after every poll), or at the deadline. */
+  finished: () => boolean;
+  deadline: number;
+  /** Retry-After is honoured up to this many ms (a spec has no minutes to spare); default 2000. */
+  longestWaitMs?: number;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Polls every buyer's ticket until `finished` or the deadline; buyers order when admitted. */
+export async function runCrowd(o: CrowdOptions): Promise<void> {
+  const due = new Map<Buyer, number>(o.buyers.filter((b) => b.ticketId).map((b) => [b, Date.now()]));
+  let turn = 0;
+  const one = async (b: Buyer): Promise<void> => {
+    const url = o.urls[turn++ % o.urls.length];
+    const r = await request(url, 'GET', `/products/${o.productId}/queue/${b.ticketId}`).catch(() => null);
+    if (r === null || r.status !== 200) {
+      due.set(b, Date.now() + 500);
+      if (r) b.last = r;
+      return;
+    }
+    b.last = r;
+    b.position = r.body.position;
+    if (b.seen[b.seen.length - 1] !== r.body.status) b.seen.push(r.body.status);
+    const wait = Math.min(Number(r.headers['retry-after'] ?? 1) * 1000, o.longestWaitMs ?? 2000);
+    if (r.body.status === 'admitted' && b.part !== 'ignore admission' && b.orderId === undefined) {
+      await order(url, o.productId, b, r.body.admission);
+      due.set(b, Date.now() + (b.orderId === undefined ? 300 : wait));
+      return;
+    }
+    if (r.body.status === 'ordered' || r.body.status === 'ended') b.done = true;
+    due.set(b, Date.now() + wait);
+  };
+  const workers = Array.from({ length: o.inFlight }, async () => {
+    while (Date.now() < o.deadline && !o.finished()) {
+      let next: Buyer | undefined;
+      let at = Infinity;
+      for (const [b, t] of due) if (!b.done && t < at) [next, at] = [b, t];
+      if (next === undefined) return;
+      if (at > Date.now()) {
+        await sleep(Math.min(at - Date.now(), 50));
+        continue;
+      }
+      due.set(next, Infinity);
+      await one(next);
+    }
+  });
+  await Promise.all(workers);
+}
+
+async function order(url: string, productId: number, b: Buyer, admission: string): Promise<void> {
+  const r = await request(url, 'POST', '/orders', { userId: b.userId, productId, admission }).catch(() => null);
+  if (r === null) return;
+  b.orderReplies.push(r);
+  if (r.status !== 201) return;
+  b.orderId = r.body.id;
+  if (b.part === 'pay') {
+    const p = await request(url, 'POST', `/orders/${b.orderId}/pay`, { userId: b.userId }, shop);
+    b.paid = p.status === 200;
+  } else if (b.part === 'cancel') {
+    const c = await request(url, 'POST', `/orders/${b.orderId}/cancel`, { userId: b.userId }, shop);
+    b.cancelled = c.status === 200;
+  }
+}
+
+export function newBuyer(userId: string, part: Part): Buyer {
+  return { userId, part, seen: [], orderReplies: [], done: false };
+}
+
+/** The lottery as the fairness record describes it, recomputed here from the seed and the ticket ids. */
+export function recomputeLottery(seedHex: string, ticketIds: string[]): string[] {
+  const seed = Buffer.from(seedHex, 'hex');
+  const keyed = ticketIds.map((id) => ({ id, k: hmac(seed, id) }));
+  keyed.sort((a, b) => (a.k < b.k ? -1 : a.k > b.k ? 1 : a.id < b.id ? -1 : 1));
+  return keyed.map((t) => t.id);
+}
+
+// Written from the published description, apart from the service's own code.
+function hmac(seed: Buffer, id: string): string {
+  return createHmac('sha256', seed).update(id, 'ascii').digest('hex');
+}
+
+export const sha256Hex = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');

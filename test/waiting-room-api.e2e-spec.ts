@@ -1,0 +1,234 @@
+// The waiting room's HTTP contract, call by call, in-process against the real PostgreSQL and Redis:
+// joining (once per user and product), polling (Retry-After), being admitted and ordering with the
+// admission, sold out and back, the lottery's record, and every hostile admission refused with 403
+// and nothing changed.
+import { createSigner } from 'fast-jwt';
+import { resetState, withDb } from './support/database';
+import { InProcessService, startInProcess } from './support/in-process';
+import { admin, Reply, shop } from './support/service';
+
+const SECRET = 'admission-secret-for-the-specs-0123456789';
+const BUYER_SECRET = 'buyer-secret-for-the-specs-0123456789abcdef';
+const env = { ADMISSION_SECRET: SECRET, ADMISSION_TICK_MS: '20', ADMISSION_RATIO: '1' };
+const sign = createSigner({ key: Buffer.from(SECRET), algorithm: 'HS256', noTimestamp: true });
+const buyerToken = (sub: string) =>
+  createSigner({ key: Buffer.from(BUYER_SECRET), algorithm: 'HS256', expiresIn: 60_000 })({ sub });
+
+function expectError(res: Reply, status: number, code: string): void {
+  expect({ status: res.status, code: res.body?.code }).toEqual({ status, code });
+  expect(res.body).toEqual({ statusCode: status, code, message: expect.any(String) });
+}
+
+async function snapshot() {
+  return withDb(async (db) => ({
+    segments: (await db.query('SELECT product_id, idx, stock FROM stock_segments ORDER BY product_id, idx')).rows,
+    orders: (await db.query('SELECT id, product_id, user_id, status, admission_position FROM orders ORDER BY id')).rows,
+    batches: (await db.query('SELECT product_id, first_position, last_position FROM admission_batches ORDER BY 1, 2'))
+      .rows,
+  }));
+}
+
+describe('the waiting room, call by call', () => {
+  let svc: InProcessService;
+  const send = (...args: Parameters<InProcessService['request']>) => svc.request(...args);
+
+  beforeAll(async () => {
+    await resetState();
+    svc = await startInProcess(env);
+  });
+  afterAll(() => svc?.close());
+
+  const product = async (body: Record<string, unknown>) => {
+    const r = await send('POST', '/admin/products', { name: 'queued', segments: 2, ...body }, admin);
+    expect(r.status).toBe(201);
+    return r.body.id as number;
+  };
+  const join = (productId: number, userId: string) => send('POST', `/products/${productId}/queue`, { userId });
+  const poll = (productId: number, ticketId: string) => send('GET', `/products/${productId}/queue/${ticketId}`);
+  /** Polls until the ticket's status is one of `statuses` (the admitter ticks every 20 ms). */
+  const pollUntil = async (productId: number, ticketId: string, ...statuses: string[]) => {
+    for (let i = 0; i < 200; i++) {
+      const r = await poll(productId, ticketId);
+      if (statuses.includes(r.body.status)) return r;
+      await new Promise((res) => setTimeout(res, 20));
+    }
+    throw new Error(`ticket ${ticketId} never became ${statuses.join(' or ')}`);
+  };
+
+  it('gives one ticket per user and product (201, then 200 with the same ticket), paced by Retry-After', async () => {
+    const id = await product({ stock: 5, waitingRoom: true });
+    const first = await join(id, 'ann');
+    expect(first.status).toBe(201);
+    expect(first.body).toEqual({
+      id: expect.stringMatching(/^[0-9a-f]{24}$/),
+      productId: id,
+      userId: 'ann',
+      status: expect.stringMatching(/^(waiting|admitted)$/),
+      position: expect.any(Number),
+      ahead: expect.any(Number),
+      estimatedWaitS: first.body.estimatedWaitS,
+      ...(first.body.status === 'admitted'
+        ? { admission: expect.any(String), admissionExpiresAt: expect.any(String) }
+        : {}),
+    });
+    expect(Number(first.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    const again = await join(id, 'ann');
+    expect(again.status).toBe(200);
+    expect(again.body.id).toBe(first.body.id);
+    expect(again.body.position).toBe(first.body.position);
+    const polled = await poll(id, first.body.id);
+    expect(polled.status).toBe(200);
+    expect(Number(polled.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+  });
+
+  it('admits, lets the admitted buyer order once with the admission, and then says ordered', async () => {
+    const id = await product({ stock: 3, waitingRoom: true, admissionTtlS: 30 });
+    const ticket = (await join(id, 'bo')).body;
+    const admitted = await pollUntil(id, ticket.id, 'admitted');
+    expect(Date.parse(admitted.body.admissionExpiresAt)).toBeGreaterThan(Date.now() + 20_000);
+    const order = await send('POST', '/orders', { userId: 'bo', productId: id, admission: admitted.body.admission });
+    expect(order.status).toBe(201);
+    const after = await poll(id, ticket.id);
+    expect(after.body).toMatchObject({ status: 'ordered' });
+    expect(after.body.admission).toBeUndefined();
+    const row = await withDb((db) => db.query('SELECT admission_position FROM orders WHERE id = $1', [order.body.id]));
+    expect(Number(row.rows[0].admission_position)).toBe(ticket.position);
+  });
+
+  it('says sold_out to a waiting ticket while nothing is left, and waiting (then admitted) in its place when a unit comes back', async () => {
+    const id = await product({ stock: 1, waitingRoom: true, admissionTtlS: 30 });
+    const first = (await join(id, 'cy')).body;
+    const second = (await join(id, 'di')).body;
+    expect(second.position).toBe(first.position + 1);
+    const admitted = await pollUntil(id, first.id, 'admitted');
+    // Ratio 1, one unit: the second waits while the first holds the admission.
+    expect((await poll(id, second.id)).body).toMatchObject({ status: 'waiting', ahead: 1 });
+    const order = await send('POST', '/orders', { userId: 'cy', productId: id, admission: admitted.body.admission });
+    expect(order.status).toBe(201);
+    const soldOut = await pollUntil(id, second.id, 'sold_out');
+    expect(soldOut.body.position).toBe(second.position);
+    expect((await send('POST', `/orders/${order.body.id}/cancel`, { userId: 'cy' }, shop)).status).toBe(200);
+    const back = await pollUntil(id, second.id, 'admitted');
+    expect(back.body.position).toBe(second.position);
+  });
+
+  it('refuses every hostile admission with 403 and changes nothing', async () => {
+    const id = await product({ stock: 10, waitingRoom: true, admissionTtlS: 30 });
+    const other = await product({ stock: 10, waitingRoom: true });
+    const open = await product({ stock: 10 });
+    const t = (await join(id, 'eve')).body;
+    const real = (await pollUntil(id, t.id, 'admitted')).body.admission as string;
+    const exp = Math.floor(Date.now() / 1000) + 60;
+    const claims = { sub: 'eve', pid: id, tid: t.id, pos: t.position, exp };
+    const cases: Array<[string, Record<string, unknown>, string]> = [
+      ['none', { userId: 'eve', productId: id }, 'ADMISSION_REQUIRED'],
+      [
+        'forged',
+        { userId: 'eve', productId: id, admission: createSigner({ key: 'x'.repeat(40) })(claims) },
+        'ADMISSION_INVALID',
+      ],
+      [
+        'expired',
+        { userId: 'eve', productId: id, admission: sign({ ...claims, exp: exp - 120 }) },
+        'ADMISSION_INVALID',
+      ],
+      ["another user's", { userId: 'mallory', productId: id, admission: real }, 'ADMISSION_INVALID'],
+      ["another product's", { userId: 'eve', productId: other, admission: real }, 'ADMISSION_INVALID'],
+      [
+        'of a product without a waiting room',
+        { userId: 'eve', productId: id, admission: sign({ ...claims, pid: open }) },
+        'ADMISSION_INVALID',
+      ],
+      ['on a product without a waiting room', { userId: 'eve', productId: open, admission: real }, 'ADMISSION_INVALID'],
+      ['not a string', { userId: 'eve', productId: id, admission: 12 }, 'VALIDATION_FAILED'],
+    ];
+    const before = await snapshot();
+    for (const [name, body, code] of cases) {
+      const r = await send('POST', '/orders', body);
+      expectError(r, code === 'VALIDATION_FAILED' ? 400 : 403, code);
+      expect({ name, after: await snapshot() }).toEqual({ name, after: before });
+    }
+    // Spent: the order it made was cancelled; the admission does not come back.
+    const order = await send('POST', '/orders', { userId: 'eve', productId: id, admission: real });
+    expect(order.status).toBe(201);
+    expect((await send('POST', `/orders/${order.body.id}/cancel`, { userId: 'eve' }, shop)).status).toBe(200);
+    const spentBefore = await snapshot();
+    const again = await send('POST', '/orders', { userId: 'eve', productId: id, admission: real });
+    expectError(again, 403, 'ADMISSION_INVALID');
+    expect(again.body.message).toMatch(/spent/);
+    expect(await snapshot()).toEqual(spentBefore);
+  });
+
+  it('answers joins and polls that cannot be: no room, unknown product or ticket, bad user, after the end', async () => {
+    const open = await product({ stock: 1 });
+    expectError(await join(open, 'fay'), 409, 'NO_WAITING_ROOM');
+    expectError(await join(999_999, 'fay'), 404, 'PRODUCT_NOT_FOUND');
+    const r = await send('POST', `/products/${open}/queue`, { userId: 'bad user' });
+    expectError(r, 400, 'VALIDATION_FAILED');
+    const id = await product({ stock: 1, waitingRoom: true });
+    expectError(await poll(id, 'f'.repeat(24)), 404, 'TICKET_NOT_FOUND');
+    expectError(await poll(id, 'not-a-ticket'), 404, 'TICKET_NOT_FOUND');
+    expectError(await send('GET', `/products/${open}/queue/fairness`), 409, 'NO_WAITING_ROOM');
+    const ended = await product({
+      stock: 1,
+      waitingRoom: true,
+      startsAt: new Date(Date.now() - 60_000).toISOString(),
+      endsAt: new Date(Date.now() - 1000).toISOString(),
+    });
+    expectError(await join(ended, 'fay'), 403, 'SALE_ENDED');
+  });
+
+  it('keeps the pre-queue without positions until the start, publishing only the seed hash', async () => {
+    const id = await product({ stock: 1, waitingRoom: true, startsAt: new Date(Date.now() + 60_000).toISOString() });
+    const t = await join(id, 'gus');
+    expect(t.status).toBe(201);
+    expect(t.body).toMatchObject({ status: 'waiting', position: null, ahead: null });
+    expect(t.body.estimatedWaitS).toBeGreaterThan(50);
+    expect(Number(t.headers['retry-after'])).toBe(30);
+    const fair = await send('GET', `/products/${id}/queue/fairness`);
+    expect(fair.body).toEqual({
+      seedHash: expect.stringMatching(/^[0-9a-f]{64}$/),
+      preQueue: null,
+      algorithm: expect.any(String),
+    });
+    // An order before admission is refused (the window first: the sale has not started).
+    expect((await send('POST', '/orders', { userId: 'gus', productId: id })).body.code).toBe('SALE_NOT_STARTED');
+  });
+});
+
+describe('the waiting room with buyer identity on (I9)', () => {
+  let svc: InProcessService;
+  beforeAll(async () => {
+    svc = await startInProcess({ ...env, BUYER_JWT_SECRET: BUYER_SECRET });
+  });
+  afterAll(() => svc?.close());
+
+  it("binds a ticket to the token's user: no join for another, no read of another's ticket", async () => {
+    const created = await svc.request(
+      'POST',
+      '/admin/products',
+      { name: 'q', stock: 2, segments: 1, waitingRoom: true },
+      admin,
+    );
+    const id = created.body.id as number;
+    const auth = (u: string) => ({ authorization: `Bearer ${buyerToken(u)}` });
+    expectError(await svc.request('POST', `/products/${id}/queue`, {}), 401, 'UNAUTHENTICATED');
+    expectError(
+      await svc.request('POST', `/products/${id}/queue`, { userId: 'hal' }, auth('ivy')),
+      403,
+      'IDENTITY_MISMATCH',
+    );
+    const mine = await svc.request('POST', `/products/${id}/queue`, {}, auth('ivy'));
+    expect(mine.status).toBe(201);
+    expect(mine.body.userId).toBe('ivy');
+    expect((await svc.request('GET', `/products/${id}/queue/${mine.body.id}`, undefined, auth('ivy'))).status).toBe(
+      200,
+    );
+    expectError(
+      await svc.request('GET', `/products/${id}/queue/${mine.body.id}`, undefined, auth('hal')),
+      404,
+      'TICKET_NOT_FOUND',
+    );
+    expectError(await svc.request('GET', `/products/${id}/queue/${mine.body.id}`), 401, 'UNAUTHENTICATED');
+  });
+});

@@ -1,0 +1,220 @@
+// I8 (fair admission) under a storm, with I1-I7 kept: two service processes, 5,000 buyers joining
+// a waiting room before and after the start (with duplicate joins on both processes at once), each
+// polling as Retry-After paces it and ordering once admitted; some pay, some cancel, some leave the
+// reservation to expire, some let their admission lapse. Then PostgreSQL and what every buyer saw
+// are checked: no order without a valid admission, each ticket admitted at most once and in queue
+// order, the pre-queue in the order recomputed here from the revealed seed, the outstanding
+// admissions never above the ratio, and every buyer ordered, sold out or ended.
+import { expectStockBalanced, withDb } from './support/database';
+import { admin, pooled, Reply, request, ServiceProcess, startService } from './support/service';
+import { Buyer, newBuyer, Part, recomputeLottery, runCrowd, sha256Hex } from './support/waiting-room';
+import { resetState } from './support/database';
+
+const UNITS = 200;
+const USERS = 5000;
+const PRE = 2000;
+const WAVES = 6;
+const RATIO = 1.5;
+
+const partOf = (i: number): Part => {
+  const k = i % 20;
+  if (k < 2) return 'ignore admission';
+  if (k === 2) return 'cancel';
+  if (k < 5) return 'leave unpaid';
+  return 'pay';
+};
+
+describe('the waiting room under a storm across two service processes (I8, I1-I7)', () => {
+  let a: ServiceProcess;
+  let b: ServiceProcess;
+
+  beforeAll(async () => {
+    await resetState();
+    const env = { ADMISSION_TICK_MS: '50', EXPIRY_SWEEP_MS: '200', QUEUE_SHARDS: '8', ADMISSION_RATIO: String(RATIO) };
+    [a, b] = await Promise.all([startService(env), startService(env)]);
+  });
+  afterAll(async () => {
+    await Promise.all([a?.stop(), b?.stop()]);
+  });
+
+  it('admits only in queue order, within the ratio, each ticket once, and sells only to admitted buyers', async () => {
+    const urls = [a.url, b.url];
+    const startsAt = Date.now() + 8000;
+    const created = await request(
+      a.url,
+      'POST',
+      '/admin/products',
+      {
+        name: 'queued sale',
+        stock: UNITS,
+        segments: 10,
+        waitingRoom: true,
+        admissionTtlS: 10,
+        paymentTimeoutS: 3,
+        startsAt: new Date(startsAt).toISOString(),
+      },
+      admin,
+    );
+    expect(created.status).toBe(201);
+    const productId: number = created.body.id;
+    const before = await request(b.url, 'GET', `/products/${productId}/queue/fairness`);
+    expect(before.status).toBe(200);
+    expect(before.body.seed).toBeUndefined();
+    expect(before.body.seedHash).toMatch(/^[0-9a-f]{64}$/);
+
+    const buyers = Array.from({ length: USERS }, (_, i) => newBuyer(`wr-${i}`, partOf(i)));
+    const joins = new Map<Buyer, Reply[]>();
+    const join = async (buyer: Buyer, url: string) => {
+      const r = await request(url, 'POST', `/products/${productId}/queue`, { userId: buyer.userId });
+      joins.set(buyer, [...(joins.get(buyer) ?? []), r]);
+      return r;
+    };
+    // Every fourth buyer joins on both processes at once: one ticket, made once.
+    const joinTasks = (group: Buyer[], offset: number) =>
+      group.flatMap((buyer, i) => {
+        const tasks = [() => join(buyer, urls[(i + offset) % 2])];
+        if (i % 4 === 0) tasks.push(() => join(buyer, urls[(i + offset + 1) % 2]));
+        return tasks;
+      });
+
+    // Before the start: the pre-queue.
+    await pooled(joinTasks(buyers.slice(0, PRE), 0), 100);
+    expect(Date.now()).toBeLessThan(startsAt);
+    // After it: waves of arrivals, each sent once the one before was answered.
+    while (Date.now() < startsAt + 200) await new Promise((r) => setTimeout(r, 50));
+    const waves: Buyer[][] = [];
+    const perWave = (USERS - PRE) / WAVES;
+    for (let w = 0; w < WAVES; w++) {
+      const wave = buyers.slice(PRE + w * perWave, PRE + (w + 1) * perWave);
+      waves.push(wave);
+      await pooled(joinTasks(wave, w), 100);
+    }
+
+    // Each user: one ticket, made once (one 201), whichever process answered.
+    for (const buyer of buyers) {
+      const replies = joins.get(buyer) ?? [];
+      expect(replies.map((r) => r.status).filter((s) => s !== 200 && s !== 201)).toEqual([]);
+      expect(replies.filter((r) => r.status === 201)).toHaveLength(1);
+      expect(new Set(replies.map((r) => r.body.id)).size).toBe(1);
+      buyer.ticketId = replies[0].body.id;
+    }
+
+    // The sale runs until every unit is paid for and the crowd has had its answers.
+    let settled = false;
+    const watch = (async () => {
+      while (!settled) {
+        await new Promise((r) => setTimeout(r, 300));
+        settled = await withDb(async (db) => {
+          const { rows } = await db.query(
+            `SELECT (SELECT sum(stock) FROM stock_segments WHERE product_id = $1)::int AS left,
+                    (SELECT count(*) FROM orders WHERE product_id = $1 AND status = 'reserved')::int AS reserved`,
+            [productId],
+          );
+          return rows[0].left === 0 && rows[0].reserved === 0;
+        });
+      }
+    })();
+    await runCrowd({ urls, productId, buyers, inFlight: 48, finished: () => settled, deadline: Date.now() + 150_000 });
+    await watch;
+    // Past the sold-out staleness bound, each buyer's last answer.
+    await new Promise((r) => setTimeout(r, 500));
+    await pooled(
+      buyers.map((buyer, i) => async () => {
+        const r = await request(urls[i % 2], 'GET', `/products/${productId}/queue/${buyer.ticketId}`);
+        expect(r.status).toBe(200);
+        buyer.last = r;
+        buyer.position = r.body.position;
+      }),
+      64,
+    );
+
+    // The lottery: the seed revealed after the start is the one committed before it, and the pre-queue's
+    // positions are its order, recomputed here from the seed and the ticket ids.
+    const after = await request(a.url, 'GET', `/products/${productId}/queue/fairness`);
+    expect(after.body.seedHash).toBe(before.body.seedHash);
+    expect(sha256Hex(Buffer.from(after.body.seed, 'hex'))).toBe(before.body.seedHash);
+    expect(after.body.preQueue).toBe(PRE);
+    const pre = buyers.slice(0, PRE);
+    const byPosition = [...pre].sort((x, y) => (x.position as number) - (y.position as number));
+    expect(byPosition.map((x) => x.position)).toEqual(Array.from({ length: PRE }, (_, i) => i + 1));
+    expect(byPosition.map((x) => x.ticketId)).toEqual(
+      recomputeLottery(
+        after.body.seed,
+        pre.map((x) => x.ticketId!),
+      ),
+    );
+    // Arrivals after the pre-queue, in arrival order: a wave sent after another was answered is behind it.
+    const positions = buyers.map((x) => x.position as number);
+    expect(new Set(positions).size).toBe(USERS);
+    for (let w = 0; w < WAVES; w++) {
+      const ps = waves[w].map((x) => x.position as number);
+      expect(Math.min(...ps)).toBeGreaterThan(
+        w === 0 ? PRE : Math.max(...waves[w - 1].map((x) => x.position as number)),
+      );
+    }
+
+    const { batches, orders } = await withDb(async (db) => ({
+      batches: (
+        await db.query(
+          `SELECT first_position::int AS first, last_position::int AS last, admitted_at, expires_at, units_left, outstanding_before
+             FROM admission_batches WHERE product_id = $1 ORDER BY first_position`,
+          [productId],
+        )
+      ).rows,
+      orders: (
+        await db.query(
+          `SELECT id::int, user_id, status, admission_position::int AS position, created_at FROM orders WHERE product_id = $1`,
+          [productId],
+        )
+      ).rows,
+    }));
+    // Admission in queue order, each position once, never above the ratio when admitted.
+    expect(batches.length).toBeGreaterThan(1);
+    batches.forEach((batch, i) => {
+      expect(batch.first).toBe(i === 0 ? 1 : batches[i - 1].last + 1);
+      if (i > 0) expect(batch.admitted_at.getTime()).toBeGreaterThanOrEqual(batches[i - 1].admitted_at.getTime());
+      expect(batch.outstanding_before + (batch.last - batch.first + 1)).toBeLessThanOrEqual(
+        Math.ceil(RATIO * batch.units_left),
+      );
+    });
+    // No order without a valid admission: every order spent the admission of its own user's ticket, before it expired.
+    const userAt = new Map(buyers.map((x) => [x.position as number, x.userId]));
+    for (const o of orders) {
+      expect(o.position).not.toBeNull();
+      expect(userAt.get(o.position)).toBe(o.user_id);
+      const batch = batches.find((x) => x.first <= o.position && o.position <= x.last);
+      expect(batch).toBeDefined();
+      expect(o.created_at.getTime()).toBeLessThanOrEqual(batch.expires_at.getTime());
+    }
+    expect(new Set(orders.map((o) => o.position)).size).toBe(orders.length);
+
+    // Every buyer ends ordered, sold out, or ended because an admission lapsed unspent.
+    const admittedThrough = batches[batches.length - 1].last;
+    const spent = new Set(orders.map((o) => o.position));
+    for (const buyer of buyers) {
+      const status = buyer.last!.body.status;
+      if (status === 'ordered') expect(spent.has(buyer.position)).toBe(true);
+      else if (status === 'ended') {
+        expect(buyer.position as number).toBeLessThanOrEqual(admittedThrough);
+        expect(spent.has(buyer.position)).toBe(false);
+      } else expect(status).toBe('sold_out');
+    }
+    // The storm did what it says: admissions lapsed, reservations expired, cancels returned units.
+    expect(buyers.filter((x) => x.part === 'ignore admission' && x.seen.includes('admitted')).length).toBeGreaterThan(
+      0,
+    );
+    expect(buyers.filter((x) => x.part === 'ignore admission' && x.orderId !== undefined)).toEqual([]);
+    expect(orders.filter((o) => o.status === 'expired').length).toBeGreaterThan(0);
+    expect(orders.filter((o) => o.status === 'cancelled').length).toBeGreaterThan(0);
+
+    // I1, I2 and I7 from the database.
+    await expectStockBalanced(productId, UNITS);
+    const paid = new Set(orders.filter((o) => o.status === 'paid').map((o) => o.id));
+    expect(paid).toEqual(new Set(buyers.filter((x) => x.paid).map((x) => x.orderId)));
+    expect(paid.size).toBe(UNITS);
+    for (const x of buyers.filter((y) => y.cancelled))
+      expect(orders.find((o) => o.id === x.orderId)?.status).toBe('cancelled');
+    // No 5xx to any buyer's order.
+    expect(buyers.flatMap((x) => x.orderReplies).filter((r) => r.status >= 500)).toEqual([]);
+  }, 240_000);
+});
