@@ -1,6 +1,6 @@
 // The OpenAPI document as /docs-json serves it, built in this process from the real controllers
 // (their services faked: building the document calls none of them): every answer that is an order
-// or a product names its response schema, and those schemas say what the bodies hold.
+// a product or a ticket names its response schema, and those schemas say what the bodies hold.
 import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
@@ -15,11 +15,14 @@ import { MetricsService } from './metrics/metrics.service';
 import { openApiDocument } from './openapi';
 import { OrdersController } from './orders/orders.controller';
 import { OrdersService } from './orders/orders.service';
+import { WaitingRoomController } from './waiting-room/waiting-room.controller';
+import { WaitingRoomService } from './waiting-room/waiting-room.service';
 
 @Module({
-  controllers: [OrdersController, AdminController, HealthController],
+  controllers: [OrdersController, AdminController, HealthController, WaitingRoomController],
   providers: [
     { provide: OrdersService, useValue: {} },
+    { provide: WaitingRoomService, useValue: {} },
     { provide: InventoryService, useValue: {} },
     { provide: MetricsService, useValue: {} },
     { provide: AdminConfig, useValue: { token: 'an-admin-token-of-16+' } },
@@ -70,6 +73,13 @@ describe('OpenAPI document', () => {
     expect(responseSchema(doc, '/admin/products/{id}', 'patch', '200')).toBe('ProductResponse');
     expect(responseSchema(doc, '/admin/products/{id}/restock', 'post', '200')).toBe('ProductResponse');
     expect(responseSchema(doc, '/admin/products/{id}/rebalance', 'post', '200')).toBe('RebalanceResponse');
+  });
+
+  it('should name TicketResponse as the answer of joining and polling a queue, and FairnessResponse for its record', () => {
+    expect(responseSchema(doc, '/products/{id}/queue', 'post', '201')).toBe('TicketResponse');
+    expect(responseSchema(doc, '/products/{id}/queue', 'post', '200')).toBe('TicketResponse');
+    expect(responseSchema(doc, '/products/{id}/queue/{ticketId}', 'get', '200')).toBe('TicketResponse');
+    expect(responseSchema(doc, '/products/{id}/queue/fairness', 'get', '200')).toBe('FairnessResponse');
   });
 
   it('should name LiveResponse as the answer of GET /health/live', () => {
@@ -126,6 +136,8 @@ describe('OpenAPI document', () => {
       'startsAt',
       'endsAt',
       'paymentTimeoutS',
+      'waitingRoom',
+      'admissionTtlS',
       'segmentCount',
       'segments',
     ];

@@ -51,7 +51,7 @@ describe('the order lifecycle migration', () => {
           (1, 'bob', 1, '[{"segment":1,"quantity":1}]', '2026-01-01T10:00:01Z')`);
     });
 
-    expect(await runMigrations(url)).toEqual(['OrderLifecycle1763900000000']);
+    expect(await runMigrations(url)).toEqual(['OrderLifecycle1763900000000', 'WaitingRoom1764000000000']);
 
     await withPg(url, async (db) => {
       const orders = await db.query(

@@ -40,6 +40,8 @@ export class AdminController {
       startsAt: dto.startsAt ?? null,
       endsAt: dto.endsAt ?? null,
       paymentTimeoutS: dto.paymentTimeoutS ?? 900,
+      waitingRoom: dto.waitingRoom ?? false,
+      admissionTtlS: dto.admissionTtlS ?? 120,
     });
     return toProductResponse(view);
   }
@@ -55,7 +57,7 @@ export class AdminController {
   @Patch(':id')
   @ApiOperation({
     summary:
-      "Change a product's name, limit per user, sale window or payment timeout (reserved orders keep their expiresAt)",
+      "Change a product's name, limit per user, sale window, payment timeout or waiting room (reserved orders keep their expiresAt)",
   })
   @ApiOkResponse({ type: ProductResponse, description: 'the product, changed' })
   @ApiResponse({ status: 400, description: 'VALIDATION_FAILED (also endsAt not after startsAt once merged)' })

@@ -33,6 +33,7 @@ describe('loadConfig', () => {
       admin: { token: undefined },
       door: { rateLimitUser: '5,10', rateLimitIp: '50,100', trustProxy: undefined, soldOutStaleMs: 100 },
       identity: { jwtSecret: undefined, jwtPublicKey: undefined, shopToken: undefined },
+      waitingRoom: { admissionRatio: 1.5, admissionTickMs: 100, queueShards: 16, secret: undefined },
       logging: { level: 'info' },
       embedded: { dataDir: '.data' },
     });
@@ -76,6 +77,10 @@ describe('loadConfig', () => {
       SOLD_OUT_STALE_MS: '250',
       BUYER_JWT_SECRET: 'a-buyer-secret-of-thirty-two-chars!!',
       SHOP_TOKEN: 'a-long-enough-shop-token',
+      ADMISSION_RATIO: '2.5',
+      ADMISSION_TICK_MS: '40',
+      QUEUE_SHARDS: '4',
+      ADMISSION_SECRET: 'an-admission-secret-of-32-characters',
     });
     expect(c).toEqual({
       http: { port: 8080, host: '127.0.0.1', workers: 4, retryAfterS: 3 },
@@ -100,6 +105,12 @@ describe('loadConfig', () => {
         jwtSecret: 'a-buyer-secret-of-thirty-two-chars!!',
         jwtPublicKey: undefined,
         shopToken: 'a-long-enough-shop-token',
+      },
+      waitingRoom: {
+        admissionRatio: 2.5,
+        admissionTickMs: 40,
+        queueShards: 4,
+        secret: 'an-admission-secret-of-32-characters',
       },
       logging: { level: 'warn' },
       embedded: { dataDir: '/var/lib/flashsale' },
@@ -190,6 +201,12 @@ describe('loadConfig', () => {
     ['BUYER_JWT_SECRET', 'too-short-for-hs256'],
     ['BUYER_JWT_PUBLIC_KEY', 'not a pem'],
     ['SHOP_TOKEN', 'short'],
+    ['ADMISSION_RATIO', '0.5'],
+    ['ADMISSION_RATIO', 'lots'],
+    ['ADMISSION_TICK_MS', '5'],
+    ['QUEUE_SHARDS', '0'],
+    ['QUEUE_SHARDS', '2000'],
+    ['ADMISSION_SECRET', 'short'],
   ])('should refuse %s=%j with a message that names it', (name, value) => {
     const err = refusal({ [name]: value });
     expect(err.message).toContain(`${name}=`);

@@ -10,6 +10,10 @@ export interface ProductInfo {
   /** The sale window, epoch ms; null for open. */
   startsAt: number | null;
   endsAt: number | null;
+  /** Sells only to buyers admitted from its queue (docs/waiting-room.md). */
+  waitingRoom: boolean;
+  /** How long an admission lasts, seconds. */
+  admissionTtlS: number;
 }
 
 export interface ProductView {
@@ -27,17 +31,22 @@ export interface ProductView {
   startsAt: Date | null;
   endsAt: Date | null;
   paymentTimeoutS: number;
+  waitingRoom: boolean;
+  admissionTtlS: number;
   segmentCount: number;
   segments: Array<{ index: number; stock: number }>;
 }
 
-/** The terms of a sale: who may buy how much, when, and how long a reservation waits for payment. */
+/** The terms of a sale: who may buy how much, when, how long a reservation waits for payment, and whether buyers queue first. */
 export interface SaleTerms {
   name: string;
   limitPerUser: number;
   startsAt: Date | null;
   endsAt: Date | null;
   paymentTimeoutS: number;
+  /** Sell only to buyers admitted from the product's queue. */
+  waitingRoom: boolean;
+  admissionTtlS: number;
 }
 
 export interface NewProduct extends SaleTerms {

@@ -2,6 +2,7 @@
 // order path caches, the admin view, and the admin writes (create, change the terms, restock,
 // rebalance), each in one transaction. Admin failures are mapped but not counted as dependency
 // errors; only the order path's are.
+import { createHash, randomBytes } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { DataSource, EntityManager } from 'typeorm';
 import { DatabaseConfig, HttpConfig, InventoryConfig } from '../config/app-config';
@@ -18,8 +19,11 @@ export interface ProductTermsRow {
   layout_version: number;
   starts_at: Date | null;
   ends_at: Date | null;
+  waiting_room: boolean;
+  admission_ttl_s: number;
 }
-export const PRODUCT_TERMS_COLUMNS = 'id, limit_per_user, segment_count, layout_version, starts_at, ends_at';
+export const PRODUCT_TERMS_COLUMNS =
+  'id, limit_per_user, segment_count, layout_version, starts_at, ends_at, waiting_room, admission_ttl_s';
 
 export function toProductInfo(r: ProductTermsRow): ProductInfo {
   return {
@@ -29,6 +33,8 @@ export function toProductInfo(r: ProductTermsRow): ProductInfo {
     layoutVersion: r.layout_version,
     startsAt: r.starts_at?.getTime() ?? null,
     endsAt: r.ends_at?.getTime() ?? null,
+    waitingRoom: r.waiting_room,
+    admissionTtlS: r.admission_ttl_s,
   };
 }
 
@@ -59,8 +65,9 @@ export class ProductsRepository {
     return this.guard(() =>
       this.db.transaction(async (tx) => {
         const [row] = await tx.query<Array<{ id: number }>>(
-          `INSERT INTO products (name, total_stock, limit_per_user, segment_count, starts_at, ends_at, payment_timeout_s)
-           VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`,
+          `INSERT INTO products (name, total_stock, limit_per_user, segment_count, starts_at, ends_at, payment_timeout_s,
+                                 waiting_room, admission_ttl_s)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`,
           [
             p.name,
             p.stock,
@@ -69,8 +76,11 @@ export class ProductsRepository {
             p.startsAt,
             p.endsAt,
             p.paymentTimeoutS ?? DEFAULT_PAYMENT_TIMEOUT_S,
+            p.waitingRoom,
+            p.admissionTtlS,
           ],
         );
+        if (p.waitingRoom) await this.openWaitingRoom(tx, row.id);
         await this.writeSegments(tx, row.id, evenSplit(p.stock, p.segments));
         return this.viewIn(tx, row.id);
       }),
@@ -90,9 +100,20 @@ export class ProductsRepository {
       this.db.transaction(async (tx) => {
         const after = decide(await this.viewIn(tx, productId, 'FOR NO KEY UPDATE'));
         await tx.query(
-          'UPDATE products SET name = $2, limit_per_user = $3, starts_at = $4, ends_at = $5, payment_timeout_s = $6 WHERE id = $1',
-          [productId, after.name, after.limitPerUser, after.startsAt, after.endsAt, after.paymentTimeoutS],
+          `UPDATE products SET name = $2, limit_per_user = $3, starts_at = $4, ends_at = $5, payment_timeout_s = $6,
+                               waiting_room = $7, admission_ttl_s = $8 WHERE id = $1`,
+          [
+            productId,
+            after.name,
+            after.limitPerUser,
+            after.startsAt,
+            after.endsAt,
+            after.paymentTimeoutS,
+            after.waitingRoom,
+            after.admissionTtlS,
+          ],
         );
+        if (after.waitingRoom) await this.openWaitingRoom(tx, productId);
         return this.viewIn(tx, productId);
       }),
     );
@@ -188,6 +209,18 @@ export class ProductsRepository {
     );
   }
 
+  /**
+   * The product's waiting room, made once: its lottery seed, whose SHA-256 is public from now on. A
+   * room turned off and on again keeps its seed (and its queue).
+   */
+  private async openWaitingRoom(tx: EntityManager, productId: number): Promise<void> {
+    const seed = randomBytes(32);
+    await tx.query(
+      'INSERT INTO waiting_rooms (product_id, seed, seed_hash) VALUES ($1, $2, $3) ON CONFLICT (product_id) DO NOTHING',
+      [productId, seed, createHash('sha256').update(seed).digest('hex')],
+    );
+  }
+
   private async viewIn(m: EntityManager, productId: number, lock = ''): Promise<ProductView> {
     const [p] = await m.query<
       Array<{
@@ -199,9 +232,12 @@ export class ProductsRepository {
         starts_at: Date | null;
         ends_at: Date | null;
         payment_timeout_s: number;
+        waiting_room: boolean;
+        admission_ttl_s: number;
       }>
     >(
-      `SELECT id, name, total_stock, limit_per_user, segment_count, starts_at, ends_at, payment_timeout_s
+      `SELECT id, name, total_stock, limit_per_user, segment_count, starts_at, ends_at, payment_timeout_s, waiting_room,
+              admission_ttl_s
          FROM products WHERE id = $1 ${lock}`,
       [productId],
     );
@@ -232,6 +268,8 @@ export class ProductsRepository {
       startsAt: p.starts_at,
       endsAt: p.ends_at,
       paymentTimeoutS: p.payment_timeout_s,
+      waitingRoom: p.waiting_room,
+      admissionTtlS: p.admission_ttl_s,
       segmentCount: p.segment_count,
       segments,
     };

@@ -28,7 +28,16 @@ function world(snapshot: SoldOutSnapshot | null) {
   return { board, stock, catalog };
 }
 
-const terms: ProductInfo = { id: P, limitPerUser: 1, segmentCount: 2, layoutVersion: 1, startsAt: null, endsAt: null };
+const terms: ProductInfo = {
+  id: P,
+  limitPerUser: 1,
+  segmentCount: 2,
+  layoutVersion: 1,
+  startsAt: null,
+  endsAt: null,
+  waitingRoom: false,
+  admissionTtlS: 120,
+};
 const polled = (remaining: number, fingerprint: string): PolledProduct => ({ remaining, fingerprint, terms });
 
 const soldOut: SoldOutSnapshot = {

@@ -29,6 +29,8 @@ export interface OrderRow {
 export interface BatchEntry {
   userId: string;
   quantity: number;
+  /** The queue position whose admission the order spends (waiting-room products). */
+  admissionPosition?: number;
 }
 
 /** The answer for one entry of a batch. */

@@ -2,6 +2,8 @@
 // hold any key, and hints. Math.random is stubbed wherever the start segment matters.
 import { BenchmarkConfig, HttpConfig, LocksConfig } from '../config/app-config';
 import {
+  AdmissionInvalidError,
+  AdmissionRequiredError,
   AlreadyOrderedError,
   BusyError,
   OrderInProgressError,
@@ -23,6 +25,7 @@ import { SaleWritesRepository } from './repositories/sale-writes.repository';
 import { OrdersService } from './orders.service';
 import { RedlockSegmentLocking } from './locking/redlock-segment-locking';
 import { RowLockSegmentLocking } from './locking/row-lock-segment-locking';
+import type { WaitingRoomService } from '../waiting-room/waiting-room.service';
 
 const PRODUCT = 7;
 
@@ -52,6 +55,7 @@ interface World {
   /** Called once per pause between retries of busy segments, however the service pauses. */
   onWait: jest.Mock;
   metrics: Record<string, { inc: jest.Mock; observe: jest.Mock }>;
+  room: jest.Mocked<Pick<WaitingRoomService, 'admissionFor'>>;
 }
 
 /** The configuration slices OrdersService reads; a test overrides single fields. */
@@ -93,6 +97,8 @@ function world(opts: {
     layoutVersion: 1,
     startsAt: null,
     endsAt: null,
+    waitingRoom: false,
+    admissionTtlS: 120,
     ...opts.info,
   };
   let nextId = 100;
@@ -259,6 +265,8 @@ function world(opts: {
           metrics as never,
         );
   const board: World['board'] = { learn: jest.fn(), forget: jest.fn() };
+  // An admission checked by the waiting room (its own specs cover the checks) names position 42.
+  const room: World['room'] = { admissionFor: jest.fn(async () => 42) };
   const service = new OrdersService(
     config.locks,
     config.http,
@@ -271,8 +279,7 @@ function world(opts: {
     hints as never,
     board as never,
     metrics as never,
-    // No product of these specs has a waiting room; the waiting room's own specs cover admissions.
-    {} as never,
+    room as never,
   );
   return {
     service,
@@ -288,6 +295,7 @@ function world(opts: {
     locks,
     metrics,
     onWait,
+    room,
   };
 }
 
@@ -570,7 +578,7 @@ describe('OrdersService.place', () => {
       startAt(0, 4);
       const order = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 3 });
       expect(w.locks.acquireWithin.mock.calls.map((c) => c[0])).toEqual([seg(1), seg(3)]);
-      expect(w.orders.sellFromSegments).toHaveBeenCalledWith(PRODUCT, [1, 3], 3, 'u1');
+      expect(w.orders.sellFromSegments).toHaveBeenCalledWith(PRODUCT, [1, 3], 3, 'u1', 0, undefined);
       expect(order.quantity).toBe(3);
       expect(order.allocations).toEqual([
         { segment: 1, quantity: 2 },
@@ -817,6 +825,37 @@ describe('OrdersService.place', () => {
       expect(w.stocks).toEqual([5]);
     });
 
+    it("should check a waiting room's admission before any lock, and record the position it spends with the order", async () => {
+      const w = world({ stocks: [0, 5], info: { waitingRoom: true } });
+      startAt(0, 2);
+      await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 }, 'the-token');
+      expect(w.room.admissionFor).toHaveBeenCalledWith(
+        expect.objectContaining({ waitingRoom: true }),
+        'u1',
+        'the-token',
+      );
+      expect(w.orders.sellFromSegment).toHaveBeenLastCalledWith(PRODUCT, 1, 1, 'u1', 0, 42);
+    });
+
+    it('should refuse, before any lock, an order whose admission the waiting room refuses', async () => {
+      const w = world({ stocks: [5], info: { waitingRoom: true } });
+      w.room.admissionFor.mockRejectedValue(new AdmissionRequiredError(PRODUCT));
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(
+        AdmissionRequiredError,
+      );
+      expect(w.locks.tryAcquire).not.toHaveBeenCalled();
+      expect(w.stocks).toEqual([5]);
+    });
+
+    it('should refuse an admission sent for a product without a waiting room, changing nothing', async () => {
+      const w = world({ stocks: [5] });
+      await expect(
+        w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 }, 'a-token'),
+      ).rejects.toBeInstanceOf(AdmissionInvalidError);
+      expect(w.room.admissionFor).not.toHaveBeenCalled();
+      expect(w.stocks).toEqual([5]);
+    });
+
     it('should use no Redis lock or hint at all in database locking mode', async () => {
       const w = world({
         stocks: [0, 5],
@@ -825,7 +864,7 @@ describe('OrdersService.place', () => {
       startAt(0, 2);
       const order = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 });
       expect(order.allocations).toEqual([{ segment: 1, quantity: 1 }]);
-      expect(w.orders.sellFromSegment).toHaveBeenLastCalledWith(PRODUCT, 1, 1, 'u1', 3);
+      expect(w.orders.sellFromSegment).toHaveBeenLastCalledWith(PRODUCT, 1, 1, 'u1', 3, undefined);
       expect(w.locks.tryAcquire).not.toHaveBeenCalled();
       expect(w.hints.read).not.toHaveBeenCalled();
       expect(w.hints.markEmpty).not.toHaveBeenCalled();

@@ -1,7 +1,7 @@
 // Body of POST /admin/products.
 import { ApiProperty } from '@nestjs/swagger';
 import { IsInt, Max, Min } from 'class-validator';
-import { LimitPerUser, PaymentTimeout, ProductName, SaleInstant } from './sale-terms';
+import { AdmissionTtl, LimitPerUser, PaymentTimeout, ProductName, SaleInstant, WaitingRoom } from './sale-terms';
 
 export const MAX_SEGMENTS = 1024;
 export const MAX_STOCK = 1_000_000_000;
@@ -33,4 +33,10 @@ export class CreateProductDto {
 
   @PaymentTimeout()
   paymentTimeoutS?: number;
+
+  @WaitingRoom()
+  waitingRoom?: boolean;
+
+  @AdmissionTtl()
+  admissionTtlS?: number;
 }

@@ -14,6 +14,8 @@ const view: ProductView = {
   startsAt: null,
   endsAt: new Date('2026-11-24T00:00:00.000Z'),
   paymentTimeoutS: 900,
+  waitingRoom: false,
+  admissionTtlS: 120,
   segmentCount: 2,
   segments: [
     { index: 0, stock: 4 },

@@ -50,6 +50,12 @@ export class ProductResponse {
   @ApiProperty({ description: 'seconds a reservation waits for payment' })
   paymentTimeoutS: number;
 
+  @ApiProperty({ description: 'whether the product sells only to buyers admitted from its queue' })
+  waitingRoom: boolean;
+
+  @ApiProperty({ description: 'seconds an admission from the queue lasts' })
+  admissionTtlS: number;
+
   @ApiProperty()
   segmentCount: number;
 
@@ -79,6 +85,8 @@ export function toProductResponse(view: ProductView): ProductResponse {
     startsAt: view.startsAt,
     endsAt: view.endsAt,
     paymentTimeoutS: view.paymentTimeoutS,
+    waitingRoom: view.waitingRoom,
+    admissionTtlS: view.admissionTtlS,
     segmentCount: view.segmentCount,
     segments: view.segments.map((s) => ({ index: s.index, stock: s.stock })),
   };

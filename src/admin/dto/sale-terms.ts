@@ -2,10 +2,24 @@
 import { applyDecorators } from '@nestjs/common';
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Transform } from 'class-transformer';
-import { IsDate, IsInt, IsOptional, isISO8601, IsString, Length, Matches, Max, Min, ValidateIf } from 'class-validator';
+import {
+  IsBoolean,
+  IsDate,
+  IsInt,
+  IsOptional,
+  isISO8601,
+  IsString,
+  Length,
+  Matches,
+  Max,
+  Min,
+  ValidateIf,
+} from 'class-validator';
 
 export const MAX_PAYMENT_TIMEOUT_S = 86_400;
 export const MAX_LIMIT_PER_USER = 1000;
+export const MIN_ADMISSION_TTL_S = 10;
+export const MAX_ADMISSION_TTL_S = 3600;
 
 /** `name`: 1-200 characters, no control characters; required on create, optional on PATCH. */
 export function ProductName(opts: { optional: boolean }): PropertyDecorator {
@@ -74,5 +88,34 @@ export function PaymentTimeout(): PropertyDecorator {
     IsInt(),
     Min(1),
     Max(MAX_PAYMENT_TIMEOUT_S),
+  );
+}
+
+/** `waitingRoom`: sell only to buyers admitted from the product's queue (docs/waiting-room.md). */
+export function WaitingRoom(): PropertyDecorator {
+  return applyDecorators(
+    ApiPropertyOptional({
+      type: Boolean,
+      default: false,
+      description: "sell only to buyers admitted from the product's queue (POST /products/:id/queue)",
+    }),
+    IsOptional(),
+    IsBoolean({ message: 'waitingRoom must be true or false' }),
+  );
+}
+
+/** `admissionTtlS`: how long an admission from the queue lasts. */
+export function AdmissionTtl(): PropertyDecorator {
+  return applyDecorators(
+    ApiPropertyOptional({
+      minimum: MIN_ADMISSION_TTL_S,
+      maximum: MAX_ADMISSION_TTL_S,
+      default: 120,
+      description: 'seconds an admitted buyer has to order before the place goes to the next ticket',
+    }),
+    IsOptional(),
+    IsInt(),
+    Min(MIN_ADMISSION_TTL_S),
+    Max(MAX_ADMISSION_TTL_S),
   );
 }

@@ -1,5 +1,5 @@
 // Body of PATCH /admin/products/:id: any of the sale's terms; fields left out keep their value.
-import { LimitPerUser, PaymentTimeout, ProductName, SaleInstant } from './sale-terms';
+import { AdmissionTtl, LimitPerUser, PaymentTimeout, ProductName, SaleInstant, WaitingRoom } from './sale-terms';
 
 export class UpdateProductDto {
   @ProductName({ optional: true })
@@ -16,4 +16,10 @@ export class UpdateProductDto {
 
   @PaymentTimeout()
   paymentTimeoutS?: number;
+
+  @WaitingRoom()
+  waitingRoom?: boolean;
+
+  @AdmissionTtl()
+  admissionTtlS?: number;
 }

@@ -87,7 +87,12 @@ export class RedlockSegmentLocking extends SegmentLocking {
       ticket = this.board.ticket();
       this.tickets.set(req, ticket);
     }
-    return this.board.waitForRelease(productId, ms, { userId: req.userId, quantity: req.quantity }, ticket);
+    return this.board.waitForRelease(
+      productId,
+      ms,
+      { userId: req.userId, quantity: req.quantity, admissionPosition: req.admissionPosition },
+      ticket,
+    );
   }
 
   /** Under the segment's Redis lock; a segment found empty is remembered so later orders skip it. */
@@ -184,7 +189,7 @@ export class RedlockSegmentLocking extends SegmentLocking {
         );
       }
       if (this.benchmark.orderHoldMs > 0) await sleep(this.benchmark.orderHoldMs);
-      return await this.orders.sellFromSegments(product.id, picked, req.quantity, req.userId);
+      return await this.orders.sellFromSegments(product.id, picked, req.quantity, req.userId, 0, req.admissionPosition);
     } finally {
       await Promise.all(held.map((h) => this.locks.release(h)));
     }
@@ -206,7 +211,14 @@ export class RedlockSegmentLocking extends SegmentLocking {
   private async sellInHold(product: ProductInfo, idx: number, req: PlaceOrder): Promise<SegmentAttempt> {
     const riders = this.board.takeRiders(product.id, this.lockConfig.batchMax - 1);
     if (riders.length === 0) {
-      const outcome = await this.orders.sellFromSegment(product.id, idx, req.quantity, req.userId);
+      const outcome = await this.orders.sellFromSegment(
+        product.id,
+        idx,
+        req.quantity,
+        req.userId,
+        0,
+        req.admissionPosition,
+      );
       if (this.benchmark.orderHoldMs > 0 && outcome.kind === 'sold') await sleep(this.benchmark.orderHoldMs);
       return outcome;
     }

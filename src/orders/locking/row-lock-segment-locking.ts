@@ -38,7 +38,14 @@ export class RowLockSegmentLocking extends SegmentLocking {
 
   /** Never busy and never down: the row lock waits, and there is no Redis. */
   attempt(product: ProductInfo, idx: number, req: PlaceOrder): Promise<SegmentAttempt> {
-    return this.orders.sellFromSegment(product.id, idx, req.quantity, req.userId, this.benchmark.orderHoldMs);
+    return this.orders.sellFromSegment(
+      product.id,
+      idx,
+      req.quantity,
+      req.userId,
+      this.benchmark.orderHoldMs,
+      req.admissionPosition,
+    );
   }
 
   /** Never reached (a try is never busy); kept total for the interface. */
@@ -52,7 +59,14 @@ export class RowLockSegmentLocking extends SegmentLocking {
   }
 
   sellSpread(product: ProductInfo, picked: number[], req: PlaceOrder): Promise<OrderRow | null> {
-    return this.orders.sellFromSegments(product.id, picked, req.quantity, req.userId, this.benchmark.orderHoldMs);
+    return this.orders.sellFromSegments(
+      product.id,
+      picked,
+      req.quantity,
+      req.userId,
+      this.benchmark.orderHoldMs,
+      req.admissionPosition,
+    );
   }
 
   soldOut(): Promise<void> {

@@ -11,6 +11,8 @@ export interface PlaceOrder {
   userId: string;
   productId: number;
   quantity: number;
+  /** The queue position whose admission this order spends (products with a waiting room); recorded with the order. */
+  admissionPosition?: number;
 }
 
 /** An order on its way: its user lock (if the mode has one) and the hints it opened with. */

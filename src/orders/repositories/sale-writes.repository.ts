@@ -38,8 +38,8 @@ const SELL_FROM_SEGMENT_SQL = `
      WHERE product_id = $1 AND idx = $2 AND stock >= $3::int
     RETURNING idx, stock
   ), ins AS (
-    INSERT INTO orders (product_id, user_id, quantity, allocations, status, expires_at)
-    SELECT $1, $4, $3::int, jsonb_build_array(jsonb_build_object('segment', seg.idx, 'quantity', $3::int)), 'reserved', ${EXPIRES_AT('$1')} FROM seg
+    INSERT INTO orders (product_id, user_id, quantity, allocations, status, expires_at, admission_position)
+    SELECT $1, $4, $3::int, jsonb_build_array(jsonb_build_object('segment', seg.idx, 'quantity', $3::int)), 'reserved', ${EXPIRES_AT('$1')}, $5::bigint FROM seg
     RETURNING id, created_at, expires_at
   )
   SELECT ins.id, ins.created_at, ins.expires_at,
@@ -49,15 +49,16 @@ const SELL_FROM_SEGMENT_SQL = `
 
 // Group commit: several orders from one segment in one statement. The segment row is locked
 // first; the orders that fit (smallest quantities first, then in arrival order) are inserted,
-// skipping users who already hold a live order (also one inserted concurrently: ON CONFLICT), and the
+// skipping users who already hold a live order (also one inserted concurrently: ON CONFLICT, which
+// also skips an admission spent concurrently, see orders_admission_spent), and the
 // segment is deducted by exactly what was inserted; CHECK (stock >= 0) still refuses any deduction
 // past zero. Rows: one per sold order, one per user found holding an order ('held'), one per
 // order chosen to fit ('chosen'), and one 'left' with the segment's stock afterwards (null when
 // the segment no longer exists).
 export const SELL_BATCH_SQL = `
   WITH req AS (
-    SELECT r.user_id, r.quantity, r.ord
-      FROM unnest($3::varchar[], $4::int[]) WITH ORDINALITY AS r(user_id, quantity, ord)
+    SELECT r.user_id, r.quantity, r.admission_position, r.ord
+      FROM unnest($3::varchar[], $4::int[], $5::bigint[]) WITH ORDINALITY AS r(user_id, quantity, admission_position, ord)
   ), seg AS (
     SELECT stock FROM stock_segments WHERE product_id = $1 AND idx = $2 FOR UPDATE
   ), fresh AS (
@@ -68,16 +69,16 @@ export const SELL_BATCH_SQL = `
       LEFT JOIN LATERAL (SELECT true AS held FROM orders o WHERE o.product_id = $1 AND o.user_id = req.user_id AND o.${LIVE} LIMIT 1) h ON true
      WHERE h.held IS NULL
   ), chosen AS (
-    SELECT f.user_id, f.quantity, f.ord
+    SELECT f.user_id, f.quantity, f.admission_position, f.ord
       FROM (SELECT fresh.*, sum(fresh.quantity) OVER (ORDER BY fresh.quantity, fresh.ord) AS running FROM fresh) f, seg
      WHERE f.running <= seg.stock
   ), ins AS (
-    INSERT INTO orders (product_id, user_id, quantity, allocations, status, expires_at)
-    SELECT $1, c.user_id, c.quantity, jsonb_build_array(jsonb_build_object('segment', $2::int, 'quantity', c.quantity)), 'reserved', ${EXPIRES_AT('$1')}
+    INSERT INTO orders (product_id, user_id, quantity, allocations, status, expires_at, admission_position)
+    SELECT $1, c.user_id, c.quantity, jsonb_build_array(jsonb_build_object('segment', $2::int, 'quantity', c.quantity)), 'reserved', ${EXPIRES_AT('$1')}, c.admission_position
       -- one global order of insertion: two batches that meet on the one-order-per-user key (no user
       -- lock while its Redis is down) wait for each other in the same order, never in a cycle
       FROM chosen c ORDER BY c.user_id
-    ON CONFLICT (product_id, user_id) WHERE ${LIVE} DO NOTHING
+    ON CONFLICT DO NOTHING
     RETURNING id, user_id, quantity, created_at, expires_at
   ), upd AS (
     UPDATE stock_segments SET stock = stock - (SELECT sum(quantity) FROM ins)
@@ -93,7 +94,8 @@ export const SELL_BATCH_SQL = `
   SELECT 'left', NULL, NULL, NULL, NULL, COALESCE((SELECT stock FROM upd), (SELECT stock FROM seg))`;
 
 const INSERT_ORDER_SQL = `
-  INSERT INTO orders (product_id, user_id, quantity, allocations, status, expires_at) VALUES ($1, $2, $3, $4::jsonb, 'reserved', ${EXPIRES_AT('$1')})
+  INSERT INTO orders (product_id, user_id, quantity, allocations, status, expires_at, admission_position)
+  VALUES ($1, $2, $3, $4::jsonb, 'reserved', ${EXPIRES_AT('$1')}, $5::bigint)
   RETURNING id, created_at, expires_at`;
 
 /** SQLSTATE of a CHECK constraint refusal. */
@@ -138,6 +140,7 @@ export class SaleWritesRepository {
     q: number,
     userId: string,
     holdInTxMs = 0,
+    admissionPosition?: number,
   ): Promise<SegmentAttempt> {
     const order = (id: string, createdAt: Date, expiresAt: Date) =>
       reserved(id, productId, userId, q, [{ segment: idx, quantity: q }], createdAt, expiresAt);
@@ -148,7 +151,7 @@ export class SaleWritesRepository {
       try {
         const [row] = await this.db.query<
           Array<{ id: string | null; created_at: Date | null; expires_at: Date | null; remaining: string | null }>
-        >(tagged(tag, SELL_FROM_SEGMENT_SQL), [productId, idx, q, userId]);
+        >(tagged(tag, SELL_FROM_SEGMENT_SQL), [productId, idx, q, userId, admissionPosition ?? null]);
         const remaining = row.remaining === null ? null : Number(row.remaining);
         return row.id === null
           ? { kind: 'short', remaining }
@@ -173,7 +176,15 @@ export class SaleWritesRepository {
         return { kind: 'short' as const, remaining: seg ? Number(seg.stock) : null };
       }
       await sleep(holdInTxMs);
-      const [ins] = await this.insertOrder(tx, tag, productId, userId, q, [{ segment: idx, quantity: q }]);
+      const [ins] = await this.insertOrder(
+        tx,
+        tag,
+        productId,
+        userId,
+        q,
+        [{ segment: idx, quantity: q }],
+        admissionPosition,
+      );
       return {
         kind: 'sold' as const,
         order: order(ins.id, ins.created_at, ins.expires_at),
@@ -203,7 +214,13 @@ export class SaleWritesRepository {
       new UncertainBatch(
         entries.map((e) => new UncertainWrite(productId, e.userId, e.quantity, [idx], tag, sentAt, err)),
       );
-    const params = [productId, idx, entries.map((e) => e.userId), entries.map((e) => e.quantity)];
+    const params = [
+      productId,
+      idx,
+      entries.map((e) => e.userId),
+      entries.map((e) => e.quantity),
+      entries.map((e) => e.admissionPosition ?? null),
+    ];
     let rows: Row[];
     // One autocommit statement: a lost reply is settled per order like a single sale's. While units
     // come back (cancels, expiries) or a rebalance moves them, the statement has been seen to decide
@@ -263,7 +280,8 @@ export class SaleWritesRepository {
           ),
         };
       }
-      // Held before this statement, or inserted concurrently (chosen, then skipped by ON CONFLICT).
+      // Held before this statement, or inserted concurrently (chosen, then skipped by ON CONFLICT; also
+      // an admission an order of the same user spent meanwhile).
       if (held.has(e.userId) || chosen.has(e.userId)) return { kind: 'alreadyOrdered' };
       return { kind: 'short' };
     });
@@ -280,6 +298,7 @@ export class SaleWritesRepository {
     q: number,
     userId: string,
     holdInTxMs = 0,
+    admissionPosition?: number,
   ): Promise<OrderRow | null> {
     const tag = randomUUID();
     const sentAt = process.hrtime.bigint();
@@ -307,7 +326,7 @@ export class SaleWritesRepository {
         );
       }
       if (holdInTxMs > 0) await sleep(holdInTxMs);
-      const [ins] = await this.insertOrder(tx, tag, productId, userId, q, takes);
+      const [ins] = await this.insertOrder(tx, tag, productId, userId, q, takes, admissionPosition);
       return reserved(ins.id, productId, userId, q, takes, ins.created_at, ins.expires_at);
     });
   }
@@ -319,10 +338,15 @@ export class SaleWritesRepository {
     userId: string,
     q: number,
     allocations: Allocation[],
+    admissionPosition: number | undefined,
   ) {
-    return tx.query(tagged(tag, INSERT_ORDER_SQL), [productId, userId, q, JSON.stringify(allocations)]) as Promise<
-      Array<{ id: string; created_at: Date; expires_at: Date }>
-    >;
+    return tx.query(tagged(tag, INSERT_ORDER_SQL), [
+      productId,
+      userId,
+      q,
+      JSON.stringify(allocations),
+      admissionPosition ?? null,
+    ]) as Promise<Array<{ id: string; created_at: Date; expires_at: Date }>>;
   }
 
   /** The sale's transaction; only its COMMIT, tagged like its statements, can be uncertain. */
