@@ -40,45 +40,46 @@ describe('the waiting room, call by call', () => {
 
   const product = async (body: Record<string, unknown>) => {
     const r = await send('POST', '/admin/products', { name: 'queued', segments: 2, ...body }, admin);
-    expect(r.status).toBe(201);
+    if (r.status !== 201) throw new Error(`create: ${r.status} ${r.text}\n${svc.output()}`);
     return r.body.id as number;
   };
   const join = (productId: number, userId: string) => send('POST', `/products/${productId}/queue`, { userId });
   const poll = (productId: number, ticketId: string) => send('GET', `/products/${productId}/queue/${ticketId}`);
-  /** Polls until the ticket's status is one of `statuses` (the admitter ticks every 20 ms). */
+  /** Polls until the ticket's status is one of `statuses` and it has a position (the admitter ticks every 20 ms). */
   const pollUntil = async (productId: number, ticketId: string, ...statuses: string[]) => {
     for (let i = 0; i < 200; i++) {
       const r = await poll(productId, ticketId);
-      if (statuses.includes(r.body.status)) return r;
+      if (statuses.includes(r.body.status) && r.body.position !== null) return r;
       await new Promise((res) => setTimeout(res, 20));
     }
-    throw new Error(`ticket ${ticketId} never became ${statuses.join(' or ')}`);
+    throw new Error(`ticket ${ticketId} never became ${statuses.join(' or ')}\n${svc.output()}`);
   };
 
   it('gives one ticket per user and product (201, then 200 with the same ticket), paced by Retry-After', async () => {
     const id = await product({ stock: 5, waitingRoom: true });
     const first = await join(id, 'ann');
     expect(first.status).toBe(201);
-    expect(first.body).toEqual({
-      id: expect.stringMatching(/^[0-9a-f]{24}$/),
+    // The sale is open: the position comes with the draw at the admitter's next tick, and never changes after.
+    expect(first.body).toMatchObject({ id: expect.stringMatching(/^[0-9a-f]{24}$/), productId: id, userId: 'ann' });
+    expect(Number(first.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    const placed = await pollUntil(id, first.body.id, 'waiting', 'admitted');
+    expect(placed.body).toEqual({
+      id: first.body.id,
       productId: id,
       userId: 'ann',
       status: expect.stringMatching(/^(waiting|admitted)$/),
-      position: expect.any(Number),
+      position: 1,
       ahead: expect.any(Number),
-      estimatedWaitS: first.body.estimatedWaitS,
-      ...(first.body.status === 'admitted'
+      estimatedWaitS: placed.body.status === 'admitted' ? 0 : null,
+      ...(placed.body.status === 'admitted'
         ? { admission: expect.any(String), admissionExpiresAt: expect.any(String) }
         : {}),
     });
-    expect(Number(first.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    expect(Number(placed.headers['retry-after'])).toBeGreaterThanOrEqual(1);
     const again = await join(id, 'ann');
     expect(again.status).toBe(200);
     expect(again.body.id).toBe(first.body.id);
-    expect(again.body.position).toBe(first.body.position);
-    const polled = await poll(id, first.body.id);
-    expect(polled.status).toBe(200);
-    expect(Number(polled.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    expect(again.body.position).toBe(1);
   });
 
   it('admits, lets the admitted buyer order once with the admission, and then says ordered', async () => {
@@ -92,17 +93,21 @@ describe('the waiting room, call by call', () => {
     expect(after.body).toMatchObject({ status: 'ordered' });
     expect(after.body.admission).toBeUndefined();
     const row = await withDb((db) => db.query('SELECT admission_position FROM orders WHERE id = $1', [order.body.id]));
-    expect(Number(row.rows[0].admission_position)).toBe(ticket.position);
+    expect(Number(row.rows[0].admission_position)).toBe(admitted.body.position);
   });
 
   it('says sold_out to a waiting ticket while nothing is left, and waiting (then admitted) in its place when a unit comes back', async () => {
     const id = await product({ stock: 1, waitingRoom: true, admissionTtlS: 30 });
     const first = (await join(id, 'cy')).body;
     const second = (await join(id, 'di')).body;
-    expect(second.position).toBe(first.position + 1);
     const admitted = await pollUntil(id, first.id, 'admitted');
-    // Ratio 1, one unit: the second waits while the first holds the admission.
-    expect((await poll(id, second.id)).body).toMatchObject({ status: 'waiting', ahead: 1 });
+    // Ratio 1, one unit: the second waits, right behind, while the first holds the admission.
+    expect((await poll(id, second.id)).body).toMatchObject({
+      status: 'waiting',
+      ahead: 1,
+      position: admitted.body.position + 1,
+    });
+    second.position = admitted.body.position + 1;
     const order = await send('POST', '/orders', { userId: 'cy', productId: id, admission: admitted.body.admission });
     expect(order.status).toBe(201);
     const soldOut = await pollUntil(id, second.id, 'sold_out');

@@ -5,6 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
+import type { Updated } from '../database/transactions';
 
 export interface RoomRow {
   productId: number;
@@ -117,7 +118,8 @@ export class WaitingRoomRepository {
    * above every position ever handed out or admitted.
    */
   async newEpoch(productId: number): Promise<RoomRow | null> {
-    const rows: RoomDbRow[] = await this.db.query(
+    // An UPDATE answers [rows, count] through TypeORM's query().
+    const [rows]: Updated<RoomDbRow> = await this.db.query(
       `UPDATE waiting_rooms SET epoch = epoch + 1, position_base = GREATEST(position_base, high_water, admitted_through)
         WHERE product_id = $1 RETURNING ${ROOM_COLUMNS}`,
       [productId],
@@ -143,7 +145,8 @@ export class WaitingRoomRepository {
   /** The draw's result, inside exclusively(): the pre-queue's size; positions up to it are now handed out. */
   async recordDraw(q: Query, productId: number, preQueue: number): Promise<void> {
     await q(
-      `UPDATE waiting_rooms SET pre_queue = $2, drawn_at = now(), high_water = GREATEST(high_water, position_base + $2)
+      `UPDATE waiting_rooms SET pre_queue = $2::int, drawn_at = now(),
+              high_water = GREATEST(high_water, position_base + $2::bigint)
         WHERE product_id = $1`,
       [productId, preQueue],
     );
