@@ -14,7 +14,9 @@ const UNITS = 200;
 const USERS = 5000;
 const PRE = 2000;
 const WAVES = 6;
-const RATIO = 1.5;
+// Below the default (1.5) so that units coming back and admissions lapsing need further admission
+// steps: with 1.5 the surplus admitted at the start absorbs them all in one batch.
+const RATIO = 1;
 
 const partOf = (i: number): Part => {
   const k = i % 20;
