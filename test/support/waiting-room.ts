@@ -20,6 +20,12 @@ export interface Buyer {
   paid?: boolean;
   cancelled?: boolean;
   done: boolean;
+  /** Every position this buyer's tickets were ever answered with (a lost ticket's and its new one's). */
+  positions: Set<number>;
+  /** Times the queue lost this buyer's ticket (404) and the buyer joined again. */
+  rejoined: number;
+  /** Answers other than 200 to polls, by status (and code). */
+  refusals: Map<string, number>;
 }
 
 export interface CrowdOptions {
@@ -33,6 +39,8 @@ export interface CrowdOptions {
   deadline: number;
   /** Retry-After is honoured up to this many ms (a spec has no minutes to spare); default 2000. */
   longestWaitMs?: number;
+  /** On 404 TICKET_NOT_FOUND (the queue lost the ticket) join again, as a storefront would; default false. */
+  rejoinWhenLost?: boolean;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -45,12 +53,25 @@ export async function runCrowd(o: CrowdOptions): Promise<void> {
     const url = o.urls[turn++ % o.urls.length];
     const r = await request(url, 'GET', `/products/${o.productId}/queue/${b.ticketId}`).catch(() => null);
     if (r === null || r.status !== 200) {
-      due.set(b, Date.now() + 500);
+      const key = r === null ? 'transport' : `${r.status} ${r.body?.code}`;
+      b.refusals.set(key, (b.refusals.get(key) ?? 0) + 1);
+      if (r?.status === 404 && o.rejoinWhenLost) {
+        const again = await request(url, 'POST', `/products/${o.productId}/queue`, { userId: b.userId }).catch(
+          () => null,
+        );
+        if (again?.status === 201 || again?.status === 200) {
+          b.rejoined++;
+          b.ticketId = again.body.id;
+        }
+      }
+      // 503s carry Retry-After; a spec waits at most 500 ms.
+      due.set(b, Date.now() + Math.min(500, Number(r?.headers['retry-after'] ?? 0.5) * 1000));
       if (r) b.last = r;
       return;
     }
     b.last = r;
     b.position = r.body.position;
+    if (typeof r.body.position === 'number') b.positions.add(r.body.position);
     if (b.seen[b.seen.length - 1] !== r.body.status) b.seen.push(r.body.status);
     const wait = Math.min(Number(r.headers['retry-after'] ?? 1) * 1000, o.longestWaitMs ?? 2000);
     if (r.body.status === 'admitted' && b.part !== 'ignore admission' && b.orderId === undefined) {
@@ -94,7 +115,16 @@ async function order(url: string, productId: number, b: Buyer, admission: string
 }
 
 export function newBuyer(userId: string, part: Part): Buyer {
-  return { userId, part, seen: [], orderReplies: [], done: false };
+  return {
+    userId,
+    part,
+    seen: [],
+    orderReplies: [],
+    done: false,
+    positions: new Set(),
+    rejoined: 0,
+    refusals: new Map(),
+  };
 }
 
 /** The lottery as the fairness record describes it, recomputed here from the seed and the ticket ids. */
@@ -111,3 +141,68 @@ function hmac(seed: Buffer, id: string): string {
 }
 
 export const sha256Hex = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
+
+export interface AdmissionBooks {
+  batches: Array<{
+    first: number;
+    last: number;
+    admitted_at: Date;
+    expires_at: Date;
+    units_left: number;
+    outstanding_before: number;
+  }>;
+  orders: Array<{ id: number; user_id: string; status: string; position: number | null; created_at: Date }>;
+}
+
+/**
+ * I8 from PostgreSQL: admission batches contiguous from position 1 and made in position order,
+ * each within the ratio when made; every order of the product spent the admission of a position
+ * its own user was given (as the buyers saw it), before that admission expired; no position spent
+ * twice and none given to two users.
+ */
+export async function expectAdmissionsKept(
+  productId: number,
+  ratio: number,
+  buyers: Buyer[],
+  db: (work: (c: import('pg').Client) => Promise<AdmissionBooks>) => Promise<AdmissionBooks>,
+): Promise<AdmissionBooks> {
+  const books = await db(async (c) => ({
+    batches: (
+      await c.query(
+        `SELECT first_position::int AS first, last_position::int AS last, admitted_at, expires_at, units_left, outstanding_before
+           FROM admission_batches WHERE product_id = $1 ORDER BY first_position`,
+        [productId],
+      )
+    ).rows,
+    orders: (
+      await c.query(
+        `SELECT id::int, user_id, status, admission_position::int AS position, created_at FROM orders WHERE product_id = $1`,
+        [productId],
+      )
+    ).rows,
+  }));
+  const { batches, orders } = books;
+  batches.forEach((batch, i) => {
+    expect(batch.first).toBe(i === 0 ? 1 : batches[i - 1].last + 1);
+    if (i > 0) expect(batch.admitted_at.getTime()).toBeGreaterThanOrEqual(batches[i - 1].admitted_at.getTime());
+    expect(batch.outstanding_before + (batch.last - batch.first + 1)).toBeLessThanOrEqual(
+      Math.ceil(ratio * batch.units_left),
+    );
+  });
+  // No position was ever given to two users.
+  const holder = new Map<number, string>();
+  for (const b of buyers)
+    for (const p of b.positions) {
+      expect({ position: p, user: holder.get(p) ?? b.userId }).toEqual({ position: p, user: b.userId });
+      holder.set(p, b.userId);
+    }
+  for (const o of orders) {
+    expect(o.position).not.toBeNull();
+    expect({ order: o.id, user: holder.get(o.position as number) }).toEqual({ order: o.id, user: o.user_id });
+    const batch = batches.find((x) => x.first <= (o.position as number) && (o.position as number) <= x.last);
+    expect(batch).toBeDefined();
+    expect(o.created_at.getTime()).toBeLessThanOrEqual((batch as AdmissionBooks['batches'][0]).expires_at.getTime());
+  }
+  expect(new Set(orders.map((o) => o.position)).size).toBe(orders.length);
+  return books;
+}
