@@ -113,6 +113,9 @@ describe('the waiting room, call by call', () => {
     const soldOut = await pollUntil(id, second.id, 'sold_out');
     expect(soldOut.body.position).toBe(second.position);
     expect((await send('POST', `/orders/${order.body.id}/cancel`, { userId: 'cy' }, shop)).status).toBe(200);
+    // I8: no sold_out later than SOLD_OUT_STALE_MS (100 ms by default) after the unit came back.
+    await new Promise((res) => setTimeout(res, 150));
+    expect((await poll(id, second.id)).body.status).not.toBe('sold_out');
     const back = await pollUntil(id, second.id, 'admitted');
     expect(back.body.position).toBe(second.position);
   });

@@ -266,7 +266,9 @@ function world(opts: {
         );
   const board: World['board'] = { learn: jest.fn(), forget: jest.fn() };
   // An admission checked by the waiting room (its own specs cover the checks) names position 42.
-  const room: World['room'] = { admissionFor: jest.fn<Promise<number>, [ProductInfo, string, string | undefined]>(async () => 42) };
+  const room: World['room'] = {
+    admissionFor: jest.fn<Promise<number>, [ProductInfo, string, string | undefined]>(async () => 42),
+  };
   const service = new OrdersService(
     config.locks,
     config.http,

@@ -4,7 +4,7 @@
 // outstanding admissions, units left, measured rate). A poll's answer is at most one refresh old.
 import { Injectable, Logger } from '@nestjs/common';
 import { UnavailableError } from '../common/domain-errors';
-import { HttpConfig, WaitingRoomConfig } from '../config/app-config';
+import { DoorConfig, HttpConfig, WaitingRoomConfig } from '../config/app-config';
 import { QueueControl, QueueStore } from './queue.store';
 import { AdmissionView, RoomRow, WaitingRoomRepository } from './waiting-room.repository';
 
@@ -15,13 +15,19 @@ export class QueueStates {
   private readonly controls = new Map<number, QueueControl>();
   private readonly views = new Map<number, AdmissionView>();
   private readonly refreshing = new Map<number, Promise<AdmissionView | null>>();
+  /** How old an admission view may be when a poll reads it. */
+  private readonly freshForMs: number;
 
   constructor(
     private readonly repo: WaitingRoomRepository,
     private readonly store: QueueStore,
     private readonly config: WaitingRoomConfig,
     private readonly http: HttpConfig,
-  ) {}
+    door: DoorConfig,
+  ) {
+    // A waiting ticket must learn that units came back as soon as a refusal from memory would (I8).
+    this.freshForMs = Math.min(config.admissionTickMs, door.soldOutStaleMs);
+  }
 
   /** The room's row; the seed never changes, the draw's fields are refreshed by refreshRoom. */
   async room(productId: number): Promise<RoomRow | null> {
@@ -84,10 +90,13 @@ export class QueueStates {
     this.controls.set(productId, control);
   }
 
-  /** The admission view, refreshed when older than the tick (a product the admitter has not met yet). */
+  /**
+   * The admission view, read again when older than the tick or SOLD_OUT_STALE_MS, whichever is
+   * shorter (the admitter refreshes it every tick; a poll refreshes it in between).
+   */
   async view(productId: number): Promise<AdmissionView | null> {
     const known = this.views.get(productId);
-    if (known && Date.now() - known.at < Math.min(this.config.admissionTickMs, 1000) * 2) return known;
+    if (known && Date.now() - known.at < this.freshForMs) return known;
     return this.refreshView(productId);
   }
 

@@ -36,7 +36,6 @@ describe('the waiting room on a Redis Cluster, one master killed mid-queue, acro
     // A product whose queue shards sit on more than one master, one of them apart from the control slot.
     let productId = 0;
     let victim: RedisClusterNode | undefined;
-    let shardMasters: RedisClusterNode[] = [];
     for (let tries = 0; victim === undefined; tries++) {
       if (tries === 10) throw new Error('no product of 10 had a queue shard apart from its control slot');
       const created = await request(
@@ -49,7 +48,7 @@ describe('the waiting room on a Redis Cluster, one master killed mid-queue, acro
       expect(created.status).toBe(201);
       productId = created.body.id;
       const control = await sale.cluster.nodeOf(`wr:{wr:${productId}}:ctl`);
-      shardMasters = await Promise.all(
+      const shardMasters = await Promise.all(
         Array.from({ length: SHARDS }, (_, s) => sale.cluster.nodeOf(`wr:{wr:${productId}:${s}}:t`)),
       );
       victim = shardMasters.find((m) => m !== control);
