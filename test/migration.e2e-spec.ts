@@ -1,12 +1,14 @@
 // The lifecycle migration on a database that already has orders: orders taken before it were
 // final, so they become `paid` (and keep counting as their user's live order); the unique key
 // becomes the partial index over live orders; and it can be reverted while no user has ordered
-// twice. Runs on a database of its own in the test run's PostgreSQL.
+// twice. Then the waiting-room migration on top of it, and back. Runs on a database of its own in
+// the test run's PostgreSQL.
 import { DataSource } from 'typeorm';
 import { dataSourceOptions } from '../src/infrastructure/data-source';
 import { runMigrations } from '../src/infrastructure/migrate';
 import { InitialSchema1763700000000 } from '../migrations/1763700000000-InitialSchema';
 import { OrderLifecycle1763900000000 } from '../migrations/1763900000000-OrderLifecycle';
+import { WaitingRoom1764000000000 } from '../migrations/1764000000000-WaitingRoom';
 import { withPg } from './faults/support';
 import { testUrls } from './support/service';
 
@@ -81,6 +83,45 @@ describe('the order lifecycle migration', () => {
         db.query(`UPDATE orders SET status = 'paid' WHERE user_id = 'cy' AND status = 'reserved'`),
       ).rejects.toMatchObject({ code: '23514' });
     });
+  });
+
+  it('should keep products and orders as they were under the waiting-room migration, spend an admission once, and go back', async () => {
+    const ds = await migrateWith(url, [
+      InitialSchema1763700000000,
+      OrderLifecycle1763900000000,
+      WaitingRoom1764000000000,
+    ]);
+    try {
+      await withPg(url, async (db) => {
+        expect((await db.query('SELECT waiting_room, admission_ttl_s FROM products')).rows).toEqual([
+          { waiting_room: false, admission_ttl_s: 120 },
+        ]);
+        expect((await db.query('SELECT DISTINCT admission_position FROM orders')).rows).toEqual([
+          { admission_position: null },
+        ]);
+        const spend = (user: string, position: number | null) =>
+          db.query(
+            `INSERT INTO orders (product_id, user_id, quantity, allocations, status, expires_at, admission_position)
+             VALUES (1, $1, 1, '[]', 'reserved', now(), $2)`,
+            [user, position],
+          );
+        // Many orders without an admission; an admission spent once only.
+        await spend('nq-1', null);
+        await spend('nq-2', null);
+        await spend('q-1', 7);
+        await expect(spend('q-2', 7)).rejects.toMatchObject({ code: '23505', constraint: 'orders_admission_spent' });
+        await db.query(`DELETE FROM orders WHERE user_id IN ('nq-1', 'nq-2', 'q-1')`);
+      });
+      await ds.undoLastMigration({ transaction: 'each' });
+      await withPg(url, async (db) => {
+        const tables = await db.query(
+          `SELECT table_name FROM information_schema.tables WHERE table_name IN ('waiting_rooms', 'admission_batches', 'service_secrets')`,
+        );
+        expect(tables.rows).toEqual([]);
+      });
+    } finally {
+      await ds.destroy();
+    }
   });
 
   it('should refuse to go back while a user holds two orders of one product, and go back once none does', async () => {
