@@ -14,6 +14,8 @@ import {
   Part,
   recomputeLottery,
   runCrowd,
+  saleState,
+  saleWatch,
   sha256Hex,
 } from './support/waiting-room';
 import { resetState } from './support/database';
@@ -110,22 +112,17 @@ describe('the waiting room under a storm across two service processes (I8, I1-I7
     }
 
     // The sale runs until every unit is paid for and the crowd has had its answers.
-    let settled = false;
-    const watch = (async () => {
-      while (!settled) {
-        await new Promise((r) => setTimeout(r, 300));
-        settled = await withDb(async (db) => {
-          const { rows } = await db.query(
-            `SELECT (SELECT sum(stock) FROM stock_segments WHERE product_id = $1)::int AS left,
-                    (SELECT count(*) FROM orders WHERE product_id = $1 AND status = 'reserved')::int AS reserved`,
-            [productId],
-          );
-          return rows[0].left === 0 && rows[0].reserved === 0;
-        });
-      }
-    })();
-    await runCrowd({ urls, productId, buyers, inFlight: 48, finished: () => settled, deadline: Date.now() + 150_000 });
-    await watch;
+    const settling = saleWatch(() => saleState(productId, withDb));
+    const watching = settling.watch();
+    await runCrowd({
+      urls,
+      productId,
+      buyers,
+      inFlight: 48,
+      finished: settling.settled,
+      deadline: Date.now() + 150_000,
+    });
+    await watching;
     // Past the sold-out staleness bound, each buyer's last answer.
     await new Promise((r) => setTimeout(r, 500));
     await pooled(

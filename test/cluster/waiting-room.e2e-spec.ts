@@ -9,7 +9,7 @@ import type { RedisClusterNode } from '../../harness/embedded-redis-cluster';
 import { sleep, waitFor } from '../faults/support';
 import { expectStockBalanced, withDb } from '../support/database';
 import { admin, request } from '../support/service';
-import { expectAdmissionsKept, newBuyer, runCrowd } from '../support/waiting-room';
+import { expectAdmissionsKept, newBuyer, runCrowd, saleState, saleWatch } from '../support/waiting-room';
 import { ClusterSale, onNode, startClusterSale } from './support';
 
 const UNITS = 60;
@@ -68,24 +68,15 @@ describe('the waiting room on a Redis Cluster, one master killed mid-queue, acro
     );
     expect(holding.filter((n) => n > 0).length).toBeGreaterThanOrEqual(2);
 
-    let settled = false;
-    const state = () =>
-      withDb(async (db) => {
-        const { rows } = await db.query(
-          `SELECT (SELECT sum(stock) FROM stock_segments WHERE product_id = $1)::int AS left,
-                  (SELECT count(*) FROM orders WHERE product_id = $1 AND status = 'reserved')::int AS reserved,
-                  (SELECT count(*) FROM orders WHERE product_id = $1)::int AS orders`,
-          [productId],
-        );
-        return rows[0] as { left: number; reserved: number; orders: number };
-      });
+    const state = () => saleState(productId, withDb);
+    const settling = saleWatch(state);
     const crowd = runCrowd({
       urls,
       productId,
       buyers,
       inFlight: 24,
       rejoinWhenLost: true,
-      finished: () => settled,
+      finished: settling.settled,
       deadline: Date.now() + 150_000,
     });
     await waitFor('a third of the units ordered', async () => (await state()).orders >= UNITS / 3, 60_000, 200);
@@ -93,15 +84,9 @@ describe('the waiting room on a Redis Cluster, one master killed mid-queue, acro
     await sleep(3000);
     await dead.restart();
     await sale.cluster.waitUntilAgreed();
-    const watch = (async () => {
-      while (!settled) {
-        await sleep(300);
-        const s = await state();
-        settled = s.left === 0 && s.reserved === 0;
-      }
-    })();
+    const watching = settling.watch();
     await crowd;
-    await watch;
+    await watching;
 
     // While the master was down its tickets were 503 UNAVAILABLE (with Retry-After, see runCrowd);
     // once it was back empty, 404 and a new ticket. Nothing else.

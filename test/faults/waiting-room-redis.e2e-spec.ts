@@ -7,7 +7,7 @@
 // an admission.
 import { join } from 'node:path';
 import { admin, request, ServiceProcess } from '../support/service';
-import { expectAdmissionsKept, newBuyer, runCrowd } from '../support/waiting-room';
+import { expectAdmissionsKept, newBuyer, runCrowd, saleState, saleWatch } from '../support/waiting-room';
 import {
   audit,
   FaultPostgres,
@@ -78,24 +78,15 @@ describe('the waiting room when Redis is flushed and restarted empty mid-queue, 
     while (Date.now() < startsAt + 100) await sleep(50);
     await joinAll(buyers.slice(USERS / 2));
 
-    let settled = false;
-    const sold = () =>
-      withPg(pg.url, async (db) => {
-        const { rows } = await db.query(
-          `SELECT (SELECT sum(stock) FROM stock_segments WHERE product_id = $1)::int AS left,
-                  (SELECT count(*) FROM orders WHERE product_id = $1 AND status = 'reserved')::int AS reserved,
-                  (SELECT count(*) FROM orders WHERE product_id = $1)::int AS orders`,
-          [productId],
-        );
-        return rows[0] as { left: number; reserved: number; orders: number };
-      });
+    const sold = () => saleState(productId, (work) => withPg(pg.url, work));
+    const settling = saleWatch(sold);
     const crowd = runCrowd({
       urls,
       productId,
       buyers,
       inFlight: 32,
       rejoinWhenLost: true,
-      finished: () => settled,
+      finished: settling.settled,
       deadline: Date.now() + 120_000,
     });
     // Mid-queue: a third of the units sold, most buyers still waiting.
@@ -104,15 +95,9 @@ describe('the waiting room when Redis is flushed and restarted empty mid-queue, 
     await redis.with((r) => r.flushall());
     await redis.stop();
     await redis.start();
-    const watch = (async () => {
-      while (!settled) {
-        await sleep(300);
-        const s = await sold();
-        settled = s.left === 0 && s.reserved === 0;
-      }
-    })();
+    const watching = settling.watch();
     await crowd;
-    await watch;
+    await watching;
 
     // A new epoch, counting from above every position admitted before the loss.
     const after = await withPg(pg.url, async (db) => (await db.query('SELECT * FROM waiting_rooms')).rows[0]);

@@ -206,3 +206,45 @@ export async function expectAdmissionsKept(
   expect(new Set(orders.map((o) => o.position)).size).toBe(orders.length);
   return books;
 }
+
+export interface SaleState {
+  /** Units left in the segments. */
+  left: number;
+  /** Orders still reserved (they may expire and give units back). */
+  reserved: number;
+  /** Orders ever placed. */
+  orders: number;
+}
+
+/** Where a product's sale stands, read from PostgreSQL through `db`. */
+export async function saleState(
+  productId: number,
+  db: <T>(work: (c: import('pg').Client) => Promise<T>) => Promise<T>,
+): Promise<SaleState> {
+  return db(async (c) => {
+    const { rows } = await c.query(
+      `SELECT (SELECT sum(stock) FROM stock_segments WHERE product_id = $1)::int AS left,
+              (SELECT count(*) FROM orders WHERE product_id = $1 AND status = 'reserved')::int AS reserved,
+              (SELECT count(*) FROM orders WHERE product_id = $1)::int AS orders`,
+      [productId],
+    );
+    return rows[0] as SaleState;
+  });
+}
+
+/**
+ * A watch on a sale: once `watch()` is called it reads the sale every 300 ms until every unit is
+ * ordered and no reservation is left to expire (all paid); `settled()` turns true then, and the
+ * promise `watch()` returned resolves.
+ */
+export function saleWatch(read: () => Promise<SaleState>): { settled: () => boolean; watch: () => Promise<void> } {
+  let settled = false;
+  const watch = async () => {
+    while (!settled) {
+      await new Promise((r) => setTimeout(r, 300));
+      const s = await read();
+      settled = s.left === 0 && s.reserved === 0;
+    }
+  };
+  return { settled: () => settled, watch };
+}
