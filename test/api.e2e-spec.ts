@@ -279,6 +279,8 @@ describe('HTTP API', () => {
         startsAt: null,
         endsAt: null,
         paymentTimeoutS: 900,
+        waitingRoom: false,
+        admissionTtlS: 120,
         segmentCount: 4,
         segments: [
           { index: 0, stock: 3 },

@@ -109,6 +109,33 @@ describe('group commit: SaleWritesRepository.sellBatch on PostgreSQL', () => {
     expect(audit).toMatchObject({ orders: 3, ordered: 3, remaining: 7, duplicateUsers: 0 });
   });
 
+  it("should record each order's admission position, and answer alreadyOrdered to an entry whose admission was spent, selling the others", async () => {
+    const p = await product([10]);
+    // The admission of position 5 was spent by an order that was then cancelled.
+    await repo.sellBatch(p, 0, [{ userId: 'spender', quantity: 1, admissionPosition: 5 }]);
+    await withDb((c) => c.query(`UPDATE orders SET status = 'cancelled', closed_at = now() WHERE user_id = 'spender'`));
+    const batch = await repo.sellBatch(p, 0, [
+      { userId: 'a', quantity: 1, admissionPosition: 3 },
+      { userId: 'spender', quantity: 1, admissionPosition: 5 },
+      { userId: 'b', quantity: 1 },
+    ]);
+    expect(kinds(batch.results)).toEqual(['sold', 'already', 'sold']);
+    const rows = await withDb(
+      async (c) =>
+        (
+          await c.query(
+            `SELECT user_id, status, admission_position::int AS position FROM orders WHERE product_id = $1 ORDER BY id`,
+            [p],
+          )
+        ).rows,
+    );
+    expect(rows).toEqual([
+      { user_id: 'spender', status: 'cancelled', position: 5 },
+      { user_id: 'a', status: 'reserved', position: 3 },
+      { user_id: 'b', status: 'reserved', position: null },
+    ]);
+  });
+
   it('should sell nothing and change nothing from an empty segment, or a segment that no longer exists', async () => {
     const p = await product([0, 5]);
     const empty = await repo.sellBatch(p, 0, [
@@ -162,8 +189,15 @@ describe('group commit: SaleWritesRepository.sellBatch on PostgreSQL', () => {
     const users = Array.from({ length: 32 }, (_, i) => `new-${i}`);
     const [{ 'QUERY PLAN': plan }] = await withDb(
       async (c) =>
-        (await c.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${SELL_BATCH_SQL}`, [p, 0, users, users.map(() => 1)]))
-          .rows as Array<{
+        (
+          await c.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${SELL_BATCH_SQL}`, [
+            p,
+            0,
+            users,
+            users.map(() => 1),
+            users.map(() => null),
+          ])
+        ).rows as Array<{
           'QUERY PLAN': Array<{ Plan: PlanNode }>;
         }>,
     );

@@ -412,11 +412,13 @@ describe('Order lifecycle and sale terms', () => {
       expect(JSON.stringify(doc.paths['/orders'].post.responses)).toMatch(/SALE_NOT_STARTED/);
       expect(doc.components.schemas.OrderOwnerDto.required).toEqual(['userId']);
       expect(Object.keys(doc.components.schemas.UpdateProductDto.properties).sort()).toEqual([
+        'admissionTtlS',
         'endsAt',
         'limitPerUser',
         'name',
         'paymentTimeoutS',
         'startsAt',
+        'waitingRoom',
       ]);
       expect(doc.components.schemas.RestockDto.required).toEqual(['units']);
     });

@@ -13,6 +13,11 @@ import { ActiveRoom, Query, RoomRow, WaitingRoomRepository } from './waiting-roo
 
 /** Pre-queue members read per shard per round of the draw's merge. */
 const DRAW_CHUNK = 2000;
+/**
+ * How often a process asks PostgreSQL which products have a waiting room: a new room (or a changed
+ * window) is taken up within this time, and a deployment without rooms pays one query a second.
+ */
+const ROOMS_EVERY_MS = 1000;
 
 @Injectable()
 export class Admitter implements OnModuleInit, OnModuleDestroy {
@@ -20,6 +25,8 @@ export class Admitter implements OnModuleInit, OnModuleDestroy {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
   private stopped = false;
+  private rooms: ActiveRoom[] = [];
+  private roomsReadAt = 0;
 
   constructor(
     private readonly config: WaitingRoomConfig,
@@ -52,13 +59,16 @@ export class Admitter implements OnModuleInit, OnModuleDestroy {
 
   /** One round over every active room; a failing room is logged and counted, the others go on. */
   async tick(): Promise<void> {
-    let rooms: ActiveRoom[];
-    try {
-      rooms = await this.repo.activeRooms();
-    } catch {
-      this.metrics.dependencyErrors.inc({ dependency: 'postgres' });
-      return;
+    if (Date.now() - this.roomsReadAt >= ROOMS_EVERY_MS) {
+      try {
+        this.rooms = await this.repo.activeRooms();
+        this.roomsReadAt = Date.now();
+      } catch {
+        this.metrics.dependencyErrors.inc({ dependency: 'postgres' });
+        return;
+      }
     }
+    const rooms = this.rooms;
     await Promise.all(
       rooms.map((room) =>
         this.step(room).catch((err: Error) => {

@@ -102,7 +102,8 @@ export class WaitingRoomRepository {
   async activeRooms(): Promise<ActiveRoom[]> {
     const rows: Array<{ id: number; starts_at: Date | null; ends_at: Date | null; admission_ttl_s: number }> =
       await this.db.query(
-        `SELECT p.id, p.starts_at, p.ends_at, p.admission_ttl_s FROM products p JOIN waiting_rooms w ON w.product_id = p.id
+        `/* waiting-room rooms */ SELECT p.id, p.starts_at, p.ends_at, p.admission_ttl_s
+           FROM products p JOIN waiting_rooms w ON w.product_id = p.id
           WHERE p.waiting_room AND (p.ends_at IS NULL OR p.ends_at > now() - interval '1 minute')`,
       );
     return rows.map((r) => ({

@@ -59,14 +59,16 @@ export async function countByStatus(db: Client, productId: number): Promise<Reco
  * global setup; its counts are exact at once, unlike pg_stat_database's), leaving out these reads
  * and, with `except`, the statements whose text holds it.
  */
-export async function statementCount(opts: { except?: string } = {}): Promise<number> {
+export async function statementCount(opts: { except?: string | string[] } = {}): Promise<number> {
+  const except = opts.except === undefined ? [] : ([] as string[]).concat(opts.except);
   return withDb(async (db) => {
     await db.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
     const { rows } = await db.query<{ n: string }>(
       `SELECT coalesce(sum(s.calls), 0)::text AS n
          FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
-        WHERE d.datname = current_database() AND s.query NOT ILIKE '%pg_stat_statements%' AND ($1::text IS NULL OR strpos(s.query, $1) = 0)`,
-      [opts.except ?? null],
+        WHERE d.datname = current_database() AND s.query NOT ILIKE '%pg_stat_statements%'
+          AND NOT EXISTS (SELECT 1 FROM unnest($1::text[]) AS e(text) WHERE strpos(s.query, e.text) > 0)`,
+      [except],
     );
     return Number(rows[0].n);
   });
