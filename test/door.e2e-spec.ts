@@ -5,6 +5,7 @@
 // rate limits shared by the processes and kept when Redis is away, and hostile tokens.
 import { SignJWT, UnsecuredJWT } from 'jose';
 import { FaultRedis, metric, sleep, waitFor } from './faults/support';
+import { CLOCK } from '../src/waiting-room/waiting-room.repository';
 import { redisCommandCount, resetState, statementCount, withDb } from './support/database';
 import {
   admin,
@@ -85,7 +86,7 @@ describe('the door: refusals from memory, across two processes', () => {
 
     const POLL = 'sold-out board poll';
     // The waiting room's admitter looks for rooms on its own clock, per process: not a refusal's cost.
-    const ROOMS = 'waiting-room rooms';
+    const ROOMS = CLOCK;
     const [pollsBefore, statementsBefore, redisBefore] = [
       await statementCount({ except: ROOMS }),
       await statementCount({ except: [POLL, ROOMS] }),

@@ -112,7 +112,7 @@ describe('the waiting room under a storm across two service processes (I8, I1-I7
     }
 
     // The sale runs until every unit is paid for and the crowd has had its answers.
-    const settling = saleWatch(() => saleState(productId, withDb));
+    const settling = saleWatch(() => saleState(productId, withDb), Date.now() + 150_000);
     const watching = settling.watch();
     await runCrowd({
       urls,

@@ -87,6 +87,7 @@ export class Admitter implements OnModuleInit, OnModuleDestroy {
     const open = started && (room.endsAt === null || now < room.endsAt);
     if (started && !control.drawn) await this.draw(room.productId, control);
     else if (open && control.drawn) await this.admit(room, control);
+    await this.states.refreshMarks(room.productId, control.shards);
     const view = await this.states.refreshView(room.productId);
     if (view) {
       const label = String(room.productId);

@@ -14,6 +14,7 @@ export class QueueStates {
   private readonly rooms = new Map<number, RoomRow>();
   private readonly controls = new Map<number, QueueControl>();
   private readonly views = new Map<number, AdmissionView>();
+  private readonly marks = new Map<number, Array<string | null>>();
   private readonly refreshing = new Map<number, Promise<AdmissionView | null>>();
   /** How old an admission view may be when a poll reads it. */
   private readonly freshForMs: number;
@@ -56,30 +57,53 @@ export class QueueStates {
   async readControl(productId: number): Promise<QueueControl> {
     try {
       let control = await this.store.control(productId);
-      if (control === null) {
-        const room = await this.repo.newEpoch(productId);
-        if (room === null) throw new Error(`product ${productId} has no waiting room row`);
-        // The pre-queue is drawn once per room: an epoch that begins after the draw has none.
-        const made = await this.store.init(productId, {
-          epoch: room.epoch,
-          base: room.positionBase,
-          pre: 0,
-          drawn: room.preQueue !== null,
-          shards: this.config.queueShards,
-        });
-        if (made)
-          this.log.warn(
-            `queue of product ${productId}: control made for epoch ${room.epoch}, base ${room.positionBase}`,
-          );
-        control = await this.store.control(productId);
-        if (control === null) throw new Error('the queue control vanished as it was made');
-      }
+      if (control === null) control = await this.makeControl(productId);
       this.remember(productId, control);
       return control;
     } catch (err) {
       if (err instanceof UnavailableError) throw err;
       throw new UnavailableError('redis', this.http.retryAfterS, err);
     }
+  }
+
+  /** Reads every shard's mark (see lua/queue-join.lua); the admitter does it every tick. */
+  async refreshMarks(productId: number, shards: number): Promise<void> {
+    this.marks.set(productId, await this.store.marks(productId, shards));
+  }
+
+  /**
+   * A shard's mark as last read; undefined before the first read. A remembered ticket is trusted
+   * only while its shard's mark is the one it was read with: a shard lost with its master or a
+   * flush has no mark, or a new one, by the next tick.
+   */
+  mark(productId: number, shard: number): string | null | undefined {
+    return this.marks.get(productId)?.[shard];
+  }
+
+  /**
+   * Makes the control values for a new epoch, one process at a time (holding the room's row); a
+   * process that waited finds them made.
+   */
+  private async makeControl(productId: number): Promise<QueueControl> {
+    const made = await this.repo.holding(productId, async (_room, q) => {
+      const there = await this.store.control(productId);
+      if (there !== null) return there;
+      const room = await this.repo.newEpoch(q, productId);
+      // The pre-queue is drawn once per room: an epoch that begins after the draw has none.
+      await this.store.init(productId, {
+        epoch: room.epoch,
+        base: room.positionBase,
+        pre: 0,
+        drawn: room.preQueue !== null,
+        shards: this.config.queueShards,
+      });
+      this.log.warn(
+        `queue of product ${productId}: control made for epoch ${room.epoch}, positions from ${room.positionBase + 1}`,
+      );
+      return this.store.control(productId);
+    });
+    if (made === null) throw new Error(`product ${productId} has no waiting room row`);
+    return made ?? Promise.reject(new Error('the queue control vanished as it was made'));
   }
 
   /** Keeps control values learnt elsewhere (an arrival call answers them too), unless older than what is known. */

@@ -6,6 +6,7 @@
 // script in its ticket's shard plus, after the start, a share of one arrival-number call per
 // process per round trip (see ArrivalNumbers); a poll one HMGET in its ticket's shard. On a Redis
 // Cluster the shards spread over the masters by their slots.
+import { randomBytes } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { REDIS_CLIENT, RedisClient } from '../infrastructure/redis.providers';
 
@@ -15,6 +16,7 @@ export const queueKeys = {
   tickets: (productId: number, shard: number) => `wr:{wr:${productId}:${shard}}:t`,
   preQueue: (productId: number, shard: number) => `wr:{wr:${productId}:${shard}}:pre`,
   closed: (productId: number, shard: number) => `wr:{wr:${productId}:${shard}}:closed`,
+  mark: (productId: number, shard: number) => `wr:{wr:${productId}:${shard}}:mark`,
 };
 
 /** A queue's control values (see lua/queue-arrive.lua). */
@@ -45,6 +47,8 @@ export interface StoredTicket {
   record: TicketRecord;
   /** Null until known (a pre-queue ticket before the draw, an arrival before the draw's size is). */
   position: number | null;
+  /** The shard's mark when the ticket was read: a process trusts what it remembers of the ticket while the mark stays. */
+  mark: string | null;
   created: boolean;
 }
 
@@ -58,9 +62,16 @@ export function arrivalPosition(c: QueueControl, arrival: number): number | null
   return c.drawn ? c.base + c.pre + arrival : null;
 }
 
-/** Whether a stored ticket still holds its place under the current control (lua/queue-join.lua decides the same). */
+/**
+ * Whether a stored ticket still holds its place under the current control (lua/queue-join.lua
+ * decides the same): a ticket of this epoch; one of an older epoch whose position lies below where
+ * this epoch's new positions begin (base, or base + pre-queue when this epoch drew it); or a
+ * pre-queue ticket waiting for a draw still to come.
+ */
 export function stillValid(t: { record: TicketRecord; position: number | null }, c: QueueControl): boolean {
-  return t.record.k === 'p' || t.record.e === c.epoch || (t.position !== null && t.position <= c.base);
+  if (t.record.e === c.epoch) return true;
+  if (t.position !== null) return t.position <= c.base + c.pre;
+  return t.record.k === 'p' && !c.drawn;
 }
 
 function controlOf(reply: number[]): QueueControl | null {
@@ -110,26 +121,43 @@ export class QueueStore {
       queueKeys.tickets(productId, shard),
       queueKeys.preQueue(productId, shard),
       queueKeys.closed(productId, shard),
+      queueKeys.mark(productId, shard),
       ticketId,
       JSON.stringify(record),
       record.k,
       lotteryMember,
       control.epoch,
-      control.base,
+      control.base + control.pre,
       position === null ? '' : position,
+      randomBytes(6).toString('hex'),
+      control.drawn ? 1 : 0,
     );
     if (reply[0] === 2) return 'closed';
     return {
       record: JSON.parse(reply[1] as string) as TicketRecord,
       position: reply[2] ? Number(reply[2]) : null,
+      mark: reply[3] ?? null,
       created: reply[0] === 1,
     };
   }
 
   async read(productId: number, shard: number, ticketId: string): Promise<Omit<StoredTicket, 'created'> | null> {
-    const [record, position] = await this.redis.hmget(queueKeys.tickets(productId, shard), ticketId, `${ticketId}:pos`);
-    if (record === null) return null;
-    return { record: JSON.parse(record) as TicketRecord, position: position === null ? null : Number(position) };
+    const [record, position, mark] = await this.redis.queueRead(
+      queueKeys.tickets(productId, shard),
+      queueKeys.mark(productId, shard),
+      ticketId,
+    );
+    if (!record) return null;
+    return {
+      record: JSON.parse(record) as TicketRecord,
+      position: position ? Number(position) : null,
+      mark: mark || null,
+    };
+  }
+
+  /** Every shard's mark (null where a shard has none: never joined, or lost). */
+  async marks(productId: number, shards: number): Promise<Array<string | null>> {
+    return Promise.all(Array.from({ length: shards }, (_, s) => this.redis.get(queueKeys.mark(productId, s))));
   }
 
   /** Writes the position of an arrival that joined before the draw's size was known. */

@@ -3,6 +3,7 @@ import { AdmissionView } from './waiting-room.repository';
 
 const now = 1_000_000;
 const view = (over: Partial<AdmissionView> = {}): AdmissionView => ({
+  epoch: 1,
   admittedThrough: 10,
   outstanding: 3,
   unitsLeft: 5,

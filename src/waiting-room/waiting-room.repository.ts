@@ -37,6 +37,8 @@ export interface AdmissionBatch {
 
 /** What the room looks like now, as polls read it (refreshed by each process every tick). */
 export interface AdmissionView {
+  /** The queue epoch PostgreSQL knows: a process whose control values are of another reads them again. */
+  epoch: number;
   admittedThrough: number;
   /** Admitted, not ordered, not expired: the tickets ahead of every waiting one that still may order. */
   outstanding: number;
@@ -78,6 +80,12 @@ const toRoom = (r: RoomDbRow): RoomRow => ({
   admittedThrough: Number(r.admitted_through),
 });
 
+/**
+ * Marks the statements the waiting room runs on its clock (each process, every tick or second),
+ * apart from any request: pg_stat_statements then tells them from what buyers' calls cost.
+ */
+export const CLOCK = '/* waiting-room clock */';
+
 const ROOM_COLUMNS = 'product_id, seed, seed_hash, pre_queue, epoch, position_base, high_water, admitted_through';
 
 /** Admissions not yet expired, and how many of them an order has spent (the orders_admission_spent index). */
@@ -102,7 +110,7 @@ export class WaitingRoomRepository {
   async activeRooms(): Promise<ActiveRoom[]> {
     const rows: Array<{ id: number; starts_at: Date | null; ends_at: Date | null; admission_ttl_s: number }> =
       await this.db.query(
-        `/* waiting-room rooms */ SELECT p.id, p.starts_at, p.ends_at, p.admission_ttl_s
+        `${CLOCK} SELECT p.id, p.starts_at, p.ends_at, p.admission_ttl_s
            FROM products p JOIN waiting_rooms w ON w.product_id = p.id
           WHERE p.waiting_room AND (p.ends_at IS NULL OR p.ends_at > now() - interval '1 minute')`,
       );
@@ -115,17 +123,35 @@ export class WaitingRoomRepository {
   }
 
   /**
-   * A new queue epoch, for a control slot that Redis lost (or never had): it counts positions from
-   * above every position ever handed out or admitted.
+   * Runs `work` holding the room's row, waiting for it (the making of a new epoch, one process at a
+   * time); null when the product has no room.
    */
-  async newEpoch(productId: number): Promise<RoomRow | null> {
+  async holding<T>(productId: number, work: (room: RoomRow, q: Query) => Promise<T>): Promise<T | null> {
+    return this.db.transaction(async (m) => {
+      const rows: RoomDbRow[] = await m.query(
+        `SELECT ${ROOM_COLUMNS} FROM waiting_rooms WHERE product_id = $1 FOR UPDATE`,
+        [productId],
+      );
+      if (rows.length === 0) return null;
+      return work(toRoom(rows[0]), (sql, params) => m.query(sql, params));
+    });
+  }
+
+  /**
+   * A new queue epoch, inside holding(), for a control slot that Redis lost (or never had): its
+   * positions count on from the admission cursor. Every ticket of an older epoch that was not
+   * admitted loses its place (its holder joins again): counting on from above every position ever
+   * handed out instead would keep the places of tickets that survived in other shards, but make the
+   * admission wait through the places of all that were lost, an admission lifetime per batch.
+   */
+  async newEpoch(q: Query, productId: number): Promise<RoomRow> {
     // An UPDATE answers [rows, count] through TypeORM's query().
-    const [rows]: Updated<RoomDbRow> = await this.db.query(
-      `UPDATE waiting_rooms SET epoch = epoch + 1, position_base = GREATEST(position_base, high_water, admitted_through)
+    const [rows] = (await q(
+      `UPDATE waiting_rooms SET epoch = epoch + 1, position_base = admitted_through
         WHERE product_id = $1 RETURNING ${ROOM_COLUMNS}`,
       [productId],
-    );
-    return rows.length === 0 ? null : toRoom(rows[0]);
+    )) as unknown as Updated<RoomDbRow>;
+    return toRoom(rows[0]);
   }
 
   /**
@@ -135,7 +161,7 @@ export class WaitingRoomRepository {
   async exclusively<T>(productId: number, work: (room: RoomRow, q: Query) => Promise<T>): Promise<T | null> {
     return this.db.transaction(async (m) => {
       const rows: RoomDbRow[] = await m.query(
-        `SELECT ${ROOM_COLUMNS} FROM waiting_rooms WHERE product_id = $1 FOR UPDATE SKIP LOCKED`,
+        `${CLOCK} SELECT ${ROOM_COLUMNS} FROM waiting_rooms WHERE product_id = $1 FOR UPDATE SKIP LOCKED`,
         [productId],
       );
       if (rows.length === 0) return null;
@@ -159,7 +185,7 @@ export class WaitingRoomRepository {
    */
   async admit(q: Query, room: RoomRow, taken: number, ratio: number, ttlS: number): Promise<AdmissionStep> {
     const [now] = (await q(
-      `WITH ${LIVE_ADMISSIONS}
+      `${CLOCK} WITH ${LIVE_ADMISSIONS}
        SELECT (SELECT COALESCE(sum(stock), 0) FROM stock_segments WHERE product_id = $1)::bigint AS units_left,
               (SELECT COALESCE(sum(l - f + 1), 0) FROM live)::bigint - (SELECT n FROM spent) AS outstanding`,
       [room.productId],
@@ -168,7 +194,7 @@ export class WaitingRoomRepository {
     const outstanding = Number(now.outstanding);
     const budget = Math.ceil(ratio * unitsLeft) - outstanding;
     const n = Math.min(budget, taken - room.admittedThrough);
-    await q(`UPDATE waiting_rooms SET high_water = GREATEST(high_water, $2) WHERE product_id = $1`, [
+    await q(`${CLOCK} UPDATE waiting_rooms SET high_water = GREATEST(high_water, $2) WHERE product_id = $1`, [
       room.productId,
       taken,
     ]);
@@ -176,11 +202,11 @@ export class WaitingRoomRepository {
     const first = room.admittedThrough + 1;
     const last = room.admittedThrough + n;
     const [made] = (await q(
-      `INSERT INTO admission_batches (product_id, first_position, last_position, admitted_at, expires_at, units_left, outstanding_before)
+      `${CLOCK} INSERT INTO admission_batches (product_id, first_position, last_position, admitted_at, expires_at, units_left, outstanding_before)
        VALUES ($1, $2, $3, now(), now() + make_interval(secs => $4), $5, $6) RETURNING admitted_at, expires_at`,
       [room.productId, first, last, ttlS, unitsLeft, outstanding],
     )) as Array<{ admitted_at: Date; expires_at: Date }>;
-    await q(`UPDATE waiting_rooms SET admitted_through = $2 WHERE product_id = $1`, [room.productId, last]);
+    await q(`${CLOCK} UPDATE waiting_rooms SET admitted_through = $2 WHERE product_id = $1`, [room.productId, last]);
     return {
       batch: { first, last, admittedAt: made.admitted_at.getTime(), expiresAt: made.expires_at.getTime() },
       unitsLeft,
@@ -191,11 +217,11 @@ export class WaitingRoomRepository {
   /** The room as polls read it; null when the product has no room. */
   async view(productId: number): Promise<AdmissionView | null> {
     const rows: ViewRow[] = await this.db.query(
-      `WITH ${LIVE_ADMISSIONS},
+      `${CLOCK} WITH ${LIVE_ADMISSIONS},
        recent AS (SELECT COALESCE(sum(last_position - first_position + 1), 0)::bigint AS n,
                          extract(epoch FROM now() - min(admitted_at)) AS span
                     FROM admission_batches WHERE product_id = $1 AND admitted_at > now() - interval '30 seconds')
-       SELECT w.admitted_through,
+       SELECT w.epoch, w.admitted_through,
               (SELECT COALESCE(sum(stock), 0) FROM stock_segments WHERE product_id = $1)::bigint AS units_left,
               (SELECT COALESCE(sum(l - f + 1), 0) FROM live)::bigint - (SELECT n FROM spent) AS outstanding,
               (SELECT COALESCE(json_agg(json_build_array(f, l, (extract(epoch FROM admitted_at) * 1000)::bigint,
@@ -211,6 +237,7 @@ export class WaitingRoomRepository {
     // Early in a sale the window is shorter than 30 s: the rate is over what has passed (at least 1 s).
     const span = Math.min(30, Math.max(1, Number(r.span ?? 0)));
     return {
+      epoch: r.epoch,
       admittedThrough: Number(r.admitted_through),
       outstanding: Number(r.outstanding),
       unitsLeft: Number(r.units_left),
@@ -267,6 +294,7 @@ export class WaitingRoomRepository {
 }
 
 interface ViewRow {
+  epoch: number;
   admitted_through: string;
   units_left: string;
   outstanding: string;

@@ -48,6 +48,8 @@ export interface Fairness {
 interface Known {
   record: TicketRecord;
   position: number | null;
+  /** The shard's mark when the ticket was read (see QueueStates.mark). */
+  mark: string | null;
   /** Ordered or admission expired: nothing will change any more. */
   over?: 'ordered' | 'ended';
   /** The first admission time this process estimated for it (epoch ms), to measure the estimate's error. */
@@ -95,7 +97,7 @@ export class WaitingRoomService implements OnModuleInit {
     const room = await this.states.room(productId);
     if (room === null) throw new NoWaitingRoomError(productId);
     const ticketId = ticketIdFor(productId, userId);
-    let control = await this.states.control(productId);
+    let control = await this.currentControl(productId);
     const shard = shardOf(ticketId, control.shards);
     const stored = await this.redis(async () => {
       const had = await this.store.read(productId, shard, ticketId);
@@ -136,11 +138,17 @@ export class WaitingRoomService implements OnModuleInit {
       if (err instanceof NoWaitingRoomError) throw new TicketNotFoundError();
       throw err;
     });
-    const control = await this.states.control(productId);
+    const control = await this.currentControl(productId);
+    const shard = shardOf(ticketId, control.shards);
     let known = this.known.get(ticketId);
-    if (!known || (known.position === null && control.drawn)) {
-      const read = await this.redis(() => this.store.read(productId, shardOf(ticketId, control.shards), ticketId));
-      if (read === null) throw new TicketNotFoundError();
+    const mark = this.states.mark(productId, shard);
+    // Remembered tickets are answered without Redis while their shard is known to be the one they were read from.
+    if (!known || !mark || known.mark !== mark || (known.position === null && control.drawn)) {
+      const read = await this.redis(() => this.store.read(productId, shard, ticketId));
+      if (read === null) {
+        this.known.delete(ticketId);
+        throw new TicketNotFoundError();
+      }
       known = { ...known, ...read };
     }
     if (!stillValid(known, control)) {
@@ -183,6 +191,16 @@ export class WaitingRoomService implements OnModuleInit {
     const product = await this.catalog.get(productId);
     if (!product.waitingRoom) throw new NoWaitingRoomError(productId);
     return product;
+  }
+
+  /**
+   * The control values, read again when PostgreSQL knows another epoch than this process does (the
+   * queue was made again since its last tick): a ticket is never judged by a past epoch's base.
+   */
+  private async currentControl(productId: number): Promise<QueueControl> {
+    const control = await this.states.control(productId);
+    const view = await this.states.view(productId);
+    return view !== null && view.epoch !== control.epoch ? this.states.readControl(productId) : control;
   }
 
   private async arrivalNumber(productId: number): Promise<{ control: QueueControl; arrival: number }> {
@@ -230,7 +248,7 @@ export class WaitingRoomService implements OnModuleInit {
           .catch(() => undefined);
       }
     }
-    const entry: Known = known ?? { record: stored.record, position };
+    const entry: Known = known ?? { record: stored.record, position, mark: stored.mark };
     entry.position = position;
     this.remember(ticketId, entry);
     const base = { id: ticketId, productId: product.id, userId: stored.record.u, position };

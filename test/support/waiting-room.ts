@@ -22,6 +22,8 @@ export interface Buyer {
   done: boolean;
   /** Every position this buyer's tickets were ever answered with (a lost ticket's and its new one's). */
   positions: Set<number>;
+  /** Every position this buyer was answered `admitted` at. */
+  admittedAt: Set<number>;
   /** Times the queue lost this buyer's ticket (404) and the buyer joined again. */
   rejoined: number;
   /** Answers other than 200 to polls, by status (and code). */
@@ -55,7 +57,9 @@ export async function runCrowd(o: CrowdOptions): Promise<void> {
     if (r === null || r.status !== 200) {
       const key = r === null ? 'transport' : `${r.status} ${r.body?.code}`;
       b.refusals.set(key, (b.refusals.get(key) ?? 0) + 1);
-      if (r?.status === 404 && o.rejoinWhenLost) {
+      // A buyer who has ordered has nothing more to queue for: a lost ticket ends its part.
+      if (r?.status === 404 && b.orderId !== undefined) b.done = true;
+      else if (r?.status === 404 && o.rejoinWhenLost) {
         const again = await request(url, 'POST', `/products/${o.productId}/queue`, { userId: b.userId }).catch(
           () => null,
         );
@@ -72,6 +76,7 @@ export async function runCrowd(o: CrowdOptions): Promise<void> {
     b.last = r;
     b.position = r.body.position;
     if (typeof r.body.position === 'number') b.positions.add(r.body.position);
+    if (r.body.status === 'admitted') b.admittedAt.add(r.body.position);
     if (b.seen[b.seen.length - 1] !== r.body.status) b.seen.push(r.body.status);
     const wait = Math.min(Number(r.headers['retry-after'] ?? 1) * 1000, o.longestWaitMs ?? 2000);
     if (r.body.status === 'admitted' && b.part !== 'ignore admission' && b.orderId === undefined) {
@@ -122,6 +127,7 @@ export function newBuyer(userId: string, part: Part): Buyer {
     orderReplies: [],
     done: false,
     positions: new Set(),
+    admittedAt: new Set(),
     rejoined: 0,
     refusals: new Map(),
   };
@@ -156,9 +162,9 @@ export interface AdmissionBooks {
 
 /**
  * I8 from PostgreSQL: admission batches contiguous from position 1 and made in position order,
- * each within the ratio when made; every order of the product spent the admission of a position
- * its own user was given (as the buyers saw it), before that admission expired; no position spent
- * twice and none given to two users.
+ * each within the ratio when made; no position admitted to two users (as the buyers saw it); every
+ * order of the product spent the admission of a position its own user was admitted at, before that
+ * admission expired; no position spent twice.
  */
 export async function expectAdmissionsKept(
   productId: number,
@@ -189,10 +195,10 @@ export async function expectAdmissionsKept(
       Math.ceil(ratio * batch.units_left),
     );
   });
-  // No position was ever given to two users.
+  // No position was admitted to two users.
   const holder = new Map<number, string>();
   for (const b of buyers)
-    for (const p of b.positions) {
+    for (const p of b.admittedAt) {
       expect({ position: p, user: holder.get(p) ?? b.userId }).toEqual({ position: p, user: b.userId });
       holder.set(p, b.userId);
     }
@@ -235,15 +241,19 @@ export async function saleState(
 /**
  * A watch on a sale: once `watch()` is called it reads the sale every 300 ms until every unit is
  * ordered and no reservation is left to expire (all paid); `settled()` turns true then, and the
- * promise `watch()` returned resolves.
+ * promise `watch()` returned resolves. It fails, saying where the sale stood, past `deadline`.
  */
-export function saleWatch(read: () => Promise<SaleState>): { settled: () => boolean; watch: () => Promise<void> } {
+export function saleWatch(
+  read: () => Promise<SaleState>,
+  deadline: number,
+): { settled: () => boolean; watch: () => Promise<void> } {
   let settled = false;
   const watch = async () => {
     while (!settled) {
       await new Promise((r) => setTimeout(r, 300));
       const s = await read();
       settled = s.left === 0 && s.reserved === 0;
+      if (!settled && Date.now() > deadline) throw new Error(`the sale did not settle in time: ${JSON.stringify(s)}`);
     }
   };
   return { settled: () => settled, watch };
