@@ -13,6 +13,8 @@ export interface LoadSpec {
   userPrefix?: string;
   /** ... or GET this path instead (no body). */
   get?: string;
+  /** POST to this path instead of /orders (the waiting room's joins), with the same bodies. */
+  post?: string;
   /** The n-th POST /orders body, instead of `{ userId: <prefix><n>, productId }` (the door's loads: holders asking again, one user). */
   bodyOf?: (n: number) => string;
   /** Headers of the n-th POST /orders (a buyer token of its own). */
@@ -134,14 +136,14 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
           : spec.bodies
             ? spec.bodies.map((b) => ({
                 method: 'POST' as const,
-                path: '/orders',
+                path: spec.post ?? '/orders',
                 headers: { 'content-type': 'application/json' },
                 body: b,
               }))
             : [
                 {
                   method: 'POST',
-                  path: '/orders',
+                  path: spec.post ?? '/orders',
                   headers: { 'content-type': 'application/json' },
                   // Called for every request (not just once per connection), so no userId repeats.
                   setupRequest: (req) => {

@@ -3,7 +3,9 @@
 // benchmark started before exiting; a second Ctrl-C exits at once.
 import { parseArgs as parseFlags } from 'node:util';
 import { BenchmarkOptions, runBenchmark } from './benchmark';
+import { dirname, join } from 'node:path';
 import { renderTable } from './report';
+import { renderQueue, runQueueBenchmark } from './waiting-room';
 import { PEER_NAMES, PeerName } from './types';
 
 // Every flag once: parseArgs reads them, --help prints them.
@@ -89,6 +91,15 @@ const FLAGS = {
     help: 'distinct buyers of the sale and of the first sell-out of the sale with returns (default 5000; --quick: 1000)',
   },
   'no-returns': { type: 'boolean', help: 'skip the sale with returns' },
+  'no-waiting-room': {
+    type: 'boolean',
+    help: 'skip the waiting room against the same crowd without one (bench/waiting-room.ts, also npm run bench:queue)',
+  },
+  'queue-buyers': {
+    type: 'string',
+    arg: 'N',
+    help: 'buyers of the waiting-room scenario (default 50000; --quick: 5000)',
+  },
   'returns-share': {
     type: 'string',
     arg: 'F',
@@ -197,7 +208,10 @@ function readFlags(argv: string[]) {
   }
 }
 
-export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env): BenchmarkOptions & { help?: boolean } {
+export function parseArgs(
+  argv: string[],
+  env: NodeJS.ProcessEnv = process.env,
+): BenchmarkOptions & { help?: boolean; waitingRoom?: boolean; queueBuyers?: number } {
   const v = readFlags(argv);
   const opt = <T>(x: string | undefined, f: (x: string) => T): T | undefined => (x === undefined ? undefined : f(x));
   if (v.sweep !== undefined && v['no-sweep']) throw new UsageError('--sweep and --no-sweep contradict each other');
@@ -241,6 +255,8 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
     databaseUrl: v['database-url'] ?? (env.DATABASE_URL || undefined),
     redisUrl: v['redis-url'] ?? (env.REDIS_URL || undefined),
     outDir: v.out,
+    waitingRoom: !v['no-waiting-room'],
+    queueBuyers: opt(v['queue-buyers'], (x) => int('queue-buyers', x, 100)),
   };
 }
 
@@ -271,9 +287,25 @@ async function main(): Promise<number> {
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
   try {
-    const { report, files } = await runBenchmark({ ...options, signal: abort.signal });
+    const { waitingRoom, queueBuyers, ...benchOptions } = options;
+    const { report, files } = await runBenchmark({ ...benchOptions, signal: abort.signal });
     process.stdout.write(`\n${renderTable(report)}\n\nWrote ${files.md}, ${files.json}\n`);
-    return report.scenarios.every((s) => s.status === 'ok') ? 0 : 1;
+    let ok = report.scenarios.every((s) => s.status === 'ok');
+    if (waitingRoom && !abort.signal.aborted) {
+      // After the rest, never beside it: its own PostgreSQL, Redis and service start.
+      const queue = await runQueueBenchmark({
+        buyers: queueBuyers ?? (options.quick ? 5000 : 50_000),
+        units: options.quick ? 200 : 1000,
+        connections: 200,
+        pollersInFlight: 256,
+        workers: 2,
+        outDir: dirname(files.md),
+        log: (line) => process.stderr.write(`${line}\n`),
+      });
+      process.stdout.write(`\n${renderQueue(queue)}\nWrote ${join(dirname(files.md), 'queue.md')}\n`);
+      ok &&= [...queue.withRoom.checks, ...queue.withoutRoom.checks].every((c) => c.ok);
+    }
+    return ok ? 0 : 1;
   } catch (err) {
     if (abort.signal.aborted) {
       process.stderr.write('benchmark interrupted; everything it started is stopped\n');

@@ -1,0 +1,39 @@
+import { createHmac } from 'node:crypto';
+import { fairnessShare, lotteryShare, millionJoins, percentiles } from './waiting-room';
+
+describe("the waiting room benchmark's arithmetic", () => {
+  it('takes the nearest-rank p50 and p90, and none of an empty list', () => {
+    expect(percentiles([5, 1, 4, 2, 3, 6, 7, 8, 9, 10])).toEqual({ p50: 5, p90: 9 });
+    expect(percentiles([])).toEqual({ p50: null, p90: null });
+  });
+
+  it('counts a batch in queue order when it starts right after the one before and was made no earlier', () => {
+    const b = (first: number, last: number, admittedAt: number) => ({ first, last, admittedAt });
+    expect(fairnessShare([b(1, 10, 0), b(11, 12, 5), b(13, 20, 5)])).toBe(1);
+    expect(fairnessShare([b(1, 10, 0), b(12, 12, 5)])).toBe(0.5);
+    expect(fairnessShare([b(1, 10, 10), b(11, 12, 5)])).toBe(0.5);
+    expect(fairnessShare([])).toBe(1);
+  });
+
+  it('recomputes the lottery from the seed: right positions score 1, a swapped pair less', () => {
+    const seed = 'ab'.repeat(32);
+    const ids = Array.from({ length: 20 }, (_, i) => `ticket${i}`.padEnd(24, '0'));
+    const key = (id: string) => createHmac('sha256', Buffer.from(seed, 'hex')).update(id).digest('hex');
+    const ordered = [...ids].sort((a, c) => (key(a) < key(c) ? -1 : 1));
+    const right = ordered.map((id, i) => ({ id, position: i + 1 }));
+    expect(lotteryShare(seed, right)).toBe(1);
+    const swapped = right.map((t, i) => (i < 2 ? { ...t, position: 2 - i } : t));
+    expect(lotteryShare(seed, swapped)).toBe(0.9);
+  });
+
+  it('scales the per-join costs to a million joins a second, the control slot by processes and round trips', () => {
+    expect(millionJoins(40, 3, 100, 0.2)).toEqual({
+      serviceCores: 40,
+      redisCommandsPerS: 3_000_000,
+      controlSlotCallsPerS: 500_000,
+    });
+    expect(millionJoins(null, 3, 10, 1).serviceCores).toBeNull();
+    // Never more calls than joins.
+    expect(millionJoins(40, 3, 1000, 0.1).controlSlotCallsPerS).toBe(1_000_000);
+  });
+});

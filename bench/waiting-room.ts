@@ -1,0 +1,655 @@
+// `npm run bench:queue` (and the last part of `npm run bench`): the waiting room against the same
+// crowd without one, in one run on this machine.
+// 1. With a waiting room: as many buyers as the machine can drive (50,000 by default) join a
+//    product of 1,000 units within as short a time as autocannon manages, some before startsAt
+//    (the pre-queue) and most after it; then every buyer polls its ticket no sooner than
+//    Retry-After says (a paced poller with a bounded number of requests in flight), orders as soon
+//    as it is admitted, and the benchmark pays every order with the shop's token, until every unit
+//    is paid. Measured: joins/s and polls/s (beside GET /health/live of the same start), the time
+//    from startsAt to sold out, admissions that lapsed unspent while units were left, fairness (the
+//    share of admissions made in exact queue order, and the pre-queue's order recomputed here from
+//    the revealed seed), the error of the first estimated wait (p50/p90), Redis commands per ticket
+//    and PostgreSQL transactions per buyer.
+// 2. The same crowd without a waiting room: every buyer sends POST /orders once, every 201 is paid.
+// Both are verified in PostgreSQL (I1; on the waiting-room product: every order spent an admission,
+// no position twice, admission batches contiguous and within the ratio).
+import { createHmac } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { parseArgs } from 'node:util';
+import { Client } from 'pg';
+import { startEmbeddedRedis } from '../src/infrastructure/embedded-redis';
+import { runMigrations } from '../src/infrastructure/migrate';
+import { auditProduct } from '../harness/verify';
+import { launchService, ServiceProcess } from '../harness/launcher';
+import { CostProbe, CostSnapshot, costDeltas, ScenarioCosts, startBenchPostgres } from './costs';
+import { runLoad } from './load';
+import { BENCH_SHOP_TOKEN } from './service';
+
+const ADMIN_TOKEN = 'bench-queue-admin-token-0123456789';
+const HEAP_MB = 128;
+const RATIO = 1.5;
+const ADMISSION_TTL_S = 10;
+
+export interface QueueOptions {
+  buyers: number;
+  units: number;
+  connections: number;
+  /** Poll requests in flight at once, over every buyer. */
+  pollersInFlight: number;
+  workers: number;
+  outDir: string;
+  log: (line: string) => void;
+}
+
+export interface Percentiles {
+  p50: number | null;
+  p90: number | null;
+}
+
+export interface QueueReport {
+  startedAt: string;
+  machine: { cores: number; memoryGb: number; node: string };
+  buyers: number;
+  units: number;
+  workers: number;
+  healthLivePerS: number;
+  withRoom: {
+    joinsPerS: number;
+    joinSeconds: number;
+    preQueue: number;
+    pollsPerS: number;
+    polls: number;
+    startToSoldOutS: number | null;
+    lapsedWhileUnitsLeft: number;
+    fairnessShare: number;
+    lotteryShare: number | null;
+    etaErrorS: Percentiles;
+    redisCommandsPerTicket: number;
+    pgTransactionsPerBuyer: number;
+    pgStatementsPerBuyer: number | null;
+    serviceCpuUsPerJoin: number | null;
+    redisCommandsPerJoin: number;
+    statusCounts: Record<string, number>;
+    checks: Check[];
+  };
+  withoutRoom: {
+    ordersPerS: number;
+    startToSoldOutS: number | null;
+    pgTransactionsPerBuyer: number;
+    pgStatementsPerBuyer: number | null;
+    redisCommandsPerBuyer: number;
+    errors5xx: number;
+    timeouts: number;
+    statusCounts: Record<string, number>;
+    checks: Check[];
+  };
+  /** What the measured per-join costs say 1,000,000 joins in one second take. */
+  millionJoins: { serviceCores: number | null; redisCommandsPerS: number; controlSlotCallsPerS: number };
+}
+
+export interface Check {
+  name: string;
+  ok: boolean;
+  detail: string;
+}
+
+/** The p50 and p90 of a list (nearest rank); null for an empty one. */
+export function percentiles(values: number[]): Percentiles {
+  if (values.length === 0) return { p50: null, p90: null };
+  const sorted = [...values].sort((a, b) => a - b);
+  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
+  return { p50: at(0.5), p90: at(0.9) };
+}
+
+/**
+ * The share of admission batches made in exact queue order: each starts right after the one
+ * before it and was made no earlier. 1 when every batch does (and when there is at most one).
+ */
+export function fairnessShare(batches: Array<{ first: number; last: number; admittedAt: number }>): number {
+  if (batches.length <= 1) return 1;
+  let inOrder = 1;
+  for (let i = 1; i < batches.length; i++)
+    if (batches[i].first === batches[i - 1].last + 1 && batches[i].admittedAt >= batches[i - 1].admittedAt) inOrder++;
+  return inOrder / batches.length;
+}
+
+/**
+ * The share of pre-queue tickets whose position is their rank by HMAC-SHA256(seed, ticketId), as
+ * the fairness record's algorithm says (written here from its words, not from the service's code).
+ */
+export function lotteryShare(seedHex: string, tickets: Array<{ id: string; position: number }>): number {
+  if (tickets.length === 0) return 1;
+  const seed = Buffer.from(seedHex, 'hex');
+  const keyed = tickets.map((t) => ({ ...t, k: createHmac('sha256', seed).update(t.id, 'ascii').digest('hex') }));
+  keyed.sort((a, b) => (a.k < b.k ? -1 : a.k > b.k ? 1 : a.id < b.id ? -1 : 1));
+  const first = Math.min(...tickets.map((t) => t.position));
+  return keyed.filter((t, i) => t.position === first + i).length / tickets.length;
+}
+
+/** 1,000,000 joins in one second, from the measured per-join costs. */
+export function millionJoins(
+  cpuUsPerJoin: number | null,
+  redisCommandsPerJoin: number,
+  processes: number,
+  roundTripMs: number,
+): QueueReport['millionJoins'] {
+  return {
+    serviceCores: cpuUsPerJoin === null ? null : (1_000_000 * cpuUsPerJoin) / 1e6,
+    redisCommandsPerS: 1_000_000 * redisCommandsPerJoin,
+    // The control slot sees at most one arrival call per process per round trip, and never more
+    // than one per join: each call takes the numbers of every join that came while the last was out.
+    controlSlotCallsPerS: Math.min(1_000_000, Math.ceil(processes * (1000 / roundTripMs))),
+  };
+}
+
+interface Buyer {
+  userId: string;
+  ticketId?: string;
+  joinedAt: number;
+  due: number;
+  /** The first admission time estimated after the start (epoch ms), and when it was first seen admitted. */
+  eta?: number;
+  admittedSeenAt?: number;
+  ordered: boolean;
+  done: boolean;
+}
+
+const agent = new http.Agent({ keepAlive: true, maxSockets: 512 });
+
+function call(
+  base: string,
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; retryAfter: number | null; body: any }> {
+  return new Promise((resolve, reject) => {
+    const payload = body === undefined ? undefined : JSON.stringify(body);
+    const req = http.request(
+      `${base}${path}`,
+      {
+        method,
+        agent,
+        headers: { ...(payload ? { 'content-type': 'application/json' } : {}), ...headers },
+        timeout: 30_000,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString();
+          let parsed: unknown = text;
+          try {
+            parsed = JSON.parse(text);
+          } catch {
+            /* keep the text */
+          }
+          const ra = res.headers['retry-after'];
+          resolve({ status: res.statusCode ?? 0, retryAfter: ra ? Number(ra) : null, body: parsed });
+        });
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error(`${method} ${path} timed out`)));
+    req.on('error', reject);
+    if (payload) req.write(payload);
+    req.end();
+  });
+}
+
+async function createProduct(url: string, body: Record<string, unknown>): Promise<number> {
+  const r = await call(url, 'POST', '/admin/products', body, { authorization: `Bearer ${ADMIN_TOKEN}` });
+  if (r.status !== 201) throw new Error(`POST /admin/products answered ${r.status}`);
+  return r.body.id as number;
+}
+
+async function healthLive(url: string, connections: number): Promise<number> {
+  const r = await runLoad({
+    url,
+    get: '/health/live',
+    okStatus: 200,
+    connections,
+    durationS: 3,
+    timeoutS: 20,
+    label: 'GET /health/live',
+  });
+  return r.created / r.elapsedS;
+}
+
+export async function runQueueBenchmark(o: QueueOptions): Promise<QueueReport> {
+  const startedAt = new Date().toISOString();
+  const cleanups: Array<() => Promise<unknown>> = [];
+  try {
+    const dir = mkdtempSync(join(os.tmpdir(), 'flashsale-queue-'));
+    cleanups.push(() => Promise.resolve(rmSync(dir, { recursive: true, force: true })));
+    o.log('starting embedded PostgreSQL and redis-server ...');
+    const pg = await startBenchPostgres(dir);
+    cleanups.push(() => pg.stop());
+    const redis = await startEmbeddedRedis();
+    cleanups.push(() => redis.stop());
+    await runMigrations(pg.url);
+    const db = new Client({ connectionString: pg.url });
+    db.on('error', (err) => o.log(`PostgreSQL connection: ${err.message}`));
+    await db.connect();
+    cleanups.push(() => db.end());
+    await db.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
+    const probe = await CostProbe.open(db, redis.url);
+    cleanups.push(() => Promise.resolve(probe.close()));
+    const svc: ServiceProcess = await launchService({
+      env: {
+        DATABASE_URL: pg.url,
+        REDIS_URL: redis.url,
+        ADMIN_TOKEN,
+        SHOP_TOKEN: BENCH_SHOP_TOKEN,
+        RATE_LIMIT_USER: '0',
+        RATE_LIMIT_IP: '0',
+        LOG_LEVEL: 'warn',
+        WORKERS: String(o.workers),
+        LOCK_WAIT_MS: '30000',
+        DB_TIMEOUT_MS: '30000',
+        ADMISSION_RATIO: String(RATIO),
+      },
+      heapMb: HEAP_MB,
+    });
+    cleanups.push(() => svc.stop());
+    await healthLive(svc.url, o.connections); // warm-up, not measured
+    const healthLivePerS = await healthLive(svc.url, o.connections);
+    o.log(`GET /health/live: ${healthLivePerS.toFixed(0)}/s`);
+
+    const withRoom = await withWaitingRoom(o, svc, db, probe);
+    const withoutRoom = await withoutWaitingRoom(o, svc, db, probe);
+    const rtt = await roundTripMs(redis.url);
+    const report: QueueReport = {
+      startedAt,
+      machine: { cores: os.cpus().length, memoryGb: Math.round(os.totalmem() / 2 ** 30), node: process.versions.node },
+      buyers: o.buyers,
+      units: o.units,
+      workers: o.workers,
+      healthLivePerS,
+      withRoom,
+      withoutRoom,
+      millionJoins: millionJoins(withRoom.serviceCpuUsPerJoin, withRoom.redisCommandsPerJoin, 100, rtt),
+    };
+    mkdirSync(o.outDir, { recursive: true });
+    writeFileSync(join(o.outDir, 'queue.json'), `${JSON.stringify(report, null, 2)}\n`);
+    writeFileSync(join(o.outDir, 'queue.md'), renderQueue(report));
+    return report;
+  } finally {
+    while (cleanups.length > 0) await cleanups.pop()!().catch((err: Error) => o.log(`cleanup: ${err.message}`));
+  }
+}
+
+async function roundTripMs(redisUrl: string): Promise<number> {
+  const { default: Redis } = await import('ioredis');
+  const r = new Redis(redisUrl);
+  try {
+    const started = process.hrtime.bigint();
+    for (let i = 0; i < 200; i++) await r.ping();
+    return Number(process.hrtime.bigint() - started) / 1e6 / 200;
+  } finally {
+    r.disconnect();
+  }
+}
+
+function per(costs: ScenarioCosts, key: 'redisCommands' | 'pgStatements'): number | null {
+  return costs.perUnit[key] ?? null;
+}
+
+async function withWaitingRoom(
+  o: QueueOptions,
+  svc: ServiceProcess,
+  db: Client,
+  probe: CostProbe,
+): Promise<QueueReport['withRoom']> {
+  const startsAt = Date.now() + 2000;
+  const productId = await createProduct(svc.url, {
+    name: 'bench queued sale',
+    stock: o.units,
+    segments: 10,
+    waitingRoom: true,
+    admissionTtlS: ADMISSION_TTL_S,
+    startsAt: new Date(startsAt).toISOString(),
+  });
+  const buyers: Buyer[] = [];
+  const before: CostSnapshot = await probe.snapshot(svc.pid);
+  o.log(`joining ${o.buyers} buyers ...`);
+  const joins = await runLoad({
+    url: svc.url,
+    post: `/products/${productId}/queue`,
+    amount: o.buyers,
+    connections: o.connections,
+    timeoutS: 30,
+    okStatus: 201,
+    label: 'joins',
+    progress: o.log,
+    bodyOf: (n) => JSON.stringify({ userId: `q-${n}` }),
+    onAnswer: (status, body) => {
+      if (status !== 201) return;
+      const t = JSON.parse(body) as { id: string; userId: string };
+      buyers.push({ userId: t.userId, ticketId: t.id, joinedAt: Date.now(), due: 0, ordered: false, done: false });
+    },
+  });
+  const afterJoins = await probe.snapshot(svc.pid);
+  const joinCosts = costDeltas(before, afterJoins, 'answer', joins.created);
+  const preQueue = buyers.filter((b) => b.joinedAt < startsAt).length;
+  o.log(`${joins.created} joins in ${joins.elapsedS.toFixed(1)} s (${preQueue} before the start)`);
+
+  // The paced poller: every buyer due now is polled, never more than pollersInFlight at once.
+  let paid = 0;
+  let polls = 0;
+  let soldOutAt: number | null = null;
+  const statusCounts: Record<string, number> = {};
+  const pollStarted = Date.now();
+  const deadline = pollStarted + 300_000;
+  for (const b of buyers) b.due = Math.max(startsAt, b.joinedAt + 1000);
+  const queue = [...buyers];
+  const one = async (b: Buyer): Promise<void> => {
+    const r = await call(svc.url, 'GET', `/products/${productId}/queue/${b.ticketId}`).catch(() => null);
+    polls++;
+    if (r === null) {
+      b.due = Date.now() + 1000;
+      return;
+    }
+    const key = r.status === 200 ? String(r.body.status) : `${r.status} ${r.body?.code}`;
+    statusCounts[key] = (statusCounts[key] ?? 0) + 1;
+    const wait = (r.retryAfter ?? 1) * 1000;
+    if (r.status !== 200) {
+      b.due = Date.now() + wait;
+      return;
+    }
+    const now = Date.now();
+    if (r.body.status === 'waiting' && b.eta === undefined && now >= startsAt && r.body.estimatedWaitS !== null)
+      b.eta = now + r.body.estimatedWaitS * 1000;
+    if (r.body.status === 'admitted' && !b.ordered) {
+      b.admittedSeenAt ??= now;
+      const order = await call(svc.url, 'POST', '/orders', {
+        userId: b.userId,
+        productId,
+        admission: r.body.admission,
+      }).catch(() => null);
+      if (order?.status === 201) {
+        b.ordered = true;
+        b.done = true;
+        const pay = await call(
+          svc.url,
+          'POST',
+          `/orders/${order.body.id}/pay`,
+          { userId: b.userId },
+          { authorization: `Bearer ${BENCH_SHOP_TOKEN}` },
+        );
+        if (pay.status === 200 && ++paid === o.units) soldOutAt = Date.now();
+        return;
+      }
+    }
+    if (r.body.status === 'ordered' || r.body.status === 'ended') b.done = true;
+    b.due = now + wait;
+  };
+  await Promise.all(
+    Array.from({ length: o.pollersInFlight }, async () => {
+      while (soldOutAt === null && Date.now() < deadline) {
+        let best = -1;
+        for (let i = 0; i < queue.length; i++)
+          if (!queue[i].done && (best === -1 || queue[i].due < queue[best].due)) best = i;
+        if (best === -1) return;
+        const b = queue[best];
+        if (b.due > Date.now()) {
+          await sleep(Math.min(50, b.due - Date.now()));
+          continue;
+        }
+        b.due = Infinity;
+        await one(b);
+      }
+    }),
+  );
+  const pollSeconds = (Date.now() - pollStarted) / 1000;
+  const after = await probe.snapshot(svc.pid);
+  const all = costDeltas(before, after, 'answer', joins.created);
+  o.log(
+    `${polls} polls in ${pollSeconds.toFixed(1)} s; sold out ${soldOutAt === null ? 'never' : `${((soldOutAt - startsAt) / 1000).toFixed(1)} s after the start`}`,
+  );
+
+  // Fairness and lapses from PostgreSQL; the lottery from the revealed seed.
+  const { rows: batchRows } = await db.query(
+    `SELECT first_position::int AS first, last_position::int AS last, admitted_at, expires_at, units_left, outstanding_before,
+            (SELECT count(*)::int FROM orders o WHERE o.product_id = b.product_id
+               AND o.admission_position BETWEEN b.first_position AND b.last_position) AS spent
+       FROM admission_batches b WHERE product_id = $1 ORDER BY first_position`,
+    [productId],
+  );
+  const batches = batchRows.map((r) => ({
+    first: r.first as number,
+    last: r.last as number,
+    admittedAt: (r.admitted_at as Date).getTime(),
+    expiresAt: (r.expires_at as Date).getTime(),
+    unitsLeft: r.units_left as number,
+    outstandingBefore: r.outstanding_before as number,
+    spent: r.spent as number,
+  }));
+  const lapsedWhileUnitsLeft = batches
+    .filter((b) => soldOutAt === null || b.expiresAt < soldOutAt)
+    .reduce((n, b) => n + (b.last - b.first + 1 - b.spent), 0);
+  const fairness = await call(svc.url, 'GET', `/products/${productId}/queue/fairness`);
+  const preTickets: Array<{ id: string; position: number }> = [];
+  if (typeof fairness.body.seed === 'string') {
+    for (const b of buyers.filter((x) => x.joinedAt < startsAt - 200).slice(0, 5000)) {
+      const t = await call(svc.url, 'GET', `/products/${productId}/queue/${b.ticketId}`);
+      if (t.status === 200 && typeof t.body.position === 'number')
+        preTickets.push({ id: t.body.id, position: t.body.position });
+    }
+  }
+  const etaErrors = buyers
+    .filter((b) => b.eta !== undefined && b.admittedSeenAt !== undefined)
+    .map((b) => Math.abs((b.admittedSeenAt as number) - (b.eta as number)) / 1000);
+
+  const audit = await auditProduct(db, productId);
+  const { rows: orderRows } = await db.query(
+    `SELECT count(*)::int AS n, count(admission_position)::int AS admitted, count(DISTINCT admission_position)::int AS distinct
+       FROM orders WHERE product_id = $1`,
+    [productId],
+  );
+  const o0 = orderRows[0] as { n: number; admitted: number; distinct: number };
+  const checks: Check[] = [
+    {
+      name: 'I1: stock + live orders = stocked, no segment below 0',
+      ok: audit.remaining + audit.ordered === audit.totalStock && audit.negativeSegments === 0,
+      detail: JSON.stringify(audit),
+    },
+    { name: 'sold out, every unit paid', ok: soldOutAt !== null, detail: `${paid} paid` },
+    { name: 'every order spent an admission', ok: o0.admitted === o0.n, detail: `${o0.admitted} of ${o0.n}` },
+    { name: 'no admission spent twice', ok: o0.distinct === o0.admitted, detail: `${o0.distinct} distinct` },
+    {
+      name: 'admission batches contiguous, in order, within the ratio',
+      ok:
+        fairnessShare(batches) === 1 &&
+        batches.every((b) => b.outstandingBefore + (b.last - b.first + 1) <= Math.ceil(RATIO * b.unitsLeft)),
+      detail: `${batches.length} batches`,
+    },
+    {
+      name: 'pre-queue in the lottery order of the revealed seed',
+      ok: preTickets.length === 0 || lotteryShare(fairness.body.seed as string, preTickets) === 1,
+      detail: `${preTickets.length} pre-queue tickets checked`,
+    },
+  ];
+  const xacts = (after.pgNextXid - before.pgNextXid) / o.buyers;
+  return {
+    joinsPerS: joins.created / joins.elapsedS,
+    joinSeconds: joins.elapsedS,
+    preQueue,
+    pollsPerS: polls / pollSeconds,
+    polls,
+    startToSoldOutS: soldOutAt === null ? null : (soldOutAt - startsAt) / 1000,
+    lapsedWhileUnitsLeft,
+    fairnessShare: fairnessShare(batches),
+    lotteryShare: preTickets.length === 0 ? null : lotteryShare(fairness.body.seed as string, preTickets),
+    etaErrorS: percentiles(etaErrors),
+    redisCommandsPerTicket: per(all, 'redisCommands') ?? 0,
+    pgTransactionsPerBuyer: xacts,
+    pgStatementsPerBuyer: per(all, 'pgStatements'),
+    serviceCpuUsPerJoin: joinCosts.perUnit.targetCpuUs ?? null,
+    redisCommandsPerJoin: per(joinCosts, 'redisCommands') ?? 0,
+    statusCounts: {
+      ...statusCounts,
+      ...Object.fromEntries(Object.entries(joins.statusCounts).map(([k, v]) => [`join ${k}`, v])),
+    },
+    checks,
+  };
+}
+
+async function withoutWaitingRoom(
+  o: QueueOptions,
+  svc: ServiceProcess,
+  db: Client,
+  probe: CostProbe,
+): Promise<QueueReport['withoutRoom']> {
+  const productId = await createProduct(svc.url, { name: 'bench open sale', stock: o.units, segments: 10 });
+  const orderIds: Array<[number, string]> = [];
+  const before = await probe.snapshot(svc.pid);
+  o.log(`${o.buyers} buyers ordering directly ...`);
+  const load = await runLoad({
+    url: svc.url,
+    productId,
+    userPrefix: 'open-',
+    amount: o.buyers,
+    connections: o.connections,
+    timeoutS: 45,
+    label: 'orders',
+    progress: o.log,
+    onAnswer: (status, body) => {
+      if (status === 201) {
+        const order = JSON.parse(body) as { id: number; userId: string };
+        orderIds.push([order.id, order.userId]);
+      }
+    },
+  });
+  for (const [id, userId] of orderIds)
+    await call(svc.url, 'POST', `/orders/${id}/pay`, { userId }, { authorization: `Bearer ${BENCH_SHOP_TOKEN}` });
+  const after = await probe.snapshot(svc.pid);
+  const costs = costDeltas(before, after, 'answer', o.buyers);
+  const audit = await auditProduct(db, productId);
+  const errors5xx = Object.entries(load.statusCounts)
+    .filter(([k]) => k.startsWith('5'))
+    .reduce((n, [, v]) => n + v, 0);
+  return {
+    ordersPerS: load.created / ((load.lastCreatedAtMs ?? load.elapsedS * 1000) / 1000),
+    startToSoldOutS: load.lastCreatedAtMs === null ? null : load.lastCreatedAtMs / 1000,
+    pgTransactionsPerBuyer: (after.pgNextXid - before.pgNextXid) / o.buyers,
+    pgStatementsPerBuyer: per(costs, 'pgStatements'),
+    redisCommandsPerBuyer: per(costs, 'redisCommands') ?? 0,
+    errors5xx,
+    timeouts: load.timeouts,
+    statusCounts: load.statusCounts,
+    checks: [
+      {
+        name: 'I1: stock + live orders = stocked, no segment below 0',
+        ok: audit.remaining + audit.ordered === audit.totalStock && audit.negativeSegments === 0,
+        detail: JSON.stringify(audit),
+      },
+      { name: 'sold out', ok: audit.remaining === 0, detail: `${load.created} orders` },
+    ],
+  };
+}
+
+const f = (n: number | null | undefined, digits = 0) => (n == null || !Number.isFinite(n) ? '-' : n.toFixed(digits));
+
+export function renderQueue(r: QueueReport): string {
+  const w = r.withRoom;
+  const x = r.withoutRoom;
+  const out: string[] = [];
+  out.push(`# The waiting room against the same crowd without one (${r.startedAt})`);
+  out.push('');
+  out.push(
+    `${r.machine.cores} cores, ${r.machine.memoryGb} GB, Node ${r.machine.node}; one service start (WORKERS=${r.workers}), ` +
+      `${r.buyers} buyers, ${r.units} units, 10 segments, ADMISSION_RATIO ${RATIO}, admissionTtlS ${ADMISSION_TTL_S}; the load ` +
+      'generator, PostgreSQL and Redis share the same cores. GET /health/live of the same start: ' +
+      `${f(r.healthLivePerS)}/s.`,
+  );
+  out.push('');
+  out.push('| measure | with a waiting room | without |');
+  out.push('|---|--:|--:|');
+  out.push(
+    `| joins/s (all ${r.buyers} joined in ${f(w.joinSeconds, 1)} s; ${w.preQueue} before the start) | ${f(w.joinsPerS)} | |`,
+  );
+  out.push(`| joins/s / GET /health/live | ${f(w.joinsPerS / r.healthLivePerS, 2)} | |`);
+  out.push(`| polls/s (${w.polls} polls, paced by Retry-After) | ${f(w.pollsPerS)} | |`);
+  out.push(`| orders/s until sold out | | ${f(x.ordersPerS)} |`);
+  out.push(`| seconds from the start to sold out | ${f(w.startToSoldOutS, 1)} | ${f(x.startToSoldOutS, 1)} |`);
+  out.push(`| admissions lapsed unspent while units were left | ${w.lapsedWhileUnitsLeft} | |`);
+  out.push(`| fairness: admissions in exact queue order | ${f(w.fairnessShare, 3)} | |`);
+  out.push(`| pre-queue in the revealed lottery's order (share checked) | ${f(w.lotteryShare, 3)} | |`);
+  out.push(
+    `| error of the first estimated wait, p50 / p90 (s) | ${f(w.etaErrorS.p50, 1)} / ${f(w.etaErrorS.p90, 1)} | |`,
+  );
+  out.push(
+    `| Redis commands per ticket (join, polls, order) / per buyer | ${f(w.redisCommandsPerTicket, 2)} | ${f(x.redisCommandsPerBuyer, 2)} |`,
+  );
+  out.push(
+    `| PostgreSQL transactions per buyer | ${f(w.pgTransactionsPerBuyer, 3)} | ${f(x.pgTransactionsPerBuyer, 3)} |`,
+  );
+  out.push(`| PostgreSQL statements per buyer | ${f(w.pgStatementsPerBuyer, 3)} | ${f(x.pgStatementsPerBuyer, 3)} |`);
+  out.push(`| 5xx / timeouts | | ${x.errors5xx} / ${x.timeouts} |`);
+  out.push(`| service CPU per join (µs) | ${f(w.serviceCpuUsPerJoin)} | |`);
+  out.push('');
+  out.push(
+    `Answers with a waiting room: ${JSON.stringify(w.statusCounts)}. Without: ${JSON.stringify(x.statusCounts)}.`,
+  );
+  out.push('');
+  out.push('| check | | detail |');
+  out.push('|---|---|---|');
+  for (const c of [
+    ...w.checks.map((c) => ({ ...c, name: `waiting room: ${c.name}` })),
+    ...x.checks.map((c) => ({ ...c, name: `without: ${c.name}` })),
+  ])
+    out.push(`| ${c.name} | ${c.ok ? 'pass' : 'FAILED'} | ${c.detail.replace(/\|/g, '/')} |`);
+  out.push('');
+  const m = r.millionJoins;
+  out.push(
+    `**1,000,000 joins in one second**, from these costs: ${f(m.serviceCores)} service cores at ${f(w.serviceCpuUsPerJoin)} µs per join; ` +
+      `${f(m.redisCommandsPerS / 1e6, 1)} M Redis commands/s (${f(w.redisCommandsPerJoin, 2)} per join), spread over the queue's shards ` +
+      `(QUEUE_SHARDS hash slots, so over as many masters as a Redis Cluster has), while its control slot sees one arrival call per process ` +
+      `per round trip: at most ${f(m.controlSlotCallsPerS)}/s for 100 processes at this machine's idle round trip (a loaded round trip is longer and groups more joins per call). PostgreSQL: none per join.`,
+  );
+  out.push('');
+  return out.join('\n');
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      buyers: { type: 'string' },
+      units: { type: 'string' },
+      connections: { type: 'string' },
+      pollers: { type: 'string' },
+      workers: { type: 'string' },
+      out: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) {
+    process.stdout.write(
+      'npm run bench:queue -- [--buyers N (50000)] [--units N (1000)] [--connections N (200)] [--pollers N (256)] [--workers N (2)] [--out DIR (bench/results)]\n',
+    );
+    return;
+  }
+  const report = await runQueueBenchmark({
+    buyers: Number(values.buyers ?? 50_000),
+    units: Number(values.units ?? 1000),
+    connections: Number(values.connections ?? 200),
+    pollersInFlight: Number(values.pollers ?? 256),
+    workers: Number(values.workers ?? 2),
+    outDir: values.out ?? join(__dirname, '..', '..', 'bench', 'results'),
+    log: (line) => process.stderr.write(`${line}\n`),
+  });
+  process.stdout.write(renderQueue(report));
+  const failed = [...report.withRoom.checks, ...report.withoutRoom.checks].filter((c) => !c.ok);
+  if (failed.length > 0) process.exitCode = 1;
+}
+
+if (require.main === module) {
+  main().catch((err: Error) => {
+    process.stderr.write(`bench:queue failed: ${err.stack ?? err.message}\n`);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,49 @@
+// The waiting room's benchmark (bench/waiting-room.ts) on its quick path: its own PostgreSQL,
+// Redis and service start, a small crowd with and without a waiting room. It must verify both
+// sales and report finite figures; speed is not asserted.
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { QueueReport, runQueueBenchmark } from '../bench/waiting-room';
+
+describe('the waiting-room benchmark (small crowd)', () => {
+  const outDir = mkdtempSync(join(tmpdir(), 'flashsale-bench-queue-'));
+  const lines: string[] = [];
+  let report: QueueReport;
+
+  beforeAll(async () => {
+    try {
+      report = await runQueueBenchmark({
+        buyers: 800,
+        units: 60,
+        connections: 32,
+        pollersInFlight: 32,
+        workers: 2,
+        outDir,
+        log: (line) => lines.push(line),
+      });
+    } catch (err) {
+      throw new Error(`runQueueBenchmark failed: ${(err as Error).message}\n${lines.slice(-30).join('\n')}`, {
+        cause: err,
+      });
+    }
+  }, 300_000);
+  afterAll(() => rmSync(outDir, { recursive: true, force: true }));
+
+  it('verifies both sales: sold out, I1, every order admitted, admissions in queue order, the lottery recomputed', () => {
+    const failed = [...report.withRoom.checks, ...report.withoutRoom.checks].filter((c) => !c.ok);
+    expect(failed).toEqual([]);
+    expect(report.withRoom.fairnessShare).toBe(1);
+    expect(report.withRoom.preQueue).toBeGreaterThan(0);
+    expect(readdirSync(outDir).sort()).toEqual(['queue.json', 'queue.md']);
+  });
+
+  it('reports finite rates and costs for both', () => {
+    const w = report.withRoom;
+    for (const n of [w.joinsPerS, w.pollsPerS, w.startToSoldOutS, w.redisCommandsPerTicket, w.pgTransactionsPerBuyer])
+      expect(Number.isFinite(n)).toBe(true);
+    const x = report.withoutRoom;
+    for (const n of [x.ordersPerS, x.startToSoldOutS, x.pgTransactionsPerBuyer]) expect(Number.isFinite(n)).toBe(true);
+    expect(Number.isFinite(report.healthLivePerS)).toBe(true);
+  });
+});
