@@ -299,6 +299,7 @@ async function main(): Promise<number> {
         connections: 200,
         pollersInFlight: 256,
         workers: 2,
+        admissionTtlS: 120,
         outDir: dirname(files.md),
         log: (line) => process.stderr.write(`${line}\n`),
       });

@@ -1,6 +1,8 @@
 // The scaling model's arithmetic with fixed inputs worked out by hand, and how it reads a report.
 import {
   Capacity,
+  DEFAULT_CAPACITY,
+  joinPlan,
   loserCost,
   maxBuyersPerS,
   Measured,
@@ -13,6 +15,7 @@ import {
   VARIANTS,
 } from './scaling-model';
 import { BenchmarkReport, ScenarioResult } from './types';
+import type { QueueReport } from './waiting-room';
 
 const measured: Measured = {
   order: {
@@ -291,5 +294,25 @@ describe('scaling model', () => {
     expect(() => parseModelArgs(['--process-util', '2'])).toThrow(/--process-util: expected a number from 0.01 to 1/);
     expect(() => parseModelArgs(['--batch', 'big'])).toThrow(/--batch/);
     expect(() => parseModelArgs(['--nope'])).toThrow(ModelInputError);
+  });
+});
+
+describe('the waiting room in the scaling model', () => {
+  it('turns the measured per-join costs into cores, Redis commands and masters for a crowd of joins', () => {
+    const queue = {
+      withRoom: { serviceCpuUsPerJoin: 50, redisCommandsPerJoin: 3, redisCpuUsPerJoin: 20 },
+    } as unknown as QueueReport;
+    const o = {
+      sale: { buyers: 1_000_000, units: 10_000, seconds: 1, requestsPerBuyer: 1, segments: 20 },
+      capacity: { ...DEFAULT_CAPACITY, processUtil: 0.5, redisUtil: 0.5 },
+    };
+    expect(joinPlan(queue, o)).toEqual({
+      joinsPerS: 1_000_000,
+      serviceCores: 100,
+      redisCommandsPerS: 3_000_000,
+      redisMasters: 40,
+      controlSlotCallsPerS: 100_000,
+      pgStatementsPerS: 0,
+    });
   });
 });

@@ -9,13 +9,14 @@
 //
 //   npm run scaling                  (builds the benchmark, then runs this)
 //   node dist/bench/scaling-model.js [--results bench/results/latest.json] [--buyers 1000000] [--units 10000] [--seconds 1] ...
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { parseArgs as parseFlags } from 'node:util';
 import { projectRoot } from '../src/infrastructure/project-root';
 import type { ScenarioCosts } from './costs';
 import { findFast, findHealth, findSoldOut } from './report';
 import type { BenchmarkReport, ScenarioResult } from './types';
+import type { QueueReport } from './waiting-room';
 
 export type Source = 'measured' | 'derived' | 'extrapolated' | 'assumed';
 
@@ -148,7 +149,7 @@ export const VARIANTS: Variant[] = [
   },
   {
     name: '+ queue',
-    what: 'a queue in front (the waiting room: not built) admits at most admitFactor x units into the order path until sold out; the rest wait',
+    what: 'a queue in front (the waiting room, docs/waiting-room.md) admits at most admitFactor x units into the order path until sold out; the rest wait',
     refusal: lookupOnReplica,
     maxLosers: queued,
   },
@@ -679,6 +680,63 @@ export function parseModelArgs(argv: string[], root = projectRoot(__dirname)): M
   };
 }
 
+/**
+ * What `sale.buyers` joins to a waiting room within `sale.seconds` take, from the costs the
+ * waiting-room benchmark measured per join (bench/waiting-room.ts): service cores, Redis CPU (spread
+ * over the queue's shards, so over a Redis Cluster's masters), and the control slot's calls.
+ */
+export function joinPlan(q: QueueReport, o: Pick<ModelOptions, 'sale' | 'capacity'>) {
+  const perS = o.sale.buyers / o.sale.seconds;
+  const w = q.withRoom;
+  return {
+    joinsPerS: perS,
+    serviceCores: w.serviceCpuUsPerJoin === null ? null : (perS * w.serviceCpuUsPerJoin) / 1e6 / o.capacity.processUtil,
+    redisCommandsPerS: perS * w.redisCommandsPerJoin,
+    redisMasters: Math.ceil((perS * w.redisCpuUsPerJoin) / 1e6 / o.capacity.redisUtil),
+    // One process per core, each sending at most one arrival call per round trip (1 ms assumed under load).
+    controlSlotCallsPerS:
+      w.serviceCpuUsPerJoin === null
+        ? null
+        : Math.min(perS, Math.ceil((perS * w.serviceCpuUsPerJoin) / 1e6 / o.capacity.processUtil) * 1000),
+    pgStatementsPerS: 0,
+  };
+}
+
+export function renderJoins(q: QueueReport, o: Pick<ModelOptions, 'sale' | 'capacity'>): string {
+  const p = joinPlan(q, o);
+  const w = q.withRoom;
+  return [
+    '',
+    `## The waiting room: ${num(o.sale.buyers)} joins within ${o.sale.seconds} s (costs from bench/results/queue.json, ${q.startedAt})`,
+    '',
+    ...table([
+      ['input', 'value', 'source'],
+      ['service CPU per join', `${num(w.serviceCpuUsPerJoin ?? NaN)} µs`, 'measured (bench:queue, joins)'],
+      ['Redis commands per join', num(w.redisCommandsPerJoin), 'measured'],
+      ['Redis CPU per join', `${num(w.redisCpuUsPerJoin)} µs`, 'measured'],
+      ['process / Redis utilisation', `${o.capacity.processUtil} / ${o.capacity.redisUtil}`, 'assumed'],
+    ]),
+    '',
+    ...table([
+      ['needs', 'value'],
+      ['joins per second', num(p.joinsPerS)],
+      ['service cores', num(p.serviceCores ?? NaN)],
+      ['Redis commands per second (spread over QUEUE_SHARDS slots)', num(p.redisCommandsPerS)],
+      ['Redis masters (CPU)', String(p.redisMasters)],
+      [
+        'control slot calls per second, at most (a process per core, a 1 ms round trip: assumed)',
+        num(p.controlSlotCallsPerS ?? NaN),
+      ],
+      ['PostgreSQL statements per second for the joins', num(p.pgStatementsPerS)],
+    ]),
+    '',
+    'The joins touch no PostgreSQL. The shards spread the tickets over the masters; the control slot takes',
+    'at most one arrival call per process per round trip, whatever the crowd: with as many processes as',
+    'above that is the one figure that grows with the deployment rather than the crowd, and it sits on one',
+    'master (a longer round trip, or a process holding joins for a millisecond, groups more per call).',
+  ].join('\n');
+}
+
 function main(): number {
   let o: ReturnType<typeof parseModelArgs>;
   let report: BenchmarkReport;
@@ -690,6 +748,11 @@ function main(): number {
     }
     report = JSON.parse(readFileSync(o.results, 'utf8')) as BenchmarkReport;
     process.stdout.write(`${render(report, o)}\n`);
+    // The waiting room's costs, when its benchmark left them beside the report.
+    const queueFile = join(dirname(o.results), 'queue.json');
+    if (existsSync(queueFile))
+      process.stdout.write(`${renderJoins(JSON.parse(readFileSync(queueFile, 'utf8')) as QueueReport, o)}\n`);
+    else process.stdout.write(`\n(no ${queueFile}: run npm run bench:queue for the waiting room's part)\n`);
     return 0;
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') {

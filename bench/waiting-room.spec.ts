@@ -1,5 +1,5 @@
 import { createHmac } from 'node:crypto';
-import { fairnessShare, lotteryShare, millionJoins, percentiles } from './waiting-room';
+import { DueHeap, fairnessShare, lotteryShare, millionJoins, percentiles } from './waiting-room';
 
 describe("the waiting room benchmark's arithmetic", () => {
   it('takes the nearest-rank p50 and p90, and none of an empty list', () => {
@@ -24,6 +24,22 @@ describe("the waiting room benchmark's arithmetic", () => {
     expect(lotteryShare(seed, right)).toBe(1);
     const swapped = right.map((t, i) => (i < 2 ? { ...t, position: 2 - i } : t));
     expect(lotteryShare(seed, swapped)).toBe(0.9);
+    // A sample of the pre-queue (positions with gaps) in the right relative order scores 1 too.
+    expect(
+      lotteryShare(
+        seed,
+        right.filter((_, i) => i % 3 === 0).map((t) => ({ ...t, position: t.position * 7 })),
+      ),
+    ).toBe(1);
+  });
+
+  it('hands out buyers earliest due first, whatever order they came in', () => {
+    const heap = new DueHeap<{ due: number }>();
+    for (const due of [5, 1, 9, 3, 7, 2, 8]) heap.push({ due });
+    const out: number[] = [];
+    while (heap.size > 0) out.push((heap.pop() as { due: number }).due);
+    expect(out).toEqual([1, 2, 3, 5, 7, 8, 9]);
+    expect(heap.pop()).toBeUndefined();
   });
 
   it('scales the per-join costs to a million joins a second, the control slot by processes and round trips', () => {

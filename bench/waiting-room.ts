@@ -32,7 +32,6 @@ import { BENCH_SHOP_TOKEN } from './service';
 const ADMIN_TOKEN = 'bench-queue-admin-token-0123456789';
 const HEAP_MB = 128;
 const RATIO = 1.5;
-const ADMISSION_TTL_S = 10;
 
 export interface QueueOptions {
   buyers: number;
@@ -41,6 +40,8 @@ export interface QueueOptions {
   /** Poll requests in flight at once, over every buyer. */
   pollersInFlight: number;
   workers: number;
+  /** The product's admissionTtlS (also what caps Retry-After: a quarter of it). */
+  admissionTtlS: number;
   outDir: string;
   log: (line: string) => void;
 }
@@ -56,6 +57,7 @@ export interface QueueReport {
   buyers: number;
   units: number;
   workers: number;
+  admissionTtlS: number;
   healthLivePerS: number;
   withRoom: {
     joinsPerS: number;
@@ -73,6 +75,7 @@ export interface QueueReport {
     pgStatementsPerBuyer: number | null;
     serviceCpuUsPerJoin: number | null;
     redisCommandsPerJoin: number;
+    redisCpuUsPerJoin: number;
     statusCounts: Record<string, number>;
     checks: Check[];
   };
@@ -118,16 +121,64 @@ export function fairnessShare(batches: Array<{ first: number; last: number; admi
 }
 
 /**
- * The share of pre-queue tickets whose position is their rank by HMAC-SHA256(seed, ticketId), as
- * the fairness record's algorithm says (written here from its words, not from the service's code).
+ * For pre-queue tickets (all of them, or a sample): the share that stand where the lottery puts
+ * them among the others, ordering by HMAC-SHA256(seed, ticketId) as the fairness record's algorithm
+ * says (written here from its words, not from the service's code) against ordering by position. 1
+ * exactly when the two orders agree.
  */
 export function lotteryShare(seedHex: string, tickets: Array<{ id: string; position: number }>): number {
   if (tickets.length === 0) return 1;
   const seed = Buffer.from(seedHex, 'hex');
   const keyed = tickets.map((t) => ({ ...t, k: createHmac('sha256', seed).update(t.id, 'ascii').digest('hex') }));
-  keyed.sort((a, b) => (a.k < b.k ? -1 : a.k > b.k ? 1 : a.id < b.id ? -1 : 1));
-  const first = Math.min(...tickets.map((t) => t.position));
-  return keyed.filter((t, i) => t.position === first + i).length / tickets.length;
+  const byKey = [...keyed].sort((a, b) => (a.k < b.k ? -1 : a.k > b.k ? 1 : a.id < b.id ? -1 : 1));
+  const byPosition = [...keyed].sort((a, b) => a.position - b.position);
+  return byKey.filter((t, i) => t.id === byPosition[i].id).length / tickets.length;
+}
+
+/** A min-heap of buyers by the time their next poll is due: the poller takes the earliest in O(log n). */
+export class DueHeap<T extends { due: number }> {
+  private readonly items: T[] = [];
+
+  get size(): number {
+    return this.items.length;
+  }
+
+  push(item: T): void {
+    const a = this.items;
+    a.push(item);
+    let i = a.length - 1;
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      if (a[parent].due <= a[i].due) break;
+      [a[parent], a[i]] = [a[i], a[parent]];
+      i = parent;
+    }
+  }
+
+  peek(): T | undefined {
+    return this.items[0];
+  }
+
+  pop(): T | undefined {
+    const a = this.items;
+    const top = a[0];
+    const last = a.pop();
+    if (a.length > 0 && last !== undefined) {
+      a[0] = last;
+      let i = 0;
+      for (;;) {
+        const l = 2 * i + 1;
+        const r = l + 1;
+        let m = i;
+        if (l < a.length && a[l].due < a[m].due) m = l;
+        if (r < a.length && a[r].due < a[m].due) m = r;
+        if (m === i) break;
+        [a[m], a[i]] = [a[i], a[m]];
+        i = m;
+      }
+    }
+    return top;
+  }
 }
 
 /** 1,000,000 joins in one second, from the measured per-join costs. */
@@ -268,6 +319,7 @@ export async function runQueueBenchmark(o: QueueOptions): Promise<QueueReport> {
       buyers: o.buyers,
       units: o.units,
       workers: o.workers,
+      admissionTtlS: o.admissionTtlS,
       healthLivePerS,
       withRoom,
       withoutRoom,
@@ -310,7 +362,7 @@ async function withWaitingRoom(
     stock: o.units,
     segments: 10,
     waitingRoom: true,
-    admissionTtlS: ADMISSION_TTL_S,
+    admissionTtlS: o.admissionTtlS,
     startsAt: new Date(startsAt).toISOString(),
   });
   const buyers: Buyer[] = [];
@@ -344,8 +396,16 @@ async function withWaitingRoom(
   const statusCounts: Record<string, number> = {};
   const pollStarted = Date.now();
   const deadline = pollStarted + 300_000;
-  for (const b of buyers) b.due = Math.max(startsAt, b.joinedAt + 1000);
-  const queue = [...buyers];
+  const queue = new DueHeap<Buyer>();
+  for (const b of buyers) {
+    b.due = Math.max(startsAt, b.joinedAt + 1000);
+    queue.push(b);
+  }
+  /** Polls one buyer and puts it back in the heap unless it is done. */
+  const poll = async (b: Buyer): Promise<void> => {
+    await one(b);
+    if (!b.done) queue.push(b);
+  };
   const one = async (b: Buyer): Promise<void> => {
     const r = await call(svc.url, 'GET', `/products/${productId}/queue/${b.ticketId}`).catch(() => null);
     polls++;
@@ -390,17 +450,13 @@ async function withWaitingRoom(
   await Promise.all(
     Array.from({ length: o.pollersInFlight }, async () => {
       while (soldOutAt === null && Date.now() < deadline) {
-        let best = -1;
-        for (let i = 0; i < queue.length; i++)
-          if (!queue[i].done && (best === -1 || queue[i].due < queue[best].due)) best = i;
-        if (best === -1) return;
-        const b = queue[best];
-        if (b.due > Date.now()) {
-          await sleep(Math.min(50, b.due - Date.now()));
+        const next = queue.peek();
+        if (next === undefined) return;
+        if (next.due > Date.now()) {
+          await sleep(Math.min(50, next.due - Date.now()));
           continue;
         }
-        b.due = Infinity;
-        await one(b);
+        await poll(queue.pop() as Buyer);
       }
     }),
   );
@@ -490,6 +546,7 @@ async function withWaitingRoom(
     pgStatementsPerBuyer: per(all, 'pgStatements'),
     serviceCpuUsPerJoin: joinCosts.perUnit.targetCpuUs ?? null,
     redisCommandsPerJoin: per(joinCosts, 'redisCommands') ?? 0,
+    redisCpuUsPerJoin: joinCosts.perUnit.redisCpuUs,
     statusCounts: {
       ...statusCounts,
       ...Object.fromEntries(Object.entries(joins.statusCounts).map(([k, v]) => [`join ${k}`, v])),
@@ -562,7 +619,7 @@ export function renderQueue(r: QueueReport): string {
   out.push('');
   out.push(
     `${r.machine.cores} cores, ${r.machine.memoryGb} GB, Node ${r.machine.node}; one service start (WORKERS=${r.workers}), ` +
-      `${r.buyers} buyers, ${r.units} units, 10 segments, ADMISSION_RATIO ${RATIO}, admissionTtlS ${ADMISSION_TTL_S}; the load ` +
+      `${r.buyers} buyers, ${r.units} units, 10 segments, ADMISSION_RATIO ${RATIO}, admissionTtlS ${r.admissionTtlS}; the load ` +
       'generator, PostgreSQL and Redis share the same cores. GET /health/live of the same start: ' +
       `${f(r.healthLivePerS)}/s.`,
   );
@@ -623,13 +680,14 @@ async function main(): Promise<void> {
       connections: { type: 'string' },
       pollers: { type: 'string' },
       workers: { type: 'string' },
+      ttl: { type: 'string' },
       out: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
   if (values.help) {
     process.stdout.write(
-      'npm run bench:queue -- [--buyers N (50000)] [--units N (1000)] [--connections N (200)] [--pollers N (256)] [--workers N (2)] [--out DIR (bench/results)]\n',
+      'npm run bench:queue -- [--buyers N (50000)] [--units N (1000)] [--connections N (200)] [--pollers N (256)] [--workers N (2)] [--ttl S (120)] [--out DIR (bench/results)]\n',
     );
     return;
   }
@@ -639,6 +697,7 @@ async function main(): Promise<void> {
     connections: Number(values.connections ?? 200),
     pollersInFlight: Number(values.pollers ?? 256),
     workers: Number(values.workers ?? 2),
+    admissionTtlS: Number(values.ttl ?? 120),
     outDir: values.out ?? join(__dirname, '..', '..', 'bench', 'results'),
     log: (line) => process.stderr.write(`${line}\n`),
   });

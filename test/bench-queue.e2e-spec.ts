@@ -19,6 +19,7 @@ describe('the waiting-room benchmark (small crowd)', () => {
         connections: 32,
         pollersInFlight: 32,
         workers: 2,
+        admissionTtlS: 10,
         outDir,
         log: (line) => lines.push(line),
       });
