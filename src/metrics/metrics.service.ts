@@ -206,6 +206,13 @@ export class MetricsService {
     registers: [this.registry],
     aggregator: 'max',
   });
+  readonly queueUnitsLeft = new Gauge({
+    name: 'flashsale_queue_units_left',
+    help: 'Units left of a product with a waiting room, as its admission clock last read them',
+    labelNames: ['product'] as const,
+    registers: [this.registry],
+    aggregator: 'max',
+  });
   readonly queueAdmissionRate = new Gauge({
     name: 'flashsale_queue_admission_rate',
     help: 'Positions admitted per second over the last 30 seconds, per product (what the estimated waits use)',

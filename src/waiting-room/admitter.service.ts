@@ -93,6 +93,7 @@ export class Admitter implements OnModuleInit, OnModuleDestroy {
       const label = String(room.productId);
       this.metrics.queueWaiting.set({ product: label }, Math.max(0, positionsTaken(control) - view.admittedThrough));
       this.metrics.queueOutstanding.set({ product: label }, view.outstanding);
+      this.metrics.queueUnitsLeft.set({ product: label }, view.unitsLeft);
       this.metrics.queueAdmissionRate.set({ product: label }, view.ratePerS);
     }
   }

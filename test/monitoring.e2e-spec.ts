@@ -1,0 +1,120 @@
+// The monitoring of docs/monitoring against a real Prometheus scraping two service processes during
+// a sale: every dashboard query returns data (or is one that only has data when something fails,
+// named below), `promtool check rules` passes, and two alerts fire when their fault is made: the
+// expiry sweep held (EXPIRY_SWEEP_MS=0 on both processes) and the Redis both processes use stopped.
+// The rules are loaded with every `for:` set to 0s, so that an alert fires within a few evaluations
+// rather than after minutes; the expressions are the published ones.
+import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { FaultRedis, stopAll, waitFor } from './faults/support';
+import { resetState } from './support/database';
+import { prometheusBinary, RunningPrometheus, startPrometheus } from './support/prometheus';
+import { admin, pooled, request, ServiceProcess, shop, startService } from './support/service';
+
+const MONITORING = join(__dirname, '..', 'docs', 'monitoring');
+/** Panels whose queries have data only when something fails or is refused (their description says so). */
+const DATA_WHEN_FAILING = new Set([
+  '429 RATE_LIMITED per second',
+  'Server errors per second (503 / 500)',
+  'Waiting room: ETA error p90',
+  'Dependency errors per second',
+]);
+
+interface Panel {
+  title: string;
+  targets: Array<{ expr: string }>;
+}
+
+describe('dashboards and alert rules against a real Prometheus scraping two service processes', () => {
+  let redis: FaultRedis;
+  let a: ServiceProcess;
+  let b: ServiceProcess;
+  let prometheus: RunningPrometheus;
+
+  beforeAll(async () => {
+    await resetState();
+    redis = await FaultRedis.start();
+    const env = { REDIS_URL: redis.url, EXPIRY_SWEEP_MS: '0', ADMISSION_TICK_MS: '100', LOG_LEVEL: 'error' };
+    [a, b] = await Promise.all([startService(env), startService(env)]);
+    const rules = readFileSync(join(MONITORING, 'alerts.yml'), 'utf8').replace(/for: \S+/g, 'for: 0s');
+    prometheus = await startPrometheus([new URL(a.url).host, new URL(b.url).host], rules);
+  });
+  afterAll(async () => {
+    await stopAll(
+      () => prometheus?.stop(),
+      () => a?.stop(),
+      () => b?.stop(),
+      () => redis?.stop(),
+    );
+  });
+
+  it('answers every dashboard query with data after a sale, and promtool accepts the rules', async () => {
+    const urls = [a.url, b.url];
+    for (const url of urls) await request(url, 'GET', '/health');
+    const created = await request(a.url, 'POST', '/admin/products', { name: 'watched', stock: 40, segments: 4 }, admin);
+    const productId = created.body.id as number;
+    const replies = await pooled(
+      Array.from(
+        { length: 160 },
+        (_, i) => () => request(urls[i % 2], 'POST', '/orders', { userId: `watcher-${i}`, productId }),
+      ),
+      16,
+    );
+    const orders = replies.filter((r) => r.status === 201).map((r) => r.body as { id: number; userId: string });
+    expect(orders).toHaveLength(40);
+    for (const o of orders.slice(0, 20))
+      await request(b.url, 'POST', `/orders/${o.id}/pay`, { userId: o.userId }, shop);
+    for (const o of orders.slice(20, 25))
+      await request(a.url, 'POST', `/orders/${o.id}/cancel`, { userId: o.userId }, shop);
+    const room = await request(
+      a.url,
+      'POST',
+      '/admin/products',
+      { name: 'queued', stock: 5, segments: 1, waitingRoom: true },
+      admin,
+    );
+    for (let i = 0; i < 20; i++) {
+      const t = await request(urls[i % 2], 'POST', `/products/${room.body.id}/queue`, { userId: `q-${i}` });
+      await request(urls[(i + 1) % 2], 'GET', `/products/${room.body.id}/queue/${t.body.id}`);
+    }
+    // Scraped a few times since.
+    await new Promise((r) => setTimeout(r, 4000));
+
+    const dashboard = JSON.parse(readFileSync(join(MONITORING, 'dashboard.json'), 'utf8')) as { panels: Panel[] };
+    const empty: string[] = [];
+    for (const panel of dashboard.panels)
+      for (const target of panel.targets) {
+        const result = await prometheus.query(target.expr.replaceAll('$__rate_interval', '30s'));
+        if (result.length === 0 && !DATA_WHEN_FAILING.has(panel.title)) empty.push(`${panel.title}: ${target.expr}`);
+      }
+    expect(empty).toEqual([]);
+    // Both processes are scraped.
+    expect((await prometheus.query('up{job="flashsale"} == 1')).length).toBe(2);
+
+    const { stdout } = await promisify(execFile)(prometheusBinary('promtool'), [
+      'check',
+      'rules',
+      join(MONITORING, 'alerts.yml'),
+    ]);
+    expect(stdout).toMatch(/SUCCESS: 6 rules found/);
+  }, 120_000);
+
+  it('fires the sweep alert while no process sweeps, and the Redis alert once Redis stops', async () => {
+    const firing = async (name: string) =>
+      (await prometheus.alerts()).some((x) => x.labels.alertname === name && x.state === 'firing');
+    await waitFor('FlashSaleExpirySweepStopped firing', () => firing('FlashSaleExpirySweepStopped'), 20_000, 500);
+    expect(await firing('FlashSaleRedisMasterDown')).toBe(false);
+    await redis.stop();
+    // The gauge follows GET /health, as a load balancer's probes call it.
+    const probing = setInterval(() => {
+      for (const s of [a, b]) void request(s.url, 'GET', '/health').catch(() => undefined);
+    }, 500);
+    try {
+      await waitFor('FlashSaleRedisMasterDown firing', () => firing('FlashSaleRedisMasterDown'), 30_000, 500);
+    } finally {
+      clearInterval(probing);
+    }
+  }, 90_000);
+});
