@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { BenchmarkResult, runBenchmark } from '../bench/benchmark';
 import { targets } from '../bench/report';
 import { ScenarioResult } from '../bench/types';
+import { resetState } from './support/database';
 import { testUrls } from './support/service';
 
 describe('benchmark (quick path)', () => {
@@ -27,6 +28,8 @@ describe('benchmark (quick path)', () => {
   // One peer (bare-lua) and the service at the comparison's WORKERS keep the starts few: the
   // group-commit rows at the service's default then share the comparison's starts.
   beforeAll(async () => {
+    // No product of an earlier spec (a waiting room's clock among them) may work beside the measurements.
+    await resetState();
     const { databaseUrl, redisUrl } = testUrls();
     try {
       result = await runBenchmark({

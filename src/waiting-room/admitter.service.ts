@@ -99,6 +99,15 @@ export class Admitter implements OnModuleInit, OnModuleDestroy {
   }
 
   private async admit(room: ActiveRoom, control: QueueControl): Promise<void> {
+    // Nothing to admit by what this process read last (nobody waiting, or the budget spent): no lock
+    // and no write. The step itself decides again under the room's row.
+    const view = await this.states.view(room.productId);
+    if (
+      view !== null &&
+      (positionsTaken(control) <= view.admittedThrough ||
+        Math.ceil(this.config.admissionRatio * view.unitsLeft) <= view.outstanding)
+    )
+      return;
     const step = await this.repo.exclusively(room.productId, (row, q) =>
       this.repo.admit(q, row, positionsTaken(control), this.config.admissionRatio, room.admissionTtlS),
     );

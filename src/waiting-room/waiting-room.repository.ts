@@ -194,10 +194,8 @@ export class WaitingRoomRepository {
     const outstanding = Number(now.outstanding);
     const budget = Math.ceil(ratio * unitsLeft) - outstanding;
     const n = Math.min(budget, taken - room.admittedThrough);
-    await q(`${CLOCK} UPDATE waiting_rooms SET high_water = GREATEST(high_water, $2) WHERE product_id = $1`, [
-      room.productId,
-      taken,
-    ]);
+    if (taken > room.highWater)
+      await q(`${CLOCK} UPDATE waiting_rooms SET high_water = $2 WHERE product_id = $1`, [room.productId, taken]);
     if (n <= 0) return { batch: null, unitsLeft, outstandingBefore: outstanding };
     const first = room.admittedThrough + 1;
     const last = room.admittedThrough + n;
