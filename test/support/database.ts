@@ -60,18 +60,33 @@ export async function countByStatus(db: Client, productId: number): Promise<Reco
  * and, with `except`, the statements whose text holds it.
  */
 export async function statementCount(opts: { except?: string | string[] } = {}): Promise<number> {
+  let n = 0;
+  for (const calls of (await statementCalls(opts)).values()) n += calls;
+  return n;
+}
+
+/** statementCount() by statement text, to name what ran when a count is off. */
+export async function statementCalls(opts: { except?: string | string[] } = {}): Promise<Map<string, number>> {
   const except = opts.except === undefined ? [] : ([] as string[]).concat(opts.except);
   return withDb(async (db) => {
     await db.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
-    const { rows } = await db.query<{ n: string }>(
-      `SELECT coalesce(sum(s.calls), 0)::text AS n
+    const { rows } = await db.query<{ query: string; n: string }>(
+      `SELECT s.query, sum(s.calls)::text AS n
          FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
         WHERE d.datname = current_database() AND s.query NOT ILIKE '%pg_stat_statements%'
-          AND NOT EXISTS (SELECT 1 FROM unnest($1::text[]) AS e(text) WHERE strpos(s.query, e.text) > 0)`,
+          AND NOT EXISTS (SELECT 1 FROM unnest($1::text[]) AS e(text) WHERE strpos(s.query, e.text) > 0)
+        GROUP BY s.query`,
       [except],
     );
-    return Number(rows[0].n);
+    return new Map(rows.map((r) => [r.query, Number(r.n)]));
   });
+}
+
+/** The statements that ran between two statementCalls() readings, with how many times each ran. */
+export function statementsBetween(before: Map<string, number>, after: Map<string, number>): Record<string, number> {
+  const ran: Record<string, number> = {};
+  for (const [query, n] of after) if (n > (before.get(query) ?? 0)) ran[query] = n - (before.get(query) ?? 0);
+  return ran;
 }
 
 /** Probes, health checks and connection set-up (this reader's own among them), left out of the counts. */
