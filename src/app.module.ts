@@ -7,6 +7,7 @@ import { AdminModule } from './admin/admin.module';
 import { ResolvedConfig } from './config/app-config';
 import { AppConfigModule } from './config/config.module';
 import { DoorModule } from './door/door.module';
+import { EventsModule } from './events/events.module';
 import { HealthModule } from './health/health.module';
 import { dataSourceOptions } from './infrastructure/data-source';
 import { InfrastructureModule } from './infrastructure/infrastructure.module';
@@ -33,6 +34,7 @@ export class AppModule {
         WaitingRoomModule,
         OrdersModule,
         AdminModule,
+        EventsModule,
         HealthModule,
       ],
     };

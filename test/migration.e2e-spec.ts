@@ -1,14 +1,15 @@
 // The lifecycle migration on a database that already has orders: orders taken before it were
 // final, so they become `paid` (and keep counting as their user's live order); the unique key
 // becomes the partial index over live orders; and it can be reverted while no user has ordered
-// twice. Then the waiting-room migration on top of it, and back. Runs on a database of its own in
-// the test run's PostgreSQL.
+// twice. Then the waiting-room and the order-events migrations on top of it, and back. Runs on a
+// database of its own in the test run's PostgreSQL.
 import { DataSource } from 'typeorm';
 import { dataSourceOptions } from '../src/infrastructure/data-source';
 import { runMigrations } from '../src/infrastructure/migrate';
 import { InitialSchema1763700000000 } from '../migrations/1763700000000-InitialSchema';
 import { OrderLifecycle1763900000000 } from '../migrations/1763900000000-OrderLifecycle';
 import { WaitingRoom1764000000000 } from '../migrations/1764000000000-WaitingRoom';
+import { OrderEvents1764100000000 } from '../migrations/1764100000000-OrderEvents';
 import { withPg } from './faults/support';
 import { testUrls } from './support/service';
 
@@ -53,7 +54,11 @@ describe('the order lifecycle migration', () => {
           (1, 'bob', 1, '[{"segment":1,"quantity":1}]', '2026-01-01T10:00:01Z')`);
     });
 
-    expect(await runMigrations(url)).toEqual(['OrderLifecycle1763900000000', 'WaitingRoom1764000000000']);
+    expect(await runMigrations(url)).toEqual([
+      'OrderLifecycle1763900000000',
+      'WaitingRoom1764000000000',
+      'OrderEvents1764100000000',
+    ]);
 
     await withPg(url, async (db) => {
       const orders = await db.query(
@@ -85,11 +90,12 @@ describe('the order lifecycle migration', () => {
     });
   });
 
-  it('should keep products and orders as they were under the waiting-room migration, spend an admission once, and go back', async () => {
+  it('should keep products and orders as they were under the waiting-room migration, spend an admission once, write each change's event with it under the events migration, and go back', async () => {
     const ds = await migrateWith(url, [
       InitialSchema1763700000000,
       OrderLifecycle1763900000000,
       WaitingRoom1764000000000,
+      OrderEvents1764100000000,
     ]);
     try {
       await withPg(url, async (db) => {
@@ -111,6 +117,38 @@ describe('the order lifecycle migration', () => {
         await spend('q-1', 7);
         await expect(spend('q-2', 7)).rejects.toMatchObject({ code: '23505', constraint: 'orders_admission_spent' });
         await db.query(`DELETE FROM orders WHERE user_id IN ('nq-1', 'nq-2', 'q-1')`);
+      });
+      // The outbox: each order change and a product's last unit write their events in the statement
+      // that makes them, and nothing is written for an UPDATE that changes no status.
+      await withPg(url, async (db) => {
+        await db.query('TRUNCATE order_events');
+        await db.query(`UPDATE stock_segments SET stock = 1 WHERE product_id = 1`);
+        await db.query(
+          `INSERT INTO orders (product_id, user_id, quantity, allocations, status, expires_at)
+           VALUES (1, 'ev', 1, '[]', 'reserved', now() + interval '1 hour')`,
+        );
+        await db.query(`UPDATE orders SET expires_at = expires_at WHERE user_id = 'ev'`);
+        await db.query(`UPDATE orders SET status = 'paid', paid_at = now() WHERE user_id = 'ev'`);
+        await db.query(`UPDATE stock_segments SET stock = 0 WHERE product_id = 1 AND idx = 0`);
+        await db.query(`UPDATE stock_segments SET stock = 0 WHERE product_id = 1 AND idx = 1`);
+        const events = await db.query(
+          `SELECT type, data->>'status' AS status, data->>'userId' AS user_id FROM order_events ORDER BY tx, id`,
+        );
+        expect(events.rows).toEqual([
+          { type: 'order.reserved', status: 'reserved', user_id: 'ev' },
+          { type: 'order.paid', status: 'paid', user_id: 'ev' },
+          { type: 'product.sold_out', status: null, user_id: null },
+        ]);
+        await db.query(`DELETE FROM orders WHERE user_id = 'ev'`);
+      });
+      await ds.undoLastMigration({ transaction: 'each' });
+      await withPg(url, async (db) => {
+        const left = await db.query(
+          `SELECT table_name FROM information_schema.tables WHERE table_name IN ('order_events', 'event_marks', 'webhook_dead_letters')`,
+        );
+        expect(left.rows).toEqual([]);
+        const triggers = await db.query(`SELECT tgname FROM pg_trigger WHERE NOT tgisinternal`);
+        expect(triggers.rows).toEqual([]);
       });
       await ds.undoLastMigration({ transaction: 'each' });
       await withPg(url, async (db) => {

@@ -1,7 +1,8 @@
 // The monitoring of docs/monitoring against a real Prometheus scraping two service processes during
 // a sale: every dashboard query returns data (or is one that only has data when something fails,
-// named below), `promtool check rules` passes, and two alerts fire when their fault is made: the
-// expiry sweep held (EXPIRY_SWEEP_MS=0 on both processes) and the Redis both processes use stopped.
+// named below), `promtool check rules` passes, and three alerts fire when their fault is made: the
+// expiry sweep held (EXPIRY_SWEEP_MS=0 on both processes), a webhook receiver that refuses every
+// delivery (dead letters), and the Redis both processes use stopped.
 // The rules are loaded with every `for:` set to 0s, so that an alert fires within a few evaluations
 // rather than after minutes; the expressions are the published ones.
 import { execFile } from 'node:child_process';
@@ -10,11 +11,13 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { FaultRedis, stopAll, waitFor } from './faults/support';
 import { resetState } from './support/database';
+import { startReceiver, WebhookReceiver } from './support/events';
 import { prometheusBinary, RunningPrometheus, startPrometheus } from './support/prometheus';
 import { admin, pooled, request, ServiceProcess, shop, startService } from './support/service';
 
 const MONITORING = join(__dirname, '..', 'docs', 'monitoring');
 /** Panels whose queries have data only when something fails or is refused (their description says so). */
+const WEBHOOK_SECRET = 'webhook-secret-for-the-specs-0123456789';
 const DATA_WHEN_FAILING = new Set([
   '429 RATE_LIMITED per second',
   'Server errors per second (503 / 500)',
@@ -32,11 +35,24 @@ describe('dashboards and alert rules against a real Prometheus scraping two serv
   let a: ServiceProcess;
   let b: ServiceProcess;
   let prometheus: RunningPrometheus;
+  let receiver: WebhookReceiver;
 
   beforeAll(async () => {
     await resetState();
     redis = await FaultRedis.start();
-    const env = { REDIS_URL: redis.url, EXPIRY_SWEEP_MS: '0', ADMISSION_TICK_MS: '100', LOG_LEVEL: 'error' };
+    // A webhook receiver that refuses everything: every batch becomes a dead letter at its first failure.
+    receiver = await startReceiver(WEBHOOK_SECRET);
+    receiver.script([], 'fail');
+    const env = {
+      REDIS_URL: redis.url,
+      EXPIRY_SWEEP_MS: '0',
+      ADMISSION_TICK_MS: '100',
+      LOG_LEVEL: 'error',
+      WEBHOOK_URL: receiver.url,
+      WEBHOOK_SECRET,
+      WEBHOOK_MAX_ATTEMPTS: '1',
+      EVENTS_POLL_MS: '100',
+    };
     [a, b] = await Promise.all([startService(env), startService(env)]);
     const rules = readFileSync(join(MONITORING, 'alerts.yml'), 'utf8').replace(/for: \S+/g, 'for: 0s');
     prometheus = await startPrometheus([new URL(a.url).host, new URL(b.url).host], rules);
@@ -47,6 +63,7 @@ describe('dashboards and alert rules against a real Prometheus scraping two serv
       () => a?.stop(),
       () => b?.stop(),
       () => redis?.stop(),
+      () => receiver?.close(),
     );
   });
 
@@ -79,6 +96,8 @@ describe('dashboards and alert rules against a real Prometheus scraping two serv
       const t = await request(urls[i % 2], 'POST', `/products/${room.body.id}/queue`, { userId: `q-${i}` });
       await request(urls[(i + 1) % 2], 'GET', `/products/${room.body.id}/queue/${t.body.id}`);
     }
+    // A shop reads the event stream.
+    expect((await request(b.url, 'GET', '/events?limit=10', undefined, shop)).status).toBe(200);
     // Scraped a few times since.
     await new Promise((r) => setTimeout(r, 4000));
 
@@ -98,13 +117,14 @@ describe('dashboards and alert rules against a real Prometheus scraping two serv
       'rules',
       join(MONITORING, 'alerts.yml'),
     ]);
-    expect(stdout).toMatch(/SUCCESS: 6 rules found/);
+    expect(stdout).toMatch(/SUCCESS: 8 rules found/);
   }, 120_000);
 
-  it('fires the sweep alert while no process sweeps, and the Redis alert once Redis stops', async () => {
+  it('fires the sweep alert while no process sweeps, the dead-letter alert while the webhook fails, and the Redis alert once Redis stops', async () => {
     const firing = async (name: string) =>
       (await prometheus.alerts()).some((x) => x.labels.alertname === name && x.state === 'firing');
     await waitFor('FlashSaleExpirySweepStopped firing', () => firing('FlashSaleExpirySweepStopped'), 20_000, 500);
+    await waitFor('FlashSaleWebhookDeadLetters firing', () => firing('FlashSaleWebhookDeadLetters'), 20_000, 500);
     expect(await firing('FlashSaleRedisMasterDown')).toBe(false);
     await redis.stop();
     // The gauge follows GET /health, as a load balancer's probes call it.

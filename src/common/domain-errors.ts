@@ -16,6 +16,7 @@ export type ErrorCode =
   | 'ORDER_NOT_FOUND'
   | 'TICKET_NOT_FOUND'
   | 'NO_WAITING_ROOM'
+  | 'EVENTS_PRUNED'
   | 'ADMISSION_REQUIRED'
   | 'ADMISSION_INVALID'
   | 'ALREADY_ORDERED'
@@ -53,6 +54,7 @@ export const ERROR_STATUS: Record<ErrorCode, number> = {
   ORDER_CANCELLED: 409,
   ORDER_PAID: 409,
   SOLD_OUT: 410,
+  EVENTS_PRUNED: 410,
   PAYLOAD_TOO_LARGE: 413,
   UNSUPPORTED_MEDIA_TYPE: 415,
   RATE_LIMITED: 429,
@@ -134,6 +136,15 @@ export class TicketNotFoundError extends DomainError {
   readonly code = 'TICKET_NOT_FOUND';
   constructor(message = 'no such ticket for this product and user; join the queue (again) to get one') {
     super(message);
+  }
+}
+/** A stream cursor older than what is kept (EVENTS_RETENTION_S): the events after it are gone. */
+export class EventsPrunedError extends DomainError {
+  readonly code = 'EVENTS_PRUNED';
+  constructor(readonly oldest: string) {
+    super(
+      `events up to ${oldest} were pruned (EVENTS_RETENTION_S): read the orders' state from the API, then go on after ${oldest}`,
+    );
   }
 }
 /** The product sells without a queue: order it directly. */

@@ -34,6 +34,16 @@ describe('loadConfig', () => {
       door: { rateLimitUser: '5,10', rateLimitIp: '50,100', trustProxy: undefined, soldOutStaleMs: 100 },
       identity: { jwtSecret: undefined, jwtPublicKey: undefined, shopToken: undefined },
       waitingRoom: { admissionRatio: 1.5, admissionTickMs: 100, queueShards: 16, secret: undefined },
+      events: {
+        retentionS: 604_800,
+        pollMs: 200,
+        webhookUrl: undefined,
+        webhookSecret: undefined,
+        webhookMaxAttempts: 8,
+        webhookTimeoutMs: 5000,
+        webhookBackoffMs: 500,
+        webhookBatch: 100,
+      },
       logging: { level: 'info' },
       embedded: { dataDir: '.data' },
     });
@@ -81,6 +91,14 @@ describe('loadConfig', () => {
       ADMISSION_TICK_MS: '40',
       QUEUE_SHARDS: '4',
       ADMISSION_SECRET: 'an-admission-secret-of-32-characters',
+      EVENTS_RETENTION_S: '3600',
+      EVENTS_POLL_MS: '75',
+      WEBHOOK_URL: 'https://shop.example/hooks/flashsale',
+      WEBHOOK_SECRET: 'a-webhook-secret-of-32-characters!!',
+      WEBHOOK_MAX_ATTEMPTS: '5',
+      WEBHOOK_TIMEOUT_MS: '2500',
+      WEBHOOK_BACKOFF_MS: '100',
+      WEBHOOK_BATCH: '50',
     });
     expect(c).toEqual({
       http: { port: 8080, host: '127.0.0.1', workers: 4, retryAfterS: 3 },
@@ -111,6 +129,16 @@ describe('loadConfig', () => {
         admissionTickMs: 40,
         queueShards: 4,
         secret: 'an-admission-secret-of-32-characters',
+      },
+      events: {
+        retentionS: 3600,
+        pollMs: 75,
+        webhookUrl: 'https://shop.example/hooks/flashsale',
+        webhookSecret: 'a-webhook-secret-of-32-characters!!',
+        webhookMaxAttempts: 5,
+        webhookTimeoutMs: 2500,
+        webhookBackoffMs: 100,
+        webhookBatch: 50,
       },
       logging: { level: 'warn' },
       embedded: { dataDir: '/var/lib/flashsale' },
@@ -219,6 +247,17 @@ describe('loadConfig', () => {
       BUYER_JWT_PUBLIC_KEY: '-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----',
     });
     expect(err.message).toContain('BUYER_JWT_SECRET and BUYER_JWT_PUBLIC_KEY are both set');
+  });
+
+  it('should refuse WEBHOOK_URL without a WEBHOOK_SECRET of 32 characters, and a URL that is not http(s)', () => {
+    const url = 'https://shop.example/hook';
+    expect(refusal({ WEBHOOK_URL: url }).message).toContain('WEBHOOK_SECRET must be set (at least 32 characters)');
+    expect(refusal({ WEBHOOK_URL: url, WEBHOOK_SECRET: 'short' }).message).toContain(
+      'WEBHOOK_SECRET must be at least 32 characters',
+    );
+    expect(refusal({ WEBHOOK_URL: 'ftp://shop.example/hook', WEBHOOK_SECRET: 's'.repeat(32) }).message).toContain(
+      'WEBHOOK_URL must be an http:// or https:// URL',
+    );
   });
 
   it('should speak of the variable, not of the property it is read into', () => {

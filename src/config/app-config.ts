@@ -15,6 +15,7 @@ import {
   Max,
   Min,
   MinLength,
+  ValidateIf,
   validateSync,
 } from 'class-validator';
 
@@ -215,6 +216,35 @@ export class WaitingRoomConfig {
   secret?: string;
 }
 
+/** The order event stream: how long events are kept, how often readers look for new ones, and the webhook. */
+export class EventsConfig {
+  /** Events older than this are deleted (not before the webhook delivered them). */
+  @Env('EVENTS_RETENTION_S') @Transform(toInt) @IsInt() @Min(60) @Max(31_536_000) retentionS = 604_800;
+  /** How often a waiting reader (long-poll, SSE) or the webhook looks for new events. */
+  @Env('EVENTS_POLL_MS') @Transform(toInt) @IsInt() @Min(10) @Max(10_000) pollMs = 200;
+  /** Where events are POSTed (batches, signed); unset: no webhook. */
+  @Env('WEBHOOK_URL')
+  @Transform(emptyToUndefined)
+  @IsOptional()
+  @Matches(/^https?:\/\/[^\s]+$/, { message: 'WEBHOOK_URL must be an http:// or https:// URL' })
+  webhookUrl?: string;
+  /** HMAC-SHA256 key of the webhook's signature header; required with WEBHOOK_URL. */
+  @Env('WEBHOOK_SECRET')
+  @Transform(emptyToUndefined)
+  @ValidateIf((o: EventsConfig) => o.webhookUrl !== undefined || o.webhookSecret !== undefined)
+  @IsString({ message: 'WEBHOOK_SECRET must be set (at least 32 characters) when WEBHOOK_URL is' })
+  @MinLength(32, { message: 'WEBHOOK_SECRET must be at least 32 characters' })
+  webhookSecret?: string;
+  /** Deliveries of one batch before its events are set aside as dead letters. */
+  @Env('WEBHOOK_MAX_ATTEMPTS') @Transform(toInt) @IsInt() @Min(1) @Max(100) webhookMaxAttempts = 8;
+  /** How long a delivery may take before it counts as failed. */
+  @Env('WEBHOOK_TIMEOUT_MS') @Transform(toInt) @IsInt() @Min(100) @Max(120_000) webhookTimeoutMs = 5000;
+  /** The first retry's delay; each next one doubles, up to 60 s. */
+  @Env('WEBHOOK_BACKOFF_MS') @Transform(toInt) @IsInt() @Min(10) @Max(60_000) webhookBackoffMs = 500;
+  /** Events per POST at most. */
+  @Env('WEBHOOK_BATCH') @Transform(toInt) @IsInt() @Min(1) @Max(1000) webhookBatch = 100;
+}
+
 export class LoggingConfig {
   @Env('LOG_LEVEL') @IsIn(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) level = 'info';
 }
@@ -237,6 +267,7 @@ export const CONFIG_AREAS = {
   door: DoorConfig,
   identity: IdentityConfig,
   waitingRoom: WaitingRoomConfig,
+  events: EventsConfig,
   logging: LoggingConfig,
   embedded: EmbeddedConfig,
 } as const;

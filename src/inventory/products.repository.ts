@@ -8,6 +8,7 @@ import { DataSource, EntityManager } from 'typeorm';
 import { DatabaseConfig, HttpConfig, InventoryConfig } from '../config/app-config';
 import { mapDatabaseError } from '../common/database-errors';
 import { DomainError, ProductNotFoundError } from '../common/domain-errors';
+import { writeProductEvent } from '../events/product-events';
 import { NewProduct, ProductInfo, ProductView, SaleTerms } from './product.types';
 import { evenSplit, fillEvenly } from './segment-plan';
 
@@ -82,7 +83,16 @@ export class ProductsRepository {
         );
         if (p.waitingRoom) await this.openWaitingRoom(tx, row.id);
         await this.writeSegments(tx, row.id, evenSplit(p.stock, p.segments));
-        return this.viewIn(tx, row.id);
+        const view = await this.viewIn(tx, row.id);
+        await writeProductEvent(tx, row.id, 'product.created', {
+          name: view.name,
+          stock: view.stock,
+          segments: view.segmentCount,
+          startsAt: view.startsAt,
+          endsAt: view.endsAt,
+          waitingRoom: view.waitingRoom,
+        });
+        return view;
       }),
     );
   }
@@ -98,7 +108,8 @@ export class ProductsRepository {
   updateTerms(productId: number, decide: (before: ProductView) => SaleTerms): Promise<ProductView> {
     return this.guard(() =>
       this.db.transaction(async (tx) => {
-        const after = decide(await this.viewIn(tx, productId, 'FOR NO KEY UPDATE'));
+        const before = await this.viewIn(tx, productId, 'FOR NO KEY UPDATE');
+        const after = decide(before);
         await tx.query(
           `UPDATE products SET name = $2, limit_per_user = $3, starts_at = $4, ends_at = $5, payment_timeout_s = $6,
                                waiting_room = $7, admission_ttl_s = $8 WHERE id = $1`,
@@ -114,7 +125,14 @@ export class ProductsRepository {
           ],
         );
         if (after.waitingRoom) await this.openWaitingRoom(tx, productId);
-        return this.viewIn(tx, productId);
+        const view = await this.viewIn(tx, productId);
+        if (!sameTime(before.startsAt, view.startsAt) || !sameTime(before.endsAt, view.endsAt))
+          await writeProductEvent(tx, productId, 'product.window_changed', {
+            startsAt: view.startsAt,
+            endsAt: view.endsAt,
+            before: { startsAt: before.startsAt, endsAt: before.endsAt },
+          });
+        return view;
       }),
     );
   }
@@ -148,8 +166,15 @@ export class ProductsRepository {
           [productId, filled.map((f) => f.idx), filled.map((f) => f.add)],
         );
         await tx.query('UPDATE products SET total_stock = total_stock + $2 WHERE id = $1', [productId, units]);
+        const view = await this.viewIn(tx, productId);
+        await writeProductEvent(tx, productId, 'product.restocked', {
+          units,
+          stock: view.stock,
+          stocked: view.stocked,
+          segments: view.segments,
+        });
         return {
-          view: await this.viewIn(tx, productId),
+          view,
           layoutVersion: product.layout_version,
           filled: filled.map((f) => f.idx),
         };
@@ -188,7 +213,13 @@ export class ProductsRepository {
           productId,
           target,
         ]);
-        return { before, after: await this.viewIn(tx, productId), oldVersion: product.layout_version };
+        const after = await this.viewIn(tx, productId);
+        await writeProductEvent(tx, productId, 'product.rebalanced', {
+          stock: after.stock,
+          segmentsBefore: before.segments,
+          segments: after.segments,
+        });
+        return { before, after, oldVersion: product.layout_version };
       }),
     );
   }
@@ -283,4 +314,9 @@ export class ProductsRepository {
       throw mapDatabaseError(err, this.http.retryAfterS);
     }
   }
+}
+
+/** Whether two optional instants are the same (a PATCH rewrites the row even when nothing changed). */
+function sameTime(a: Date | null, b: Date | null): boolean {
+  return (a?.getTime() ?? null) === (b?.getTime() ?? null);
 }

@@ -227,6 +227,40 @@ export class MetricsService {
     registers: [this.registry],
   });
 
+  readonly eventsServed = new Counter({
+    name: 'flashsale_events_served_total',
+    help: 'Order and product events handed to readers of GET /events, by how they read (poll or sse)',
+    labelNames: ['via'] as const,
+    registers: [this.registry],
+  });
+  readonly eventsPruned = new Counter({
+    name: 'flashsale_events_pruned_total',
+    help: 'Events deleted after EVENTS_RETENTION_S',
+    registers: [this.registry],
+  });
+  readonly webhookDeliveries = new Counter({
+    name: 'flashsale_webhook_deliveries_total',
+    help: 'Webhook POSTs (each a batch of events) by outcome: delivered, failed (an answer other than 2xx), timeout, error (no answer)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly webhookEventsDelivered = new Counter({
+    name: 'flashsale_webhook_events_delivered_total',
+    help: 'Events the webhook receiver acknowledged with a 2xx',
+    registers: [this.registry],
+  });
+  readonly webhookDeadLetters = new Counter({
+    name: 'flashsale_webhook_dead_letters_total',
+    help: 'Events set aside as dead letters after WEBHOOK_MAX_ATTEMPTS failed deliveries',
+    registers: [this.registry],
+  });
+  readonly webhookLagSeconds = new Gauge({
+    name: 'flashsale_webhook_lag_seconds',
+    help: 'Age of the oldest event not yet delivered to the webhook (0: caught up), as the delivering process last saw it',
+    registers: [this.registry],
+    aggregator: 'max',
+  });
+
   private readonly pending = new Map<number, (text?: string) => void>();
 
   constructor() {

@@ -18,7 +18,13 @@ export async function withDb<T>(work: (db: Client) => Promise<T>): Promise<T> {
 
 /** Empties every table and the Redis database between specs. */
 export async function resetState(): Promise<void> {
-  await withDb((db) => db.query('TRUNCATE orders, stock_segments, products RESTART IDENTITY CASCADE'));
+  await withDb(async (db) => {
+    await db.query(
+      'TRUNCATE orders, stock_segments, products, order_events, webhook_dead_letters RESTART IDENTITY CASCADE',
+    );
+    await db.query(`DELETE FROM event_marks WHERE name <> 'pruned'`);
+    await db.query(`UPDATE event_marks SET tx = '0', id = 0`);
+  });
   const redis = new Redis(testUrls().redisUrl);
   try {
     await redis.flushall();

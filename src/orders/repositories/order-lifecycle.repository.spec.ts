@@ -69,7 +69,7 @@ describe('OrderLifecycleRepository', () => {
         if (sql.includes('SELECT product_id, user_id')) return [{ product_id: 7, user_id: 'u1' }];
         if (sql.includes('FROM products')) return [{ layout_version: 1, segment_count: 4 }];
         if (sql.includes('FROM orders WHERE id = $1 FOR UPDATE')) return [record('reserved')];
-        if (sql.includes('UPDATE stock_segments')) return [[], 1];
+        if (sql.includes('UPDATE stock_segments')) return [{ n: 1 }];
         if (sql.includes('UPDATE orders')) return [[record('cancelled')], 1];
         return [];
       });
@@ -122,7 +122,7 @@ describe('OrderLifecycleRepository', () => {
         if (sql.includes('SELECT product_id, user_id')) return [{ product_id: 7, user_id: 'u1' }];
         if (sql.includes('FROM products')) return [{ layout_version: 1, segment_count: 4 }];
         if (sql.includes('FROM orders WHERE id = $1 FOR UPDATE')) return [record('reserved', { open: true })];
-        if (sql.includes('UPDATE stock_segments')) return [[], 1];
+        if (sql.includes('UPDATE stock_segments')) return [{ n: 1 }];
         if (sql.includes('UPDATE orders')) return [[record('cancelled')], 1];
         return [];
       });

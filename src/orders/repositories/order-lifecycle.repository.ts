@@ -93,7 +93,7 @@ export class OrderLifecycleRepository {
           )) as Array<OrderRecord & { open: boolean }>;
           const settled = decide(row);
           if (settled) return { order: settled, returned: null };
-          const returned = await returnUnits(tx, tag, head.product_id, product, [row]);
+          const returned = await returnUnits(tx, tag, head.product_id, product, [row], 'cancelled');
           const [[done]] = (await tx.query(
             tagged(
               tag,
@@ -138,8 +138,10 @@ export class OrderLifecycleRepository {
       tag,
       (err) => this.mapped(err) as Error,
       async (tx) => {
-        const product = await lockProductForReturns(tx, productId);
-        if (!product) return { orders: 0, returned: null, lagsMs: [] };
+        // The due orders are locked before the product: this transaction's id (taken by its first
+        // lock) is then newer than those of the sales that made them, so the event stream, which
+        // is in transaction order, has each order's expiry after its reservation. The product lock
+        // still comes before any unit goes back; FOR SHARE does not conflict with a cancel's.
         const rows = (await tx.query(
           `SELECT id, allocations, (extract(epoch FROM now() - expires_at) * 1000)::float8 AS lag_ms
              FROM orders WHERE product_id = $1 AND status = 'reserved' AND expires_at <= now()
@@ -147,7 +149,9 @@ export class OrderLifecycleRepository {
           [productId, limit],
         )) as Array<{ id: string; allocations: Allocation[]; lag_ms: number }>;
         if (rows.length === 0) return { orders: 0, returned: null, lagsMs: [] };
-        const returned = await returnUnits(tx, tag, productId, product, rows);
+        const product = await lockProductForReturns(tx, productId);
+        if (!product) return { orders: 0, returned: null, lagsMs: [] };
+        const returned = await returnUnits(tx, tag, productId, product, rows, 'expired');
         await tx.query(
           tagged(tag, `UPDATE orders SET status = 'expired', closed_at = now() WHERE id = ANY($1::bigint[])`),
           [rows.map((r) => r.id)],

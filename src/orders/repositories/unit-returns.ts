@@ -1,5 +1,6 @@
 // Putting the units of closed orders (cancelled or expired) back into their segments, inside the
-// transaction that closes them, so a unit comes back exactly when its order stops holding it.
+// transaction that closes them, so a unit comes back exactly when its order stops holding it; the
+// event stream's units.returned is written by the same statement.
 import { QueryRunner } from 'typeorm';
 import { Allocation, ReturnedUnits } from '../order.types';
 import { tagged } from './order-sql';
@@ -35,6 +36,7 @@ export async function returnUnits(
   productId: number,
   product: { layoutVersion: number; segmentCount: number },
   orders: Array<{ allocations: Allocation[] }>,
+  reason: 'cancelled' | 'expired',
 ): Promise<ReturnedUnits> {
   const back = new Map<number, number>();
   let smallest: number | undefined;
@@ -62,15 +64,25 @@ export async function returnUnits(
     'SELECT idx FROM stock_segments WHERE product_id = $1 AND idx = ANY($2::int[]) ORDER BY idx FOR UPDATE',
     [productId, segments],
   );
-  const updated = (await tx.query(
+  // The units go back and the stream's units.returned event is written in one statement.
+  const [{ n }] = (await tx.query(
     tagged(
       tag,
-      `UPDATE stock_segments s SET stock = s.stock + v.q FROM unnest($2::int[], $3::bigint[]) AS v(idx, q) WHERE s.product_id = $1 AND s.idx = v.idx`,
+      `WITH back AS (
+         UPDATE stock_segments s SET stock = s.stock + v.q FROM unnest($2::int[], $3::bigint[]) AS v(idx, q)
+          WHERE s.product_id = $1 AND s.idx = v.idx RETURNING s.idx, v.q
+       ), event AS (
+         INSERT INTO order_events (product_id, type, data)
+         SELECT $1, 'units.returned', jsonb_build_object('productId', $1::int, 'reason', $4::text, 'orders', $5::int,
+                  'quantity', sum(q), 'segments', jsonb_agg(jsonb_build_object('segment', idx, 'units', q) ORDER BY idx))
+           FROM back
+       )
+       SELECT count(*)::int AS n FROM back`,
     ),
-    [productId, segments, units],
-  )) as [unknown, number];
+    [productId, segments, units, reason, orders.length],
+  )) as Array<{ n: number }>;
   // The product lock keeps every segment below segment_count in place; anything else is a bug that must not lose units.
-  if (updated[1] !== segments.length)
-    throw new Error(`returning units of product ${productId}: ${updated[1]} of ${segments.length} segments found`);
+  if (n !== segments.length)
+    throw new Error(`returning units of product ${productId}: ${n} of ${segments.length} segments found`);
   return { productId, layoutVersion: product.layoutVersion, segments, units: units.reduce((a, b) => a + b, 0) };
 }
