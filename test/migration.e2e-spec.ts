@@ -90,7 +90,7 @@ describe('the order lifecycle migration', () => {
     });
   });
 
-  it('should keep products and orders as they were under the waiting-room migration, spend an admission once, write each change's event with it under the events migration, and go back', async () => {
+  it("should keep products and orders as they were under the waiting-room migration, spend an admission once, write each change's event with it under the events migration, and go back", async () => {
     const ds = await migrateWith(url, [
       InitialSchema1763700000000,
       OrderLifecycle1763900000000,

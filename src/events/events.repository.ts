@@ -191,9 +191,7 @@ export class EventsRepository {
   }
 
   /** Dead letters, newest first. */
-  async deadLetters(
-    limit: number,
-  ): Promise<
+  async deadLetters(limit: number): Promise<
     Array<{
       id: number;
       firstCursor: string;

@@ -89,8 +89,8 @@ describe('webhook delivery through failing receivers and a killed process', () =
   });
   afterAll(async () => {
     await stopAll(
-      () => a?.stop(),
-      () => b?.stop(),
+      async () => a?.stop(),
+      async () => b?.stop(),
       () => receiver?.close(),
       () => db?.end(),
     );
@@ -112,7 +112,7 @@ describe('webhook delivery through failing receivers and a killed process', () =
     const victim = [a, b].find((s) => owner.split(':')[1] === String(s?.pid)) as ServiceProcess;
     expect(victim).toBeDefined();
     victim.child.kill('SIGKILL');
-    const survivor = (victim === a ? b : a);
+    const survivor = victim === a ? b : a;
     if (victim === a) a = undefined;
     else b = undefined;
 
@@ -138,8 +138,8 @@ describe('webhook delivery through failing receivers and a killed process', () =
 
   it('sets a batch aside as a dead letter after WEBHOOK_MAX_ATTEMPTS failures, counts it, and delivers on past it', async () => {
     await stopAll(
-      () => a?.stop(),
-      () => b?.stop(),
+      async () => a?.stop(),
+      async () => b?.stop(),
     );
     await resetState();
     receiver.deliveries.length = 0;

@@ -77,8 +77,8 @@ export function replay(events: StreamEvent[], productId: number): Replayed {
       default:
         if (e.type.startsWith('order.')) {
           const o = orders.get(e.orderId as number) ?? {
-            statuses: [],
-            userId: e.data.userId,
+            statuses: [] as string[],
+            userId: e.data.userId as string,
             quantity: e.data.quantity,
           };
           o.statuses.push(e.data.status as string);
