@@ -48,5 +48,10 @@ export default defineConfig(
     files: ['**/*.js', '**/*.mjs'],
     extends: [tseslint.configs.disableTypeChecked],
   },
+  {
+    // The operator page runs in the browser, with uPlot loaded before it.
+    files: ['src/operator/page/**/*.js'],
+    languageOptions: { globals: { ...globals.browser, uPlot: 'readonly' }, sourceType: 'script' },
+  },
   prettier,
 );

@@ -12,6 +12,7 @@ import { HealthModule } from './health/health.module';
 import { dataSourceOptions } from './infrastructure/data-source';
 import { InfrastructureModule } from './infrastructure/infrastructure.module';
 import { loggerParams } from './logging/logger';
+import { OperatorModule } from './operator/operator.module';
 import { OrdersModule } from './orders/orders.module';
 import { WaitingRoomModule } from './waiting-room/waiting-room.module';
 
@@ -35,6 +36,7 @@ export class AppModule {
         OrdersModule,
         AdminModule,
         EventsModule,
+        OperatorModule,
         HealthModule,
       ],
     };

@@ -120,6 +120,10 @@ export class RateLimitedError extends DomainError {
     return `too many calls from this ${limit === 'user' ? 'user' : 'address'}: retry after ${retryAfterS} s`;
   }
 }
+/** A path that names nothing (an asset of the operator page that does not exist). */
+export class NotFoundError extends DomainError {
+  readonly code = 'NOT_FOUND';
+}
 export class ProductNotFoundError extends DomainError {
   readonly code = 'PRODUCT_NOT_FOUND';
   constructor(id: number) {

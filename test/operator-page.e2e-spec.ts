@@ -1,0 +1,233 @@
+/// <reference lib="dom" />
+// (The callbacks of page.evaluate run in the browser, on its DOM.)
+// The operator page in a real browser (Debian's chromium, driven by playwright-core; `.ci/run`
+// installs it when missing) against two service processes on one PostgreSQL and one Redis: a wrong
+// token is refused; logged in, the operator creates a product through the page, a sale runs
+// against both processes, and what the page shows (segment bars, stock, sold, the processes
+// reporting, orders per second, the events) is checked against PostgreSQL; then every action
+// (restock, rebalance, change the window, end the sale now) is made through the page, each after
+// its confirmation, and checked in PostgreSQL. With OPERATOR_SCREENSHOTS=<dir> it saves screenshots
+// of the live sale there (docs/images holds the ones the README shows).
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { Browser, chromium, Page } from 'playwright-core';
+import { Client } from 'pg';
+import { waitFor } from './faults/support';
+import { chromiumPath } from './support/chromium';
+import { resetState } from './support/database';
+import { ADMIN_TOKEN, pooled, request, ServiceProcess, shop, startService, testUrls } from './support/service';
+
+const SCREENSHOTS = process.env.OPERATOR_SCREENSHOTS;
+
+describe('the operator page in a real browser, against two service processes', () => {
+  let a: ServiceProcess;
+  let b: ServiceProcess;
+  let browser: Browser;
+  let page: Page;
+  let db: Client;
+  const dialogs: string[] = [];
+
+  /** The page's text of an element (by data-testid), inside the card of `productId` when given. */
+  const text = (testid: string, productId?: number) =>
+    page.evaluate(
+      ({ id, pid }) => {
+        const root = pid === null ? document : document.querySelector(`[data-product="${pid}"]`);
+        return root?.querySelector(`[data-testid="${id}"]`)?.textContent ?? null;
+      },
+      { id: testid, pid: productId ?? null },
+    );
+  const bars = (productId: number) =>
+    page.evaluate(
+      (pid) =>
+        [...document.querySelectorAll(`[data-product="${pid}"] [data-testid="segments"] .bar`)].map((b) =>
+          Number((b as HTMLElement).dataset.stock),
+        ),
+      productId,
+    );
+  const segmentsInDb = async (productId: number) =>
+    (
+      await db.query<{ stock: string }>('SELECT stock FROM stock_segments WHERE product_id = $1 ORDER BY idx', [
+        productId,
+      ])
+    ).rows.map((r) => Number(r.stock));
+  /** Sets an input of the product's card (by name) the way a user's typing ends: value, then input and change events. */
+  const setInput = (productId: number, name: string, value: string) =>
+    page.fill(`[data-product="${productId}"] input[name="${name}"]`, value);
+  /** Clicks an action's button (its confirmation is accepted) and waits for the page to say that it was done. */
+  const act = async (productId: number, action: string) => {
+    // The previous action's "done" must not be taken for this one's.
+    await page.evaluate(() => (document.getElementById('message')!.textContent = ''));
+    await page.click(`[data-product="${productId}"] button[data-action="${action}"]`);
+    await waitFor(`the page to confirm ${action}`, async () => {
+      const said = (await text('message')) ?? '';
+      if (said.includes('failed')) throw new Error(said);
+      return said.includes(`done for product ${productId}`);
+    });
+  };
+  const shot = async (name: string) => {
+    if (!SCREENSHOTS) return;
+    // The seconds just past are flushed and polled by then.
+    await new Promise((r) => setTimeout(r, 2500));
+    mkdirSync(SCREENSHOTS, { recursive: true });
+    await page.screenshot({ path: join(SCREENSHOTS, name), fullPage: true });
+  };
+
+  beforeAll(async () => {
+    await resetState();
+    db = new Client({ connectionString: testUrls().databaseUrl });
+    await db.connect();
+    const env = { EVENTS_POLL_MS: '100', EXPIRY_SWEEP_MS: '100' };
+    [a, b] = await Promise.all([startService(env), startService(env)]);
+    browser = await chromium.launch({
+      executablePath: chromiumPath(),
+      // As root (CI) Chromium refuses to start sandboxed.
+      args: ['--no-sandbox', '--disable-dev-shm-usage'],
+    });
+    page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+    page.on('dialog', (d) => {
+      dialogs.push(d.message());
+      void d.accept();
+    });
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await db?.end();
+    await Promise.all([a?.stop(), b?.stop()]);
+  });
+
+  it('refuses a wrong token and shows nothing of the sale', async () => {
+    await page.goto(`${a.url}/admin`);
+    await page.fill('#token', 'not-the-admin-token');
+    await page.click('#login button[type="submit"]');
+    await waitFor('the refusal', async () => (await text('login-error'))?.includes('401'));
+    expect(await page.$eval('#console', (e) => (e as HTMLElement).hidden)).toBe(true);
+  });
+
+  it('logs in, creates a product, and shows a sale on both processes as PostgreSQL has it', async () => {
+    await page.fill('#token', ADMIN_TOKEN);
+    await page.click('#login button[type="submit"]');
+    await page.waitForSelector('#console:not([hidden])');
+
+    await page.fill('#create input[name="name"]', 'page sale');
+    await page.fill('#create input[name="stock"]', '120');
+    await page.fill('#create input[name="segments"]', '6');
+    await page.click('#create button[type="submit"]');
+    await waitFor('the product to be created', async () => /Created product \d+/.test((await text('message')) ?? ''));
+    const productId = Number(/Created product (\d+)/.exec((await text('message')) as string)?.[1]);
+    expect(dialogs.pop()).toBe('Create "page sale" with 120 units in 6 segments?');
+    const [row] = (await db.query('SELECT name, total_stock, segment_count FROM products WHERE id = $1', [productId]))
+      .rows;
+    expect(row).toEqual({ name: 'page sale', total_stock: '120', segment_count: 6 });
+
+    // A sale over both processes, with payments and cancels, while the page watches.
+    const urls = [a.url, b.url];
+    let busy = true;
+    const seen = { ordersPerS: 0, processes: 0 };
+    const watching = (async () => {
+      while (busy) {
+        seen.ordersPerS = Math.max(seen.ordersPerS, Number(await text('orders-per-s')));
+        seen.processes = Math.max(seen.processes, Number(/\d+/.exec((await text('processes')) ?? '')?.[0] ?? 0));
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    })();
+    const sold = (
+      await pooled(
+        Array.from({ length: 200 }, (_, i) => async () => {
+          const r = await request(urls[i % 2], 'POST', '/orders', { userId: `page-${i}`, productId });
+          return r.status === 201 ? { id: r.body.id as number, userId: `page-${i}` } : null;
+        }),
+        16,
+      )
+    ).filter((o): o is { id: number; userId: string } => o !== null);
+    expect(sold).toHaveLength(120);
+    await pooled(
+      sold
+        .slice(0, 30)
+        .map(
+          (o, i) => () =>
+            request(
+              urls[i % 2],
+              'POST',
+              `/orders/${o.id}/${i % 3 === 0 ? 'cancel' : 'pay'}`,
+              { userId: o.userId },
+              shop,
+            ),
+        ),
+      8,
+    );
+    // The figures of the last seconds include the sale, counted from both processes.
+    await waitFor('the page to show the sale', () => seen.ordersPerS > 0 && seen.processes === 2, 15_000);
+    busy = false;
+    await watching;
+    await shot('operator-page-sale.png');
+
+    // What the page shows settles on what PostgreSQL has.
+    await waitFor(
+      'the segment bars and counters to match PostgreSQL',
+      async () => {
+        const inDb = await segmentsInDb(productId);
+        const stock = inDb.reduce((n, s) => n + s, 0);
+        return (
+          JSON.stringify(await bars(productId)) === JSON.stringify(inDb) &&
+          (await text('stock', productId)) === `stock ${stock} of 120` &&
+          (await text('sold', productId)) === `sold ${120 - stock}`
+        );
+      },
+      15_000,
+    );
+    const cancelled = sold.slice(0, 30).filter((_, i) => i % 3 === 0).length;
+    expect(await text('stock', productId)).toBe(`stock ${cancelled} of 120`);
+    // The latest events of the stream (the list keeps 30): the payments and cancels that ended the sale.
+    await waitFor('the last payments and cancels in the events list', async () => {
+      const events = await page.$$eval('#events li', (items) => items.map((li) => li.textContent ?? ''));
+      return ['order.paid', 'order.cancelled', 'units.returned'].every((t) => events.some((e) => e.includes(t)));
+    });
+  });
+
+  it('makes every action through the page, each after a confirmation, as PostgreSQL then shows', async () => {
+    const [{ id: productId }] = (await db.query(`SELECT id FROM products WHERE name = 'page sale'`)).rows;
+    const product = async () =>
+      (
+        await db.query(
+          `SELECT total_stock::int AS stocked, segment_count AS segments, starts_at, ends_at FROM products WHERE id = $1`,
+          [productId],
+        )
+      ).rows[0];
+    const before = await product();
+
+    await setInput(productId, 'units', '30');
+    await act(productId, 'restock');
+    expect(dialogs.pop()).toMatch(new RegExp(`^Add 30 units to product ${productId}`));
+    expect((await product()).stocked).toBe(before.stocked + 30);
+
+    await setInput(productId, 'segments', '3');
+    await act(productId, 'rebalance');
+    expect(dialogs.pop()).toMatch(/over 3 segments\?$/);
+    expect((await product()).segments).toBe(3);
+    await waitFor('three bars', async () => (await bars(productId)).length === 3);
+    expect(await bars(productId)).toEqual(await segmentsInDb(productId));
+
+    // The window, typed as local times in the page.
+    const local = (d: Date) => new Date(d.getTime() - d.getTimezoneOffset() * 60_000).toISOString().slice(0, 16);
+    const startsAt = new Date(Date.now() - 3_600_000);
+    const endsAt = new Date(Date.now() + 86_400_000);
+    startsAt.setSeconds(0, 0);
+    endsAt.setSeconds(0, 0);
+    await setInput(productId, 'startsAt', local(startsAt));
+    await setInput(productId, 'endsAt', local(endsAt));
+    await act(productId, 'window');
+    expect(dialogs.pop()).toMatch(/^Set the sale window/);
+    const windowed = await product();
+    expect([windowed.starts_at.getTime(), windowed.ends_at.getTime()]).toEqual([startsAt.getTime(), endsAt.getTime()]);
+
+    await act(productId, 'end');
+    expect(dialogs.pop()).toMatch(/^End the sale of product \d+ \(page sale\) now\?/);
+    expect((await product()).ends_at.getTime()).toBeLessThanOrEqual(Date.now());
+    // The catalog of the other process learns it within PRODUCT_CACHE_MS.
+    await waitFor('orders refused as the sale ended', async () => {
+      const r = await request(b.url, 'POST', '/orders', { userId: 'too-late', productId });
+      return r.status === 403 && r.body.code === 'SALE_ENDED';
+    });
+    await shot('operator-page-actions.png');
+  });
+});
