@@ -459,14 +459,19 @@ describe('bad input', () => {
   let redis: Redis;
   let productId: number;
 
-  /** Everything a request could change: the rows of products and segments, the order count, every Redis key. */
+  /**
+   * Everything a request could change: the rows of products and segments, the order count and the
+   * events, every Redis key but the operator page's per-second records (written every second, and
+   * counting refusals is their job).
+   */
   async function snapshot() {
     const db = await withDb(async (c) => ({
       products: (await c.query('SELECT * FROM products ORDER BY id')).rows,
       segments: (await c.query('SELECT * FROM stock_segments ORDER BY product_id, idx')).rows,
       orders: (await c.query('SELECT count(*)::int AS n FROM orders')).rows[0].n as number,
+      events: (await c.query('SELECT count(*)::int AS n FROM order_events')).rows[0].n as number,
     }));
-    const keys = (await redis.keys('*')).sort();
+    const keys = (await redis.keys('*')).filter((k) => !k.startsWith('{flashsale:live}:')).sort();
     return { ...db, keys };
   }
 

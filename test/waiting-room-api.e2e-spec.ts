@@ -245,13 +245,15 @@ describe('the waiting room with buyer identity on (I9)', () => {
 describe('the waiting room behind the door: budgets, and polls answered from memory', () => {
   let svc: InProcessService;
   beforeAll(async () => {
-    // Ticks once a second, so the clock-driven reads are few and polls are what is counted.
+    // Ticks once a second, so the clock-driven reads are few and polls are what is counted; no
+    // report to the operator page (its own Redis traffic, once a second).
     svc = await startInProcess({
       ...env,
       ADMISSION_TICK_MS: '1000',
       SOLD_OUT_STALE_MS: '1000',
       RATE_LIMIT_USER: '0',
       QUEUE_SHARDS: '4',
+      LIVE_STATS_MS: '0',
     });
   });
   afterAll(() => svc?.close());

@@ -44,6 +44,7 @@ describe('loadConfig', () => {
         webhookBackoffMs: 500,
         webhookBatch: 100,
       },
+      operator: { liveStatsMs: 1000 },
       logging: { level: 'info' },
       embedded: { dataDir: '.data' },
     });
@@ -99,6 +100,7 @@ describe('loadConfig', () => {
       WEBHOOK_TIMEOUT_MS: '2500',
       WEBHOOK_BACKOFF_MS: '100',
       WEBHOOK_BATCH: '50',
+      LIVE_STATS_MS: '0',
     });
     expect(c).toEqual({
       http: { port: 8080, host: '127.0.0.1', workers: 4, retryAfterS: 3 },
@@ -140,6 +142,7 @@ describe('loadConfig', () => {
         webhookBackoffMs: 100,
         webhookBatch: 50,
       },
+      operator: { liveStatsMs: 0 },
       logging: { level: 'warn' },
       embedded: { dataDir: '/var/lib/flashsale' },
     });

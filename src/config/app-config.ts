@@ -245,6 +245,12 @@ export class EventsConfig {
   @Env('WEBHOOK_BATCH') @Transform(toInt) @IsInt() @Min(1) @Max(1000) webhookBatch = 100;
 }
 
+/** The operator page (GET /admin). */
+export class OperatorConfig {
+  /** How often this process adds its counters to the deployment's per-second records in Redis (one MULTI); 0: never. */
+  @Env('LIVE_STATS_MS') @Transform(toInt) @IsInt() @Min(0) @Max(60_000) liveStatsMs = 1000;
+}
+
 export class LoggingConfig {
   @Env('LOG_LEVEL') @IsIn(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) level = 'info';
 }
@@ -268,6 +274,7 @@ export const CONFIG_AREAS = {
   identity: IdentityConfig,
   waitingRoom: WaitingRoomConfig,
   events: EventsConfig,
+  operator: OperatorConfig,
   logging: LoggingConfig,
   embedded: EmbeddedConfig,
 } as const;

@@ -1,10 +1,11 @@
 // The operator page's live figures for the whole deployment, not just the process the page talks
-// to: every process adds what its counters grew by in the last second to one Redis hash per second
+// to: every process adds what its counters grew by (every LIVE_STATS_MS) to one Redis hash per second
 // (`{flashsale:live}:<unix second>`, kept 5 minutes; one MULTI per process per second, in one hash
 // slot on a Redis Cluster), and GET /admin/live adds up the last minute of those hashes. While Redis
 // is away the deltas wait in the process and go out with the next flush that works.
 import { randomUUID } from 'node:crypto';
 import { Inject, Injectable, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { OperatorConfig } from '../config/app-config';
 import { REDIS_CLIENT, RedisClient } from '../infrastructure/redis.providers';
 import { MetricsService } from '../metrics/metrics.service';
 import { Counters, deltas, SecondRecord } from './live-stats';
@@ -22,18 +23,21 @@ export class LiveStatsService implements OnApplicationBootstrap, OnApplicationSh
   constructor(
     @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
     private readonly metrics: MetricsService,
+    private readonly config: OperatorConfig,
   ) {}
 
   onApplicationBootstrap(): void {
+    if (this.config.liveStatsMs === 0) return;
     this.timer = setInterval(() => {
       this.flushing ??= this.flush()
         .catch(() => undefined)
         .finally(() => (this.flushing = undefined));
-    }, 1000);
+    }, this.config.liveStatsMs);
     this.timer.unref();
   }
 
   async onApplicationShutdown(): Promise<void> {
+    if (this.config.liveStatsMs === 0) return;
     clearInterval(this.timer);
     await this.flushing;
     await this.flush().catch(() => undefined);
