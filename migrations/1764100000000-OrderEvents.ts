@@ -5,6 +5,9 @@
 // `stock_segments`; the events that carry an operator's intent (created, restocked, rebalanced, the
 // window changed) and units put back are written by the code in the transaction that makes them.
 //
+// A session started with `flashsale.events=off` writes no events: the benchmark's bare peers, which
+// share this schema and have no event stream (bench/peers). The service never sets it.
+//
 // Readers page through events by (tx, id): `tx` is the writing transaction's id, and only events of
 // transactions older than every transaction still running are handed out, so a reader never passes
 // an event that commits later (see src/events/event-cursor.ts and docs/events.md).
@@ -37,6 +40,7 @@ export class OrderEvents1764100000000 implements MigrationInterface {
     await q.query(`
       CREATE FUNCTION order_events_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
       BEGIN
+        IF current_setting('flashsale.events', true) = 'off' THEN RETURN NULL; END IF;
         INSERT INTO order_events (product_id, order_id, type, data)
         SELECT n.product_id, n.id, 'order.' || n.status, order_event_data(n) FROM new_orders n ORDER BY n.id;
         RETURN NULL;
@@ -44,6 +48,7 @@ export class OrderEvents1764100000000 implements MigrationInterface {
     await q.query(`
       CREATE FUNCTION order_events_updated() RETURNS trigger LANGUAGE plpgsql AS $$
       BEGIN
+        IF current_setting('flashsale.events', true) = 'off' THEN RETURN NULL; END IF;
         INSERT INTO order_events (product_id, order_id, type, data)
         SELECT n.product_id, n.id, 'order.' || n.status, order_event_data(n)
           FROM new_orders n JOIN old_orders o ON o.id = n.id
@@ -67,6 +72,7 @@ export class OrderEvents1764100000000 implements MigrationInterface {
       DECLARE
         p integer;
       BEGIN
+        IF current_setting('flashsale.events', true) = 'off' THEN RETURN NULL; END IF;
         FOR p IN SELECT DISTINCT n.product_id FROM new_segments n JOIN old_segments o USING (product_id, idx)
                   WHERE n.stock = 0 AND o.stock > 0 ORDER BY 1
         LOOP

@@ -74,6 +74,12 @@ async function expectSoldExactlyOnce(replies: Timed[], productId: number): Promi
       }>,
   );
   expect(rows).toHaveLength(STOCK);
+  // A bare peer has no event stream: its sessions keep the outbox triggers from writing (nor sold out).
+  const events = await withDb(
+    async (db) =>
+      (await db.query('SELECT count(*)::int AS n FROM order_events WHERE product_id = $1', [productId])).rows[0].n,
+  );
+  expect(events).toBe(0);
   expect(new Set(rows.map((r) => r.user_id)).size).toBe(STOCK);
   expect(rows.reduce((sum, r) => sum + r.quantity, 0)).toBe(STOCK);
   const byId = new Map(rows.map((r) => [Number(r.id), r.user_id]));

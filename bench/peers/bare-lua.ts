@@ -38,7 +38,12 @@ declare module 'ioredis' {
 }
 
 const HOLD_MS = env('ORDER_HOLD_MS', 0);
-const pool = new Pool({ connectionString: required('DATABASE_URL'), max: env('DB_POOL_SIZE', 20) });
+// A bare peer has no event stream: its sessions tell the schema's outbox triggers to write nothing.
+const pool = new Pool({
+  connectionString: required('DATABASE_URL'),
+  max: env('DB_POOL_SIZE', 20),
+  options: '-c flashsale.events=off',
+});
 const redis = new Redis(required('REDIS_URL'), REDIS_OPTIONS).on('error', (err: Error) =>
   console.error(`redis: ${err.message}`),
 );

@@ -42,7 +42,12 @@ const retryDelay = () => RETRY_DELAY_MS + Math.floor(Math.random() * (RETRY_JITT
 
 if (![undefined, 'redlock', 'database'].includes(process.env.STOCK_LOCKING))
   throw new Error(`STOCK_LOCKING must be redlock or database, not ${process.env.STOCK_LOCKING}`);
-const pool = new Pool({ connectionString: required('DATABASE_URL'), max: env('DB_POOL_SIZE', 20) });
+// A bare peer has no event stream: its sessions tell the schema's outbox triggers to write nothing.
+const pool = new Pool({
+  connectionString: required('DATABASE_URL'),
+  max: env('DB_POOL_SIZE', 20),
+  options: '-c flashsale.events=off',
+});
 const redis =
   process.env.STOCK_LOCKING === 'database'
     ? null
