@@ -7,16 +7,14 @@
 // - the memory a process spends on knowing a sold-out product of 100,000 holders.
 // It starts its own PostgreSQL and Redis and one service process per configuration, one after the
 // other (never two loads at once), and writes door.md and door.json beside latest.md.
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { SignJWT } from 'jose';
 import { Client } from 'pg';
-import { startEmbeddedRedis } from '../src/infrastructure/embedded-redis';
-import { runMigrations } from '../src/infrastructure/migrate';
-import { CostProbe, costDeltas, ScenarioCosts, startBenchPostgres } from './costs';
+import { CostProbe, costDeltas, ScenarioCosts, startBenchServers } from './costs';
 import { launchService, ServiceProcess } from '../harness/launcher';
 import { Latency, LoadSpec, runLoad } from './load';
 import { createProductViaApi } from './scenarios';
@@ -332,21 +330,7 @@ async function main(): Promise<void> {
   const startedAt = new Date().toISOString();
   const cleanups: Array<() => Promise<unknown>> = [];
   try {
-    const dir = mkdtempSync(join(os.tmpdir(), 'flashsale-door-'));
-    cleanups.push(() => Promise.resolve(rmSync(dir, { recursive: true, force: true })));
-    log('starting embedded PostgreSQL and redis-server ...');
-    const pg = await startBenchPostgres(dir);
-    cleanups.push(() => pg.stop());
-    const redis = await startEmbeddedRedis();
-    cleanups.push(() => redis.stop());
-    await runMigrations(pg.url);
-    const db = new Client({ connectionString: pg.url });
-    db.on('error', (err) => log(`PostgreSQL connection: ${err.message}`));
-    await db.connect();
-    cleanups.push(() => db.end());
-    await db.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
-    const probe = await CostProbe.open(db, redis.url);
-    cleanups.push(() => Promise.resolve(probe.close()));
+    const { pg, redis, db, probe } = await startBenchServers('door', cleanups, log);
     const ctx: Ctx = { db, probe, durationS, connections, log };
     const base = {
       DATABASE_URL: pg.url,

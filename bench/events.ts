@@ -6,16 +6,14 @@
 // rounds (on, off, then off, on, ...) so that a slow moment of this shared machine weighs on both.
 // Checks that every order made with the triggers on has its event and none made with them off has
 // one. Writes events.md and events.json beside latest.md.
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { Client } from 'pg';
-import { startEmbeddedRedis } from '../src/infrastructure/embedded-redis';
-import { runMigrations } from '../src/infrastructure/migrate';
 import { launchService } from '../harness/launcher';
-import { CostProbe, costDeltas, ScenarioCosts, startBenchPostgres } from './costs';
+import { costDeltas, ScenarioCosts, startBenchServers } from './costs';
 import { Latency, runLoad } from './load';
 import { createProductViaApi } from './scenarios';
 import { BENCH_SHOP_TOKEN } from './service';
@@ -152,20 +150,7 @@ async function main(): Promise<void> {
   const startedAt = new Date().toISOString();
   const cleanups: Array<() => Promise<unknown>> = [];
   try {
-    const dir = mkdtempSync(join(os.tmpdir(), 'flashsale-events-'));
-    cleanups.push(() => Promise.resolve(rmSync(dir, { recursive: true, force: true })));
-    log('starting embedded PostgreSQL and redis-server ...');
-    const pg = await startBenchPostgres(dir);
-    cleanups.push(() => pg.stop());
-    const redis = await startEmbeddedRedis();
-    cleanups.push(() => redis.stop());
-    await runMigrations(pg.url);
-    const db = new Client({ connectionString: pg.url });
-    await db.connect();
-    cleanups.push(() => db.end());
-    await db.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
-    const probe = await CostProbe.open(db, redis.url);
-    cleanups.push(() => Promise.resolve(probe.close()));
+    const { pg, redis, db, probe } = await startBenchServers('events', cleanups, log);
     const svc = await launchService({
       env: {
         DATABASE_URL: pg.url,
