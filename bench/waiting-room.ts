@@ -14,18 +14,16 @@
 // Both are verified in PostgreSQL (I1; on the waiting-room product: every order spent an admission,
 // no position twice, admission batches contiguous and within the ratio).
 import { createHmac } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { Client } from 'pg';
-import { startEmbeddedRedis } from '../src/infrastructure/embedded-redis';
-import { runMigrations } from '../src/infrastructure/migrate';
 import { auditProduct } from '../harness/verify';
 import { launchService, ServiceProcess } from '../harness/launcher';
-import { CostProbe, CostSnapshot, costDeltas, ScenarioCosts, startBenchPostgres } from './costs';
+import { CostProbe, CostSnapshot, costDeltas, ScenarioCosts, startBenchServers } from './costs';
 import { runLoad } from './load';
 import { BENCH_SHOP_TOKEN } from './service';
 
@@ -274,21 +272,7 @@ export async function runQueueBenchmark(o: QueueOptions): Promise<QueueReport> {
   const startedAt = new Date().toISOString();
   const cleanups: Array<() => Promise<unknown>> = [];
   try {
-    const dir = mkdtempSync(join(os.tmpdir(), 'flashsale-queue-'));
-    cleanups.push(() => Promise.resolve(rmSync(dir, { recursive: true, force: true })));
-    o.log('starting embedded PostgreSQL and redis-server ...');
-    const pg = await startBenchPostgres(dir);
-    cleanups.push(() => pg.stop());
-    const redis = await startEmbeddedRedis();
-    cleanups.push(() => redis.stop());
-    await runMigrations(pg.url);
-    const db = new Client({ connectionString: pg.url });
-    db.on('error', (err) => o.log(`PostgreSQL connection: ${err.message}`));
-    await db.connect();
-    cleanups.push(() => db.end());
-    await db.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
-    const probe = await CostProbe.open(db, redis.url);
-    cleanups.push(() => Promise.resolve(probe.close()));
+    const { pg, redis, db, probe } = await startBenchServers('queue', cleanups, o.log);
     const svc: ServiceProcess = await launchService({
       env: {
         DATABASE_URL: pg.url,

@@ -4,17 +4,12 @@
 import http from 'node:http';
 import { AddressInfo } from 'node:net';
 import { Client } from 'pg';
+import type { StreamEvent as ServiceEvent } from '../../src/events/events.repository';
 import { verifySignature } from '../../src/events/webhook-signature';
 import { shop, Send } from './service';
 
-export interface StreamEvent {
-  cursor: string;
-  type: string;
-  productId: number;
-  orderId: number | null;
-  at: string;
-  data: Record<string, any>;
-}
+/** An event as the service hands it out, its `data` loosely typed for the specs to read. */
+export type StreamEvent = Omit<ServiceEvent, 'data'> & { data: Record<string, any> };
 
 /** Every event after `after`, read in pages of `limit` through GET /events (the shop's token). */
 export async function readEvents(send: Send, after = '0-0', limit = 250): Promise<StreamEvent[]> {
