@@ -78,7 +78,7 @@ describe('OpenAPI document', () => {
   it('should name TicketResponse as the answer of joining and polling a queue, and FairnessResponse for its record', () => {
     expect(responseSchema(doc, '/products/{id}/queue', 'post', '201')).toBe('TicketResponse');
     expect(responseSchema(doc, '/products/{id}/queue', 'post', '200')).toBe('TicketResponse');
-    expect(responseSchema(doc, '/products/{id}/queue/{ticketId}', 'get', '200')).toBe('TicketResponse');
+    expect(responseSchema(doc, '/products/{id}/queue/{ticket}', 'get', '200')).toBe('TicketResponse');
     expect(responseSchema(doc, '/products/{id}/queue/fairness', 'get', '200')).toBe('FairnessResponse');
   });
 

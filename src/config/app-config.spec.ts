@@ -33,7 +33,7 @@ describe('loadConfig', () => {
       admin: { token: undefined },
       door: { rateLimitUser: '5,10', rateLimitIp: '50,100', trustProxy: undefined, soldOutStaleMs: 100 },
       identity: { jwtSecret: undefined, jwtPublicKey: undefined, shopToken: undefined },
-      waitingRoom: { admissionRatio: 1.5, admissionTickMs: 100, queueShards: 16, secret: undefined },
+      waitingRoom: { admissionRatio: 1.5, admissionTickMs: 100, secret: undefined },
       events: {
         retentionS: 604_800,
         pollMs: 200,
@@ -90,7 +90,6 @@ describe('loadConfig', () => {
       SHOP_TOKEN: 'a-long-enough-shop-token',
       ADMISSION_RATIO: '2.5',
       ADMISSION_TICK_MS: '40',
-      QUEUE_SHARDS: '4',
       ADMISSION_SECRET: 'an-admission-secret-of-32-characters',
       EVENTS_RETENTION_S: '3600',
       EVENTS_POLL_MS: '75',
@@ -129,7 +128,6 @@ describe('loadConfig', () => {
       waitingRoom: {
         admissionRatio: 2.5,
         admissionTickMs: 40,
-        queueShards: 4,
         secret: 'an-admission-secret-of-32-characters',
       },
       events: {
@@ -235,8 +233,6 @@ describe('loadConfig', () => {
     ['ADMISSION_RATIO', '0.5'],
     ['ADMISSION_RATIO', 'lots'],
     ['ADMISSION_TICK_MS', '5'],
-    ['QUEUE_SHARDS', '0'],
-    ['QUEUE_SHARDS', '2000'],
     ['ADMISSION_SECRET', 'short'],
   ])('should refuse %s=%j with a message that names it', (name, value) => {
     const err = refusal({ [name]: value });

@@ -205,8 +205,6 @@ export class WaitingRoomConfig {
   @Env('ADMISSION_RATIO') @Transform(toNumber) @IsNumber() @Min(1) @Max(100) admissionRatio = 1.5;
   /** How often a process looks for tickets to admit (and refreshes what it knows of each queue). */
   @Env('ADMISSION_TICK_MS') @Transform(toInt) @IsInt() @Min(10) @Max(10_000) admissionTickMs = 100;
-  /** Redis shards of a queue created from now on (each its own hash slot); a queue keeps the count it began with. */
-  @Env('QUEUE_SHARDS') @Transform(toInt) @IsInt() @Min(1) @Max(1024) queueShards = 16;
   /** HS256 key of admission tokens; unset: one made once and kept in PostgreSQL, shared by every process. */
   @Env('ADMISSION_SECRET')
   @Transform(emptyToUndefined)

@@ -95,7 +95,7 @@ export class Door {
         case '/products/:id/queue':
           if (req.method === 'POST') await this.joining(req, reply);
           return;
-        case '/products/:id/queue/:ticketId':
+        case '/products/:id/queue/:ticket':
           await this.polling(req, reply);
           return;
         default:
@@ -119,13 +119,14 @@ export class Door {
     await this.withinBudget(userId, req, reply);
   }
 
-  /** POST /products/:id/queue: the buyer (as for an order), then the budgets. */
+  /** POST /products/:id/queue: the buyer (as for an order), then the budgets. With identity on the token names the user: no body is needed. */
   private async joining(req: FastifyRequest, reply: FastifyReply): Promise<void> {
+    if (this.identity.enabled && (req.body === undefined || req.body === null)) req.body = {};
     const { userId } = this.buyerOfBody(req);
     await this.withinBudget(userId, req, reply);
   }
 
-  /** GET /products/:id/queue/:ticketId: the verified buyer when identity is on (the ticket id alone otherwise), then the budgets. */
+  /** GET /products/:id/queue/:ticket: the verified buyer when identity is on (the ticket id alone otherwise), then the budgets. */
   private async polling(req: FastifyRequest, reply: FastifyReply): Promise<void> {
     let userId: string | null = null;
     if (this.identity.enabled) {

@@ -28,17 +28,6 @@ declare module 'ioredis' {
     ): Result<number, Context>;
     endOrder(userLockKey: string, token: string): Result<number, Context>;
     markSegmentEmpty(emptyKey: string, segment: number, ttlMs: number): Result<number, Context>;
-    queueJoin(
-      ticketsKey: string,
-      preKey: string,
-      closedKey: string,
-      markKey: string,
-      ...args: Array<string | number>
-    ): Result<[number, string?, string?, string?], Context>;
-    queueRead(ticketsKey: string, markKey: string, ticketId: string): Result<Array<string | null>, Context>;
-    queueArrive(controlKey: string, arrivalsKey: string, n: number): Result<number[], Context>;
-    queueInit(controlKey: string, arrivalsKey: string, ...args: number[]): Result<number, Context>;
-    queueDrawn(controlKey: string, epoch: number, pre: number): Result<number, Context>;
   }
 }
 
@@ -116,11 +105,6 @@ export function defineScripts(client: RedisClient): void {
     numberOfKeys: 1,
     lua: readFileSync(join(dir, 'mark-segment-empty.lua'), 'utf8'),
   });
-  client.defineCommand('queueJoin', { numberOfKeys: 4, lua: readFileSync(join(dir, 'queue-join.lua'), 'utf8') });
-  client.defineCommand('queueRead', { numberOfKeys: 2, lua: readFileSync(join(dir, 'queue-read.lua'), 'utf8') });
-  client.defineCommand('queueArrive', { numberOfKeys: 2, lua: readFileSync(join(dir, 'queue-arrive.lua'), 'utf8') });
-  client.defineCommand('queueInit', { numberOfKeys: 2, lua: readFileSync(join(dir, 'queue-init.lua'), 'utf8') });
-  client.defineCommand('queueDrawn', { numberOfKeys: 1, lua: readFileSync(join(dir, 'queue-drawn.lua'), 'utf8') });
 }
 
 /** Connects, waiting at most the Redis timeout; a Redis that is down at start is retried in the background. */

@@ -2,7 +2,7 @@ import { Module } from '@nestjs/common';
 import { LocksConfig } from '../config/app-config';
 import { InventoryModule } from '../inventory/inventory.module';
 import { LocksModule } from '../locks/locks.module';
-import { WaitingRoomModule } from '../waiting-room/waiting-room.module';
+import { AdmissionsModule } from '../admissions/admissions.module';
 import { RedlockSegmentLocking } from './locking/redlock-segment-locking';
 import { RowLockSegmentLocking } from './locking/row-lock-segment-locking';
 import { SegmentLocking } from './locking/segment-locking';
@@ -16,7 +16,7 @@ import { OutcomesRepository } from './repositories/outcomes.repository';
 import { SaleWritesRepository } from './repositories/sale-writes.repository';
 
 @Module({
-  imports: [InventoryModule, LocksModule, WaitingRoomModule],
+  imports: [InventoryModule, LocksModule, AdmissionsModule],
   controllers: [OrdersController],
   providers: [
     OrdersService,

@@ -25,7 +25,7 @@ import { SaleWritesRepository } from './repositories/sale-writes.repository';
 import { OrdersService } from './orders.service';
 import { RedlockSegmentLocking } from './locking/redlock-segment-locking';
 import { RowLockSegmentLocking } from './locking/row-lock-segment-locking';
-import type { WaitingRoomService } from '../waiting-room/waiting-room.service';
+import type { AdmissionsService } from '../admissions/admissions.service';
 
 const PRODUCT = 7;
 
@@ -55,7 +55,7 @@ interface World {
   /** Called once per pause between retries of busy segments, however the service pauses. */
   onWait: jest.Mock;
   metrics: Record<string, { inc: jest.Mock; observe: jest.Mock }>;
-  room: jest.Mocked<Pick<WaitingRoomService, 'admissionFor'>>;
+  room: jest.Mocked<Pick<AdmissionsService, 'check'>>;
 }
 
 /** The configuration slices OrdersService reads; a test overrides single fields. */
@@ -267,7 +267,7 @@ function world(opts: {
   const board: World['board'] = { learn: jest.fn(), forget: jest.fn() };
   // An admission checked by the waiting room (its own specs cover the checks) names position 42.
   const room: World['room'] = {
-    admissionFor: jest.fn<Promise<number>, [ProductInfo, string, string | undefined]>(async () => 42),
+    check: jest.fn<Promise<number>, [number, string, string | undefined]>(async () => 42),
   };
   const service = new OrdersService(
     config.locks,
@@ -831,8 +831,8 @@ describe('OrdersService.place', () => {
       const w = world({ stocks: [0, 5], info: { waitingRoom: true } });
       startAt(0, 2);
       await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 }, 'the-token');
-      expect(w.room.admissionFor).toHaveBeenCalledWith(
-        expect.objectContaining({ waitingRoom: true }),
+      expect(w.room.check).toHaveBeenCalledWith(
+        PRODUCT,
         'u1',
         'the-token',
       );
@@ -841,7 +841,7 @@ describe('OrdersService.place', () => {
 
     it('should refuse, before any lock, an order whose admission the waiting room refuses', async () => {
       const w = world({ stocks: [5], info: { waitingRoom: true } });
-      w.room.admissionFor.mockRejectedValue(new AdmissionRequiredError(PRODUCT));
+      w.room.check.mockRejectedValue(new AdmissionRequiredError(PRODUCT));
       await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(
         AdmissionRequiredError,
       );
@@ -854,7 +854,7 @@ describe('OrdersService.place', () => {
       await expect(
         w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 }, 'a-token'),
       ).rejects.toBeInstanceOf(AdmissionInvalidError);
-      expect(w.room.admissionFor).not.toHaveBeenCalled();
+      expect(w.room.check).not.toHaveBeenCalled();
       expect(w.stocks).toEqual([5]);
     });
 

@@ -29,7 +29,7 @@ import { OrderRow, ReturnedUnits, UncertainWrite } from './order.types';
 import { OrderLifecycleRepository } from './repositories/order-lifecycle.repository';
 import { OrderReadsRepository } from './repositories/order-reads.repository';
 import { OutcomesRepository } from './repositories/outcomes.repository';
-import { WaitingRoomService } from '../waiting-room/waiting-room.service';
+import { AdmissionsService } from '../admissions/admissions.service';
 
 export type { PlaceOrder } from './locking/segment-locking';
 
@@ -53,7 +53,7 @@ export class OrdersService {
     private readonly hints: StockHintsService,
     private readonly board: SoldOutBoard,
     private readonly metrics: MetricsService,
-    private readonly room: WaitingRoomService,
+    private readonly admissions: AdmissionsService,
   ) {}
 
   /** `admission`: the waiting room's token, for a product that has one. */
@@ -131,7 +131,7 @@ export class OrdersService {
     if (req.quantity > product.limitPerUser) throw new QuantityOverLimitError(product.limitPerUser);
     // A waiting room's product sells only to an admitted buyer, each admission once (see docs/waiting-room.md).
     if (product.waitingRoom)
-      req = { ...req, admissionPosition: await this.room.admissionFor(product, req.userId, admission) };
+      req = { ...req, admissionPosition: await this.admissions.check(product.id, req.userId, admission) };
     else if (admission !== undefined) throw new AdmissionInvalidError(`product ${product.id} has no waiting room`);
     const pass = await this.locking.enter(product, req);
     try {

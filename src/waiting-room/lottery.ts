@@ -15,11 +15,6 @@ export function ticketIdFor(productId: number, userId: string): string {
   return createHash('sha256').update(`${productId}:${userId}`).digest('hex').slice(0, 24);
 }
 
-/** The queue shard a ticket lives in (each shard is its own Redis hash slot). */
-export function shardOf(ticketId: string, shards: number): number {
-  return parseInt(ticketId.slice(0, 8), 16) % shards;
-}
-
 /** A ticket's lottery draw: HMAC-SHA256 of its id under the seed, as lowercase hex. */
 export function lotteryKey(seed: Buffer, ticketId: string): string {
   return createHmac('sha256', seed).update(ticketId).digest('hex');
@@ -40,7 +35,7 @@ export function lotteryOrder(seed: Buffer, ticketIds: readonly string[]): string
 
 /** What GET /products/:id/queue/fairness says of how to recompute the pre-queue's order. */
 export const ALGORITHM =
-  'hmac-sha256-ascending: for each pre-queue ticket id t (24 lowercase hex characters, as ASCII), ' +
+  'hmac-sha256-ascending: for each pre-queue ticket id t (its lotteryId: 24 lowercase hex characters, as ASCII), ' +
   'k = HMAC-SHA256(key = the seed bytes (hex-decoded), message = t), written as lowercase hex; ' +
   'sort the tickets by k ascending (by t when two k are equal); the first is position 1. ' +
   'Check the seed first: SHA-256(seed bytes) must equal seedHash. ' +

@@ -1,28 +1,32 @@
-// What this process knows of each waiting room, refreshed every tick by the Admitter and read by
-// every join and poll without a round trip: the room's row (seed and draw), the queue's control
-// values from Redis (epoch, base, draw), and the admission view from PostgreSQL (cursor,
-// outstanding admissions, units left, measured rate). A poll's answer is at most one refresh old.
-import { Injectable, Logger } from '@nestjs/common';
+// What this process knows of each waiting room, so that a join and a poll need no extra round
+// trip: the room's row (its seed), the admission view (cursor, outstanding admissions, units left,
+// measured rate, positions handed out), refreshed every tick by the Admitter, and after the draw
+// the drawn pre-queue's lottery keys, which place any pre-queue ticket without a statement.
+import { Injectable } from '@nestjs/common';
 import { UnavailableError } from '../common/domain-errors';
 import { DoorConfig, HttpConfig, WaitingRoomConfig } from '../config/app-config';
-import { QueueControl, QueueStore } from './queue.store';
+import { lotteryKey } from './lottery';
 import { AdmissionView, RoomRow, WaitingRoomRepository } from './waiting-room.repository';
+
+/** The drawn pre-queue of one room: 8-byte key prefixes in draw order. */
+interface Drawn {
+  keys: Buffer;
+  count: number;
+}
 
 @Injectable()
 export class QueueStates {
-  private readonly log = new Logger('WaitingRoom');
   private readonly rooms = new Map<number, RoomRow>();
-  private readonly controls = new Map<number, QueueControl>();
   private readonly views = new Map<number, AdmissionView>();
-  private readonly marks = new Map<number, Array<string | null>>();
+  private readonly drawn = new Map<number, Drawn>();
   private readonly refreshing = new Map<number, Promise<AdmissionView | null>>();
+  private readonly loadingDraw = new Map<number, Promise<Drawn>>();
   /** How old an admission view may be when a poll reads it. */
   private readonly freshForMs: number;
 
   constructor(
     private readonly repo: WaitingRoomRepository,
-    private readonly store: QueueStore,
-    private readonly config: WaitingRoomConfig,
+    config: WaitingRoomConfig,
     private readonly http: HttpConfig,
     door: DoorConfig,
   ) {
@@ -30,88 +34,16 @@ export class QueueStates {
     this.freshForMs = Math.min(config.admissionTickMs, door.soldOutStaleMs);
   }
 
-  /** The room's row; the seed never changes, the draw's fields are refreshed by refreshRoom. */
+  /** The room's row as first read (the seed never changes); null when the product has no room. */
   async room(productId: number): Promise<RoomRow | null> {
-    const known = this.rooms.get(productId);
-    if (known) return known;
-    return this.refreshRoom(productId);
+    return this.rooms.get(productId) ?? this.refreshRoom(productId);
   }
 
   async refreshRoom(productId: number): Promise<RoomRow | null> {
-    const room = await this.repo.room(productId).catch((err) => {
-      throw new UnavailableError('postgres', this.http.retryAfterS, err);
-    });
+    const room = await this.postgres(() => this.repo.room(productId));
     if (room) this.rooms.set(productId, room);
+    else this.rooms.delete(productId);
     return room;
-  }
-
-  /** The control values as last read (or read now when this process has none). */
-  async control(productId: number): Promise<QueueControl> {
-    return this.controls.get(productId) ?? this.readControl(productId);
-  }
-
-  /**
-   * Reads the control values from Redis; when the control hash is missing (a new room, or Redis lost
-   * it) makes it for a new epoch from PostgreSQL. UnavailableError when Redis or PostgreSQL fails.
-   */
-  async readControl(productId: number): Promise<QueueControl> {
-    try {
-      let control = await this.store.control(productId);
-      if (control === null) control = await this.makeControl(productId);
-      this.remember(productId, control);
-      return control;
-    } catch (err) {
-      if (err instanceof UnavailableError) throw err;
-      throw new UnavailableError('redis', this.http.retryAfterS, err);
-    }
-  }
-
-  /** Reads every shard's mark (see lua/queue-join.lua); the admitter does it every tick. */
-  async refreshMarks(productId: number, shards: number): Promise<void> {
-    this.marks.set(productId, await this.store.marks(productId, shards));
-  }
-
-  /**
-   * A shard's mark as last read; undefined before the first read. A remembered ticket is trusted
-   * only while its shard's mark is the one it was read with: a shard lost with its master or a
-   * flush has no mark, or a new one, by the next tick.
-   */
-  mark(productId: number, shard: number): string | null | undefined {
-    return this.marks.get(productId)?.[shard];
-  }
-
-  /**
-   * Makes the control values for a new epoch, one process at a time (holding the room's row); a
-   * process that waited finds them made.
-   */
-  private async makeControl(productId: number): Promise<QueueControl> {
-    const made = await this.repo.holding(productId, async (_room, q) => {
-      const there = await this.store.control(productId);
-      if (there !== null) return there;
-      const room = await this.repo.newEpoch(q, productId);
-      // The pre-queue is drawn once per room: an epoch that begins after the draw has none.
-      await this.store.init(productId, {
-        epoch: room.epoch,
-        base: room.positionBase,
-        pre: 0,
-        drawn: room.preQueue !== null,
-        shards: this.config.queueShards,
-      });
-      this.log.warn(
-        `queue of product ${productId}: control made for epoch ${room.epoch}, positions from ${room.positionBase + 1}`,
-      );
-      return this.store.control(productId);
-    });
-    if (made === null) throw new Error(`product ${productId} has no waiting room row`);
-    return made ?? Promise.reject(new Error('the queue control vanished as it was made'));
-  }
-
-  /** Keeps control values learnt elsewhere (an arrival call answers them too), unless older than what is known. */
-  remember(productId: number, control: QueueControl): void {
-    const known = this.controls.get(productId);
-    if (known && known.epoch === control.epoch && known.arrivals > control.arrivals && (known.drawn || !control.drawn))
-      return;
-    this.controls.set(productId, control);
   }
 
   /**
@@ -128,17 +60,64 @@ export class QueueStates {
   refreshView(productId: number): Promise<AdmissionView | null> {
     const running = this.refreshing.get(productId);
     if (running) return running;
-    const read = this.repo
-      .view(productId)
+    const read = this.postgres(() => this.repo.view(productId))
       .then((view) => {
         if (view) this.views.set(productId, { ...view, at: Date.now() });
         return view;
       })
-      .catch((err) => {
-        throw new UnavailableError('postgres', this.http.retryAfterS, err);
-      })
       .finally(() => this.refreshing.delete(productId));
     this.refreshing.set(productId, read);
     return read;
+  }
+
+  /**
+   * A pre-queue ticket's place, once drawn (null before the draw): its rank among the drawn
+   * lottery keys. Two keys that share their first 8 bytes (about one pair in 10^7 for a million
+   * tickets) are told apart by PostgreSQL.
+   */
+  async drawnPosition(productId: number, userId: string, ticketId: string): Promise<number | null> {
+    const view = await this.view(productId);
+    const room = await this.room(productId);
+    if (view === null || view.preQueue === null || room === null) return null;
+    const drawn = await this.drawnKeys(productId, view.preQueue);
+    const mine = Buffer.from(lotteryKey(room.seed, ticketId).slice(0, 16), 'hex');
+    let lo = 0;
+    let hi = drawn.count - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      const c = mine.compare(drawn.keys, mid * 8, mid * 8 + 8);
+      if (c === 0) {
+        const twin =
+          (mid > 0 && mine.compare(drawn.keys, mid * 8 - 8, mid * 8) === 0) ||
+          (mid + 1 < drawn.count && mine.compare(drawn.keys, mid * 8 + 8, mid * 8 + 16) === 0);
+        return twin ? this.postgres(() => this.repo.position(productId, userId)) : mid + 1;
+      }
+      if (c < 0) hi = mid - 1;
+      else lo = mid + 1;
+    }
+    // Not among the keys loaded: PostgreSQL has the last word.
+    return this.postgres(() => this.repo.position(productId, userId));
+  }
+
+  private async drawnKeys(productId: number, count: number): Promise<Drawn> {
+    const known = this.drawn.get(productId);
+    if (known && known.count === count) return known;
+    const loading = this.loadingDraw.get(productId);
+    if (loading) return loading;
+    const load = this.postgres(() => this.repo.drawnKeys(productId))
+      .then((keys) => {
+        const drawn = { keys, count: keys.length / 8 };
+        this.drawn.set(productId, drawn);
+        return drawn;
+      })
+      .finally(() => this.loadingDraw.delete(productId));
+    this.loadingDraw.set(productId, load);
+    return load;
+  }
+
+  private postgres<T>(work: () => Promise<T>): Promise<T> {
+    return work().catch((err) => {
+      throw new UnavailableError('postgres', this.http.retryAfterS, err);
+    });
   }
 }

@@ -1,9 +1,10 @@
-import { findBatch, pollAfterS, SaleWindow, standingOf, waitingOf } from './ticket-status';
+import { admissionsDue, findBatch, pollAfterS, SaleWindow, standingOf, waitingOf } from './ticket-status';
 import { AdmissionView } from './waiting-room.repository';
 
 const now = 1_000_000;
 const view = (over: Partial<AdmissionView> = {}): AdmissionView => ({
-  epoch: 1,
+  preQueue: 0,
+  highWater: 40,
   admittedThrough: 10,
   outstanding: 3,
   unitsLeft: 5,
@@ -79,5 +80,18 @@ describe('Retry-After of a ticket', () => {
     expect(pollAfterS('sold_out', null, window, now)).toBe(5);
     expect(pollAfterS('waiting', null, { ...window, startsAt: now + 4200 }, now)).toBe(5);
     expect(pollAfterS('waiting', null, { ...window, startsAt: now + 400_000 }, now)).toBe(30);
+  });
+});
+
+describe('the admission budget', () => {
+  it('should admit while the outstanding admissions stay below ceil(ratio x units left)', () => {
+    expect(admissionsDue(1.5, 10, 0)).toBe(15);
+    expect(admissionsDue(1.5, 3, 4)).toBe(1); // ceil(4.5) = 5
+    expect(admissionsDue(1.5, 3, 5)).toBe(0);
+  });
+
+  it('should admit nobody when sold out, and never a negative count', () => {
+    expect(admissionsDue(1.5, 0, 0)).toBe(0);
+    expect(admissionsDue(1, 2, 9)).toBe(0);
   });
 });

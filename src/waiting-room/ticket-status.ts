@@ -1,7 +1,7 @@
 // A ticket's answer from what the process knows, without I/O: its status, how many are ahead, the
 // estimated wait and when to poll again. The caller has already settled the cases that need
 // PostgreSQL (whether an admitted position was spent by an order).
-import { AdmissionBatch, AdmissionView } from './waiting-room.repository';
+import type { AdmissionBatch, AdmissionView } from './waiting-room.repository';
 
 export type TicketStatus = 'waiting' | 'admitted' | 'ordered' | 'sold_out' | 'ended';
 
@@ -17,6 +17,14 @@ export type Standing =
   | { kind: 'admitted'; batch: AdmissionBatch }
   /** Admitted, and the admission is over: spent or expired, PostgreSQL says which. */
   | { kind: 'admissionOver' };
+
+/**
+ * How many more tickets may be admitted now: the admissions outstanding stay below
+ * ceil(ADMISSION_RATIO x units left). The one place this rule is written.
+ */
+export function admissionsDue(ratio: number, unitsLeft: number, outstanding: number): number {
+  return Math.max(0, Math.ceil(ratio * unitsLeft) - outstanding);
+}
 
 export function standingOf(position: number, view: AdmissionView, now: number): Standing {
   if (position > view.admittedThrough) return { kind: 'queued' };

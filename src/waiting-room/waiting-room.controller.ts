@@ -58,28 +58,31 @@ export class WaitingRoomController {
     return toFairnessResponse(await this.room.fairness(productId(id)));
   }
 
-  @Get(':ticketId')
+  @Get(':ticket')
   @ApiBearerAuth('buyer')
   @ApiOperation({
     summary:
-      'Read a ticket: status, position, how many are ahead, the estimated wait, and while admitted the admission to order with. Poll again after Retry-After seconds',
+      "Read a ticket (the signed `id` a join answered): status, position, how many are ahead, the estimated wait, and while admitted the admission to order with. Poll again after Retry-After seconds",
   })
   @ApiOkResponse({
     type: TicketResponse,
     description: 'the ticket (Retry-After: seconds until the next poll is useful)',
   })
   @ApiResponse({ status: 401, description: 'UNAUTHENTICATED (buyer identity on)' })
-  @ApiResponse({ status: 404, description: "TICKET_NOT_FOUND (also another user's ticket, or one the queue lost)" })
+  @ApiResponse({
+    status: 404,
+    description: "TICKET_NOT_FOUND: not a ticket this service signed for this product (forged, expired, another product's), or another user's",
+  })
   @ApiResponse({ status: 429, description: 'RATE_LIMITED, with Retry-After' })
   @ApiResponse({ status: 503, description: 'UNAVAILABLE, with Retry-After' })
   async ticket(
     @Param('id') id: string,
-    @Param('ticketId') ticketId: string,
+    @Param('ticket') ticket: string,
     @CallerOf() caller: Caller | undefined,
     @Res({ passthrough: true }) reply: FastifyReply,
   ): Promise<TicketResponse> {
     const owner = caller?.kind === 'buyer' && caller.verified ? caller.userId : undefined;
-    return this.paced(reply, await this.room.ticket(productId(id), ticketId, owner));
+    return this.paced(reply, await this.room.ticket(productId(id), ticket, owner));
   }
 
   private paced(reply: FastifyReply, ticket: TicketView): TicketResponse {

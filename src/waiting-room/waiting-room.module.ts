@@ -1,19 +1,17 @@
-// The waiting room: a product's queue in Redis (spread over shards), admissions decided in
-// PostgreSQL, and the tokens that let an admitted buyer order. The order path imports
-// WaitingRoomService to check an admission.
+// The waiting room: a product's queue in PostgreSQL (one row per ticket), the buyers' signed
+// tickets, and the admissions it hands out (through AdmissionsModule, which the order path uses too).
 import { Module } from '@nestjs/common';
+import { AdmissionsModule } from '../admissions/admissions.module';
 import { InventoryModule } from '../inventory/inventory.module';
 import { Admitter } from './admitter.service';
 import { QueueStates } from './queue-states.service';
-import { QueueStore } from './queue.store';
 import { WaitingRoomController } from './waiting-room.controller';
 import { WaitingRoomRepository } from './waiting-room.repository';
 import { WaitingRoomService } from './waiting-room.service';
 
 @Module({
-  imports: [InventoryModule],
+  imports: [InventoryModule, AdmissionsModule],
   controllers: [WaitingRoomController],
-  providers: [WaitingRoomRepository, QueueStore, QueueStates, Admitter, WaitingRoomService],
-  exports: [WaitingRoomService],
+  providers: [WaitingRoomRepository, QueueStates, Admitter, WaitingRoomService],
 })
 export class WaitingRoomModule {}

@@ -1,11 +1,9 @@
-// The SQL of the waiting room: the room's row (seed, draw, epoch, admission cursor), the admission
-// batches, and the signing key shared by every process. PostgreSQL keeps what must outlive Redis:
-// an admission made is a batch row, so the cursor and every admission's expiry survive a Redis
-// loss, and a new queue epoch starts above every position ever handed out.
-import { randomBytes } from 'node:crypto';
+// The SQL of the waiting room: the room's row (seed, draw, positions handed out, admission cursor),
+// the tickets (one row per user and product, with its place) and the admission batches. The whole
+// queue is here, so nothing a buyer was told depends on Redis.
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import type { Updated } from '../database/transactions';
+import { admissionsDue } from './ticket-status';
 
 export interface RoomRow {
   productId: number;
@@ -13,10 +11,25 @@ export interface RoomRow {
   seedHash: string;
   /** Tickets in the drawn pre-queue; null until the draw. */
   preQueue: number | null;
-  epoch: number;
-  positionBase: number;
+  /** Positions handed out: the drawn pre-queue and the arrivals after it. */
   highWater: number;
   admittedThrough: number;
+}
+
+/** A join as one process sends it in a group (see GroupedCalls). */
+export interface JoinInput {
+  userId: string;
+  ticketId: string;
+  /** HMAC-SHA256(seed, ticketId): the ticket's lottery key, used if it joins the pre-queue. */
+  lotteryKey: Buffer;
+}
+
+/** The user's ticket after a join: made now (created) or the one they had. */
+export interface JoinedRow {
+  ticketId: string;
+  /** Null for a pre-queue ticket until the draw. */
+  position: number | null;
+  created: boolean;
 }
 
 /** A product with a waiting room whose sale has not long ended: the admitter's work list. */
@@ -37,8 +50,10 @@ export interface AdmissionBatch {
 
 /** What the room looks like now, as polls read it (refreshed by each process every tick). */
 export interface AdmissionView {
-  /** The queue epoch PostgreSQL knows: a process whose control values are of another reads them again. */
-  epoch: number;
+  /** Tickets in the drawn pre-queue; null until the draw. */
+  preQueue: number | null;
+  /** Positions handed out so far. */
+  highWater: number;
   admittedThrough: number;
   /** Admitted, not ordered, not expired: the tickets ahead of every waiting one that still may order. */
   outstanding: number;
@@ -63,8 +78,6 @@ interface RoomDbRow {
   seed: Buffer;
   seed_hash: string;
   pre_queue: number | null;
-  epoch: number;
-  position_base: string;
   high_water: string;
   admitted_through: string;
 }
@@ -74,8 +87,6 @@ const toRoom = (r: RoomDbRow): RoomRow => ({
   seed: r.seed,
   seedHash: r.seed_hash,
   preQueue: r.pre_queue,
-  epoch: r.epoch,
-  positionBase: Number(r.position_base),
   highWater: Number(r.high_water),
   admittedThrough: Number(r.admitted_through),
 });
@@ -86,7 +97,7 @@ const toRoom = (r: RoomDbRow): RoomRow => ({
  */
 export const CLOCK = '/* waiting-room clock */';
 
-const ROOM_COLUMNS = 'product_id, seed, seed_hash, pre_queue, epoch, position_base, high_water, admitted_through';
+const ROOM_COLUMNS = 'product_id, seed, seed_hash, pre_queue, high_water, admitted_through';
 
 /** Admissions not yet expired, and how many of them an order has spent (the orders_admission_spent index). */
 const LIVE_ADMISSIONS = `
@@ -94,6 +105,9 @@ const LIVE_ADMISSIONS = `
              FROM admission_batches WHERE product_id = $1 AND expires_at > now()),
   spent AS (SELECT count(*)::bigint AS n FROM orders o JOIN live ON o.admission_position BETWEEN live.f AND live.l
              WHERE o.product_id = $1)`;
+
+/** Positions handed out so far (the drawn pre-queue and the arrivals after it), exact. */
+const HANDED_OUT = `COALESCE((SELECT COALESCE(c.pre_queue, 0) + c.arrivals FROM queue_counts c WHERE c.product_id = $1), 0)`;
 
 @Injectable()
 export class WaitingRoomRepository {
@@ -123,38 +137,6 @@ export class WaitingRoomRepository {
   }
 
   /**
-   * Runs `work` holding the room's row, waiting for it (the making of a new epoch, one process at a
-   * time); null when the product has no room.
-   */
-  async holding<T>(productId: number, work: (room: RoomRow, q: Query) => Promise<T>): Promise<T | null> {
-    return this.db.transaction(async (m) => {
-      const rows: RoomDbRow[] = await m.query(
-        `SELECT ${ROOM_COLUMNS} FROM waiting_rooms WHERE product_id = $1 FOR UPDATE`,
-        [productId],
-      );
-      if (rows.length === 0) return null;
-      return work(toRoom(rows[0]), (sql, params) => m.query(sql, params));
-    });
-  }
-
-  /**
-   * A new queue epoch, inside holding(), for a control slot that Redis lost (or never had): its
-   * positions count on from the admission cursor. Every ticket of an older epoch that was not
-   * admitted loses its place (its holder joins again): counting on from above every position ever
-   * handed out instead would keep the places of tickets that survived in other shards, but make the
-   * admission wait through the places of all that were lost, an admission lifetime per batch.
-   */
-  async newEpoch(q: Query, productId: number): Promise<RoomRow> {
-    // An UPDATE answers [rows, count] through TypeORM's query().
-    const [rows] = (await q(
-      `UPDATE waiting_rooms SET epoch = epoch + 1, position_base = admitted_through
-        WHERE product_id = $1 RETURNING ${ROOM_COLUMNS}`,
-      [productId],
-    )) as unknown as Updated<RoomDbRow>;
-    return toRoom(rows[0]);
-  }
-
-  /**
    * Runs `work` holding the room's row, or returns null at once when another process holds it (the
    * draw and the admission steps are made by one process at a time).
    */
@@ -169,31 +151,90 @@ export class WaitingRoomRepository {
     });
   }
 
-  /** The draw's result, inside exclusively(): the pre-queue's size; positions up to it are now handed out. */
-  async recordDraw(q: Query, productId: number, preQueue: number): Promise<void> {
+  /**
+   * A group of joins in one call (queue_join, see its migration): each user's ticket, made now or
+   * the one they have, in the order given; an empty list when the product has no room.
+   */
+  async join(productId: number, joins: readonly JoinInput[]): Promise<JoinedRow[]> {
+    const rows: Array<{ user_id: string; ticket_id: string; position: string | null; created: boolean }> =
+      await this.db.query(`SELECT user_id, ticket_id, position, created FROM queue_join($1, $2, $3, $4)`, [
+        productId,
+        joins.map((j) => j.userId),
+        joins.map((j) => j.ticketId),
+        joins.map((j) => j.lotteryKey),
+      ]);
+    return rows.map((r) => ({
+      ticketId: r.ticket_id,
+      position: r.position === null ? null : Number(r.position),
+      created: r.created,
+    }));
+  }
+
+  /**
+   * The draw, inside exclusively(): every pre-queue ticket's place is its rank by lottery key (ties
+   * by ticket id, both compared byte by byte); joins after it are arrivals. Returns the pre-queue's size.
+   */
+  async draw(q: Query, productId: number): Promise<number> {
+    // Waits for a group of joins in flight: the pre-queue closes between two groups.
+    await q(`INSERT INTO queue_counts (product_id) VALUES ($1) ON CONFLICT DO NOTHING`, [productId]);
+    const [counts] = (await q(`SELECT pre_queue FROM queue_counts WHERE product_id = $1 FOR UPDATE`, [
+      productId,
+    ])) as Array<{ pre_queue: number | null }>;
+    const [, count] = (counts.pre_queue !== null
+      ? [null, counts.pre_queue]
+      : await q(
+          `${CLOCK} UPDATE queue_tickets t SET position = d.rn
+             FROM (SELECT user_id, row_number() OVER (ORDER BY lottery_key, ticket_id) AS rn
+                     FROM queue_tickets WHERE product_id = $1 AND kind = 'p') d
+            WHERE t.product_id = $1 AND t.user_id = d.user_id`,
+          [productId],
+        )) as unknown as [unknown, number];
+    await q(`UPDATE queue_counts SET pre_queue = $2::int WHERE product_id = $1`, [productId, count]);
     await q(
-      `UPDATE waiting_rooms SET pre_queue = $2::int, drawn_at = now(),
-              high_water = GREATEST(high_water, position_base + $2::bigint)
-        WHERE product_id = $1`,
-      [productId, preQueue],
+      `UPDATE waiting_rooms SET pre_queue = $2::int, drawn_at = now(), high_water = $2::bigint WHERE product_id = $1`,
+      [productId, count],
     );
+    return count;
+  }
+
+  /**
+   * The drawn pre-queue's lottery keys, first 8 bytes each, in draw order, as one buffer: with it a
+   * process places any pre-queue ticket by a binary search, with no statement per ticket.
+   */
+  async drawnKeys(productId: number): Promise<Buffer> {
+    const rows: Array<{ keys: Buffer | null }> = await this.db.query(
+      `${CLOCK} SELECT string_agg(substring(lottery_key FROM 1 FOR 8), ''::bytea ORDER BY position) AS keys
+         FROM queue_tickets WHERE product_id = $1 AND kind = 'p'`,
+      [productId],
+    );
+    return rows[0]?.keys ?? Buffer.alloc(0);
+  }
+
+  /** A ticket's position as PostgreSQL has it (null before the draw, or no such ticket). */
+  async position(productId: number, userId: string): Promise<number | null> {
+    const rows: Array<{ position: string | null }> = await this.db.query(
+      `SELECT position FROM queue_tickets WHERE product_id = $1 AND user_id = $2`,
+      [productId, userId],
+    );
+    return rows[0]?.position == null ? null : Number(rows[0].position);
   }
 
   /**
    * One admission step, inside exclusively(): admits the next tickets up to `taken` (positions
    * handed out so far) while the admissions outstanding stay below ceil(ratio x units left).
    */
-  async admit(q: Query, room: RoomRow, taken: number, ratio: number, ttlS: number): Promise<AdmissionStep> {
+  async admit(q: Query, room: RoomRow, ratio: number, ttlS: number): Promise<AdmissionStep> {
     const [now] = (await q(
       `${CLOCK} WITH ${LIVE_ADMISSIONS}
        SELECT (SELECT COALESCE(sum(stock), 0) FROM stock_segments WHERE product_id = $1)::bigint AS units_left,
+              ${HANDED_OUT} AS taken,
               (SELECT COALESCE(sum(l - f + 1), 0) FROM live)::bigint - (SELECT n FROM spent) AS outstanding`,
       [room.productId],
-    )) as Array<{ units_left: string; outstanding: string }>;
+    )) as Array<{ units_left: string; outstanding: string; taken: string }>;
+    const taken = Number(now.taken);
     const unitsLeft = Number(now.units_left);
     const outstanding = Number(now.outstanding);
-    const budget = Math.ceil(ratio * unitsLeft) - outstanding;
-    const n = Math.min(budget, taken - room.admittedThrough);
+    const n = Math.min(admissionsDue(ratio, unitsLeft, outstanding), taken - room.admittedThrough);
     if (taken > room.highWater)
       await q(`${CLOCK} UPDATE waiting_rooms SET high_water = $2 WHERE product_id = $1`, [room.productId, taken]);
     if (n <= 0) return { batch: null, unitsLeft, outstandingBefore: outstanding };
@@ -219,7 +260,7 @@ export class WaitingRoomRepository {
        recent AS (SELECT COALESCE(sum(last_position - first_position + 1), 0)::bigint AS n,
                          extract(epoch FROM now() - min(admitted_at)) AS span
                     FROM admission_batches WHERE product_id = $1 AND admitted_at > now() - interval '30 seconds')
-       SELECT w.epoch, w.admitted_through,
+       SELECT w.pre_queue, ${HANDED_OUT} AS high_water, w.admitted_through,
               (SELECT COALESCE(sum(stock), 0) FROM stock_segments WHERE product_id = $1)::bigint AS units_left,
               (SELECT COALESCE(sum(l - f + 1), 0) FROM live)::bigint - (SELECT n FROM spent) AS outstanding,
               (SELECT COALESCE(json_agg(json_build_array(f, l, (extract(epoch FROM admitted_at) * 1000)::bigint,
@@ -235,7 +276,8 @@ export class WaitingRoomRepository {
     // Early in a sale the window is shorter than 30 s: the rate is over what has passed (at least 1 s).
     const span = Math.min(30, Math.max(1, Number(r.span ?? 0)));
     return {
-      epoch: r.epoch,
+      preQueue: r.pre_queue,
+      highWater: Number(r.high_water),
       admittedThrough: Number(r.admitted_through),
       outstanding: Number(r.outstanding),
       unitsLeft: Number(r.units_left),
@@ -268,31 +310,11 @@ export class WaitingRoomRepository {
       outstandingBefore: r.outstanding_before,
     }));
   }
-
-  /** The order that spent an admission (any status), or null: an admission is spent once, by its order. */
-  async spentBy(productId: number, position: number): Promise<string | null> {
-    const rows: Array<{ id: string }> = await this.db.query(
-      `SELECT id FROM orders WHERE product_id = $1 AND admission_position = $2`,
-      [productId, position],
-    );
-    return rows.length === 0 ? null : String(rows[0].id);
-  }
-
-  /** The admission tokens' key when the operator set none: made by the first process to ask, then shared. */
-  async sharedSecret(name: string): Promise<Buffer> {
-    await this.db.query(`INSERT INTO service_secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`, [
-      name,
-      randomBytes(32),
-    ]);
-    const rows: Array<{ value: Buffer }> = await this.db.query(`SELECT value FROM service_secrets WHERE name = $1`, [
-      name,
-    ]);
-    return rows[0].value;
-  }
 }
 
 interface ViewRow {
-  epoch: number;
+  pre_queue: number | null;
+  high_water: string;
   admitted_through: string;
   units_left: string;
   outstanding: string;

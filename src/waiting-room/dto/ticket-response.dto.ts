@@ -5,10 +5,16 @@ import type { Fairness, TicketView } from '../waiting-room.service';
 
 export class TicketResponse {
   @ApiProperty({
-    example: '3f0c9d2ab41e7c55d0e1a2b3',
-    description: '24 hex characters; the same for a user and product',
+    example: 'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJ1c2VyLTQyIiwicGlkIjoxLCJ0aWQiOiIzZjBjOWQyYWI0MWU3YzU1ZDBlMWEyYjMiLCJwb3MiOjE3LCJleHAiOjE3NjQwMDAwMDB9.c2lnbmF0dXJl',
+    description:
+      'the signed ticket (opaque): poll GET /products/:id/queue/{id} with it. It holds the place, so no loss of a cache can take it; joining again gives a fresh one for the same place',
   })
   id: string;
+  @ApiProperty({
+    example: '3f0c9d2ab41e7c55d0e1a2b3',
+    description: "the ticket's id in the published lottery: 24 hex characters, the same for a user and product",
+  })
+  lotteryId: string;
   @ApiProperty({ example: 1 })
   productId: number;
   @ApiProperty({ example: 'user-42' })
@@ -44,6 +50,7 @@ export class TicketResponse {
 export function toTicketResponse(t: TicketView): TicketResponse {
   return {
     id: t.id,
+    lotteryId: t.lotteryId,
     productId: t.productId,
     userId: t.userId,
     status: t.status,

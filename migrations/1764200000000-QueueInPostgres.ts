@@ -1,0 +1,99 @@
+// The waiting room's queue moves from Redis to PostgreSQL: a ticket is a row, made once per user
+// and product, and its place is written with it. A Redis loss then costs no place: there is nothing
+// of the queue left in Redis to lose. Joins come in groups (one call per process per round trip),
+// and queue_join() numbers a group holding the queue's counter row, so positions follow arrival
+// order across processes, are never handed out twice and leave no gap. The counter has a row of its
+// own (queue_counts) so that joins never hold the room's row, which the admission steps take. The
+// Redis epochs go.
+import { MigrationInterface, QueryRunner } from 'typeorm';
+
+export class QueueInPostgres1764200000000 implements MigrationInterface {
+  name = 'QueueInPostgres1764200000000';
+
+  public async up(q: QueryRunner): Promise<void> {
+    await q.query(`
+      CREATE TABLE queue_tickets (
+        product_id  integer     NOT NULL REFERENCES products(id) ON DELETE CASCADE,
+        user_id     text        NOT NULL,
+        ticket_id   text        COLLATE "C" NOT NULL,
+        kind        char(1)     NOT NULL CHECK (kind IN ('p', 'a')),
+        lottery_key bytea,
+        position    bigint      CHECK (position >= 1),
+        joined_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+        PRIMARY KEY (product_id, user_id),
+        CHECK (kind = 'a' OR lottery_key IS NOT NULL),
+        CHECK (kind = 'p' OR position IS NOT NULL)
+      )`);
+    await q.query(
+      `CREATE UNIQUE INDEX queue_tickets_position ON queue_tickets (product_id, position) WHERE position IS NOT NULL`,
+    );
+    // Positions handed out = pre_queue (once drawn) + arrivals. waiting_rooms.high_water follows it
+    // at each admission step (for the operator page); this row is the exact count.
+    await q.query(`
+      CREATE TABLE queue_counts (
+        product_id integer PRIMARY KEY REFERENCES waiting_rooms(product_id) ON DELETE CASCADE,
+        pre_queue  integer,
+        arrivals   bigint  NOT NULL DEFAULT 0
+      )`);
+    await q.query(`INSERT INTO queue_counts (product_id, pre_queue) SELECT product_id, pre_queue FROM waiting_rooms`);
+    await q.query(`ALTER TABLE waiting_rooms DROP COLUMN epoch, DROP COLUMN position_base`);
+    // One group of joins: made under the room's row lock, in the order given. Before the draw a new
+    // ticket joins the pre-queue (no position until the draw); after it, it takes the next arrival
+    // position. A user who has a ticket gets it back (created = false), also when the same user
+    // appears twice in one group.
+    await q.query(`
+      CREATE FUNCTION queue_join(p_product integer, p_users text[], p_tickets text[], p_keys bytea[])
+      RETURNS TABLE (user_id text, ticket_id text, kind char(1), "position" bigint, created boolean)
+      LANGUAGE plpgsql AS $fn$
+      #variable_conflict use_column
+      DECLARE
+        v_pre integer;
+        v_arrivals bigint;
+        v_made text[];
+      BEGIN
+        SELECT c.pre_queue, c.arrivals INTO v_pre, v_arrivals
+          FROM queue_counts c WHERE c.product_id = p_product FOR UPDATE;
+        IF NOT FOUND THEN
+          INSERT INTO queue_counts (product_id) SELECT w.product_id FROM waiting_rooms w WHERE w.product_id = p_product
+            ON CONFLICT DO NOTHING;
+          SELECT c.pre_queue, c.arrivals INTO v_pre, v_arrivals
+            FROM queue_counts c WHERE c.product_id = p_product FOR UPDATE;
+          IF NOT FOUND THEN RETURN; END IF;
+        END IF;
+        WITH given AS (
+               SELECT g.u, g.t, g.k, g.o FROM unnest(p_users, p_tickets, p_keys) WITH ORDINALITY AS g(u, t, k, o)),
+             firsts AS (SELECT DISTINCT ON (g.u) g.u, g.t, g.k, g.o FROM given g ORDER BY g.u, g.o),
+             fresh AS (
+               SELECT f.u, f.t, f.k, row_number() OVER (ORDER BY f.o) AS rn FROM firsts f
+                WHERE NOT EXISTS (SELECT 1 FROM queue_tickets x WHERE x.product_id = p_product AND x.user_id = f.u)),
+             made AS (
+               INSERT INTO queue_tickets (product_id, user_id, ticket_id, kind, lottery_key, position)
+               SELECT p_product, f.u, f.t,
+                      CASE WHEN v_pre IS NULL THEN 'p' ELSE 'a' END,
+                      CASE WHEN v_pre IS NULL THEN f.k END,
+                      CASE WHEN v_pre IS NULL THEN NULL ELSE v_pre + v_arrivals + f.rn END
+                 FROM fresh f
+               RETURNING queue_tickets.user_id)
+        SELECT COALESCE(array_agg(m.user_id), '{}') INTO v_made FROM made m;
+        IF v_pre IS NOT NULL AND cardinality(v_made) > 0 THEN
+          UPDATE queue_counts c SET arrivals = c.arrivals + cardinality(v_made) WHERE c.product_id = p_product;
+        END IF;
+        RETURN QUERY
+          SELECT g.u, x.ticket_id::text, x.kind, x.position,
+                 (g.u = ANY (v_made) AND g.o = min(g.o) OVER (PARTITION BY g.u))
+            FROM unnest(p_users) WITH ORDINALITY AS g(u, o)
+            JOIN queue_tickets x ON x.product_id = p_product AND x.user_id = g.u
+           ORDER BY g.o;
+      END
+      $fn$`);
+  }
+
+  public async down(q: QueryRunner): Promise<void> {
+    await q.query('DROP FUNCTION queue_join(integer, text[], text[], bytea[])');
+    await q.query(
+      `ALTER TABLE waiting_rooms ADD COLUMN epoch integer NOT NULL DEFAULT 1, ADD COLUMN position_base bigint NOT NULL DEFAULT 0`,
+    );
+    await q.query('DROP TABLE queue_counts');
+    await q.query('DROP TABLE queue_tickets');
+  }
+}

@@ -1,0 +1,51 @@
+import { GroupedCalls } from './grouped-calls';
+
+describe('GroupedCalls', () => {
+  it('should send the joins that wait meanwhile as one call, in the order they came', async () => {
+    const calls: number[][] = [];
+    let release: () => void = () => undefined;
+    const groups = new GroupedCalls<number, string>(async (_key, inputs) => {
+      calls.push(inputs);
+      if (calls.length === 1) await new Promise<void>((r) => (release = r));
+      return inputs.map((n) => `#${n}`);
+    });
+    const first = groups.take(7, 1);
+    const rest = [groups.take(7, 2), groups.take(7, 3), groups.take(7, 4)];
+    release();
+    expect(await first).toBe('#1');
+    expect(await Promise.all(rest)).toEqual(['#2', '#3', '#4']);
+    expect(calls).toEqual([[1], [2, 3, 4]]);
+  });
+
+  it('should keep products apart and cap a group at its most', async () => {
+    const calls: Array<[number, number[]]> = [];
+    const groups = new GroupedCalls<number, number>(async (key, inputs) => {
+      calls.push([key, inputs]);
+      return inputs;
+    }, 2);
+    await Promise.all([groups.take(1, 1), groups.take(1, 2), groups.take(1, 3), groups.take(1, 4), groups.take(2, 9)]);
+    expect(calls).toEqual([
+      [1, [1]],
+      [2, [9]],
+      [1, [2, 3]],
+      [1, [4]],
+    ]);
+  });
+
+  it('should fail every join of a group whose call failed, and go on with the next group', async () => {
+    let n = 0;
+    const groups = new GroupedCalls<number, number>(async (_key, inputs) => {
+      if (n++ === 0) throw new Error('down');
+      return inputs;
+    });
+    const a = groups.take(1, 1);
+    const b = groups.take(1, 2);
+    await expect(a).rejects.toThrow('down');
+    await expect(b).resolves.toBe(2);
+  });
+
+  it('should refuse an answer that does not have one output per input', async () => {
+    const groups = new GroupedCalls<number, number>(async () => []);
+    await expect(groups.take(1, 1)).rejects.toThrow('answered 0 of 1');
+  });
+});

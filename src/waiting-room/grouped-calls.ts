@@ -1,0 +1,50 @@
+// Joins taken in groups: while one call for a product is in flight, the joins that come meanwhile
+// wait and go together in the next one. PostgreSQL then sees one call per process per round trip
+// instead of one per buyer, and the order inside a group is the order the joins came in; a join
+// answered before another began was in an earlier call, so it has the smaller position.
+
+interface Waiter<Out> {
+  resolve: (out: Out) => void;
+  reject: (err: unknown) => void;
+}
+
+export class GroupedCalls<In, Out> {
+  private readonly waiting = new Map<number, Array<{ input: In } & Waiter<Out>>>();
+  private readonly inFlight = new Set<number>();
+
+  /** `call` answers one output per input, in the same order. */
+  constructor(
+    private readonly call: (key: number, inputs: In[]) => Promise<Out[]>,
+    private readonly most = 2000,
+  ) {}
+
+  take(key: number, input: In): Promise<Out> {
+    return new Promise((resolve, reject) => {
+      const list = this.waiting.get(key);
+      if (list) list.push({ input, resolve, reject });
+      else this.waiting.set(key, [{ input, resolve, reject }]);
+      if (!this.inFlight.has(key)) this.flush(key);
+    });
+  }
+
+  private flush(key: number): void {
+    const all = this.waiting.get(key);
+    if (!all || all.length === 0) return;
+    const group = all.splice(0, this.most);
+    if (all.length === 0) this.waiting.delete(key);
+    this.inFlight.add(key);
+    this.call(
+      key,
+      group.map((w) => w.input),
+    )
+      .then((outs) => {
+        if (outs.length !== group.length) throw new Error(`a grouped call answered ${outs.length} of ${group.length}`);
+        group.forEach((w, i) => w.resolve(outs[i]));
+      })
+      .catch((err: unknown) => group.forEach((w) => w.reject(err)))
+      .finally(() => {
+        this.inFlight.delete(key);
+        this.flush(key);
+      });
+  }
+}

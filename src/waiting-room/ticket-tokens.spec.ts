@@ -1,0 +1,46 @@
+import { randomBytes } from 'node:crypto';
+import { createSigner } from 'fast-jwt';
+import { TicketNotFoundError } from '../common/domain-errors';
+import { ticketIdFor } from './lottery';
+import { TicketTokens } from './ticket-tokens';
+
+const key = randomBytes(32);
+const tokens = new TicketTokens(key);
+const ann = { userId: 'ann', productId: 7, ticketId: ticketIdFor(7, 'ann'), position: 12 };
+
+describe('ticket tokens', () => {
+  it('should carry the user, product, lottery id and place through a round trip', () => {
+    expect(tokens.verify(tokens.issue(ann), 7)).toEqual(ann);
+  });
+
+  it('should carry a pre-queue ticket as having no place yet', () => {
+    expect(tokens.verify(tokens.issue({ ...ann, position: null }), 7).position).toBeNull();
+  });
+
+  it("should refuse another product's ticket, a forged one, and one signed with another key", () => {
+    const token = tokens.issue(ann);
+    expect(() => tokens.verify(token, 8)).toThrow(TicketNotFoundError);
+    const [h, , sig] = token.split('.');
+    const raised = Buffer.from(JSON.stringify({ sub: 'ann', pid: 7, tid: ann.ticketId, pos: 1, exp: 9e9 })).toString(
+      'base64url',
+    );
+    expect(() => tokens.verify(`${h}.${raised}.${sig}`, 7)).toThrow(TicketNotFoundError);
+    expect(() => new TicketTokens(randomBytes(32)).verify(token, 7)).toThrow(TicketNotFoundError);
+    expect(() => tokens.verify('not-a-token', 7)).toThrow(TicketNotFoundError);
+    expect(() => tokens.verify('x'.repeat(5000), 7)).toThrow(TicketNotFoundError);
+  });
+
+  it('should refuse an expired ticket, saying so', () => {
+    const sign = createSigner({ key, algorithm: 'HS256', noTimestamp: true });
+    const old = sign({ sub: 'ann', pid: 7, tid: ann.ticketId, pos: 12, exp: Math.floor(Date.now() / 1000) - 10 });
+    expect(() => tokens.verify(old, 7)).toThrow(/expired/);
+  });
+
+  it('should refuse a token whose claims are not a ticket (an admission is not a ticket)', () => {
+    const sign = createSigner({ key, algorithm: 'HS256', noTimestamp: true });
+    const noTid = sign({ sub: 'ann', pid: 7, pos: 12, exp: Math.floor(Date.now() / 1000) + 60 });
+    expect(() => tokens.verify(noTid, 7)).toThrow(TicketNotFoundError);
+    const badPos = sign({ sub: 'ann', pid: 7, tid: ann.ticketId, pos: -1, exp: Math.floor(Date.now() / 1000) + 60 });
+    expect(() => tokens.verify(badPos, 7)).toThrow(TicketNotFoundError);
+  });
+});

@@ -1,0 +1,72 @@
+// A queue ticket as its buyer carries it: a JWT (HS256, fast-jwt) naming the user, the product,
+// the ticket's lottery id and its position (0 for a pre-queue ticket until the draw places it). The
+// ticket's row in PostgreSQL is the record; the token lets any process answer a poll from memory,
+// with no Redis and no PostgreSQL, and it never depends on what Redis remembers.
+import { createSigner, createVerifier, TokenError } from 'fast-jwt';
+import { TicketNotFoundError } from '../common/domain-errors';
+import { TICKET_ID } from './lottery';
+
+/** A ticket token is refused this many characters early: a real one is about 200. */
+const MAX_TICKET_LENGTH = 1024;
+/** A ticket token lasts a day; joining again hands out a fresh one for the same place. */
+export const TICKET_TTL_MS = 24 * 3600 * 1000;
+
+export interface TicketClaims {
+  userId: string;
+  productId: number;
+  /** The ticket's id in the published lottery (24 hex characters). */
+  ticketId: string;
+  /** The ticket's place; null for a pre-queue ticket (its place comes from the draw). */
+  position: number | null;
+}
+
+interface Claims {
+  sub?: unknown;
+  pid?: unknown;
+  tid?: unknown;
+  pos?: unknown;
+}
+
+export class TicketTokens {
+  private readonly signer: (payload: Record<string, unknown>) => string;
+  private readonly verifier: (token: string) => Claims;
+
+  constructor(key: Buffer) {
+    this.signer = createSigner({ key, algorithm: 'HS256', noTimestamp: true });
+    // A buyer polls the same token many times: verified tokens are cached (until they expire).
+    this.verifier = createVerifier({
+      key,
+      algorithms: ['HS256'],
+      requiredClaims: ['sub', 'pid', 'tid', 'pos', 'exp'],
+      cache: 100_000,
+    });
+  }
+
+  issue(t: TicketClaims): string {
+    return this.signer({
+      sub: t.userId,
+      pid: t.productId,
+      tid: t.ticketId,
+      pos: t.position ?? 0,
+      exp: Math.floor((Date.now() + TICKET_TTL_MS) / 1000),
+    });
+  }
+
+  /** The ticket a token carries for this product; TICKET_NOT_FOUND for anything else (forged, expired, another product's). */
+  verify(token: string, productId: number): TicketClaims {
+    if (token.length === 0 || token.length > MAX_TICKET_LENGTH) throw new TicketNotFoundError();
+    let claims: Claims;
+    try {
+      claims = this.verifier(token);
+    } catch (err) {
+      throw new TicketNotFoundError(
+        err instanceof TokenError && err.code === TokenError.codes.expired ? 'the ticket expired: join again' : undefined,
+      );
+    }
+    const { sub, pid, tid, pos } = claims;
+    if (pid !== productId || typeof sub !== 'string' || typeof tid !== 'string' || !TICKET_ID.test(tid))
+      throw new TicketNotFoundError();
+    if (typeof pos !== 'number' || !Number.isSafeInteger(pos) || pos < 0) throw new TicketNotFoundError();
+    return { userId: sub, productId: pid, ticketId: tid, position: pos === 0 ? null : pos };
+  }
+}
