@@ -37,12 +37,35 @@ export class QueueInPostgres1764200000000 implements MigrationInterface {
       )`);
     await q.query(`INSERT INTO queue_counts (product_id, pre_queue) SELECT product_id, pre_queue FROM waiting_rooms`);
     await q.query(`ALTER TABLE waiting_rooms DROP COLUMN epoch, DROP COLUMN position_base`);
-    // One group of joins: made under the room's row lock, in the order given. Before the draw a new
-    // ticket joins the pre-queue (no position until the draw); after it, it takes the next arrival
-    // position. A user who has a ticket gets it back (created = false), also when the same user
-    // appears twice in one group.
+    // The draw, once per room, holding the counter row (so between two groups of joins): every
+    // pre-queue ticket's place is its rank by lottery key, ties by ticket id, both compared byte
+    // by byte. Returns the pre-queue's size; a second call changes nothing.
     await q.query(`
-      CREATE FUNCTION queue_join(p_product integer, p_users text[], p_tickets text[], p_keys bytea[])
+      CREATE FUNCTION queue_draw(p_product integer) RETURNS integer
+      LANGUAGE plpgsql AS $fn$
+      DECLARE
+        v_pre integer;
+      BEGIN
+        INSERT INTO queue_counts (product_id) SELECT w.product_id FROM waiting_rooms w WHERE w.product_id = p_product
+          ON CONFLICT DO NOTHING;
+        SELECT c.pre_queue INTO v_pre FROM queue_counts c WHERE c.product_id = p_product FOR UPDATE;
+        IF v_pre IS NOT NULL OR NOT FOUND THEN RETURN v_pre; END IF;
+        UPDATE queue_tickets t SET position = d.rn
+          FROM (SELECT x.user_id, row_number() OVER (ORDER BY x.lottery_key, x.ticket_id) AS rn
+                  FROM queue_tickets x WHERE x.product_id = p_product AND x.kind = 'p') d
+         WHERE t.product_id = p_product AND t.user_id = d.user_id;
+        GET DIAGNOSTICS v_pre = ROW_COUNT;
+        UPDATE queue_counts c SET pre_queue = v_pre WHERE c.product_id = p_product;
+        RETURN v_pre;
+      END
+      $fn$`);
+    // One group of joins, holding the counter row, in the order given. A join sent as a pre-queue
+    // join (before startsAt by its process's clock) joins the pre-queue while it is not drawn; any
+    // other takes the next arrival position, drawing the pre-queue first if nobody has (so an
+    // arrival always has its place at once). A user who has a ticket gets it back (created =
+    // false), also when the same user appears twice in one group.
+    await q.query(`
+      CREATE FUNCTION queue_join(p_product integer, p_arrival boolean, p_users text[], p_tickets text[], p_keys bytea[])
       RETURNS TABLE (user_id text, ticket_id text, kind char(1), "position" bigint, created boolean)
       LANGUAGE plpgsql AS $fn$
       #variable_conflict use_column
@@ -59,6 +82,9 @@ export class QueueInPostgres1764200000000 implements MigrationInterface {
           SELECT c.pre_queue, c.arrivals INTO v_pre, v_arrivals
             FROM queue_counts c WHERE c.product_id = p_product FOR UPDATE;
           IF NOT FOUND THEN RETURN; END IF;
+        END IF;
+        IF v_pre IS NULL AND p_arrival THEN
+          v_pre := queue_draw(p_product);
         END IF;
         WITH given AS (
                SELECT g.u, g.t, g.k, g.o FROM unnest(p_users, p_tickets, p_keys) WITH ORDINALITY AS g(u, t, k, o)),
@@ -89,7 +115,8 @@ export class QueueInPostgres1764200000000 implements MigrationInterface {
   }
 
   public async down(q: QueryRunner): Promise<void> {
-    await q.query('DROP FUNCTION queue_join(integer, text[], text[], bytea[])');
+    await q.query('DROP FUNCTION queue_join(integer, boolean, text[], text[], bytea[])');
+    await q.query('DROP FUNCTION queue_draw(integer)');
     await q.query(
       `ALTER TABLE waiting_rooms ADD COLUMN epoch integer NOT NULL DEFAULT 1, ADD COLUMN position_base bigint NOT NULL DEFAULT 0`,
     );

@@ -40,6 +40,8 @@ export async function createApp(
 ): Promise<NestFastifyApplication> {
   const adapter: FastifyAdapter = new FastifyAdapter({
     keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+    // A waiting-room ticket travels in the path (GET /products/:id/queue/:ticket): about 150 characters.
+    maxParamLength: 512,
     // request.ip is the socket's address, or X-Forwarded-For's nearest hop that is not one of
     // these proxies (rate limits per address; a forged header from elsewhere changes nothing).
     trustProxy: config.door.trustProxy ?? false,

@@ -76,12 +76,12 @@ export class Admitter implements OnModuleInit, OnModuleDestroy {
 
   /** Steps (1) to (3) for one room. */
   async step(room: ActiveRoom): Promise<void> {
-    const known = await this.states.view(room.productId);
+    const row = await this.states.room(room.productId);
     const now = Date.now();
     const started = room.startsAt === null || now >= room.startsAt;
     const open = started && (room.endsAt === null || now < room.endsAt);
-    if (known !== null && started && known.preQueue === null) await this.draw(room.productId);
-    else if (known !== null && open) await this.admit(room);
+    if (row !== null && started && row.preQueue === null) await this.draw(room.productId);
+    else if (row !== null && open) await this.admit(room);
     const view = await this.states.refreshView(room.productId);
     if (view) {
       const label = String(room.productId);
@@ -111,8 +111,9 @@ export class Admitter implements OnModuleInit, OnModuleDestroy {
   }
 
   /**
-   * The draw: under the room's row, which every join also takes, so the pre-queue is closed at the
-   * same moment for every process: a join that comes after it is an arrival.
+   * The draw (unless the first arrival made it already): it holds the queue's counter row, which
+   * every group of joins takes too, so the pre-queue closes at one moment for every process; then
+   * the room's row records it and the seed is published.
    */
   private async draw(productId: number): Promise<void> {
     const started = Date.now();

@@ -1,15 +1,19 @@
-// A queue ticket as its buyer carries it: a JWT (HS256, fast-jwt) naming the user, the product,
-// the ticket's lottery id and its position (0 for a pre-queue ticket until the draw places it). The
+// A queue ticket as its buyer carries it: a JWT (HS256, fast-jwt) naming the user, the product and
+// its position (0 for a pre-queue ticket until the draw places it). The
 // ticket's row in PostgreSQL is the record; the token lets any process answer a poll from memory,
 // with no Redis and no PostgreSQL, and it never depends on what Redis remembers.
 import { createSigner, createVerifier, TokenError } from 'fast-jwt';
 import { TicketNotFoundError } from '../common/domain-errors';
-import { TICKET_ID } from './lottery';
+import { ticketIdFor } from './lottery';
 
 /** A ticket token is refused this many characters early: a real one is about 200. */
 const MAX_TICKET_LENGTH = 1024;
-/** A ticket token lasts a day; joining again hands out a fresh one for the same place. */
+/**
+ * A ticket token lasts a day or a little more: its expiry is rounded up to the hour, so joining
+ * again within the hour hands out the very same token, and later a fresh one for the same place.
+ */
 export const TICKET_TTL_MS = 24 * 3600 * 1000;
+const HOUR_S = 3600;
 
 export interface TicketClaims {
   userId: string;
@@ -23,7 +27,6 @@ export interface TicketClaims {
 interface Claims {
   sub?: unknown;
   pid?: unknown;
-  tid?: unknown;
   pos?: unknown;
 }
 
@@ -37,7 +40,7 @@ export class TicketTokens {
     this.verifier = createVerifier({
       key,
       algorithms: ['HS256'],
-      requiredClaims: ['sub', 'pid', 'tid', 'pos', 'exp'],
+      requiredClaims: ['sub', 'pid', 'pos', 'exp'],
       cache: 100_000,
     });
   }
@@ -46,9 +49,8 @@ export class TicketTokens {
     return this.signer({
       sub: t.userId,
       pid: t.productId,
-      tid: t.ticketId,
       pos: t.position ?? 0,
-      exp: Math.floor((Date.now() + TICKET_TTL_MS) / 1000),
+      exp: Math.ceil((Date.now() + TICKET_TTL_MS) / 1000 / HOUR_S) * HOUR_S,
     });
   }
 
@@ -63,10 +65,10 @@ export class TicketTokens {
         err instanceof TokenError && err.code === TokenError.codes.expired ? 'the ticket expired: join again' : undefined,
       );
     }
-    const { sub, pid, tid, pos } = claims;
-    if (pid !== productId || typeof sub !== 'string' || typeof tid !== 'string' || !TICKET_ID.test(tid))
-      throw new TicketNotFoundError();
+    const { sub, pid, pos } = claims;
+    if (pid !== productId || typeof sub !== 'string') throw new TicketNotFoundError();
     if (typeof pos !== 'number' || !Number.isSafeInteger(pos) || pos < 0) throw new TicketNotFoundError();
-    return { userId: sub, productId: pid, ticketId: tid, position: pos === 0 ? null : pos };
+    // The lottery id is derived, not carried: a shorter token, and one fact less to trust.
+    return { userId: sub, productId: pid, ticketId: ticketIdFor(pid, sub), position: pos === 0 ? null : pos };
   }
 }

@@ -155,10 +155,11 @@ export class WaitingRoomRepository {
    * A group of joins in one call (queue_join, see its migration): each user's ticket, made now or
    * the one they have, in the order given; an empty list when the product has no room.
    */
-  async join(productId: number, joins: readonly JoinInput[]): Promise<JoinedRow[]> {
+  async join(productId: number, arrival: boolean, joins: readonly JoinInput[]): Promise<JoinedRow[]> {
     const rows: Array<{ user_id: string; ticket_id: string; position: string | null; created: boolean }> =
-      await this.db.query(`SELECT user_id, ticket_id, position, created FROM queue_join($1, $2, $3, $4)`, [
+      await this.db.query(`SELECT user_id, ticket_id, position, created FROM queue_join($1, $2, $3, $4, $5)`, [
         productId,
+        arrival,
         joins.map((j) => j.userId),
         joins.map((j) => j.ticketId),
         joins.map((j) => j.lotteryKey),
@@ -171,30 +172,19 @@ export class WaitingRoomRepository {
   }
 
   /**
-   * The draw, inside exclusively(): every pre-queue ticket's place is its rank by lottery key (ties
-   * by ticket id, both compared byte by byte); joins after it are arrivals. Returns the pre-queue's size.
+   * The draw, inside exclusively() (queue_draw, see its migration; a join may have made it already):
+   * every pre-queue ticket's place is its rank by lottery key, ties by ticket id. The room's row
+   * then records it, and the seed is published. Returns the pre-queue's size.
    */
   async draw(q: Query, productId: number): Promise<number> {
-    // Waits for a group of joins in flight: the pre-queue closes between two groups.
-    await q(`INSERT INTO queue_counts (product_id) VALUES ($1) ON CONFLICT DO NOTHING`, [productId]);
-    const [counts] = (await q(`SELECT pre_queue FROM queue_counts WHERE product_id = $1 FOR UPDATE`, [
-      productId,
-    ])) as Array<{ pre_queue: number | null }>;
-    const [, count] = (counts.pre_queue !== null
-      ? [null, counts.pre_queue]
-      : await q(
-          `${CLOCK} UPDATE queue_tickets t SET position = d.rn
-             FROM (SELECT user_id, row_number() OVER (ORDER BY lottery_key, ticket_id) AS rn
-                     FROM queue_tickets WHERE product_id = $1 AND kind = 'p') d
-            WHERE t.product_id = $1 AND t.user_id = d.user_id`,
-          [productId],
-        )) as unknown as [unknown, number];
-    await q(`UPDATE queue_counts SET pre_queue = $2::int WHERE product_id = $1`, [productId, count]);
+    const [drawn] = (await q(`${CLOCK} SELECT queue_draw($1) AS n`, [productId])) as Array<{ n: number }>;
     await q(
-      `UPDATE waiting_rooms SET pre_queue = $2::int, drawn_at = now(), high_water = $2::bigint WHERE product_id = $1`,
-      [productId, count],
+      `UPDATE waiting_rooms SET pre_queue = $2::int, drawn_at = COALESCE(drawn_at, now()),
+              high_water = GREATEST(high_water, $2::bigint)
+        WHERE product_id = $1`,
+      [productId, drawn.n],
     );
-    return count;
+    return drawn.n;
   }
 
   /**
@@ -260,7 +250,8 @@ export class WaitingRoomRepository {
        recent AS (SELECT COALESCE(sum(last_position - first_position + 1), 0)::bigint AS n,
                          extract(epoch FROM now() - min(admitted_at)) AS span
                     FROM admission_batches WHERE product_id = $1 AND admitted_at > now() - interval '30 seconds')
-       SELECT w.pre_queue, ${HANDED_OUT} AS high_water, w.admitted_through,
+       SELECT (SELECT c.pre_queue FROM queue_counts c WHERE c.product_id = $1) AS pre_queue,
+              ${HANDED_OUT} AS high_water, w.admitted_through,
               (SELECT COALESCE(sum(stock), 0) FROM stock_segments WHERE product_id = $1)::bigint AS units_left,
               (SELECT COALESCE(sum(l - f + 1), 0) FROM live)::bigint - (SELECT n FROM spent) AS outstanding,
               (SELECT COALESCE(json_agg(json_build_array(f, l, (extract(epoch FROM admitted_at) * 1000)::bigint,

@@ -66,7 +66,8 @@ export class WaitingRoomService implements OnModuleInit {
     private readonly admissions: AdmissionsService,
     private readonly metrics: MetricsService,
   ) {
-    this.joins = new GroupedCalls((productId, inputs) => this.repo.join(productId, inputs));
+    // Pre-queue joins and arrivals go in separate groups (key: product x 2, + 1 for arrivals).
+    this.joins = new GroupedCalls((key, inputs) => this.repo.join(key >> 1, (key & 1) === 1, inputs));
   }
 
   onModuleInit(): void {
@@ -76,12 +77,16 @@ export class WaitingRoomService implements OnModuleInit {
   /** POST /products/:id/queue: the user's ticket, made now (created) or the one they have. */
   async join(productId: number, userId: string): Promise<{ ticket: TicketView; created: boolean }> {
     const product = await this.roomProduct(productId);
-    if (product.endsAt !== null && Date.now() >= product.endsAt) throw new SaleEndedError(new Date(product.endsAt));
+    const now = Date.now();
+    if (product.endsAt !== null && now >= product.endsAt) throw new SaleEndedError(new Date(product.endsAt));
     const room = await this.states.room(productId);
     if (room === null) throw new NoWaitingRoomError(productId);
     const ticketId = ticketIdFor(productId, userId);
+    // Before the start by this process's clock, a pre-queue join; PostgreSQL turns it into an
+    // arrival if the pre-queue was drawn already.
+    const arrival = product.startsAt === null || now >= product.startsAt;
     const joined = await this.joins
-      .take(productId, { userId, ticketId, lotteryKey: Buffer.from(lotteryKey(room.seed, ticketId), 'hex') })
+      .take(productId * 2 + (arrival ? 1 : 0), { userId, ticketId, lotteryKey: Buffer.from(lotteryKey(room.seed, ticketId), 'hex') })
       .catch((err) => {
         this.metrics.dependencyErrors.inc({ dependency: 'postgres' });
         throw new UnavailableError('postgres', this.http.retryAfterS, err);
