@@ -42,7 +42,7 @@ describe('the waiting room under a storm across two service processes (I8, I1-I7
 
   beforeAll(async () => {
     await resetState();
-    const env = { ADMISSION_TICK_MS: '50', EXPIRY_SWEEP_MS: '200', QUEUE_SHARDS: '8', ADMISSION_RATIO: String(RATIO) };
+    const env = { ADMISSION_TICK_MS: '50', EXPIRY_SWEEP_MS: '200', ADMISSION_RATIO: String(RATIO) };
     [a, b] = await Promise.all([startService(env), startService(env)]);
   });
   afterAll(async () => {
@@ -107,8 +107,9 @@ describe('the waiting room under a storm across two service processes (I8, I1-I7
       const replies = joins.get(buyer) ?? [];
       expect(replies.map((r) => r.status).filter((s) => s !== 200 && s !== 201)).toEqual([]);
       expect(replies.filter((r) => r.status === 201)).toHaveLength(1);
-      expect(new Set(replies.map((r) => r.body.id)).size).toBe(1);
+      expect(new Set(replies.map((r) => r.body.lotteryId)).size).toBe(1);
       buyer.ticketId = replies[0].body.id;
+      buyer.lotteryId = replies[0].body.lotteryId;
     }
 
     // The sale runs until every unit is paid for and the crowd has had its answers.
@@ -144,10 +145,10 @@ describe('the waiting room under a storm across two service processes (I8, I1-I7
     const pre = buyers.slice(0, PRE);
     const byPosition = [...pre].sort((x, y) => (x.position as number) - (y.position as number));
     expect(byPosition.map((x) => x.position)).toEqual(Array.from({ length: PRE }, (_, i) => i + 1));
-    expect(byPosition.map((x) => x.ticketId)).toEqual(
+    expect(byPosition.map((x) => x.lotteryId)).toEqual(
       recomputeLottery(
         after.body.seed,
-        pre.map((x) => x.ticketId!),
+        pre.map((x) => x.lotteryId!),
       ),
     );
     // Arrivals after the pre-queue, in arrival order: a wave sent after another was answered is behind it.

@@ -10,7 +10,10 @@ export type Part = 'pay' | 'cancel' | 'leave unpaid' | 'ignore admission';
 export interface Buyer {
   userId: string;
   part: Part;
+  /** The signed ticket the buyer polls with. */
   ticketId?: string;
+  /** The ticket's id in the published lottery. */
+  lotteryId?: string;
   /** Every status this buyer's polls answered, in order. */
   seen: string[];
   position?: number | null;
