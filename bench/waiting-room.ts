@@ -42,6 +42,8 @@ export interface QueueOptions {
   admissionTtlS: number;
   outDir: string;
   log: (line: string) => void;
+  /** Flags for the service's node, e.g. --cpu-prof --cpu-prof-dir=/tmp/prof (one profile per process). */
+  nodeFlags?: string[];
 }
 
 export interface Percentiles {
@@ -60,6 +62,8 @@ export interface QueueReport {
   withRoom: {
     joinsPerS: number;
     joinSeconds: number;
+    /** From the first join to the moment the last buyer knew the outcome (ordered or sold out). */
+    crowdAnsweredS: number | null;
     preQueue: number;
     pollsPerS: number;
     polls: number;
@@ -79,6 +83,8 @@ export interface QueueReport {
   };
   withoutRoom: {
     ordersPerS: number;
+    /** From the first order to the last answer. */
+    crowdAnsweredS: number;
     startToSoldOutS: number | null;
     pgTransactionsPerBuyer: number;
     pgStatementsPerBuyer: number | null;
@@ -189,8 +195,8 @@ export function millionJoins(
   return {
     serviceCores: cpuUsPerJoin === null ? null : (1_000_000 * cpuUsPerJoin) / 1e6,
     redisCommandsPerS: 1_000_000 * redisCommandsPerJoin,
-    // The control slot sees at most one arrival call per process per round trip, and never more
-    // than one per join: each call takes the numbers of every join that came while the last was out.
+    // PostgreSQL sees at most one queue_join call per process per round trip, and never more than
+    // one per join: each call takes every join that came while the last was out.
     controlSlotCallsPerS: Math.min(1_000_000, Math.ceil(processes * (1000 / roundTripMs))),
   };
 }
@@ -203,6 +209,8 @@ interface Buyer {
   /** The first admission time estimated after the start (epoch ms), and when it was first seen admitted. */
   eta?: number;
   admittedSeenAt?: number;
+  /** When the buyer first knew the outcome: ordered, or told sold out / ended (epoch ms). */
+  knewAt?: number;
   ordered: boolean;
   done: boolean;
 }
@@ -288,6 +296,7 @@ export async function runQueueBenchmark(o: QueueOptions): Promise<QueueReport> {
         ADMISSION_RATIO: String(RATIO),
       },
       heapMb: HEAP_MB,
+      nodeFlags: o.nodeFlags,
     });
     cleanups.push(() => svc.stop());
     await healthLive(svc.url, o.connections); // warm-up, not measured
@@ -296,7 +305,7 @@ export async function runQueueBenchmark(o: QueueOptions): Promise<QueueReport> {
 
     const withRoom = await withWaitingRoom(o, svc, db, probe);
     const withoutRoom = await withoutWaitingRoom(o, svc, db, probe);
-    const rtt = await roundTripMs(redis.url);
+    const rtt = await roundTripMs(db);
     const report: QueueReport = {
       startedAt,
       machine: { cores: os.cpus().length, memoryGb: Math.round(os.totalmem() / 2 ** 30), node: process.versions.node },
@@ -318,16 +327,11 @@ export async function runQueueBenchmark(o: QueueOptions): Promise<QueueReport> {
   }
 }
 
-async function roundTripMs(redisUrl: string): Promise<number> {
-  const { default: Redis } = await import('ioredis');
-  const r = new Redis(redisUrl);
-  try {
-    const started = process.hrtime.bigint();
-    for (let i = 0; i < 200; i++) await r.ping();
-    return Number(process.hrtime.bigint() - started) / 1e6 / 200;
-  } finally {
-    r.disconnect();
-  }
+/** PostgreSQL's idle round trip here: a join group is one such call. */
+async function roundTripMs(db: Client): Promise<number> {
+  const started = process.hrtime.bigint();
+  for (let i = 0; i < 200; i++) await db.query('SELECT 1');
+  return Number(process.hrtime.bigint() - started) / 1e6 / 200;
 }
 
 function per(costs: ScenarioCosts, key: 'redisCommands' | 'pgStatements'): number | null {
@@ -352,6 +356,7 @@ async function withWaitingRoom(
   const buyers: Buyer[] = [];
   const before: CostSnapshot = await probe.snapshot(svc.pid);
   o.log(`joining ${o.buyers} buyers ...`);
+  const joinsStarted = Date.now();
   const joins = await runLoad({
     url: svc.url,
     post: `/products/${productId}/queue`,
@@ -364,8 +369,12 @@ async function withWaitingRoom(
     bodyOf: (n) => JSON.stringify({ userId: `q-${n}` }),
     onAnswer: (status, body) => {
       if (status !== 201) return;
-      const t = JSON.parse(body) as { id: string; userId: string };
-      buyers.push({ userId: t.userId, ticketId: t.id, joinedAt: Date.now(), due: 0, ordered: false, done: false });
+      const t = JSON.parse(body) as { id: string; userId: string; status: string; estimatedWaitS: number | null };
+      const now = Date.now();
+      const b: Buyer = { userId: t.userId, ticketId: t.id, joinedAt: now, due: 0, ordered: false, done: false };
+      if (t.status === 'sold_out' || t.status === 'ended') b.knewAt = now;
+      if (t.status === 'waiting' && now >= startsAt && t.estimatedWaitS !== null) b.eta = now + t.estimatedWaitS * 1000;
+      buyers.push(b);
     },
   });
   const afterJoins = await probe.snapshot(svc.pid);
@@ -388,7 +397,7 @@ async function withWaitingRoom(
   /** Polls one buyer and puts it back in the heap unless it is done. */
   const poll = async (b: Buyer): Promise<void> => {
     await one(b);
-    if (!b.done) queue.push(b);
+    if (!b.done && b.knewAt === undefined) queue.push(b);
   };
   const one = async (b: Buyer): Promise<void> => {
     const r = await call(svc.url, 'GET', `/products/${productId}/queue/${b.ticketId}`).catch(() => null);
@@ -417,6 +426,7 @@ async function withWaitingRoom(
       if (order?.status === 201) {
         b.ordered = true;
         b.done = true;
+        b.knewAt = Date.now();
         const pay = await call(
           svc.url,
           'POST',
@@ -429,11 +439,13 @@ async function withWaitingRoom(
       }
     }
     if (r.body.status === 'ordered' || r.body.status === 'ended') b.done = true;
+    if (['ordered', 'ended', 'sold_out'].includes(r.body.status as string)) b.knewAt ??= now;
     b.due = now + wait;
   };
+  // Until every buyer knows the outcome (a buyer told sold out is not polled again).
   await Promise.all(
     Array.from({ length: o.pollersInFlight }, async () => {
-      while (soldOutAt === null && Date.now() < deadline) {
+      while (Date.now() < deadline) {
         const next = queue.peek();
         if (next === undefined) return;
         if (next.due > Date.now()) {
@@ -477,9 +489,13 @@ async function withWaitingRoom(
     for (const b of buyers.filter((x) => x.joinedAt < startsAt - 200).slice(0, 5000)) {
       const t = await call(svc.url, 'GET', `/products/${productId}/queue/${b.ticketId}`);
       if (t.status === 200 && typeof t.body.position === 'number')
-        preTickets.push({ id: t.body.id, position: t.body.position });
+        preTickets.push({ id: t.body.lotteryId, position: t.body.position });
     }
   }
+  const knew = buyers.map((b) => b.knewAt);
+  const crowdAnsweredS = knew.every((t) => t !== undefined)
+    ? (Math.max(...(knew as number[])) - joinsStarted) / 1000
+    : null;
   const etaErrors = buyers
     .filter((b) => b.eta !== undefined && b.admittedSeenAt !== undefined)
     .map((b) => Math.abs((b.admittedSeenAt as number) - (b.eta as number)) / 1000);
@@ -517,6 +533,7 @@ async function withWaitingRoom(
   return {
     joinsPerS: joins.created / joins.elapsedS,
     joinSeconds: joins.elapsedS,
+    crowdAnsweredS,
     preQueue,
     pollsPerS: polls / pollSeconds,
     polls,
@@ -575,6 +592,7 @@ async function withoutWaitingRoom(
     .reduce((n, [, v]) => n + v, 0);
   return {
     ordersPerS: load.created / ((load.lastCreatedAtMs ?? load.elapsedS * 1000) / 1000),
+    crowdAnsweredS: load.elapsedS,
     startToSoldOutS: load.lastCreatedAtMs === null ? null : load.lastCreatedAtMs / 1000,
     pgTransactionsPerBuyer: (after.pgNextXid - before.pgNextXid) / o.buyers,
     pgStatementsPerBuyer: per(costs, 'pgStatements'),
@@ -617,6 +635,9 @@ export function renderQueue(r: QueueReport): string {
   out.push(`| polls/s (${w.polls} polls, paced by Retry-After) | ${f(w.pollsPerS)} | |`);
   out.push(`| orders/s until sold out | | ${f(x.ordersPerS)} |`);
   out.push(`| seconds from the start to sold out | ${f(w.startToSoldOutS, 1)} | ${f(x.startToSoldOutS, 1)} |`);
+  out.push(
+    `| seconds until every buyer knew the outcome (ordered or sold out), from the first call | ${f(w.crowdAnsweredS, 1)} | ${f(x.crowdAnsweredS, 1)} |`,
+  );
   out.push(`| admissions lapsed unspent while units were left | ${w.lapsedWhileUnitsLeft} | |`);
   out.push(`| fairness: admissions in exact queue order | ${f(w.fairnessShare, 3)} | |`);
   out.push(`| pre-queue in the revealed lottery's order (share checked) | ${f(w.lotteryShare, 3)} | |`);
@@ -648,9 +669,10 @@ export function renderQueue(r: QueueReport): string {
   const m = r.millionJoins;
   out.push(
     `**1,000,000 joins in one second**, from these costs: ${f(m.serviceCores)} service cores at ${f(w.serviceCpuUsPerJoin)} µs per join; ` +
-      `${f(m.redisCommandsPerS / 1e6, 1)} M Redis commands/s (${f(w.redisCommandsPerJoin, 2)} per join), spread over the queue's shards ` +
-      `(QUEUE_SHARDS hash slots, so over as many masters as a Redis Cluster has), while its control slot sees one arrival call per process ` +
-      `per round trip: at most ${f(m.controlSlotCallsPerS)}/s for 100 processes at this machine's idle round trip (a loaded round trip is longer and groups more joins per call). PostgreSQL: none per join.`,
+      `${f(m.redisCommandsPerS / 1e6, 1)} M Redis commands/s (${f(w.redisCommandsPerJoin, 2)} per join). PostgreSQL: one queue_join call ` +
+      `per process per round trip, at most ${f(m.controlSlotCallsPerS)}/s for 100 processes at this machine's idle round trip (a loaded ` +
+      "round trip is longer and groups more joins per call), each holding the queue's counter row while it inserts its group: " +
+      'the rows that one row lock lets PostgreSQL insert per second are the first limit (`npm run scaling`).',
   );
   out.push('');
   return out.join('\n');
@@ -666,12 +688,13 @@ async function main(): Promise<void> {
       workers: { type: 'string' },
       ttl: { type: 'string' },
       out: { type: 'string' },
+      'node-flags': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
   if (values.help) {
     process.stdout.write(
-      'npm run bench:queue -- [--buyers N (50000)] [--units N (1000)] [--connections N (200)] [--pollers N (256)] [--workers N (2)] [--ttl S (120)] [--out DIR (bench/results)]\n',
+      'npm run bench:queue -- [--buyers N (50000)] [--units N (1000)] [--connections N (200)] [--pollers N (256)] [--workers N (2)] [--ttl S (120)] [--out DIR (bench/results)] [--node-flags "--cpu-prof --cpu-prof-dir=DIR"]\n',
     );
     return;
   }
@@ -684,6 +707,7 @@ async function main(): Promise<void> {
     admissionTtlS: Number(values.ttl ?? 120),
     outDir: values.out ?? join(__dirname, '..', '..', 'bench', 'results'),
     log: (line) => process.stderr.write(`${line}\n`),
+    nodeFlags: values['node-flags']?.split(' ').filter((x) => x !== ''),
   });
   process.stdout.write(renderQueue(report));
   const failed = [...report.withRoom.checks, ...report.withoutRoom.checks].filter((c) => !c.ok);
