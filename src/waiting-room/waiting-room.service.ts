@@ -160,6 +160,8 @@ export class WaitingRoomService implements OnModuleInit {
           entry.over = spent ? 'ordered' : 'ended';
           return counted({ ...base, status: entry.over, ahead: 0, estimatedWaitS: 0 });
         }
+        // Admitted, but nothing is left to buy: said plainly (the admission is handed out again if units come back).
+        if (view.unitsLeft === 0) return counted({ ...base, status: 'sold_out', ahead: 0, estimatedWaitS: null });
         if (entry.firstEta !== undefined) {
           this.metrics.queueEtaError.observe(Math.abs(standing.batch.admittedAt - entry.firstEta) / 1000);
           entry.firstEta = undefined;
