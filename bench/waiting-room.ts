@@ -494,7 +494,7 @@ async function withWaitingRoom(
   }
   const knew = buyers.map((b) => b.knewAt);
   const crowdAnsweredS = knew.every((t) => t !== undefined)
-    ? (Math.max(...(knew as number[])) - joinsStarted) / 1000
+    ? (Math.max(...(knew)) - joinsStarted) / 1000
     : null;
   const etaErrors = buyers
     .filter((b) => b.eta !== undefined && b.admittedSeenAt !== undefined)

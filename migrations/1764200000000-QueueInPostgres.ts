@@ -13,7 +13,9 @@ export class QueueInPostgres1764200000000 implements MigrationInterface {
   public async up(q: QueryRunner): Promise<void> {
     await q.query(`
       CREATE TABLE queue_tickets (
-        product_id  integer     NOT NULL REFERENCES products(id) ON DELETE CASCADE,
+        -- No foreign key: its check would run once per inserted ticket, on the hottest insert there
+        -- is; every row is made by queue_join() for a room that exists.
+        product_id  integer     NOT NULL,
         user_id     text        NOT NULL,
         ticket_id   text        COLLATE "C" NOT NULL,
         kind        char(1)     NOT NULL CHECK (kind IN ('p', 'a')),
@@ -86,29 +88,29 @@ export class QueueInPostgres1764200000000 implements MigrationInterface {
         IF v_pre IS NULL AND p_arrival THEN
           v_pre := queue_draw(p_product);
         END IF;
-        WITH given AS (
-               SELECT g.u, g.t, g.k, g.o FROM unnest(p_users, p_tickets, p_keys) WITH ORDINALITY AS g(u, t, k, o)),
-             firsts AS (SELECT DISTINCT ON (g.u) g.u, g.t, g.k, g.o FROM given g ORDER BY g.u, g.o),
-             fresh AS (
-               SELECT f.u, f.t, f.k, row_number() OVER (ORDER BY f.o) AS rn FROM firsts f
-                WHERE NOT EXISTS (SELECT 1 FROM queue_tickets x WHERE x.product_id = p_product AND x.user_id = f.u)),
-             made AS (
-               INSERT INTO queue_tickets (product_id, user_id, ticket_id, kind, lottery_key, position)
-               SELECT p_product, f.u, f.t,
-                      CASE WHEN v_pre IS NULL THEN 'p' ELSE 'a' END,
-                      CASE WHEN v_pre IS NULL THEN f.k END,
-                      CASE WHEN v_pre IS NULL THEN NULL ELSE v_pre + v_arrivals + f.rn END
-                 FROM fresh f
-               RETURNING queue_tickets.user_id)
+        WITH made AS (
+          INSERT INTO queue_tickets (product_id, user_id, ticket_id, kind, lottery_key, position)
+          SELECT p_product, f.u, f.t,
+               CASE WHEN v_pre IS NULL THEN 'p' ELSE 'a' END,
+               CASE WHEN v_pre IS NULL THEN f.k END,
+               CASE WHEN v_pre IS NULL THEN NULL ELSE v_pre + v_arrivals + row_number() OVER (ORDER BY f.o) END
+          FROM (SELECT DISTINCT ON (g.u) g.u, g.t, g.k, g.o
+                  FROM unnest(p_users, p_tickets, p_keys) WITH ORDINALITY AS g(u, t, k, o)
+                 ORDER BY g.u, g.o) f
+         WHERE NOT EXISTS (SELECT 1 FROM queue_tickets x WHERE x.product_id = p_product AND x.user_id = f.u)
+         ORDER BY f.o
+          RETURNING queue_tickets.user_id)
         SELECT COALESCE(array_agg(m.user_id), '{}') INTO v_made FROM made m;
         IF v_pre IS NOT NULL AND cardinality(v_made) > 0 THEN
           UPDATE queue_counts c SET arrivals = c.arrivals + cardinality(v_made) WHERE c.product_id = p_product;
         END IF;
+        -- Made now: the users this call inserted, the first time each appears in the group.
         RETURN QUERY
           SELECT g.u, x.ticket_id::text, x.kind, x.position,
-                 (g.u = ANY (v_made) AND g.o = min(g.o) OVER (PARTITION BY g.u))
+                 m.u IS NOT NULL AND g.o = min(g.o) OVER (PARTITION BY g.u)
             FROM unnest(p_users) WITH ORDINALITY AS g(u, o)
             JOIN queue_tickets x ON x.product_id = p_product AND x.user_id = g.u
+            LEFT JOIN unnest(v_made) AS m(u) ON m.u = g.u
            ORDER BY g.o;
       END
       $fn$`);

@@ -10,6 +10,7 @@ import { InitialSchema1763700000000 } from '../migrations/1763700000000-InitialS
 import { OrderLifecycle1763900000000 } from '../migrations/1763900000000-OrderLifecycle';
 import { WaitingRoom1764000000000 } from '../migrations/1764000000000-WaitingRoom';
 import { OrderEvents1764100000000 } from '../migrations/1764100000000-OrderEvents';
+import { QueueInPostgres1764200000000 } from '../migrations/1764200000000-QueueInPostgres';
 import { withPg } from './faults/support';
 import { testUrls } from './support/service';
 
@@ -58,6 +59,7 @@ describe('the order lifecycle migration', () => {
       'OrderLifecycle1763900000000',
       'WaitingRoom1764000000000',
       'OrderEvents1764100000000',
+      'QueueInPostgres1764200000000',
     ]);
 
     await withPg(url, async (db) => {
@@ -96,8 +98,49 @@ describe('the order lifecycle migration', () => {
       OrderLifecycle1763900000000,
       WaitingRoom1764000000000,
       OrderEvents1764100000000,
+      QueueInPostgres1764200000000,
     ]);
     try {
+      // The queue in PostgreSQL: a room made before it gets its counter row; joins number in the
+      // order given, one ticket per user, the draw ranks the pre-queue by lottery key; and back.
+      await withPg(url, async (db) => {
+        await db.query(`INSERT INTO waiting_rooms (product_id, seed, seed_hash) VALUES (1, '\\x00', repeat('0', 64))`);
+        const join = async (arrival: boolean, users: string[]) =>
+          (
+            await db.query(`SELECT user_id, kind, position::int, created FROM queue_join(1, $1, $2, $3, $4)`, [
+              arrival,
+              users,
+              users,
+              users.map((u) => Buffer.from(u === 'p2' ? '01' : '02', 'hex')),
+            ])
+          ).rows;
+        expect(await join(false, ['p1', 'p2', 'p1'])).toEqual([
+          { user_id: 'p1', kind: 'p', position: null, created: true },
+          { user_id: 'p2', kind: 'p', position: null, created: true },
+          { user_id: 'p1', kind: 'p', position: null, created: false },
+        ]);
+        // The first arrival draws: p2's key is the smaller, so it is first.
+        expect(await join(true, ['a1', 'p1'])).toEqual([
+          { user_id: 'a1', kind: 'a', position: 3, created: true },
+          { user_id: 'p1', kind: 'p', position: 2, created: false },
+        ]);
+        expect(await join(false, ['late'])).toEqual([{ user_id: 'late', kind: 'a', position: 4, created: true }]);
+        expect((await db.query('SELECT pre_queue, arrivals::int FROM queue_counts')).rows).toEqual([
+          { pre_queue: 2, arrivals: 2 },
+        ]);
+        await db.query('DELETE FROM waiting_rooms');
+      });
+      await ds.undoLastMigration({ transaction: 'each' });
+      await withPg(url, async (db) => {
+        const left = await db.query(
+          `SELECT table_name FROM information_schema.tables WHERE table_name IN ('queue_tickets', 'queue_counts')`,
+        );
+        expect(left.rows).toEqual([]);
+        const columns = await db.query(
+          `SELECT column_name FROM information_schema.columns WHERE table_name = 'waiting_rooms' AND column_name IN ('epoch', 'position_base')`,
+        );
+        expect(columns.rows).toHaveLength(2);
+      });
       await withPg(url, async (db) => {
         expect((await db.query('SELECT waiting_room, admission_ttl_s FROM products')).rows).toEqual([
           { waiting_room: false, admission_ttl_s: 120 },

@@ -78,7 +78,8 @@ describe('the waiting room, call by call', () => {
       status: expect.stringMatching(/^(waiting|admitted)$/),
       position: 1,
       ahead: expect.any(Number),
-      estimatedWaitS: placed.body.status === 'admitted' ? 0 : null,
+      // Waiting, it is within the next admission step's reach (5 units, ratio 1): one tick, in whole seconds.
+      estimatedWaitS: placed.body.status === 'admitted' ? 0 : 1,
       ...(placed.body.status === 'admitted'
         ? { admission: expect.any(String), admissionExpiresAt: expect.any(String) }
         : {}),
@@ -91,7 +92,7 @@ describe('the waiting room, call by call', () => {
     expect((await poll(id, again.body.id)).body.position).toBe(1);
   });
 
-  it('answers 404 TICKET_NOT_FOUND to every hostile ticket (forged, raised, expired, another product\'s) and changes nothing', async () => {
+  it("answers 404 TICKET_NOT_FOUND to every hostile ticket (forged, raised, expired, another product's) and changes nothing", async () => {
     const id = await product({ stock: 2, waitingRoom: true });
     const other = await product({ stock: 2, waitingRoom: true });
     for (const u of ['ula', 'val', 'wyn']) expect((await join(id, u)).status).toBe(201);

@@ -81,7 +81,8 @@ export class Admitter implements OnModuleInit, OnModuleDestroy {
     const started = room.startsAt === null || now >= room.startsAt;
     const open = started && (room.endsAt === null || now < room.endsAt);
     if (row !== null && started && row.preQueue === null) await this.draw(room.productId);
-    else if (row !== null && open) await this.admit(room);
+    // The first admission in the same tick as the draw: the pre-queue's first buyers wait one tick, not two.
+    if (row !== null && open) await this.admit(room);
     const view = await this.states.refreshView(room.productId);
     if (view) {
       const label = String(room.productId);
@@ -98,7 +99,8 @@ export class Admitter implements OnModuleInit, OnModuleDestroy {
     const view = await this.states.view(room.productId);
     if (
       view !== null &&
-      (view.highWater <= view.admittedThrough || admissionsDue(this.config.admissionRatio, view.unitsLeft, view.outstanding) === 0)
+      (view.highWater <= view.admittedThrough ||
+        admissionsDue(this.config.admissionRatio, view.unitsLeft, view.outstanding) === 0)
     )
       return;
     const step = await this.repo.exclusively(room.productId, (row, q) =>

@@ -55,6 +55,12 @@ describe('a ticket against the admission cursor', () => {
     expect(waitingOf(15, view({ unitsLeft: 1 }), window, now).status).toBe('waiting');
   });
 
+  it('should estimate one tick for a position the next admission step reaches, before any rate is known', () => {
+    expect(waitingOf(12, view({ ratePerS: 0 }), window, now, 12, 1).estimatedWaitS).toBe(1);
+    expect(waitingOf(13, view({ ratePerS: 0 }), window, now, 12, 1).estimatedWaitS).toBeNull();
+    expect(waitingOf(13, view(), window, now, 12, 1).estimatedWaitS).toBe(2);
+  });
+
   it('before the draw has no position and waits for the start', () => {
     expect(waitingOf(null, null, { ...window, startsAt: now + 9500 }, now)).toEqual({
       status: 'waiting',

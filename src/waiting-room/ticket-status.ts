@@ -54,14 +54,18 @@ export interface Waiting {
 
 /**
  * A ticket not yet admitted. `ahead` counts the positions before it not yet admitted plus the
- * admissions still outstanding; the wait is its distance to the cursor over the admission rate
- * measured (null while nothing has been admitted lately, or when sold out).
+ * admissions still outstanding; the wait is one tick where the next admission step reaches it,
+ * else its distance to the cursor over the admission rate measured (null while nothing has been
+ * admitted lately, or when sold out).
  */
 export function waitingOf(
   position: number | null,
   view: AdmissionView | null,
   window: SaleWindow,
   now: number,
+  /** The last position the next admission step may reach (cursor + admissions due now); its wait is one tick. */
+  reach = 0,
+  tickS = 1,
 ): Waiting {
   if (position === null || view === null) {
     const untilStart =
@@ -70,7 +74,8 @@ export function waitingOf(
   }
   const ahead = Math.max(0, position - view.admittedThrough - 1) + view.outstanding;
   if (view.unitsLeft === 0) return { status: 'sold_out', ahead, estimatedWaitS: null };
-  const estimatedWaitS = view.ratePerS > 0 ? Math.ceil((position - view.admittedThrough) / view.ratePerS) : null;
+  const estimatedWaitS =
+    position <= reach ? tickS : view.ratePerS > 0 ? Math.ceil((position - view.admittedThrough) / view.ratePerS) : null;
   return { status: 'waiting', ahead, estimatedWaitS };
 }
 

@@ -21,9 +21,7 @@ describe('ticket tokens', () => {
     const token = tokens.issue(ann);
     expect(() => tokens.verify(token, 8)).toThrow(TicketNotFoundError);
     const [h, , sig] = token.split('.');
-    const raised = Buffer.from(JSON.stringify({ sub: 'ann', pid: 7, pos: 1, exp: 9e9 })).toString(
-      'base64url',
-    );
+    const raised = Buffer.from(JSON.stringify({ sub: 'ann', pid: 7, pos: 1, exp: 9e9 })).toString('base64url');
     expect(() => tokens.verify(`${h}.${raised}.${sig}`, 7)).toThrow(TicketNotFoundError);
     expect(() => new TicketTokens(randomBytes(32)).verify(token, 7)).toThrow(TicketNotFoundError);
     expect(() => tokens.verify('not-a-token', 7)).toThrow(TicketNotFoundError);

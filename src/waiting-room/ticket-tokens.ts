@@ -62,7 +62,9 @@ export class TicketTokens {
       claims = this.verifier(token);
     } catch (err) {
       throw new TicketNotFoundError(
-        err instanceof TokenError && err.code === TokenError.codes.expired ? 'the ticket expired: join again' : undefined,
+        err instanceof TokenError && err.code === TokenError.codes.expired
+          ? 'the ticket expired: join again'
+          : undefined,
       );
     }
     const { sub, pid, pos } = claims;

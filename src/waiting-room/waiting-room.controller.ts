@@ -62,7 +62,7 @@ export class WaitingRoomController {
   @ApiBearerAuth('buyer')
   @ApiOperation({
     summary:
-      "Read a ticket (the signed `id` a join answered): status, position, how many are ahead, the estimated wait, and while admitted the admission to order with. Poll again after Retry-After seconds",
+      'Read a ticket (the signed `id` a join answered): status, position, how many are ahead, the estimated wait, and while admitted the admission to order with. Poll again after Retry-After seconds',
   })
   @ApiOkResponse({
     type: TicketResponse,
@@ -71,7 +71,8 @@ export class WaitingRoomController {
   @ApiResponse({ status: 401, description: 'UNAUTHENTICATED (buyer identity on)' })
   @ApiResponse({
     status: 404,
-    description: "TICKET_NOT_FOUND: not a ticket this service signed for this product (forged, expired, another product's), or another user's",
+    description:
+      "TICKET_NOT_FOUND: not a ticket this service signed for this product (forged, expired, another product's), or another user's",
   })
   @ApiResponse({ status: 429, description: 'RATE_LIMITED, with Retry-After' })
   @ApiResponse({ status: 503, description: 'UNAVAILABLE, with Retry-After' })

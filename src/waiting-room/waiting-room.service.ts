@@ -6,7 +6,7 @@
 import { Injectable, OnModuleInit } from '@nestjs/common';
 import { AdmissionsService } from '../admissions/admissions.service';
 import { NoWaitingRoomError, SaleEndedError, TicketNotFoundError, UnavailableError } from '../common/domain-errors';
-import { HttpConfig } from '../config/app-config';
+import { HttpConfig, WaitingRoomConfig } from '../config/app-config';
 import { ProductCatalogService } from '../inventory/product-catalog.service';
 import { ProductInfo } from '../inventory/product.types';
 import { MetricsService } from '../metrics/metrics.service';
@@ -14,7 +14,7 @@ import { GroupedCalls } from './grouped-calls';
 import { ALGORITHM, lotteryKey, ticketIdFor } from './lottery';
 import { QueueStates } from './queue-states.service';
 import { TicketClaims, TicketTokens } from './ticket-tokens';
-import { pollAfterS, standingOf, TicketStatus, waitingOf } from './ticket-status';
+import { admissionsDue, pollAfterS, standingOf, TicketStatus, waitingOf } from './ticket-status';
 import { JoinedRow, JoinInput, WaitingRoomRepository } from './waiting-room.repository';
 
 export interface TicketView {
@@ -60,6 +60,7 @@ export class WaitingRoomService implements OnModuleInit {
 
   constructor(
     private readonly http: HttpConfig,
+    private readonly config: WaitingRoomConfig,
     private readonly catalog: ProductCatalogService,
     private readonly states: QueueStates,
     private readonly repo: WaitingRoomRepository,
@@ -86,7 +87,11 @@ export class WaitingRoomService implements OnModuleInit {
     // arrival if the pre-queue was drawn already.
     const arrival = product.startsAt === null || now >= product.startsAt;
     const joined = await this.joins
-      .take(productId * 2 + (arrival ? 1 : 0), { userId, ticketId, lotteryKey: Buffer.from(lotteryKey(room.seed, ticketId), 'hex') })
+      .take(productId * 2 + (arrival ? 1 : 0), {
+        userId,
+        ticketId,
+        lotteryKey: Buffer.from(lotteryKey(room.seed, ticketId), 'hex'),
+      })
       .catch((err) => {
         this.metrics.dependencyErrors.inc({ dependency: 'postgres' });
         throw new UnavailableError('postgres', this.http.retryAfterS, err);
@@ -138,8 +143,7 @@ export class WaitingRoomService implements OnModuleInit {
   private async answer(product: ProductInfo, token: string, claims: TicketClaims): Promise<TicketView> {
     const now = Date.now();
     const window = { startsAt: product.startsAt, endsAt: product.endsAt, admissionTtlS: product.admissionTtlS };
-    const position =
-      claims.position ?? (await this.states.drawnPosition(product.id, claims.userId, claims.ticketId));
+    const position = claims.position ?? (await this.states.drawnPosition(product.id, claims.userId, claims.ticketId));
     const entry = this.remember(claims.ticketId);
     const base = { id: token, lotteryId: claims.ticketId, productId: product.id, userId: claims.userId, position };
     const counted = (t: Omit<TicketView, 'retryAfterS'>): TicketView => {
@@ -172,7 +176,11 @@ export class WaitingRoomService implements OnModuleInit {
         return counted({ ...base, status: 'admitted', ahead: 0, estimatedWaitS: 0, admission, admissionExpiresAt });
       }
     }
-    const waiting = waitingOf(position, view, window, now);
+    const reach =
+      view === null
+        ? 0
+        : view.admittedThrough + admissionsDue(this.config.admissionRatio, view.unitsLeft, view.outstanding);
+    const waiting = waitingOf(position, view, window, now, reach, Math.ceil(this.config.admissionTickMs / 1000));
     if (waiting.status === 'waiting' && waiting.estimatedWaitS !== null && position !== null)
       entry.firstEta ??= now + waiting.estimatedWaitS * 1000;
     return counted({ ...base, ...waiting });

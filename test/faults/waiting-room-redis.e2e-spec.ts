@@ -114,9 +114,7 @@ describe('the waiting room when Redis is flushed, then restarted empty, mid-queu
 
     // Every buyer joins again (as a reload would): the same place, answered 200.
     const again = await Promise.all(
-      buyers.map((buyer, i) =>
-        request(urls[i % 2], 'POST', `/products/${productId}/queue`, { userId: buyer.userId }),
-      ),
+      buyers.map((buyer, i) => request(urls[i % 2], 'POST', `/products/${productId}/queue`, { userId: buyer.userId })),
     );
     expect(again.filter((r) => r.status !== 200).map((r) => r.status)).toEqual([]);
     // No place changed: each buyer saw one position, the one the join (or, for the pre-queue, the draw) gave.
@@ -136,7 +134,7 @@ describe('the waiting room when Redis is flushed, then restarted empty, mid-queu
         await db.query('SELECT user_id, position::int AS position FROM queue_tickets WHERE product_id = $1', [
           productId,
         ])
-      ).rows.map((r: { user_id: string; position: number }) => [r.user_id, r.position]),
+      ).rows.map((r: { user_id: string; position: number }): [string, number] => [r.user_id, r.position]),
     );
     expect(new Map(rows)).toEqual(new Map(buyers.map((x, i) => [x.userId, again[i].body.position])));
     // Nobody was told to join again; while Redis was away an order may have been 503 (it is retried).

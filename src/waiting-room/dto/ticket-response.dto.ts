@@ -5,7 +5,8 @@ import type { Fairness, TicketView } from '../waiting-room.service';
 
 export class TicketResponse {
   @ApiProperty({
-    example: 'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJ1c2VyLTQyIiwicGlkIjoxLCJ0aWQiOiIzZjBjOWQyYWI0MWU3YzU1ZDBlMWEyYjMiLCJwb3MiOjE3LCJleHAiOjE3NjQwMDAwMDB9.c2lnbmF0dXJl',
+    example:
+      'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJ1c2VyLTQyIiwicGlkIjoxLCJ0aWQiOiIzZjBjOWQyYWI0MWU3YzU1ZDBlMWEyYjMiLCJwb3MiOjE3LCJleHAiOjE3NjQwMDAwMDB9.c2lnbmF0dXJl',
     description:
       'the signed ticket (opaque): poll GET /products/:id/queue/{id} with it. It holds the place, so no loss of a cache can take it; joining again gives a fresh one for the same place',
   })
