@@ -493,9 +493,7 @@ async function withWaitingRoom(
     }
   }
   const knew = buyers.map((b) => b.knewAt);
-  const crowdAnsweredS = knew.every((t) => t !== undefined)
-    ? (Math.max(...(knew)) - joinsStarted) / 1000
-    : null;
+  const crowdAnsweredS = knew.every((t) => t !== undefined) ? (Math.max(...knew) - joinsStarted) / 1000 : null;
   const etaErrors = buyers
     .filter((b) => b.eta !== undefined && b.admittedSeenAt !== undefined)
     .map((b) => Math.abs((b.admittedSeenAt as number) - (b.eta as number)) / 1000);

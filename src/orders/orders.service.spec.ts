@@ -831,11 +831,7 @@ describe('OrdersService.place', () => {
       const w = world({ stocks: [0, 5], info: { waitingRoom: true } });
       startAt(0, 2);
       await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 }, 'the-token');
-      expect(w.room.check).toHaveBeenCalledWith(
-        PRODUCT,
-        'u1',
-        'the-token',
-      );
+      expect(w.room.check).toHaveBeenCalledWith(PRODUCT, 'u1', 'the-token');
       expect(w.orders.sellFromSegment).toHaveBeenLastCalledWith(PRODUCT, 1, 1, 'u1', 0, 42);
     });
 
