@@ -102,6 +102,17 @@ export function startFailure(err: unknown, config: Pick<AppConfig['http'], 'port
   return e instanceof Error ? e.message : String(err);
 }
 
+/** Where a newcomer looks once the service is up (an address for every interface reads as localhost). */
+export function startLinks(http: Pick<AppConfig['http'], 'port' | 'host'>): string {
+  const host = ['0.0.0.0', '::'].includes(http.host)
+    ? 'localhost'
+    : http.host.includes(':')
+      ? `[${http.host}]`
+      : http.host;
+  const base = `http://${host}:${http.port}`;
+  return `operator page ${base}/admin, API docs ${base}/docs, metrics ${base}/metrics`;
+}
+
 /** Sent by a worker that could not start, so the primary can stop everything and say why. */
 interface StartFailedMessage {
   startFailed: string;
@@ -159,6 +170,7 @@ async function primary(config: AppConfig, root: Pino): Promise<void> {
     logger.log(
       `listening on ${resolved.http.host}:${resolved.http.port} (1 process, stock locking: ${resolved.locks.stockLocking})`,
     );
+    logger.log(startLinks(resolved.http));
     return;
   }
   serveCluster(config, deps, started);
@@ -222,6 +234,7 @@ function serveCluster(config: AppConfig, deps: Dependencies, started: () => void
     logger.log(
       `listening on ${resolved.http.host}:${resolved.http.port} (${config.http.workers} processes, stock locking: ${resolved.locks.stockLocking})`,
     );
+    logger.log(startLinks(resolved.http));
   });
   started();
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
