@@ -20,6 +20,7 @@ import { AppConfig, ConfigurationError, loadConfig, ResolvedConfig } from './con
 import { Dependencies, resolveDependencies, topology } from './infrastructure/dependencies';
 import { closeOnSignals } from './infrastructure/graceful-shutdown';
 import { runMigrations } from './infrastructure/migrate';
+import { startLinks } from './infrastructure/start-links';
 import { createLogger, nestLogger } from './logging/logger';
 import { serveClusterMetrics } from './metrics/metrics.service';
 import { openApiDocument } from './openapi';
@@ -100,17 +101,6 @@ export function startFailure(err: unknown, config: Pick<AppConfig['http'], 'port
   if (e?.code === 'EADDRNOTAVAIL')
     return `HOST ${config.host} is no address of this machine: set HOST (0.0.0.0 for every address)`;
   return e instanceof Error ? e.message : String(err);
-}
-
-/** Where a newcomer looks once the service is up (an address for every interface reads as localhost). */
-export function startLinks(http: Pick<AppConfig['http'], 'port' | 'host'>): string {
-  const host = ['0.0.0.0', '::'].includes(http.host)
-    ? 'localhost'
-    : http.host.includes(':')
-      ? `[${http.host}]`
-      : http.host;
-  const base = `http://${host}:${http.port}`;
-  return `operator page ${base}/admin, API docs ${base}/docs, metrics ${base}/metrics`;
 }
 
 /** Sent by a worker that could not start, so the primary can stop everything and say why. */
