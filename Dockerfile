@@ -1,6 +1,6 @@
 # The service image: build with dev dependencies, run with production ones as an unprivileged user.
 # The benchmark (bench/), the tests and their harness (harness/) are dev tools: none is copied, built or installed here.
-FROM node:20-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
@@ -9,7 +9,7 @@ COPY src ./src
 COPY migrations ./migrations
 RUN npx nest build
 
-FROM node:20-bookworm-slim
+FROM node:24-bookworm-slim
 ENV NODE_ENV=production
 WORKDIR /app
 COPY package.json package-lock.json ./

@@ -8,10 +8,12 @@
 // parse, not a type check; `npm run lint` does the type check.
 const typescript = ['ts-jest', { tsconfig: 'tsconfig.json' }];
 
-// NestJS 12 (and the packages built with it) ships ES modules only. Jest can require() an ES module
-// only on Node 24.9+ with --experimental-vm-modules; on the Node this project supports (20.19+) it
-// cannot, so jest has Babel turn those packages into CommonJS as they load. The built service needs
-// nothing of the kind: Node's own require(esm) runs it.
+// NestJS 12 (and the packages built with it) ships ES modules only. Jest's module loader can
+// require() an ES module on Node 24 only when Node runs with --experimental-vm-modules (checked on
+// 24.21: without the flag every spec that loads @nestjs/common fails "Must use import to load ES
+// Module"; with it they pass, behind an ExperimentalWarning). Rather than run the tests on an
+// experimental Node API, jest has Babel turn those packages into CommonJS as they load. The built
+// service needs nothing of the kind: Node's own require(esm) runs it.
 // The in-process app of the e2e specs (test/support/in-process.ts) loads two more ES modules, each
 // nested under a CommonJS package: content-disposition under @fastify/static (Swagger's UI) and
 // cookie under light-my-request (Fastify's inject). The outer package is named too: a file is

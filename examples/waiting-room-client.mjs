@@ -32,7 +32,13 @@ if (res.status !== 200 && res.status !== 201) {
   process.exit(1);
 }
 for (;;) {
-  console.log(`${ticket.status}: position ${ticket.position}, ${ticket.ahead} ahead, about ${ticket.estimatedWaitS} s`);
+  // Before the start's draw a ticket has no place yet; an estimate is given only when there is one.
+  const place =
+    ticket.position === null
+      ? 'no place yet (drawn at the start)'
+      : `position ${ticket.position}${ticket.ahead === null ? '' : `, ${ticket.ahead} ahead`}`;
+  const wait = ticket.estimatedWaitS === null ? 'no estimate yet' : `about ${ticket.estimatedWaitS} s`;
+  console.log(`${ticket.status}: ${place}, ${wait}`);
   if (ticket.status === 'ordered') process.exit(0);
   if (ticket.status === 'ended') process.exit(1);
   if (ticket.status === 'admitted') {

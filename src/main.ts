@@ -20,6 +20,7 @@ import { AppConfig, ConfigurationError, loadConfig, ResolvedConfig } from './con
 import { Dependencies, resolveDependencies, topology } from './infrastructure/dependencies';
 import { closeOnSignals } from './infrastructure/graceful-shutdown';
 import { runMigrations } from './infrastructure/migrate';
+import { startLinks } from './infrastructure/start-links';
 import { createLogger, nestLogger } from './logging/logger';
 import { serveClusterMetrics } from './metrics/metrics.service';
 import { openApiDocument } from './openapi';
@@ -161,6 +162,7 @@ async function primary(config: AppConfig, root: Pino): Promise<void> {
     logger.log(
       `listening on ${resolved.http.host}:${resolved.http.port} (1 process, stock locking: ${resolved.locks.stockLocking})`,
     );
+    logger.log(startLinks(resolved.http));
     return;
   }
   serveCluster(config, deps, started);
@@ -224,6 +226,7 @@ function serveCluster(config: AppConfig, deps: Dependencies, started: () => void
     logger.log(
       `listening on ${resolved.http.host}:${resolved.http.port} (${config.http.workers} processes, stock locking: ${resolved.locks.stockLocking})`,
     );
+    logger.log(startLinks(resolved.http));
   });
   started();
   process.on('SIGTERM', () => void shutdown('SIGTERM'));

@@ -228,7 +228,7 @@ describe('Order lifecycle and sale terms', () => {
             const r = await sweeper.request('GET', `/orders/${o.id}`, undefined, shop);
             return r.body.status === 'expired' ? r.body : null;
           },
-          10_000,
+          30_000,
         );
         expect(expired).toMatchObject({ status: 'expired', closedAt: ISO });
         expect(Date.parse(expired.closedAt)).toBeGreaterThanOrEqual(Date.parse(o.expiresAt));

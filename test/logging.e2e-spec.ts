@@ -93,6 +93,13 @@ describe('log format', () => {
       expect(parsed).toContainEqual(
         expect.objectContaining({ context: 'Main', msg: expect.stringMatching(/^listening on .*\(\d+ process/) }),
       );
+      // Then where to look: the operator page, the API docs and the metrics.
+      expect(parsed).toContainEqual(
+        expect.objectContaining({
+          context: 'Main',
+          msg: `operator page http://127.0.0.1:${port}/admin, API docs http://127.0.0.1:${port}/docs, metrics http://127.0.0.1:${port}/metrics`,
+        }),
+      );
       expect(parsed).toContainEqual(expect.objectContaining({ msg: expect.stringMatching(/^SIGTERM: /) }));
     },
   );

@@ -98,16 +98,24 @@ describe('dashboards and alert rules against a real Prometheus scraping two serv
     }
     // A shop reads the event stream.
     expect((await request(b.url, 'GET', '/events?limit=10', undefined, shop)).status).toBe(200);
-    // Scraped a few times since.
-    await new Promise((r) => setTimeout(r, 4000));
-
     const dashboard = JSON.parse(readFileSync(join(MONITORING, 'dashboard.json'), 'utf8')) as { panels: Panel[] };
-    const empty: string[] = [];
-    for (const panel of dashboard.panels)
-      for (const target of panel.targets) {
-        const result = await prometheus.query(target.expr.replaceAll('$__rate_interval', '30s'));
-        if (result.length === 0 && !DATA_WHEN_FAILING.has(panel.title)) empty.push(`${panel.title}: ${target.expr}`);
-      }
+    const emptyPanels = async () => {
+      const empty: string[] = [];
+      for (const panel of dashboard.panels)
+        for (const target of panel.targets) {
+          const result = await prometheus.query(target.expr.replaceAll('$__rate_interval', '30s'));
+          if (result.length === 0 && !DATA_WHEN_FAILING.has(panel.title)) empty.push(`${panel.title}: ${target.expr}`);
+        }
+      return empty;
+    };
+    // Once Prometheus has scraped the sale (a few scrapes; later on a loaded machine), every panel has data.
+    let empty: string[] = [];
+    await waitFor(
+      () => `every panel to have data; still empty: ${empty.join(', ')}`,
+      async () => (empty = await emptyPanels()).length === 0,
+      60_000,
+      1000,
+    ).catch(() => undefined);
     expect(empty).toEqual([]);
     // Both processes are scraped.
     expect((await prometheus.query('up{job="flashsale"} == 1')).length).toBe(2);

@@ -26,6 +26,8 @@ describe('the operator page in a real browser, against two service processes', (
   let page: Page;
   let db: Client;
   const dialogs: string[] = [];
+  /** Every answer the browser got that was not a success (the page's files, its icon, its calls). */
+  const failedAnswers: string[] = [];
 
   /** The page's text of an element (by data-testid), inside the card of `productId` when given. */
   const text = (testid: string, productId?: number) =>
@@ -84,6 +86,11 @@ describe('the operator page in a real browser, against two service processes', (
       args: ['--no-sandbox', '--disable-dev-shm-usage'],
     });
     page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+    page.on('response', (r) => {
+      // The wrong token's refusal is the first test's subject; anything else failing is a fault of the page.
+      if (r.status() >= 400 && !(r.status() === 401 && r.url().endsWith('/admin/live')))
+        failedAnswers.push(`${r.status()} ${r.url()}`);
+    });
     page.on('dialog', (d) => {
       dialogs.push(d.message());
       void d.accept();
@@ -107,6 +114,15 @@ describe('the operator page in a real browser, against two service processes', (
     await page.fill('#token', ADMIN_TOKEN);
     await page.click('#login button[type="submit"]');
     await page.waitForSelector('#console:not([hidden])');
+    // No product yet: the Products heading says so rather than standing over nothing.
+    await waitFor('the note that there is no product', async () =>
+      page.$eval('#products-none', (e) => !(e as HTMLElement).hidden),
+    );
+    // The charts' legends name the lines without a value that would read "--".
+    const legends = await page.$$eval('.u-legend', (els) => els.map((e) => e.textContent ?? ''));
+    expect(legends).toHaveLength(2);
+    for (const legend of legends) expect(legend).not.toContain('--');
+    expect(legends.join(' ')).toMatch(/created.*refused.*429.*5xx.*lock waits.*fall-overs/);
 
     await page.fill('#create input[name="name"]', 'page sale');
     await page.fill('#create input[name="stock"]', '120');
@@ -118,6 +134,10 @@ describe('the operator page in a real browser, against two service processes', (
     const [row] = (await db.query('SELECT name, total_stock, segment_count FROM products WHERE id = $1', [productId]))
       .rows;
     expect(row).toEqual({ name: 'page sale', total_stock: '120', segment_count: 6 });
+    // A product made without a window is on sale at once, and the card says so in words.
+    await waitFor('the card of the new product', async () => (await text('window', productId)) !== null);
+    expect(await text('window', productId)).toBe('on sale now, no start or end set');
+    expect(await page.$eval('#products-none', (e) => (e as HTMLElement).hidden)).toBe(true);
 
     // A sale over both processes, with payments and cancels, while the page watches.
     const urls = [a.url, b.url];
@@ -217,6 +237,9 @@ describe('the operator page in a real browser, against two service processes', (
     await setInput(productId, 'endsAt', local(endsAt));
     await act(productId, 'window');
     expect(dialogs.pop()).toMatch(/^Set the sale window/);
+    await waitFor('the card to show the window', async () =>
+      /^on sale .+ to .+$/.test((await text('window', productId)) ?? ''),
+    );
     const windowed = await product();
     expect([windowed.starts_at.getTime(), windowed.ends_at.getTime()]).toEqual([startsAt.getTime(), endsAt.getTime()]);
 
@@ -229,5 +252,15 @@ describe('the operator page in a real browser, against two service processes', (
       return r.status === 403 && r.body.code === 'SALE_ENDED';
     });
     await shot('operator-page-actions.png');
+  });
+
+  it('serves every file the page asked for, its icon included, with no error answer', async () => {
+    const icon = await fetch(`${a.url}/favicon.ico`);
+    expect(icon.status).toBe(200);
+    expect(icon.headers.get('content-type')).toBe('image/x-icon');
+    // An ICO file: reserved 0, type 1 (icon), then the number of images.
+    expect([...new Uint8Array(await icon.arrayBuffer()).subarray(0, 4)]).toEqual([0, 0, 1, 0]);
+    expect(await page.$eval('link[rel="icon"]', (l) => (l as HTMLLinkElement).href)).toBe(`${a.url}/favicon.ico`);
+    expect(failedAnswers).toEqual([]);
   });
 });

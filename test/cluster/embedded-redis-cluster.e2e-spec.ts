@@ -4,7 +4,7 @@
 // keys, keeps serving the other masters' slots while one is down, and leaves no process or folder
 // behind; it starts the same way as an unprivileged user from a private working folder.
 import { execFile } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, chownSync, cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -12,6 +12,45 @@ import Redis, { Cluster } from 'ioredis';
 import { CLUSTER_SLOTS, EmbeddedRedisCluster, startEmbeddedRedisCluster } from '../../harness/embedded-redis-cluster';
 
 const ROOT = join(__dirname, '..', '..');
+
+/**
+ * What the unprivileged child loads, copied to a folder every user can read: the launcher and the
+ * service modules it requires (dist/), and the packages they require with their dependencies
+ * (node_modules/). The checkout itself may sit where that user cannot enter: a root's clone inside
+ * `mktemp -d` or /root (mode 0700), where a require() of the checkout's files fails with
+ * MODULE_NOT_FOUND. Node's own binary (process.execPath) must be reachable: .ci/run installs it in
+ * a world-readable folder.
+ */
+function readableCopyOfLauncher(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'flashsale-launcher-code-'));
+  const launcher = join(ROOT, 'dist', 'harness', 'embedded-redis-cluster.js');
+  if (!existsSync(launcher)) throw new Error(`${launcher} is missing: \`npm test\` builds it (npm run bench:build)`);
+  cpSync(join(ROOT, 'dist', 'harness'), join(dir, 'dist', 'harness'), { recursive: true });
+  cpSync(join(ROOT, 'dist', 'src', 'infrastructure'), join(dir, 'dist', 'src', 'infrastructure'), { recursive: true });
+  const copied = new Set<string>();
+  const copyPackage = (name: string) => {
+    const from = join(ROOT, 'node_modules', name);
+    // A dependency nested under its dependent's own node_modules came with the dependent's folder.
+    if (copied.has(name) || !existsSync(from)) return;
+    copied.add(name);
+    cpSync(from, join(dir, 'node_modules', name), { recursive: true, dereference: true });
+    const pkg = JSON.parse(readFileSync(join(from, 'package.json'), 'utf8')) as {
+      dependencies?: Record<string, string>;
+    };
+    for (const dep of Object.keys(pkg.dependencies ?? {})) copyPackage(dep);
+  };
+  copyPackage('ioredis');
+  const openToAll = (path: string) => {
+    const entries = readdirSync(path, { withFileTypes: true });
+    chmodSync(path, 0o755);
+    for (const e of entries) {
+      if (e.isDirectory()) openToAll(join(path, e.name));
+      else if (e.isFile()) chmodSync(join(path, e.name), 0o644);
+    }
+  };
+  openToAll(dir);
+  return dir;
+}
 
 function gone(pid: number | undefined): boolean {
   try {
@@ -128,8 +167,9 @@ describe('embedded Redis Cluster (launcher of the cluster specs and the benchmar
     const asRoot = process.getuid?.() === 0;
     const cwd = mkdtempSync(join(tmpdir(), 'flashsale-launcher-cwd-'));
     if (asRoot) chownSync(cwd, 65534, 65534);
+    const code = readableCopyOfLauncher();
     try {
-      const launcher = join(ROOT, 'dist', 'harness', 'embedded-redis-cluster.js');
+      const launcher = join(code, 'dist', 'harness', 'embedded-redis-cluster.js');
       const script = `require(${JSON.stringify(launcher)}).startEmbeddedRedisCluster().then(
         async (c) => { const ranges = (await c.slotMap()).length; await c.stop(); console.log(JSON.stringify({ uid: process.getuid(), ranges, dir: c.dir })); },
         (e) => { console.error(e.message); process.exit(1); })`;
@@ -144,6 +184,7 @@ describe('embedded Redis Cluster (launcher of the cluster specs and the benchmar
       expect(existsSync(result.dir)).toBe(false);
     } finally {
       rmSync(cwd, { recursive: true, force: true });
+      rmSync(code, { recursive: true, force: true });
     }
   });
 });

@@ -64,15 +64,26 @@
 
   const fmt = (n, digits = 0) => (n === null || n === undefined ? '-' : Number(n).toFixed(digits));
 
+  const chartWidth = () => Math.max(320, $('chart-orders').parentElement.clientWidth - 10);
+  const clockTime = (t) =>
+    new Date(t * 1000).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' });
+
   function charts() {
     if (state.charts) return state.charts;
-    const width = Math.max(320, $('chart-orders').parentElement.clientWidth - 10);
     const opts = (series) => ({
-      width,
+      width: chartWidth(),
       height: 180,
       scales: { x: { time: true } },
       series: [{}, ...series.map(([label, stroke]) => ({ label, stroke, width: 2 }))],
-      axes: [{}, { size: 50 }],
+      // One line of clock time per tick, at least 90 px apart, so labels never run into each
+      // other; whole numbers only on the y axis (these are counts per second).
+      axes: [
+        { space: 90, values: (_u, ticks) => ticks.map(clockTime) },
+        { size: 50, space: 30, values: (_u, ticks) => ticks.map((v) => (Number.isInteger(v) ? String(v) : '')) },
+      ],
+      // The legend names the lines; it shows no values (they would read "--" until hovered).
+      legend: { live: false },
+      cursor: { show: false },
     });
     state.charts = {
       orders: new uPlot(
@@ -94,10 +105,17 @@
         $('chart-locks'),
       ),
     };
+    window.addEventListener('resize', () => {
+      for (const chart of Object.values(state.charts)) chart.setSize({ width: chartWidth(), height: 180 });
+    });
     return state.charts;
   }
 
-  function table(id, rows) {
+  /** A table's rows; with none, the line under its heading says so instead of leaving it empty. */
+  function table(id, rows, none) {
+    const empty = $(`${id}-none`);
+    empty.textContent = none;
+    empty.hidden = rows.length > 0;
     const body = $(id).tBodies[0];
     body.replaceChildren(
       ...rows.map(([k, v]) => {
@@ -132,17 +150,29 @@
     table(
       'codes',
       Object.entries(l.byCode).sort((a, b) => b[1] - a[1]),
+      `No answers in the last ${l.windowS} s.`,
     );
-    table('fallovers', [
-      ...Object.entries(l.fallovers).map(([k, v]) => [`fall-over: ${k}`, v]),
-      ...Object.entries(l.dependencyErrors).map(([k, v]) => [`${k} errors`, v]),
-    ]);
+    table(
+      'fallovers',
+      [
+        ...Object.entries(l.fallovers).map(([k, v]) => [`fall-over: ${k}`, v]),
+        ...Object.entries(l.dependencyErrors).map(([k, v]) => [`${k} errors`, v]),
+      ],
+      `None in the last ${l.windowS} s.`,
+    );
     renderProducts(live.products);
   }
 
   // ---- products --------------------------------------------------------------------------------
 
-  const local = (iso) => (iso ? new Date(iso).toLocaleString() : 'none');
+  const local = (iso) => new Date(iso).toLocaleString();
+  /** The sale window in words; an open end is said, not shown as a missing date. */
+  function saleWindow(p) {
+    if (p.startsAt && p.endsAt) return `on sale ${local(p.startsAt)} to ${local(p.endsAt)}`;
+    if (p.startsAt) return `on sale from ${local(p.startsAt)}, no end set`;
+    if (p.endsAt) return `on sale until ${local(p.endsAt)}`;
+    return 'on sale now, no start or end set';
+  }
   const toInput = (iso) => {
     if (!iso) return '';
     const d = new Date(iso);
@@ -188,7 +218,7 @@
       fact('stock', `stock ${p.stock} of ${p.stocked}`),
       fact('sold', `sold ${p.sold}`),
       fact('segment-count', `${p.segmentCount} segments`),
-      fact('window', `window ${local(p.startsAt)} to ${local(p.endsAt)}`),
+      fact('window', saleWindow(p)),
       fact(
         'rates',
         `last 10 s, per s: reserved ${fmt(perS.reserved, 1)}, paid ${fmt(perS.paid, 1)}, cancelled ${fmt(perS.cancelled, 1)}, expired ${fmt(perS.expired, 1)}`,
@@ -289,6 +319,7 @@
 
   function renderProducts(products) {
     const root = $('products');
+    $('products-none').hidden = products.length > 0;
     const listed = new Set(products.map((p) => p.id));
     for (const [id, card] of cards)
       if (!listed.has(id)) {
@@ -334,6 +365,7 @@
   function showEvent(e) {
     const list = $('events');
     const what = e.orderId ? `order ${e.orderId} (${e.data.userId})` : JSON.stringify(e.data).slice(0, 80);
+    $('events-none').hidden = true;
     list.prepend(el('li', { textContent: `${new Date(e.at).toLocaleTimeString()} #${e.productId} ${e.type} ${what}` }));
     while (list.children.length > 30) list.lastChild.remove();
   }
