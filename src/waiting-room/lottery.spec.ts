@@ -1,5 +1,5 @@
 import { createHash, createHmac, randomBytes } from 'node:crypto';
-import { lotteryKey, lotteryOrder, seedHashOf, TICKET_ID, ticketIdFor } from './lottery';
+import { drawnRank, lotteryKey, lotteryOrder, seedHashOf, TICKET_ID, ticketIdFor } from './lottery';
 
 describe('the lottery and ticket arithmetic', () => {
   it('gives one user one ticket id per product, different across products and users', () => {
@@ -26,5 +26,22 @@ describe('the lottery and ticket arithmetic', () => {
   it('draws a different order from another seed (the seed decides, not the ids)', () => {
     const ids = Array.from({ length: 200 }, (_, i) => ticketIdFor(3, `user-${i}`));
     expect(lotteryOrder(randomBytes(32), ids)).not.toEqual(lotteryOrder(randomBytes(32), ids));
+  });
+
+  it('places a pre-queue ticket by its rank among the drawn keys, as the draw orders them', () => {
+    const seed = randomBytes(32);
+    const ids = Array.from({ length: 300 }, (_, i) => ticketIdFor(5, `pre-${i}`));
+    const order = lotteryOrder(seed, ids);
+    const keys = Buffer.concat(order.map((id) => Buffer.from(lotteryKey(seed, id).slice(0, 16), 'hex')));
+    order.forEach((id, i) => expect(drawnRank(seed, id, keys)).toBe(i + 1));
+    expect(drawnRank(seed, ticketIdFor(5, 'not-drawn'), keys)).toBeNull();
+  });
+
+  it('leaves a ticket whose first 8 key bytes another shares to PostgreSQL (null)', () => {
+    const seed = randomBytes(32);
+    const id = ticketIdFor(5, 'twin');
+    const prefix = Buffer.from(lotteryKey(seed, id).slice(0, 16), 'hex');
+    expect(drawnRank(seed, id, Buffer.concat([prefix, prefix]))).toBeNull();
+    expect(drawnRank(seed, id, prefix)).toBe(1);
   });
 });

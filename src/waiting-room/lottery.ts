@@ -20,6 +20,32 @@ export function lotteryKey(seed: Buffer, ticketId: string): string {
   return createHmac('sha256', seed).update(ticketId).digest('hex');
 }
 
+/**
+ * A pre-queue ticket's place among the drawn pre-queue, given as the first 8 bytes of each lottery
+ * key in draw order: its rank by binary search. Null when its key is not there, or when another
+ * key shares its first 8 bytes (about one pair in 10^7 for a million tickets): then the draw's
+ * tie-break (the full key, then the ticket id) must decide, and PostgreSQL holds it.
+ */
+export function drawnRank(seed: Buffer, ticketId: string, drawnKeys: Buffer): number | null {
+  const mine = Buffer.from(lotteryKey(seed, ticketId).slice(0, 16), 'hex');
+  const count = drawnKeys.length / 8;
+  let lo = 0;
+  let hi = count - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    const c = mine.compare(drawnKeys, mid * 8, mid * 8 + 8);
+    if (c < 0) hi = mid - 1;
+    else if (c > 0) lo = mid + 1;
+    else {
+      const twin =
+        (mid > 0 && mine.compare(drawnKeys, mid * 8 - 8, mid * 8) === 0) ||
+        (mid + 1 < count && mine.compare(drawnKeys, mid * 8 + 8, mid * 8 + 16) === 0);
+      return twin ? null : mid + 1;
+    }
+  }
+  return null;
+}
+
 /** SHA-256 of the seed, lowercase hex: published before the start, so the seed cannot change afterwards. */
 export function seedHashOf(seed: Buffer): string {
   return createHash('sha256').update(seed).digest('hex');

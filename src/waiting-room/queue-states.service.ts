@@ -5,7 +5,7 @@
 import { Injectable } from '@nestjs/common';
 import { UnavailableError } from '../common/domain-errors';
 import { DoorConfig, HttpConfig, WaitingRoomConfig } from '../config/app-config';
-import { lotteryKey } from './lottery';
+import { drawnRank } from './lottery';
 import { AdmissionView, RoomRow, WaitingRoomRepository } from './waiting-room.repository';
 
 /** The drawn pre-queue of one room: 8-byte key prefixes in draw order. */
@@ -40,7 +40,7 @@ export class QueueStates {
   }
 
   async refreshRoom(productId: number): Promise<RoomRow | null> {
-    const room = await this.postgres(() => this.repo.room(productId));
+    const room = await this.repo.room(productId).catch(this.unavailable);
     if (room) this.rooms.set(productId, room);
     else this.rooms.delete(productId);
     return room;
@@ -60,7 +60,9 @@ export class QueueStates {
   refreshView(productId: number): Promise<AdmissionView | null> {
     const running = this.refreshing.get(productId);
     if (running) return running;
-    const read = this.postgres(() => this.repo.view(productId))
+    const read = this.repo
+      .view(productId)
+      .catch(this.unavailable)
       .then((view) => {
         if (view) this.views.set(productId, { ...view, at: Date.now() });
         return view;
@@ -70,33 +72,14 @@ export class QueueStates {
     return read;
   }
 
-  /**
-   * A pre-queue ticket's place, once drawn (null before the draw): its rank among the drawn
-   * lottery keys. Two keys that share their first 8 bytes (about one pair in 10^7 for a million
-   * tickets) are told apart by PostgreSQL.
-   */
+  /** A pre-queue ticket's place, once drawn (null before the draw), from the drawn keys in memory. */
   async drawnPosition(productId: number, userId: string, ticketId: string): Promise<number | null> {
     const view = await this.view(productId);
     const room = await this.room(productId);
     if (view === null || view.preQueue === null || room === null) return null;
     const drawn = await this.drawnKeys(productId, view.preQueue);
-    const mine = Buffer.from(lotteryKey(room.seed, ticketId).slice(0, 16), 'hex');
-    let lo = 0;
-    let hi = drawn.count - 1;
-    while (lo <= hi) {
-      const mid = (lo + hi) >> 1;
-      const c = mine.compare(drawn.keys, mid * 8, mid * 8 + 8);
-      if (c === 0) {
-        const twin =
-          (mid > 0 && mine.compare(drawn.keys, mid * 8 - 8, mid * 8) === 0) ||
-          (mid + 1 < drawn.count && mine.compare(drawn.keys, mid * 8 + 8, mid * 8 + 16) === 0);
-        return twin ? this.postgres(() => this.repo.position(productId, userId)) : mid + 1;
-      }
-      if (c < 0) hi = mid - 1;
-      else lo = mid + 1;
-    }
-    // Not among the keys loaded: PostgreSQL has the last word.
-    return this.postgres(() => this.repo.position(productId, userId));
+    // Not among the keys loaded, or sharing its first 8 bytes with another: PostgreSQL has the last word.
+    return drawnRank(room.seed, ticketId, drawn.keys) ?? this.repo.position(productId, userId).catch(this.unavailable);
   }
 
   private async drawnKeys(productId: number, count: number): Promise<Drawn> {
@@ -104,7 +87,9 @@ export class QueueStates {
     if (known && known.count === count) return known;
     const loading = this.loadingDraw.get(productId);
     if (loading) return loading;
-    const load = this.postgres(() => this.repo.drawnKeys(productId))
+    const load = this.repo
+      .drawnKeys(productId)
+      .catch(this.unavailable)
       .then((keys) => {
         const drawn = { keys, count: keys.length / 8 };
         this.drawn.set(productId, drawn);
@@ -115,9 +100,7 @@ export class QueueStates {
     return load;
   }
 
-  private postgres<T>(work: () => Promise<T>): Promise<T> {
-    return work().catch((err) => {
-      throw new UnavailableError('postgres', this.http.retryAfterS, err);
-    });
-  }
+  private readonly unavailable = (err: unknown): never => {
+    throw new UnavailableError('postgres', this.http.retryAfterS, err);
+  };
 }
