@@ -298,9 +298,10 @@ describe('scaling model', () => {
 });
 
 describe('the waiting room in the scaling model', () => {
-  it('turns the measured per-join costs into cores, Redis commands and masters for a crowd of joins', () => {
+  it("turns the measured per-join costs into cores, and names one product's counter row when the crowd passes its ceiling", () => {
     const queue = {
-      withRoom: { serviceCpuUsPerJoin: 50, redisCommandsPerJoin: 3, redisCpuUsPerJoin: 20 },
+      withRoom: { serviceCpuUsPerJoin: 50, redisCommandsPerJoin: 0, redisCpuUsPerJoin: 0 },
+      joinCeiling: { group: 1000, calls: 20, rowsPerS: 40_000, msPerCall: 25 },
     } as unknown as QueueReport;
     const o = {
       sale: { buyers: 1_000_000, units: 10_000, seconds: 1, requestsPerBuyer: 1, segments: 20 },
@@ -309,10 +310,13 @@ describe('the waiting room in the scaling model', () => {
     expect(joinPlan(queue, o)).toEqual({
       joinsPerS: 1_000_000,
       serviceCores: 100,
-      redisCommandsPerS: 3_000_000,
-      redisMasters: 40,
-      controlSlotCallsPerS: 100_000,
-      pgStatementsPerS: 0,
+      redisCommandsPerS: 0,
+      pgCallsPerS: 100_000,
+      oneProductCeilingPerS: 40_000,
+      fits: false,
+      firstLimit: "one product's counter row in PostgreSQL (its joins commit one group after another)",
     });
+    const small = { ...o, sale: { ...o.sale, buyers: 20_000 } };
+    expect(joinPlan(queue, small)).toMatchObject({ fits: true, firstLimit: 'service cores' });
   });
 });

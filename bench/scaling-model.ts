@@ -682,23 +682,30 @@ export function parseModelArgs(argv: string[], root = projectRoot(__dirname)): M
 
 /**
  * What `sale.buyers` joins to a waiting room within `sale.seconds` take, from the costs the
- * waiting-room benchmark measured per join (bench/waiting-room.ts): service cores, Redis CPU (spread
- * over the queue's shards, so over a Redis Cluster's masters), and the control slot's calls.
+ * waiting-room benchmark measured (bench/waiting-room.ts): service cores per join, and the one
+ * product's serial ceiling: every group of joins holds the product's counter row in PostgreSQL
+ * while it inserts and commits, so one product's joins cannot pass the rows per second measured
+ * back to back (joinCeiling), however many processes send them.
  */
 export function joinPlan(q: QueueReport, o: Pick<ModelOptions, 'sale' | 'capacity'>) {
   const perS = o.sale.buyers / o.sale.seconds;
   const w = q.withRoom;
+  const serviceCores =
+    w.serviceCpuUsPerJoin === null ? null : (perS * w.serviceCpuUsPerJoin) / 1e6 / o.capacity.processUtil;
+  // One process per core, each sending at most one queue_join call per round trip (1 ms assumed under load).
+  const processes = serviceCores === null ? null : Math.ceil(serviceCores);
+  const ceiling = q.joinCeiling?.rowsPerS ?? null;
   return {
     joinsPerS: perS,
-    serviceCores: w.serviceCpuUsPerJoin === null ? null : (perS * w.serviceCpuUsPerJoin) / 1e6 / o.capacity.processUtil,
+    serviceCores,
     redisCommandsPerS: perS * w.redisCommandsPerJoin,
-    redisMasters: Math.ceil((perS * w.redisCpuUsPerJoin) / 1e6 / o.capacity.redisUtil),
-    // One process per core, each sending at most one arrival call per round trip (1 ms assumed under load).
-    controlSlotCallsPerS:
-      w.serviceCpuUsPerJoin === null
-        ? null
-        : Math.min(perS, Math.ceil((perS * w.serviceCpuUsPerJoin) / 1e6 / o.capacity.processUtil) * 1000),
-    pgStatementsPerS: 0,
+    pgCallsPerS: processes === null ? null : Math.min(perS, processes * 1000),
+    oneProductCeilingPerS: ceiling,
+    fits: ceiling === null ? null : perS <= ceiling,
+    firstLimit:
+      ceiling !== null && perS > ceiling
+        ? "one product's counter row in PostgreSQL (its joins commit one group after another)"
+        : 'service cores',
   };
 }
 
@@ -713,27 +720,32 @@ export function renderJoins(q: QueueReport, o: Pick<ModelOptions, 'sale' | 'capa
       ['input', 'value', 'source'],
       ['service CPU per join', `${num(w.serviceCpuUsPerJoin ?? NaN)} µs`, 'measured (bench:queue, joins)'],
       ['Redis commands per join', num(w.redisCommandsPerJoin), 'measured'],
-      ['Redis CPU per join', `${num(w.redisCpuUsPerJoin)} µs`, 'measured'],
-      ['process / Redis utilisation', `${o.capacity.processUtil} / ${o.capacity.redisUtil}`, 'assumed'],
+      [
+        "one product's joins per second, queue_join back to back",
+        num(q.joinCeiling?.rowsPerS ?? NaN),
+        `measured (groups of ${q.joinCeiling?.group ?? '-'}, this machine)`,
+      ],
+      ['process utilisation', String(o.capacity.processUtil), 'assumed'],
     ]),
     '',
     ...table([
       ['needs', 'value'],
       ['joins per second', num(p.joinsPerS)],
       ['service cores', num(p.serviceCores ?? NaN)],
-      ['Redis commands per second (spread over QUEUE_SHARDS slots)', num(p.redisCommandsPerS)],
-      ['Redis masters (CPU)', String(p.redisMasters)],
+      ['Redis commands per second', num(p.redisCommandsPerS)],
       [
-        'control slot calls per second, at most (a process per core, a 1 ms round trip: assumed)',
-        num(p.controlSlotCallsPerS ?? NaN),
+        'PostgreSQL queue_join calls per second, at most (a process per core, a 1 ms round trip: assumed)',
+        num(p.pgCallsPerS ?? NaN),
       ],
-      ['PostgreSQL statements per second for the joins', num(p.pgStatementsPerS)],
+      ["one product's ceiling, joins per second", num(p.oneProductCeilingPerS ?? NaN)],
+      ['fits', p.fits === null ? '-' : p.fits ? 'yes' : 'no'],
+      ['first limit', p.firstLimit],
     ]),
     '',
-    'The joins touch no PostgreSQL. The shards spread the tickets over the masters; the control slot takes',
-    'at most one arrival call per process per round trip, whatever the crowd: with as many processes as',
-    'above that is the one figure that grows with the deployment rather than the crowd, and it sits on one',
-    'master (a longer round trip, or a process holding joins for a millisecond, groups more per call).',
+    'The joins touch no Redis: the queue is in PostgreSQL, so no Redis loss can take a place. The price is',
+    "a serial step per product: each group of joins holds the product's counter row while it inserts and",
+    'commits, so one product takes no more joins per second than that row lets through, whatever the number',
+    'of processes (a longer round trip groups more joins per call; a faster disk and CPU raise the ceiling).',
   ].join('\n');
 }
 

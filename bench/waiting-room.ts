@@ -94,6 +94,11 @@ export interface QueueReport {
     statusCounts: Record<string, number>;
     checks: Check[];
   };
+  /**
+   * The serial ceiling of one product's joins: queue_join() called back to back with groups of
+   * `group` new users (calls for one product hold its counter row one after the other).
+   */
+  joinCeiling: { group: number; calls: number; rowsPerS: number; msPerCall: number };
   /** What the measured per-join costs say 1,000,000 joins in one second take. */
   millionJoins: { serviceCores: number | null; redisCommandsPerS: number; controlSlotCallsPerS: number };
 }
@@ -306,6 +311,7 @@ export async function runQueueBenchmark(o: QueueOptions): Promise<QueueReport> {
     const withRoom = await withWaitingRoom(o, svc, db, probe);
     const withoutRoom = await withoutWaitingRoom(o, svc, db, probe);
     const rtt = await roundTripMs(db);
+    const joinCeiling = await measureJoinCeiling(svc.url, db, o.log);
     const report: QueueReport = {
       startedAt,
       machine: { cores: os.cpus().length, memoryGb: Math.round(os.totalmem() / 2 ** 30), node: process.versions.node },
@@ -316,6 +322,7 @@ export async function runQueueBenchmark(o: QueueOptions): Promise<QueueReport> {
       healthLivePerS,
       withRoom,
       withoutRoom,
+      joinCeiling,
       millionJoins: millionJoins(withRoom.serviceCpuUsPerJoin, withRoom.redisCommandsPerJoin, 100, rtt),
     };
     mkdirSync(o.outDir, { recursive: true });
@@ -325,6 +332,26 @@ export async function runQueueBenchmark(o: QueueOptions): Promise<QueueReport> {
   } finally {
     while (cleanups.length > 0) await cleanups.pop()!().catch((err: Error) => o.log(`cleanup: ${err.message}`));
   }
+}
+
+/** queue_join() back to back on one product, 1,000 new users a call: the rows one product's counter row lets through. */
+async function measureJoinCeiling(
+  url: string,
+  db: Client,
+  log: (line: string) => void,
+): Promise<QueueReport['joinCeiling']> {
+  const productId = await createProduct(url, { name: 'bench join ceiling', stock: 1, segments: 1, waitingRoom: true });
+  const group = 1000;
+  const calls = 20;
+  const key = Buffer.alloc(32);
+  const started = process.hrtime.bigint();
+  for (let c = 0; c < calls; c++) {
+    const users = Array.from({ length: group }, (_, i) => `ceiling-${c}-${i}`);
+    await db.query('SELECT count(*) FROM queue_join($1, true, $2, $2, $3)', [productId, users, users.map(() => key)]);
+  }
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  log(`join ceiling: ${((group * calls) / seconds).toFixed(0)} rows/s in groups of ${group}`);
+  return { group, calls, rowsPerS: (group * calls) / seconds, msPerCall: (seconds * 1000) / calls };
 }
 
 /** PostgreSQL's idle round trip here: a join group is one such call. */
@@ -668,9 +695,9 @@ export function renderQueue(r: QueueReport): string {
   out.push(
     `**1,000,000 joins in one second**, from these costs: ${f(m.serviceCores)} service cores at ${f(w.serviceCpuUsPerJoin)} µs per join; ` +
       `${f(m.redisCommandsPerS / 1e6, 1)} M Redis commands/s (${f(w.redisCommandsPerJoin, 2)} per join). PostgreSQL: one queue_join call ` +
-      `per process per round trip, at most ${f(m.controlSlotCallsPerS)}/s for 100 processes at this machine's idle round trip (a loaded ` +
-      "round trip is longer and groups more joins per call), each holding the queue's counter row while it inserts its group: " +
-      'the rows that one row lock lets PostgreSQL insert per second are the first limit (`npm run scaling`).',
+      `per process per round trip, at most ${f(m.controlSlotCallsPerS)}/s for 100 processes at this machine's idle round trip, each ` +
+      `holding the product's counter row while it inserts its group and commits: here ${f(r.joinCeiling.rowsPerS)} joins/s for one ` +
+      `product in groups of ${r.joinCeiling.group} (${f(r.joinCeiling.msPerCall, 1)} ms a call), the first limit (\`npm run scaling\`).`,
   );
   out.push('');
   return out.join('\n');
