@@ -3,7 +3,7 @@
 // WORKERS processes sharing the port. SIGTERM/SIGINT stop everything gracefully: each serving
 // process drains its requests before it closes Redis and PostgreSQL (infrastructure/graceful-shutdown.ts).
 import cluster from 'node:cluster';
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, Server } from 'node:http';
 import { Logger } from '@nestjs/common';
 import { HttpAdapterHost, NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
@@ -12,6 +12,7 @@ import { SwaggerModule } from '@nestjs/swagger';
 import type { Logger as Pino } from 'pino';
 import { AppModule } from './app.module';
 import { AllExceptionsFilter, sendError } from './common/all-exceptions.filter';
+import { capConnectionsPerAddress, drainRefusedBodies, serverOptions } from './common/connections';
 import { registerJsonBody } from './common/json-body';
 import { Door } from './door/door.service';
 import { requestId } from './common/request-id';
@@ -21,25 +22,18 @@ import { Dependencies, resolveDependencies, topology } from './infrastructure/de
 import { closeOnSignals } from './infrastructure/graceful-shutdown';
 import { runMigrations } from './infrastructure/migrate';
 import { createLogger, nestLogger } from './logging/logger';
-import { serveClusterMetrics } from './metrics/metrics.service';
+import { MetricsService, serveClusterMetrics } from './metrics/metrics.service';
 import { openApiDocument } from './openapi';
 
 const logger = new Logger('Main');
-
-/**
- * Fastify's default, stated because it matters: longer than the idle timeout of the proxies in
- * front (60 s for AWS ALB and for nginx's upstream keepalive), so a proxy never sends a request on a
- * connection the service is closing at that moment. Shutdown does not wait for it: idle
- * connections are closed at once (graceful-shutdown.ts).
- */
-export const KEEP_ALIVE_TIMEOUT_MS = 72_000;
 
 export async function createApp(
   config: ResolvedConfig,
   root: Pino = createLogger(config.logging),
 ): Promise<NestFastifyApplication> {
   const adapter: FastifyAdapter = new FastifyAdapter({
-    keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+    // Keep-alive for the proxies in front; headers and body within bounds (common/connections.ts).
+    ...serverOptions(config.http),
     // request.ip is the socket's address, or X-Forwarded-For's nearest hop that is not one of
     // these proxies (rate limits per address; a forged header from elsewhere changes nothing).
     trustProxy: config.door.trustProxy ?? false,
@@ -61,14 +55,25 @@ export async function createApp(
     abortOnError: false,
   });
   const fastify = app.getHttpAdapter().getInstance();
+  const metrics = app.get(MetricsService);
+  const server = app.getHttpServer() as Server;
+  capConnectionsPerAddress(server, config.http.maxConnectionsPerIp, config.door.trustProxy, () =>
+    metrics.connectionsRefused.inc(),
+  );
+  server.on('clientError', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') metrics.requestTimeouts.inc();
+  });
   registerJsonBody(fastify);
+  drainRefusedBodies(fastify);
   fastify.addHook('onRequest', (req, reply, done) => {
     reply.header('X-Request-Id', req.id);
     done();
   });
   fastify.addHook('preHandler', app.get(Door).preHandler);
   app.useGlobalPipes(validationPipe());
-  app.useGlobalFilters(new AllExceptionsFilter(app.get(HttpAdapterHost), config.http.retryAfterS));
+  app.useGlobalFilters(
+    new AllExceptionsFilter(app.get(HttpAdapterHost), config.http.retryAfterS, () => metrics.clientAborts.inc()),
+  );
   SwaggerModule.setup('docs', app, () => openApiDocument(app));
   return app;
 }

@@ -81,6 +81,18 @@ export function sendError(http: ErrorReplier, res: unknown, err: unknown, retryA
   http.reply(res, out.body, out.body.statusCode);
 }
 
+/** The client went away (reset or closed its connection) before its request was read or answered. */
+export function isClientAbort(err: unknown, socket?: { destroyed?: boolean }): boolean {
+  const e = err as { code?: unknown; message?: unknown } | undefined;
+  return (
+    socket?.destroyed === true ||
+    e?.code === 'ECONNRESET' ||
+    e?.code === 'ECONNABORTED' ||
+    e?.code === 'ERR_STREAM_PREMATURE_CLOSE' ||
+    e?.message === 'aborted'
+  );
+}
+
 @Catch()
 export class AllExceptionsFilter implements ExceptionFilter {
   private readonly logger = new Logger('Errors');
@@ -88,11 +100,20 @@ export class AllExceptionsFilter implements ExceptionFilter {
   constructor(
     private readonly adapterHost: HttpAdapterHost,
     private readonly retryAfterS: number,
+    /** Counts a client's abort: the client's doing, not the service's fault. */
+    private readonly clientAborted: () => void = () => undefined,
   ) {}
 
   catch(err: unknown, host: ArgumentsHost): void {
     const http = this.adapterHost.httpAdapter;
     const res: unknown = host.switchToHttp().getResponse();
+    const req = host.switchToHttp().getRequest<{ raw?: { socket?: { destroyed?: boolean } } } | undefined>();
+    if (!(err instanceof DomainError) && !(err instanceof HttpException) && isClientAbort(err, req?.raw?.socket)) {
+      // Anyone can cause these at will: a count and a debug line, never an error with a stack.
+      this.clientAborted();
+      this.logger.debug(`client went away: ${String((err as Error)?.message ?? err)}`);
+      return;
+    }
     if (err instanceof UnavailableError) {
       this.logger.warn(`${err.dependency} unavailable: ${String((err.cause as Error)?.message ?? err.cause)}`);
     } else if (err instanceof OutcomeUnknownError) {
