@@ -14,6 +14,7 @@ import { AppModule } from './app.module';
 import { AllExceptionsFilter, sendError } from './common/all-exceptions.filter';
 import { capConnectionsPerAddress, drainRefusedBodies, serverOptions } from './common/connections';
 import { registerJsonBody } from './common/json-body';
+import { RouteMethods } from './common/route-methods';
 import { Door } from './door/door.service';
 import { requestId } from './common/request-id';
 import { validationPipe } from './common/validation.pipe';
@@ -63,6 +64,7 @@ export async function createApp(
   server.on('clientError', (err: NodeJS.ErrnoException) => {
     if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') metrics.requestTimeouts.inc();
   });
+  const routes = new RouteMethods(fastify);
   registerJsonBody(fastify);
   drainRefusedBodies(fastify);
   fastify.addHook('onRequest', (req, reply, done) => {
@@ -72,7 +74,10 @@ export async function createApp(
   fastify.addHook('preHandler', app.get(Door).preHandler);
   app.useGlobalPipes(validationPipe());
   app.useGlobalFilters(
-    new AllExceptionsFilter(app.get(HttpAdapterHost), config.http.retryAfterS, () => metrics.clientAborts.inc()),
+    new AllExceptionsFilter(app.get(HttpAdapterHost), config.http.retryAfterS, {
+      clientAborted: () => metrics.clientAborts.inc(),
+      routes,
+    }),
   );
   SwaggerModule.setup('docs', app, () => openApiDocument(app));
   return app;

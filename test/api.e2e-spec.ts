@@ -318,12 +318,12 @@ describe('HTTP API', () => {
       ['the right token under another scheme', { authorization: admin.authorization.replace('Bearer', 'Basic') }],
       ['the bare token without a scheme', { authorization: admin.authorization.slice('Bearer '.length) }],
       ['the right token with a suffix', { authorization: `${admin.authorization}x` }],
-    ])('should refuse with UNAUTHORIZED a call with %s and create nothing', async (_name, headers) => {
+    ])('should refuse with UNAUTHENTICATED a call with %s and create nothing', async (_name, headers) => {
       const before = await dbSnapshot();
       expectError(
         await request('POST', '/admin/products', { name: 'x', stock: 10, segments: 2 }, headers),
         401,
-        'UNAUTHORIZED',
+        'UNAUTHENTICATED',
       );
       expect(await dbSnapshot()).toEqual(before);
     });
@@ -351,11 +351,11 @@ describe('HTTP API', () => {
 
     it('should refuse a view without the admin token', async () => {
       const p = await createProduct(request, { stock: 1, segments: 1 });
-      expectError(await request('GET', `/admin/products/${p.id}`), 401, 'UNAUTHORIZED');
+      expectError(await request('GET', `/admin/products/${p.id}`), 401, 'UNAUTHENTICATED');
       expectError(
         await request('GET', `/admin/products/${p.id}`, undefined, { authorization: 'Bearer wrong-token-wrong-token' }),
         401,
-        'UNAUTHORIZED',
+        'UNAUTHENTICATED',
       );
     });
 
@@ -421,11 +421,11 @@ describe('HTTP API', () => {
     it('should refuse a rebalance without the admin token and move nothing', async () => {
       const p = await createProduct(request, { stock: 6, segments: 3 });
       const before = await dbSnapshot();
-      expectError(await rebalance(p.id, { segments: 2 }, {}), 401, 'UNAUTHORIZED');
+      expectError(await rebalance(p.id, { segments: 2 }, {}), 401, 'UNAUTHENTICATED');
       expectError(
         await rebalance(p.id, { segments: 2 }, { authorization: 'Bearer nope-nope-nope-nope' }),
         401,
-        'UNAUTHORIZED',
+        'UNAUTHENTICATED',
       );
       expect(await dbSnapshot()).toEqual(before);
     });

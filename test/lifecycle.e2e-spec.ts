@@ -285,10 +285,10 @@ describe('Order lifecycle and sale terms', () => {
       await unchangedBy(() => restock(p.id, body), 400, 'VALIDATION_FAILED');
     });
 
-    it('should answer PRODUCT_NOT_FOUND for an unknown product and UNAUTHORIZED without the token, adding nothing', async () => {
+    it('should answer PRODUCT_NOT_FOUND for an unknown product and UNAUTHENTICATED without the token, adding nothing', async () => {
       const p = await product();
       await unchangedBy(() => restock(987_654, { units: 1 }), 404, 'PRODUCT_NOT_FOUND');
-      await unchangedBy(() => restock(p.id, { units: 1 }, {} as typeof admin), 401, 'UNAUTHORIZED');
+      await unchangedBy(() => restock(p.id, { units: 1 }, {} as typeof admin), 401, 'UNAUTHENTICATED');
     });
   });
 
@@ -348,10 +348,10 @@ describe('Order lifecycle and sale terms', () => {
       await unchangedBy(() => patch(p.id, { endsAt: '2029-12-31T00:00:00Z' }), 400, 'VALIDATION_FAILED');
     });
 
-    it('should answer PRODUCT_NOT_FOUND for an unknown product and UNAUTHORIZED without the token, changing nothing', async () => {
+    it('should answer PRODUCT_NOT_FOUND for an unknown product and UNAUTHENTICATED without the token, changing nothing', async () => {
       const p = await product();
       await unchangedBy(() => patch(987_654, { name: 'x' }), 404, 'PRODUCT_NOT_FOUND');
-      await unchangedBy(() => patch(p.id, { name: 'x' }, {} as typeof admin), 401, 'UNAUTHORIZED');
+      await unchangedBy(() => patch(p.id, { name: 'x' }, {} as typeof admin), 401, 'UNAUTHENTICATED');
     });
   });
 

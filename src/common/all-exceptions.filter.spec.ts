@@ -21,8 +21,8 @@ import {
   ProductNotFoundError,
   QuantityOverLimitError,
   SoldOutError,
-  UnauthorizedError,
   OutcomeUnknownError,
+  UnauthenticatedError,
   UnavailableError,
   ValidationFailedError,
 } from './domain-errors';
@@ -36,7 +36,7 @@ describe('toErrorResponse', () => {
       code: 'VALIDATION_FAILED',
     },
     { name: 'QuantityOverLimitError', err: new QuantityOverLimitError(2), status: 400, code: 'QUANTITY_OVER_LIMIT' },
-    { name: 'UnauthorizedError', err: new UnauthorizedError(), status: 401, code: 'UNAUTHORIZED' },
+    { name: 'UnauthenticatedError', err: new UnauthenticatedError(), status: 401, code: 'UNAUTHENTICATED' },
     { name: 'ProductNotFoundError', err: new ProductNotFoundError(7), status: 404, code: 'PRODUCT_NOT_FOUND' },
     { name: 'OrderNotFoundError', err: new OrderNotFoundError('9'), status: 404, code: 'ORDER_NOT_FOUND' },
     { name: 'AlreadyOrderedError', err: new AlreadyOrderedError(), status: 409, code: 'ALREADY_ORDERED' },
@@ -117,7 +117,7 @@ describe('toErrorResponse', () => {
     });
     expect(toErrorResponse(new HttpException('nope', HttpStatus.UNAUTHORIZED)).body).toMatchObject({
       statusCode: 401,
-      code: 'UNAUTHORIZED',
+      code: 'UNAUTHENTICATED',
     });
     expect(toErrorResponse(new HttpException('teapot', 418)).body).toMatchObject({
       statusCode: 418,

@@ -1,15 +1,17 @@
 // The one place where failures become HTTP answers: { statusCode, code, message }, a Retry-After
 // on 503s, and never a stack trace or an internal detail in the body.
-import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger } from '@nestjs/common';
+import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger, NotFoundException } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import {
   AlreadyOrderedError,
   DomainError,
   ERROR_STATUS,
   ErrorCode,
+  MethodNotAllowedError,
   OutcomeUnknownError,
   UnavailableError,
 } from './domain-errors';
+import type { RouteMethods } from './route-methods';
 
 export interface ErrorBody {
   statusCode: number;
@@ -21,7 +23,7 @@ export interface ErrorBody {
 
 const HTTP_CODES: Record<number, ErrorCode> = {
   400: 'VALIDATION_FAILED',
-  401: 'UNAUTHORIZED',
+  401: 'UNAUTHENTICATED',
   404: 'NOT_FOUND',
   413: 'PAYLOAD_TOO_LARGE',
   415: 'UNSUPPORTED_MEDIA_TYPE',
@@ -77,6 +79,7 @@ export type ErrorReplier = Pick<HttpAdapterHost['httpAdapter'], 'setHeader' | 'r
 
 export function sendError(http: ErrorReplier, res: unknown, err: unknown, retryAfterS?: number): void {
   const out = toErrorResponse(err, retryAfterS);
+  if (err instanceof MethodNotAllowedError) http.setHeader(res, 'Allow', err.allow.join(', '));
   if (out.retryAfterS !== undefined) http.setHeader(res, 'Retry-After', String(out.retryAfterS));
   http.reply(res, out.body, out.body.statusCode);
 }
@@ -100,17 +103,27 @@ export class AllExceptionsFilter implements ExceptionFilter {
   constructor(
     private readonly adapterHost: HttpAdapterHost,
     private readonly retryAfterS: number,
-    /** Counts a client's abort: the client's doing, not the service's fault. */
-    private readonly clientAborted: () => void = () => undefined,
+    private readonly options: {
+      /** Counts a client's abort: the client's doing, not the service's fault. */
+      clientAborted?: () => void;
+      /** The methods of each path, to answer 405 where the router found the path but not the method. */
+      routes?: RouteMethods;
+    } = {},
   ) {}
 
   catch(err: unknown, host: ArgumentsHost): void {
     const http = this.adapterHost.httpAdapter;
     const res: unknown = host.switchToHttp().getResponse();
-    const req = host.switchToHttp().getRequest<{ raw?: { socket?: { destroyed?: boolean } } } | undefined>();
+    const req = host
+      .switchToHttp()
+      .getRequest<{ method?: string; url?: string; raw?: { socket?: { destroyed?: boolean } } } | undefined>();
+    if (err instanceof NotFoundException && this.options.routes && req?.url) {
+      const allow = this.options.routes.allowed(req.url);
+      if (allow.length > 0) err = new MethodNotAllowedError(req.method ?? 'this method', allow);
+    }
     if (!(err instanceof DomainError) && !(err instanceof HttpException) && isClientAbort(err, req?.raw?.socket)) {
       // Anyone can cause these at will: a count and a debug line, never an error with a stack.
-      this.clientAborted();
+      this.options.clientAborted?.();
       this.logger.debug(`client went away: ${String((err as Error)?.message ?? err)}`);
       return;
     }

@@ -6,12 +6,12 @@ export type ErrorCode =
   | 'QUANTITY_OVER_LIMIT'
   | 'PAYLOAD_TOO_LARGE'
   | 'UNSUPPORTED_MEDIA_TYPE'
-  | 'UNAUTHORIZED'
   | 'UNAUTHENTICATED'
   | 'IDENTITY_MISMATCH'
   | 'FORBIDDEN'
   | 'RATE_LIMITED'
   | 'NOT_FOUND'
+  | 'METHOD_NOT_ALLOWED'
   | 'PRODUCT_NOT_FOUND'
   | 'ORDER_NOT_FOUND'
   | 'TICKET_NOT_FOUND'
@@ -35,7 +35,6 @@ export type ErrorCode =
 export const ERROR_STATUS: Record<ErrorCode, number> = {
   VALIDATION_FAILED: 400,
   QUANTITY_OVER_LIMIT: 400,
-  UNAUTHORIZED: 401,
   UNAUTHENTICATED: 401,
   IDENTITY_MISMATCH: 403,
   FORBIDDEN: 403,
@@ -44,6 +43,7 @@ export const ERROR_STATUS: Record<ErrorCode, number> = {
   ADMISSION_REQUIRED: 403,
   ADMISSION_INVALID: 403,
   NOT_FOUND: 404,
+  METHOD_NOT_ALLOWED: 405,
   PRODUCT_NOT_FOUND: 404,
   ORDER_NOT_FOUND: 404,
   TICKET_NOT_FOUND: 404,
@@ -79,13 +79,7 @@ export class QuantityOverLimitError extends DomainError {
     super(`quantity is over this product's limit of ${limit} per user`);
   }
 }
-export class UnauthorizedError extends DomainError {
-  readonly code = 'UNAUTHORIZED';
-  constructor() {
-    super('a valid admin bearer token is required');
-  }
-}
-/** A buyer or shop call without an acceptable credential (none, malformed, expired, badly signed). */
+/** A call without an acceptable credential (none, malformed, expired, badly signed, or another role's): every route answers this one code. */
 export class UnauthenticatedError extends DomainError {
   readonly code = 'UNAUTHENTICATED';
   constructor(message = 'a valid bearer token is required') {
@@ -123,6 +117,16 @@ export class RateLimitedError extends DomainError {
 /** A path that names nothing (an asset of the operator page that does not exist). */
 export class NotFoundError extends DomainError {
   readonly code = 'NOT_FOUND';
+}
+/** A known path asked with a method it does not have; `allow` is sent as the Allow header. */
+export class MethodNotAllowedError extends DomainError {
+  readonly code = 'METHOD_NOT_ALLOWED';
+  constructor(
+    method: string,
+    readonly allow: string[],
+  ) {
+    super(`${method} is not a method of this path: ${allow.join(', ')}`);
+  }
 }
 export class ProductNotFoundError extends DomainError {
   readonly code = 'PRODUCT_NOT_FOUND';

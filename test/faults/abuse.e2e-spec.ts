@@ -131,7 +131,7 @@ describe('abuse of the public and admin API', () => {
     expect(results.filter((r) => r.status !== 401).map((r) => `${r.status} ${r.text}`)).toEqual([]);
     // One body for all: nothing says how close a guess came.
     expect(new Set(results.map((r) => r.text)).size).toBe(1);
-    expect(results[0].body).toEqual({ statusCode: 401, code: 'UNAUTHORIZED', message: expect.any(String) });
+    expect(results[0].body).toEqual({ statusCode: 401, code: 'UNAUTHENTICATED', message: expect.any(String) });
     expect(await counts()).toEqual(before);
     // The real token still works: the guesses locked nothing out.
     expect((await send('GET', `/admin/products/${productId}`, undefined, admin)).status).toBe(200);
