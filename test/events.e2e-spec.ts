@@ -208,4 +208,73 @@ describe('the order event stream across two service processes', () => {
     const onward = await request(a.url, 'GET', `/events?after=${cut}&limit=1`, undefined, shop);
     expect(onward.body.events.map((e: StreamEvent) => e.cursor)).toEqual([all[10].cursor]);
   });
+  it('refuses a cursor after the newest event, as ?after and as Last-Event-ID, saying which is the newest', async () => {
+    const p = await createProduct(a.url, { stock: 3, segments: 1 });
+    const all = await readEvents(sender(a.url));
+    const newest = all[all.length - 1].cursor;
+    const [tx, id] = newest.split('-').map(BigInt);
+    for (const ahead of [`${tx}-${id + 1n}`, `${tx + 1n}-0`, '9223372036854775807-9223372036854775807']) {
+      const r = await request(b.url, 'GET', `/events?after=${ahead}`, undefined, shop);
+      expect({ ahead, status: r.status, code: r.body.code, newest: r.body.newest }).toEqual({
+        ahead,
+        status: 400,
+        code: 'CURSOR_AHEAD',
+        newest,
+      });
+      expect(r.body.message).toContain(newest);
+      const sse = await request(b.url, 'GET', '/events', undefined, {
+        ...shop,
+        accept: 'text/event-stream',
+        'last-event-id': ahead,
+      });
+      expect({ status: sse.status, code: sse.body.code, newest: sse.body.newest }).toEqual({
+        status: 400,
+        code: 'CURSOR_AHEAD',
+        newest,
+      });
+    }
+    // The newest itself, and the start, are cursors a reader may hold.
+    const atHead = await request(b.url, 'GET', `/events?after=${newest}&productId=${p.id}`, undefined, shop);
+    expect({ status: atHead.status, events: atHead.body.events }).toEqual({ status: 200, events: [] });
+    expect((await request(b.url, 'GET', '/events?after=0-0&limit=1', undefined, shop)).status).toBe(200);
+  });
+
+  it('answers 404 PRODUCT_NOT_FOUND for a productId filter that names no product', async () => {
+    for (const accept of ['application/json', 'text/event-stream']) {
+      const r = await request(a.url, 'GET', '/events?productId=2147483647', undefined, { ...shop, accept });
+      expect({ accept, status: r.status, code: r.body.code }).toEqual({
+        accept,
+        status: 404,
+        code: 'PRODUCT_NOT_FOUND',
+      });
+    }
+  });
+
+  it('writes product.sold_out after the order.reserved that took the last unit, in its transaction', async () => {
+    const p = await createProduct(a.url, { stock: 6, segments: 3 });
+    const replies = await pooled(
+      Array.from(
+        { length: 9 },
+        (_, k) => () =>
+          request(k % 2 === 0 ? a.url : b.url, 'POST', '/orders', { userId: `last-unit-${k}`, productId: p.id }),
+      ),
+      9,
+    );
+    expect(replies.filter((r) => r.status === 201)).toHaveLength(6);
+    let events: StreamEvent[] = [];
+    await waitFor('the sold-out event', async () => {
+      events = (await request(a.url, 'GET', `/events?productId=${p.id}&limit=100`, undefined, shop)).body.events;
+      return events.some((e) => e.type === 'product.sold_out');
+    });
+    const types = events.map((e) => e.type);
+    expect(types.filter((t) => t === 'product.sold_out')).toHaveLength(1);
+    const soldOut = types.indexOf('product.sold_out');
+    const reserved = events.filter((e) => e.type === 'order.reserved');
+    expect(reserved).toHaveLength(6);
+    // The cause first: every reservation before the sell-out, the last one in the same transaction.
+    expect(types.lastIndexOf('order.reserved')).toBeLessThan(soldOut);
+    const txOf = (e: StreamEvent) => e.cursor.split('-')[0];
+    expect(txOf(events[soldOut])).toBe(txOf(events[soldOut - 1]));
+    expect(events[soldOut - 1].type).toBe('order.reserved');
+  });
 });

@@ -10,6 +10,7 @@ import { InitialSchema1763700000000 } from '../migrations/1763700000000-InitialS
 import { OrderLifecycle1763900000000 } from '../migrations/1763900000000-OrderLifecycle';
 import { WaitingRoom1764000000000 } from '../migrations/1764000000000-WaitingRoom';
 import { OrderEvents1764100000000 } from '../migrations/1764100000000-OrderEvents';
+import { SoldOutAfterCause1764300000000 } from '../migrations/1764300000000-SoldOutAfterCause';
 import { withPg } from './faults/support';
 import { testUrls } from './support/service';
 
@@ -58,6 +59,7 @@ describe('the order lifecycle migration', () => {
       'OrderLifecycle1763900000000',
       'WaitingRoom1764000000000',
       'OrderEvents1764100000000',
+      'SoldOutAfterCause1764300000000',
     ]);
 
     await withPg(url, async (db) => {
@@ -96,6 +98,7 @@ describe('the order lifecycle migration', () => {
       OrderLifecycle1763900000000,
       WaitingRoom1764000000000,
       OrderEvents1764100000000,
+      SoldOutAfterCause1764300000000,
     ]);
     try {
       await withPg(url, async (db) => {
@@ -140,6 +143,39 @@ describe('the order lifecycle migration', () => {
           { type: 'product.sold_out', status: null, user_id: null },
         ]);
         await db.query(`DELETE FROM orders WHERE user_id = 'ev'`);
+      });
+      // The sell-out after its cause: one statement that takes the last unit and inserts the order
+      // (the segment first, as the sale does) reads order.reserved, then product.sold_out; a
+      // transaction that empties two segments writes one product.sold_out.
+      await withPg(url, async (db) => {
+        await db.query('TRUNCATE order_events');
+        await db.query(`UPDATE stock_segments SET stock = 1 WHERE product_id = 1`);
+        await db.query(`UPDATE stock_segments SET stock = 0 WHERE product_id = 1 AND idx = 1`);
+        await db.query(
+          `WITH seg AS (UPDATE stock_segments SET stock = 0 WHERE product_id = 1 AND idx = 0 RETURNING product_id)
+           INSERT INTO orders (product_id, user_id, quantity, allocations, status, expires_at)
+           SELECT product_id, 'last', 1, '[]', 'reserved', now() + interval '1 hour' FROM seg`,
+        );
+        await db.query('BEGIN');
+        await db.query(`UPDATE stock_segments SET stock = 1 WHERE product_id = 1`);
+        await db.query(`UPDATE stock_segments SET stock = 0 WHERE product_id = 1 AND idx = 0`);
+        await db.query(`UPDATE stock_segments SET stock = 0 WHERE product_id = 1 AND idx = 1`);
+        await db.query('COMMIT');
+        const events = await db.query(`SELECT type, tx::text FROM order_events ORDER BY tx, id`);
+        expect(events.rows.map((r: { type: string }) => r.type)).toEqual([
+          'order.reserved',
+          'product.sold_out',
+          'product.sold_out',
+        ]);
+        expect(events.rows[0].tx).toBe(events.rows[1].tx);
+        expect(events.rows[1].tx).not.toBe(events.rows[2].tx);
+        await db.query(`DELETE FROM orders WHERE user_id = 'last'`);
+      });
+      await ds.undoLastMigration({ transaction: 'each' });
+      await withPg(url, async (db) => {
+        const triggers = await db.query(`SELECT tgname FROM pg_trigger WHERE tgrelid = 'stock_segments'::regclass`);
+        expect(triggers.rows.map((r: { tgname: string }) => r.tgname)).toContain('product_events_on_segments');
+        expect(triggers.rows.map((r: { tgname: string }) => r.tgname)).not.toContain('product_sold_out_at_commit');
       });
       await ds.undoLastMigration({ transaction: 'each' });
       await withPg(url, async (db) => {

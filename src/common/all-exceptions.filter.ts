@@ -4,6 +4,7 @@ import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger, NotFoundE
 import { HttpAdapterHost } from '@nestjs/core';
 import {
   AlreadyOrderedError,
+  CursorAheadError,
   DomainError,
   ERROR_STATUS,
   ErrorCode,
@@ -19,6 +20,8 @@ export interface ErrorBody {
   message: string;
   /** With ALREADY_ORDERED, when known: the order the user holds. */
   orderId?: number;
+  /** With CURSOR_AHEAD: the newest cursor of the event stream. */
+  newest?: string;
 }
 
 const HTTP_CODES: Record<number, ErrorCode> = {
@@ -36,6 +39,7 @@ export function toErrorResponse(err: unknown, defaultRetryAfterS = 1): { body: E
     const retryAfterS = err.retryAfterS ?? (statusCode === 503 ? defaultRetryAfterS : undefined);
     const body: ErrorBody = { statusCode, code: err.code, message: err.message };
     if (err instanceof AlreadyOrderedError && err.orderId !== undefined) body.orderId = err.orderId;
+    if (err instanceof CursorAheadError) body.newest = err.newest;
     return { body, retryAfterS };
   }
   if (err instanceof HttpException) {

@@ -17,6 +17,7 @@ export type ErrorCode =
   | 'TICKET_NOT_FOUND'
   | 'NO_WAITING_ROOM'
   | 'EVENTS_PRUNED'
+  | 'CURSOR_AHEAD'
   | 'ADMISSION_REQUIRED'
   | 'ADMISSION_INVALID'
   | 'ALREADY_ORDERED'
@@ -35,6 +36,7 @@ export type ErrorCode =
 export const ERROR_STATUS: Record<ErrorCode, number> = {
   VALIDATION_FAILED: 400,
   QUANTITY_OVER_LIMIT: 400,
+  CURSOR_AHEAD: 400,
   UNAUTHENTICATED: 401,
   IDENTITY_MISMATCH: 403,
   FORBIDDEN: 403,
@@ -152,6 +154,21 @@ export class EventsPrunedError extends DomainError {
   constructor(readonly oldest: string) {
     super(
       `events up to ${oldest} were pruned (EVENTS_RETENTION_S): read the orders' state from the API, then go on after ${oldest}`,
+    );
+  }
+}
+/**
+ * A stream cursor after the newest event: no answer ever gave it, and a reader keeping it would
+ * skip every event until the stream caught up with it. `newest` is the newest cursor there is.
+ */
+export class CursorAheadError extends DomainError {
+  readonly code = 'CURSOR_AHEAD';
+  constructor(
+    cursor: string,
+    readonly newest: string,
+  ) {
+    super(
+      `cursor ${cursor} is after the newest event (${newest}): read on from ${newest}, or from a cursor the stream gave`,
     );
   }
 }
