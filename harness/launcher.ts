@@ -5,7 +5,7 @@
 // Starts node dist/src/main.js as its own process with only the environment it is given, waits
 // until every worker serves, and stops it (and its workers) on demand.
 import { ChildProcess, spawn } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { appendFileSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -39,6 +39,23 @@ export interface ServiceProcess {
 
 const OUTPUT_KEPT = 200_000;
 
+/** The variables whose values must never show in a service's output (test/support/secret-leaks.ts). */
+export const SECRET_ENV = ['ADMIN_TOKEN', 'SHOP_TOKEN', 'BUYER_JWT_SECRET', 'ADMISSION_SECRET', 'WEBHOOK_SECRET'];
+
+/**
+ * With FLASHSALE_LOG_DIR set (the e2e run sets it), every service's whole output is written there,
+ * beside the secret values it was given, so that the run can check at its end that none was printed.
+ */
+function keepLog(pid: number | undefined, env: Record<string, string | undefined>): (chunk: Buffer) => void {
+  const dir = process.env.FLASHSALE_LOG_DIR;
+  if (!dir || !pid) return () => undefined;
+  const secrets = SECRET_ENV.map((name) => env[name]).filter((v): v is string => !!v);
+  writeFileSync(join(dir, `service-${pid}.secrets.json`), JSON.stringify(secrets));
+  const file = join(dir, `service-${pid}.log`);
+  writeFileSync(file, '');
+  return (chunk) => appendFileSync(file, chunk);
+}
+
 export async function launchService(options: LaunchOptions): Promise<ServiceProcess> {
   const root = projectRoot(__dirname);
   const main = join(root, 'dist', 'src', 'main.js');
@@ -60,7 +77,11 @@ export async function launchService(options: LaunchOptions): Promise<ServiceProc
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
-  const keep = (c: Buffer) => (out = (out + c.toString()).slice(-OUTPUT_KEPT));
+  const log = keepLog(child.pid, env);
+  const keep = (c: Buffer) => {
+    log(c);
+    out = (out + c.toString()).slice(-OUTPUT_KEPT);
+  };
   child.stdout?.on('data', keep);
   child.stderr?.on('data', keep);
   let stopping = false;
