@@ -32,9 +32,11 @@ export async function createApp(
   config: ResolvedConfig,
   root: Pino = createLogger(config.logging),
 ): Promise<NestFastifyApplication> {
+  // Counted once the metrics exist; the server is made before them.
+  let timedOut = (): void => undefined;
   const adapter: FastifyAdapter = new FastifyAdapter({
     // Keep-alive for the proxies in front; headers and body within bounds (common/connections.ts).
-    ...serverOptions(config.http),
+    ...serverOptions(config.http, () => timedOut()),
     // request.ip is the socket's address, or X-Forwarded-For's nearest hop that is not one of
     // these proxies (rate limits per address; a forged header from elsewhere changes nothing).
     trustProxy: config.door.trustProxy ?? false,
@@ -61,9 +63,7 @@ export async function createApp(
   capConnectionsPerAddress(server, config.http.maxConnectionsPerIp, config.door.trustProxy, () =>
     metrics.connectionsRefused.inc(),
   );
-  server.on('clientError', (err: NodeJS.ErrnoException) => {
-    if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') metrics.requestTimeouts.inc();
-  });
+  timedOut = () => metrics.requestTimeouts.inc();
   const routes = new RouteMethods(fastify);
   registerJsonBody(fastify);
   drainRefusedBodies(fastify);

@@ -247,14 +247,17 @@ describe('HTTP API', () => {
       expect(res.body).toEqual(created.body);
     });
 
+    it('should answer ORDER_NOT_FOUND for an id that was never issued', async () => {
+      expectError(await request('GET', '/orders/987654321', undefined, shop), 404, 'ORDER_NOT_FOUND');
+    });
+
     it.each([
-      ['an id that was never issued', '987654321'],
       ['a non-numeric id', 'abc'],
       ['zero', '0'],
       ['a negative id', '-1'],
       ['an id longer than a bigint', '123456789012345678901234'],
-    ])('should answer ORDER_NOT_FOUND for %s', async (_name, id) => {
-      expectError(await request('GET', `/orders/${id}`, undefined, shop), 404, 'ORDER_NOT_FOUND');
+    ])('should refuse %s, which is no order id, with 400 VALIDATION_FAILED', async (_name, id) => {
+      expectError(await request('GET', `/orders/${id}`, undefined, shop), 400, 'VALIDATION_FAILED');
     });
   });
 
@@ -359,12 +362,15 @@ describe('HTTP API', () => {
       );
     });
 
+    it('should answer PRODUCT_NOT_FOUND for an unknown id', async () => {
+      expectError(await request('GET', '/admin/products/987654', undefined, admin), 404, 'PRODUCT_NOT_FOUND');
+    });
+
     it.each([
-      ['an unknown id', '987654'],
       ['a non-numeric id', 'abc'],
       ['an id beyond the integer range', '2147483648'],
-    ])('should answer PRODUCT_NOT_FOUND for %s', async (_name, id) => {
-      expectError(await request('GET', `/admin/products/${id}`, undefined, admin), 404, 'PRODUCT_NOT_FOUND');
+    ])('should refuse %s, which is no product id, with 400 VALIDATION_FAILED', async (_name, id) => {
+      expectError(await request('GET', `/admin/products/${id}`, undefined, admin), 400, 'VALIDATION_FAILED');
     });
   });
 
@@ -452,10 +458,10 @@ describe('HTTP API', () => {
       expect((await rebalance(p.id, { segments: 2 })).status).toBe(200);
     });
 
-    it('should answer PRODUCT_NOT_FOUND for a rebalance of an unknown product', async () => {
+    it('should answer PRODUCT_NOT_FOUND for a rebalance of an unknown product, VALIDATION_FAILED for a malformed id', async () => {
       const before = await dbSnapshot();
       expectError(await rebalance(987654, { segments: 2 }), 404, 'PRODUCT_NOT_FOUND');
-      expectError(await rebalance('abc'), 404, 'PRODUCT_NOT_FOUND');
+      expectError(await rebalance('abc'), 400, 'VALIDATION_FAILED');
       expect(await dbSnapshot()).toEqual(before);
     });
   });
@@ -467,12 +473,18 @@ describe('HTTP API', () => {
       expect(res.body.status).toBe('ok');
     });
 
+    it('should answer NOT_FOUND for a path that no method has', async () => {
+      expectError(await request('GET', '/no/such/route', undefined, admin), 404, 'NOT_FOUND');
+    });
+
     it.each([
-      ['GET', '/no/such/route'],
-      ['DELETE', '/orders/1'],
-      ['PUT', '/admin/products'],
-    ])('should answer NOT_FOUND for %s %s', async (method, path) => {
-      expectError(await request(method, path, undefined, admin), 404, 'NOT_FOUND');
+      ['DELETE', '/orders/1', 'GET, HEAD'],
+      ['PUT', '/admin/products', 'POST'],
+      ['PUT', '/orders', 'POST'],
+    ])('should answer %s %s with 405 METHOD_NOT_ALLOWED and Allow: %s', async (method, path, allow) => {
+      const res = await request(method, path, undefined, admin);
+      expectError(res, 405, 'METHOD_NOT_ALLOWED');
+      expect(res.headers.allow).toBe(allow);
     });
   });
 });

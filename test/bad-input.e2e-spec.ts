@@ -467,6 +467,8 @@ const badPaths: Case[] = [
   ['a non-numeric product id', 'GET', '/admin/products/abc'],
   ['a negative product id', 'GET', '/admin/products/-1'],
   ['a product id beyond int4', 'GET', '/admin/products/99999999999'],
+  ['a product id in exponent notation', 'GET', '/admin/products/1e3'],
+  ['an order id in exponent notation', 'GET', '/orders/1e3'],
   ['a non-numeric product id to rebalance', 'POST', '/admin/products/abc/rebalance'],
 ].map(([name, method, path]) => ({
   name,

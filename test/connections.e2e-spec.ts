@@ -96,8 +96,12 @@ describe('connections: slow clients, a cap per address, keep-alive, large bodies
     } finally {
       clearInterval(drip);
     }
-    // The cut ones were answered 408 where the server could still write; none got a 2xx.
+    // None got a 2xx; those still listening were told why, in the service's error shape.
     for (const r of [slowloris, unfinished, silent, shortBody]) expect(r.received()).not.toMatch(/^HTTP\/1.1 2/);
+    for (const r of [unfinished, silent]) {
+      expect(r.received()).toMatch(/^HTTP\/1.1 408 /);
+      expect(r.received()).toContain('{"statusCode":408,"code":"REQUEST_TIMEOUT"');
+    }
     expect(await metric(svc.url, 'flashsale_request_timeouts_total')).toBeGreaterThanOrEqual(4);
   }, 60_000);
 

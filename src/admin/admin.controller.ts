@@ -47,8 +47,8 @@ export class AdminController {
     description: 'VALIDATION_FAILED (also a product id that is not an integer from 1 to 2147483647)',
   })
   @ApiResponse({ status: 404, description: 'PRODUCT_NOT_FOUND' })
-  async view(@Param('id', ProductIdPipe) id: number): Promise<ProductResponse> {
-    return toProductResponse(await this.inventory.view(id));
+  async view(@Param('id', ProductIdPipe) id: string): Promise<ProductResponse> {
+    return toProductResponse(await this.inventory.view(Number(id)));
   }
 
   @Patch(':id')
@@ -63,9 +63,9 @@ export class AdminController {
     description: 'VALIDATION_FAILED (also a product id that is not an integer from 1 to 2147483647)',
   })
   @ApiResponse({ status: 404, description: 'PRODUCT_NOT_FOUND' })
-  async update(@Param('id', ProductIdPipe) id: number, @Body() dto: UpdateProductDto): Promise<ProductResponse> {
+  async update(@Param('id', ProductIdPipe) id: string, @Body() dto: UpdateProductDto): Promise<ProductResponse> {
     const change = Object.fromEntries(Object.entries(dto).filter(([, v]) => v !== undefined));
-    return toProductResponse(await this.inventory.update(id, change));
+    return toProductResponse(await this.inventory.update(Number(id), change));
   }
 
   @Post(':id/restock')
@@ -82,8 +82,8 @@ export class AdminController {
     description:
       'BUSY: the segments stayed locked for REBALANCE_WAIT_MS (nothing added); UNAVAILABLE: PostgreSQL is down',
   })
-  async restock(@Param('id', ProductIdPipe) id: number, @Body() dto: RestockDto): Promise<ProductResponse> {
-    return toProductResponse(await this.inventory.restock(id, dto.units));
+  async restock(@Param('id', ProductIdPipe) id: string, @Body() dto: RestockDto): Promise<ProductResponse> {
+    return toProductResponse(await this.inventory.restock(Number(id), dto.units));
   }
 
   @Post(':id/rebalance')
@@ -94,8 +94,8 @@ export class AdminController {
     status: 503,
     description: 'BUSY: the segments stayed locked for REBALANCE_WAIT_MS; UNAVAILABLE: PostgreSQL is down',
   })
-  async rebalance(@Param('id', ProductIdPipe) id: number, @Body() dto: RebalanceDto): Promise<RebalanceResponse> {
-    const { before, after } = await this.inventory.rebalance(id, dto.segments);
+  async rebalance(@Param('id', ProductIdPipe) id: string, @Body() dto: RebalanceDto): Promise<RebalanceResponse> {
+    const { before, after } = await this.inventory.rebalance(Number(id), dto.segments);
     return { before: toProductResponse(before), after: toProductResponse(after) };
   }
 }

@@ -2,11 +2,13 @@
 // many connections one address may hold, and how a refused body is answered so the client can read
 // the answer. Node's http server enforces the timeouts (checked every CHECK_INTERVAL_MS); the rest
 // is done here, on the server and on Fastify's hooks.
-import type { Server } from 'node:http';
+import { STATUS_CODES, type Server } from 'node:http';
 import type { Socket } from 'node:net';
 import { compile } from '@fastify/proxy-addr';
 import type { FastifyInstance } from 'fastify';
 import type { HttpConfig } from '../config/app-config';
+import { toErrorResponse } from './all-exceptions.filter';
+import { HeadersTooLargeError, RequestTimeoutError, ValidationFailedError } from './domain-errors';
 
 /**
  * Longer than the idle timeout of the proxies in front (60 s for AWS ALB and for nginx's upstream
@@ -25,13 +27,45 @@ export const CHECK_INTERVAL_MS = 1000;
 /** Most bytes of a refused body read and dropped after the answer, so that the client reads it. */
 export const DRAIN_MAX_BYTES = 32 * 1024 * 1024;
 
-/** The server options of Fastify (and of Node's http server under it) for these settings. */
-export function serverOptions(config: Pick<HttpConfig, 'headersTimeoutMs' | 'requestTimeoutMs'>) {
+/**
+ * The server options of Fastify (and of Node's http server under it) for these settings.
+ * `timedOut` is called for each connection cut by a timeout.
+ */
+export function serverOptions(
+  config: Pick<HttpConfig, 'headersTimeoutMs' | 'requestTimeoutMs'>,
+  timedOut: () => void = () => undefined,
+) {
   return {
     keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+    clientErrorHandler: clientErrorHandler(timedOut),
     // Fastify sets the server's requestTimeout from its own option, so it is given here.
     requestTimeout: config.requestTimeoutMs,
     http: { headersTimeout: config.headersTimeoutMs, connectionsCheckingInterval: CHECK_INTERVAL_MS },
+  };
+}
+
+/**
+ * Answers what Node refuses before a request exists (too slow, headers too large, not HTTP) in the
+ * service's error shape, then closes the connection. A reset needs no answer.
+ */
+export function clientErrorHandler(timedOut: () => void) {
+  return (err: NodeJS.ErrnoException, socket: Socket): void => {
+    if (err.code === 'ECONNRESET' || socket.destroyed) return;
+    const refusal =
+      err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? new RequestTimeoutError()
+        : err.code === 'HPE_HEADER_OVERFLOW'
+          ? new HeadersTooLargeError()
+          : new ValidationFailedError('malformed HTTP request');
+    if (refusal instanceof RequestTimeoutError) timedOut();
+    const { body } = toErrorResponse(refusal);
+    const text = JSON.stringify(body);
+    if (socket.writable)
+      socket.write(
+        `HTTP/1.1 ${body.statusCode} ${STATUS_CODES[body.statusCode]}\r\nContent-Type: application/json\r\n` +
+          `Content-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`,
+      );
+    socket.destroy();
   };
 }
 

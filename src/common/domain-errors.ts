@@ -12,6 +12,8 @@ export type ErrorCode =
   | 'RATE_LIMITED'
   | 'NOT_FOUND'
   | 'METHOD_NOT_ALLOWED'
+  | 'REQUEST_TIMEOUT'
+  | 'HEADERS_TOO_LARGE'
   | 'PRODUCT_NOT_FOUND'
   | 'ORDER_NOT_FOUND'
   | 'TICKET_NOT_FOUND'
@@ -46,6 +48,7 @@ export const ERROR_STATUS: Record<ErrorCode, number> = {
   ADMISSION_INVALID: 403,
   NOT_FOUND: 404,
   METHOD_NOT_ALLOWED: 405,
+  REQUEST_TIMEOUT: 408,
   PRODUCT_NOT_FOUND: 404,
   ORDER_NOT_FOUND: 404,
   TICKET_NOT_FOUND: 404,
@@ -60,6 +63,7 @@ export const ERROR_STATUS: Record<ErrorCode, number> = {
   PAYLOAD_TOO_LARGE: 413,
   UNSUPPORTED_MEDIA_TYPE: 415,
   RATE_LIMITED: 429,
+  HEADERS_TOO_LARGE: 431,
   INTERNAL: 500,
   BUSY: 503,
   UNAVAILABLE: 503,
@@ -128,6 +132,20 @@ export class MethodNotAllowedError extends DomainError {
     readonly allow: string[],
   ) {
     super(`${method} is not a method of this path: ${allow.join(', ')}`);
+  }
+}
+/** The request did not arrive within HEADERS_TIMEOUT_MS / REQUEST_TIMEOUT_MS; the connection is closed. */
+export class RequestTimeoutError extends DomainError {
+  readonly code = 'REQUEST_TIMEOUT';
+  constructor() {
+    super('the request did not arrive in time (HEADERS_TIMEOUT_MS, REQUEST_TIMEOUT_MS)');
+  }
+}
+/** The request's headers are larger than the server reads. */
+export class HeadersTooLargeError extends DomainError {
+  readonly code = 'HEADERS_TOO_LARGE';
+  constructor() {
+    super('the request headers are too large');
   }
 }
 export class ProductNotFoundError extends DomainError {

@@ -24,11 +24,15 @@ export class OrderIdPipe implements PipeTransform<string, string> {
   }
 }
 
-/** `:id` of a product path: a positive integer up to MAX_ID, else a bad request (400). */
-export class ProductIdPipe implements PipeTransform<string, number> {
-  transform(raw: string): number {
-    const id = productIdFromPath(raw);
-    if (Number.isNaN(id)) throw new ValidationFailedError(`the product id must be an integer from 1 to ${MAX_ID}`);
-    return id;
+/**
+ * `:id` of a product path: a positive integer up to MAX_ID, else a bad request (400). It hands on
+ * the text: a parameter typed `number` would be converted by the global ValidationPipe first
+ * (`1e3` becoming 1000) before this pipe could see what was sent.
+ */
+export class ProductIdPipe implements PipeTransform<string, string> {
+  transform(raw: string): string {
+    if (Number.isNaN(productIdFromPath(raw)))
+      throw new ValidationFailedError(`the product id must be an integer from 1 to ${MAX_ID}`);
+    return raw;
   }
 }
