@@ -76,13 +76,20 @@ describe('connections: slow clients, a cap per address, keep-alive, large bodies
     await svc?.stop();
   });
 
-  it('should cut, within 15 s each, a slowloris, unfinished headers, a silent connection and a short body', async () => {
-    const [slowloris, unfinished, silent, shortBody] = await Promise.all([1, 2, 3, 4].map(() => connect(svc.port)));
+  it('should cut, within 15 s each, a slowloris, unfinished headers, a silent connection, a short body and a trickled body', async () => {
+    const [slowloris, unfinished, silent, shortBody, trickle] = await Promise.all(
+      [1, 2, 3, 4, 5].map(() => connect(svc.port)),
+    );
     // One header byte a second, for as long as the connection lasts.
     const header = 'GET /health/live HTTP/1.1\r\nHost: test\r\nX-Padding: ' + 'a'.repeat(100);
     let i = 0;
+    // And a body of 1,000 bytes at one byte a second.
+    trickle.socket.write(
+      'POST /orders HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n',
+    );
     const drip = setInterval(() => {
       if (!slowloris.socket.destroyed) slowloris.socket.write(header[i++ % header.length]);
+      if (!trickle.socket.destroyed) trickle.socket.write(' ');
     }, 1000);
     unfinished.socket.write('GET /health/live HTTP/1.1\r\nHost: test\r\n');
     shortBody.socket.write(
@@ -97,12 +104,13 @@ describe('connections: slow clients, a cap per address, keep-alive, large bodies
       clearInterval(drip);
     }
     // None got a 2xx; those still listening were told why, in the service's error shape.
-    for (const r of [slowloris, unfinished, silent, shortBody]) expect(r.received()).not.toMatch(/^HTTP\/1.1 2/);
+    for (const r of [slowloris, unfinished, silent, shortBody, trickle])
+      expect(r.received()).not.toMatch(/^HTTP\/1.1 2/);
     for (const r of [unfinished, silent]) {
       expect(r.received()).toMatch(/^HTTP\/1.1 408 /);
       expect(r.received()).toContain('{"statusCode":408,"code":"REQUEST_TIMEOUT"');
     }
-    expect(await metric(svc.url, 'flashsale_request_timeouts_total')).toBeGreaterThanOrEqual(4);
+    expect(await metric(svc.url, 'flashsale_request_timeouts_total')).toBeGreaterThanOrEqual(5);
   }, 60_000);
 
   it('should keep a connection alive between requests for longer than the header timeout', async () => {

@@ -84,6 +84,8 @@ export type ErrorReplier = Pick<HttpAdapterHost['httpAdapter'], 'setHeader' | 'r
 export function sendError(http: ErrorReplier, res: unknown, err: unknown, retryAfterS?: number): void {
   const out = toErrorResponse(err, retryAfterS);
   if (err instanceof MethodNotAllowedError) http.setHeader(res, 'Allow', err.allow.join(', '));
+  // Every 401, whichever route and token, says how to authenticate (as the door's own answers do).
+  if (out.body.statusCode === 401) http.setHeader(res, 'WWW-Authenticate', 'Bearer');
   if (out.retryAfterS !== undefined) http.setHeader(res, 'Retry-After', String(out.retryAfterS));
   http.reply(res, out.body, out.body.statusCode);
 }
