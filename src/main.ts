@@ -59,7 +59,7 @@ export async function createApp(
   });
   const fastify = app.getHttpAdapter().getInstance();
   const metrics = app.get(MetricsService);
-  const server = app.getHttpServer() as Server;
+  const server: Server = app.getHttpServer();
   capConnectionsPerAddress(server, config.http.maxConnectionsPerIp, config.door.trustProxy, () =>
     metrics.connectionsRefused.inc(),
   );
