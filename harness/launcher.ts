@@ -43,17 +43,20 @@ const OUTPUT_KEPT = 200_000;
 export const SECRET_ENV = ['ADMIN_TOKEN', 'SHOP_TOKEN', 'BUYER_JWT_SECRET', 'ADMISSION_SECRET', 'WEBHOOK_SECRET'];
 
 /**
- * With FLASHSALE_LOG_DIR set (the e2e run sets it), every service's whole output is written there,
- * beside the secret values it was given, so that the run can check at its end that none was printed.
+ * With FLASHSALE_LOG_DIR set (the e2e run sets it), a service's whole output is written there,
+ * beside the secret values it was given, so that the run can check at its end that none was
+ * printed (test/support/secret-leaks.ts). For services started here and by specs that spawn their own.
  */
-function keepLog(pid: number | undefined, env: Record<string, string | undefined>): (chunk: Buffer) => void {
+export function keepServiceLog(child: ChildProcess, env: Record<string, string | undefined>): void {
   const dir = process.env.FLASHSALE_LOG_DIR;
-  if (!dir || !pid) return () => undefined;
+  if (!dir || !child.pid) return;
   const secrets = SECRET_ENV.map((name) => env[name]).filter((v): v is string => !!v);
-  writeFileSync(join(dir, `service-${pid}.secrets.json`), JSON.stringify(secrets));
-  const file = join(dir, `service-${pid}.log`);
+  writeFileSync(join(dir, `service-${child.pid}.secrets.json`), JSON.stringify(secrets));
+  const file = join(dir, `service-${child.pid}.log`);
   writeFileSync(file, '');
-  return (chunk) => appendFileSync(file, chunk);
+  const append = (chunk: Buffer) => appendFileSync(file, chunk);
+  child.stdout?.on('data', append);
+  child.stderr?.on('data', append);
 }
 
 export async function launchService(options: LaunchOptions): Promise<ServiceProcess> {
@@ -76,12 +79,9 @@ export async function launchService(options: LaunchOptions): Promise<ServiceProc
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  keepServiceLog(child, env);
   let out = '';
-  const log = keepLog(child.pid, env);
-  const keep = (c: Buffer) => {
-    log(c);
-    out = (out + c.toString()).slice(-OUTPUT_KEPT);
-  };
+  const keep = (c: Buffer) => (out = (out + c.toString()).slice(-OUTPUT_KEPT));
   child.stdout?.on('data', keep);
   child.stderr?.on('data', keep);
   let stopping = false;
