@@ -289,7 +289,11 @@ describe('AllExceptionsFilter', () => {
   it.each([
     ['a reset while the body arrived', Object.assign(new Error('aborted'), { code: 'ECONNRESET' }), false],
     ['a premature close', Object.assign(new Error('closed'), { code: 'ERR_STREAM_PREMATURE_CLOSE' }), false],
-    ['any failure once the socket is gone', new Error('write after end'), true],
+    [
+      'a write to a connection the client closed',
+      Object.assign(new Error('x'), { code: 'ERR_STREAM_DESTROYED' }),
+      true,
+    ],
   ])("should count %s as the client's abort, at debug, and send nothing", (_name, err, destroyed) => {
     const res = fakeReply();
     const aborted = jest.fn();
@@ -300,6 +304,17 @@ describe('AllExceptionsFilter', () => {
     expect(debugLog).toHaveBeenCalledWith(expect.stringMatching(/client went away/));
     expect(errorLog).not.toHaveBeenCalled();
     expect(adapter.reply).not.toHaveBeenCalled();
+  });
+
+  it("should keep logging the service's own fault as an error when its client has gone too", () => {
+    const res = fakeReply();
+    const aborted = jest.fn();
+    const bug = new TypeError("Cannot read properties of undefined (reading 'id')");
+    new AllExceptionsFilter({ httpAdapter: adapter } as unknown as HttpAdapterHost, 1, {
+      clientAborted: aborted,
+    }).catch(bug, hostFor(res, { method: 'POST', url: '/orders', raw: { socket: { destroyed: true } } }));
+    expect(aborted).not.toHaveBeenCalled();
+    expect(errorLog).toHaveBeenCalledWith(bug.stack);
   });
 
   it('should answer 405 METHOD_NOT_ALLOWED with Allow for a path the router knows under other methods', () => {

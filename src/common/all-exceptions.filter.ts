@@ -90,16 +90,23 @@ export function sendError(http: ErrorReplier, res: unknown, err: unknown, retryA
   http.reply(res, out.body, out.body.statusCode);
 }
 
-/** The client went away (reset or closed its connection) before its request was read or answered. */
-export function isClientAbort(err: unknown, socket?: { destroyed?: boolean }): boolean {
+/** Errors of a connection the client reset or closed under the request (not the service's faults). */
+const CLIENT_GONE = new Set([
+  'ECONNRESET',
+  'ECONNABORTED',
+  'EPIPE',
+  'ERR_STREAM_PREMATURE_CLOSE',
+  'ERR_STREAM_DESTROYED',
+  'ERR_STREAM_WRITE_AFTER_END',
+]);
+
+/**
+ * The client went away (reset or closed its connection) before its request was read or answered.
+ * Judged by the error alone: a fault of the service stays one even when its client has left.
+ */
+export function isClientAbort(err: unknown): boolean {
   const e = err as { code?: unknown; message?: unknown } | undefined;
-  return (
-    socket?.destroyed === true ||
-    e?.code === 'ECONNRESET' ||
-    e?.code === 'ECONNABORTED' ||
-    e?.code === 'ERR_STREAM_PREMATURE_CLOSE' ||
-    e?.message === 'aborted'
-  );
+  return (typeof e?.code === 'string' && CLIENT_GONE.has(e.code)) || (err instanceof Error && e?.message === 'aborted');
 }
 
 @Catch()
@@ -120,14 +127,12 @@ export class AllExceptionsFilter implements ExceptionFilter {
   catch(err: unknown, host: ArgumentsHost): void {
     const http = this.adapterHost.httpAdapter;
     const res: unknown = host.switchToHttp().getResponse();
-    const req = host
-      .switchToHttp()
-      .getRequest<{ method?: string; url?: string; raw?: { socket?: { destroyed?: boolean } } } | undefined>();
+    const req = host.switchToHttp().getRequest<{ method?: string; url?: string } | undefined>();
     if (err instanceof NotFoundException && this.options.routes && req?.url) {
       const allow = this.options.routes.allowed(req.url);
       if (allow.length > 0) err = new MethodNotAllowedError(req.method ?? 'this method', allow);
     }
-    if (!(err instanceof DomainError) && !(err instanceof HttpException) && isClientAbort(err, req?.raw?.socket)) {
+    if (!(err instanceof DomainError) && !(err instanceof HttpException) && isClientAbort(err)) {
       // Anyone can cause these at will: a count and a debug line, never an error with a stack.
       this.options.clientAborted?.();
       this.logger.debug(`client went away: ${String((err as Error)?.message ?? err)}`);
