@@ -5,7 +5,7 @@
 // Starts node dist/src/main.js as its own process with only the environment it is given, waits
 // until every worker serves, and stops it (and its workers) on demand.
 import { ChildProcess, spawn } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { appendFileSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -39,6 +39,26 @@ export interface ServiceProcess {
 
 const OUTPUT_KEPT = 200_000;
 
+/** The variables whose values must never show in a service's output (test/support/secret-leaks.ts). */
+export const SECRET_ENV = ['ADMIN_TOKEN', 'SHOP_TOKEN', 'BUYER_JWT_SECRET', 'ADMISSION_SECRET', 'WEBHOOK_SECRET'];
+
+/**
+ * With FLASHSALE_LOG_DIR set (the e2e run sets it), a service's whole output is written there,
+ * beside the secret values it was given, so that the run can check at its end that none was
+ * printed (test/support/secret-leaks.ts). For services started here and by specs that spawn their own.
+ */
+export function keepServiceLog(child: ChildProcess, env: Record<string, string | undefined>): void {
+  const dir = process.env.FLASHSALE_LOG_DIR;
+  if (!dir || !child.pid) return;
+  const secrets = SECRET_ENV.map((name) => env[name]).filter((v): v is string => !!v);
+  writeFileSync(join(dir, `service-${child.pid}.secrets.json`), JSON.stringify(secrets));
+  const file = join(dir, `service-${child.pid}.log`);
+  writeFileSync(file, '');
+  const append = (chunk: Buffer) => appendFileSync(file, chunk);
+  child.stdout?.on('data', append);
+  child.stderr?.on('data', append);
+}
+
 export async function launchService(options: LaunchOptions): Promise<ServiceProcess> {
   const root = projectRoot(__dirname);
   const main = join(root, 'dist', 'src', 'main.js');
@@ -50,6 +70,9 @@ export async function launchService(options: LaunchOptions): Promise<ServiceProc
     HOME: process.env.HOME,
     HOST: '127.0.0.1',
     LOG_LEVEL: 'warn',
+    // A benchmark's load and a spec's clients all come from this one address: the per-address
+    // connection cap would measure itself. test/connections.e2e-spec.ts sets it to test it.
+    MAX_CONNECTIONS_PER_IP: '0',
     ...options.env,
     PORT: String(port),
   };
@@ -59,6 +82,7 @@ export async function launchService(options: LaunchOptions): Promise<ServiceProc
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  keepServiceLog(child, env);
   let out = '';
   const keep = (c: Buffer) => (out = (out + c.toString()).slice(-OUTPUT_KEPT));
   child.stdout?.on('data', keep);

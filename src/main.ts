@@ -3,7 +3,7 @@
 // WORKERS processes sharing the port. SIGTERM/SIGINT stop everything gracefully: each serving
 // process drains its requests before it closes Redis and PostgreSQL (infrastructure/graceful-shutdown.ts).
 import cluster from 'node:cluster';
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, Server } from 'node:http';
 import { Logger } from '@nestjs/common';
 import { HttpAdapterHost, NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
@@ -12,7 +12,9 @@ import { SwaggerModule } from '@nestjs/swagger';
 import type { Logger as Pino } from 'pino';
 import { AppModule } from './app.module';
 import { AllExceptionsFilter, sendError } from './common/all-exceptions.filter';
+import { capConnectionsPerAddress, drainRefusedBodies, serverOptions } from './common/connections';
 import { registerJsonBody } from './common/json-body';
+import { RouteMethods } from './common/route-methods';
 import { Door } from './door/door.service';
 import { requestId } from './common/request-id';
 import { validationPipe } from './common/validation.pipe';
@@ -22,25 +24,20 @@ import { closeOnSignals } from './infrastructure/graceful-shutdown';
 import { runMigrations } from './infrastructure/migrate';
 import { startLinks } from './infrastructure/start-links';
 import { createLogger, nestLogger } from './logging/logger';
-import { serveClusterMetrics } from './metrics/metrics.service';
+import { MetricsService, serveClusterMetrics } from './metrics/metrics.service';
 import { openApiDocument } from './openapi';
 
 const logger = new Logger('Main');
-
-/**
- * Fastify's default, stated because it matters: longer than the idle timeout of the proxies in
- * front (60 s for AWS ALB and for nginx's upstream keepalive), so a proxy never sends a request on a
- * connection the service is closing at that moment. Shutdown does not wait for it: idle
- * connections are closed at once (graceful-shutdown.ts).
- */
-export const KEEP_ALIVE_TIMEOUT_MS = 72_000;
 
 export async function createApp(
   config: ResolvedConfig,
   root: Pino = createLogger(config.logging),
 ): Promise<NestFastifyApplication> {
+  // Counted once the metrics exist; the server is made before them.
+  let timedOut = (): void => undefined;
   const adapter: FastifyAdapter = new FastifyAdapter({
-    keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+    // Keep-alive for the proxies in front; headers and body within bounds (common/connections.ts).
+    ...serverOptions(config.http, () => timedOut()),
     // A waiting-room ticket travels in the path (GET /products/:id/queue/:ticket): about 150 characters.
     maxParamLength: 512,
     // request.ip is the socket's address, or X-Forwarded-For's nearest hop that is not one of
@@ -64,14 +61,27 @@ export async function createApp(
     abortOnError: false,
   });
   const fastify = app.getHttpAdapter().getInstance();
+  const metrics = app.get(MetricsService);
+  const server: Server = app.getHttpServer();
+  capConnectionsPerAddress(server, config.http.maxConnectionsPerIp, config.door.trustProxy, () =>
+    metrics.connectionsRefused.inc(),
+  );
+  timedOut = () => metrics.requestTimeouts.inc();
+  const routes = new RouteMethods(fastify);
   registerJsonBody(fastify);
+  drainRefusedBodies(fastify);
   fastify.addHook('onRequest', (req, reply, done) => {
     reply.header('X-Request-Id', req.id);
     done();
   });
   fastify.addHook('preHandler', app.get(Door).preHandler);
   app.useGlobalPipes(validationPipe());
-  app.useGlobalFilters(new AllExceptionsFilter(app.get(HttpAdapterHost), config.http.retryAfterS));
+  app.useGlobalFilters(
+    new AllExceptionsFilter(app.get(HttpAdapterHost), config.http.retryAfterS, {
+      clientAborted: () => metrics.clientAborts.inc(),
+      routes,
+    }),
+  );
   SwaggerModule.setup('docs', app, () => openApiDocument(app));
   return app;
 }

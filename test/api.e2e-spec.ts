@@ -247,14 +247,17 @@ describe('HTTP API', () => {
       expect(res.body).toEqual(created.body);
     });
 
+    it('should answer ORDER_NOT_FOUND for an id that was never issued', async () => {
+      expectError(await request('GET', '/orders/987654321', undefined, shop), 404, 'ORDER_NOT_FOUND');
+    });
+
     it.each([
-      ['an id that was never issued', '987654321'],
       ['a non-numeric id', 'abc'],
       ['zero', '0'],
       ['a negative id', '-1'],
       ['an id longer than a bigint', '123456789012345678901234'],
-    ])('should answer ORDER_NOT_FOUND for %s', async (_name, id) => {
-      expectError(await request('GET', `/orders/${id}`, undefined, shop), 404, 'ORDER_NOT_FOUND');
+    ])('should refuse %s, which is no order id, with 400 VALIDATION_FAILED', async (_name, id) => {
+      expectError(await request('GET', `/orders/${id}`, undefined, shop), 400, 'VALIDATION_FAILED');
     });
   });
 
@@ -318,13 +321,12 @@ describe('HTTP API', () => {
       ['the right token under another scheme', { authorization: admin.authorization.replace('Bearer', 'Basic') }],
       ['the bare token without a scheme', { authorization: admin.authorization.slice('Bearer '.length) }],
       ['the right token with a suffix', { authorization: `${admin.authorization}x` }],
-    ])('should refuse with UNAUTHORIZED a call with %s and create nothing', async (_name, headers) => {
+    ])('should refuse with UNAUTHENTICATED a call with %s and create nothing', async (_name, headers) => {
       const before = await dbSnapshot();
-      expectError(
-        await request('POST', '/admin/products', { name: 'x', stock: 10, segments: 2 }, headers),
-        401,
-        'UNAUTHORIZED',
-      );
+      const res = await request('POST', '/admin/products', { name: 'x', stock: 10, segments: 2 }, headers);
+      // The same code and challenge as a buyer or shop call without its token.
+      expectError(res, 401, 'UNAUTHENTICATED');
+      expect(res.headers['www-authenticate']).toBe('Bearer');
       expect(await dbSnapshot()).toEqual(before);
     });
   });
@@ -351,20 +353,23 @@ describe('HTTP API', () => {
 
     it('should refuse a view without the admin token', async () => {
       const p = await createProduct(request, { stock: 1, segments: 1 });
-      expectError(await request('GET', `/admin/products/${p.id}`), 401, 'UNAUTHORIZED');
+      expectError(await request('GET', `/admin/products/${p.id}`), 401, 'UNAUTHENTICATED');
       expectError(
         await request('GET', `/admin/products/${p.id}`, undefined, { authorization: 'Bearer wrong-token-wrong-token' }),
         401,
-        'UNAUTHORIZED',
+        'UNAUTHENTICATED',
       );
     });
 
+    it('should answer PRODUCT_NOT_FOUND for an unknown id', async () => {
+      expectError(await request('GET', '/admin/products/987654', undefined, admin), 404, 'PRODUCT_NOT_FOUND');
+    });
+
     it.each([
-      ['an unknown id', '987654'],
       ['a non-numeric id', 'abc'],
       ['an id beyond the integer range', '2147483648'],
-    ])('should answer PRODUCT_NOT_FOUND for %s', async (_name, id) => {
-      expectError(await request('GET', `/admin/products/${id}`, undefined, admin), 404, 'PRODUCT_NOT_FOUND');
+    ])('should refuse %s, which is no product id, with 400 VALIDATION_FAILED', async (_name, id) => {
+      expectError(await request('GET', `/admin/products/${id}`, undefined, admin), 400, 'VALIDATION_FAILED');
     });
   });
 
@@ -421,11 +426,11 @@ describe('HTTP API', () => {
     it('should refuse a rebalance without the admin token and move nothing', async () => {
       const p = await createProduct(request, { stock: 6, segments: 3 });
       const before = await dbSnapshot();
-      expectError(await rebalance(p.id, { segments: 2 }, {}), 401, 'UNAUTHORIZED');
+      expectError(await rebalance(p.id, { segments: 2 }, {}), 401, 'UNAUTHENTICATED');
       expectError(
         await rebalance(p.id, { segments: 2 }, { authorization: 'Bearer nope-nope-nope-nope' }),
         401,
-        'UNAUTHORIZED',
+        'UNAUTHENTICATED',
       );
       expect(await dbSnapshot()).toEqual(before);
     });
@@ -452,10 +457,10 @@ describe('HTTP API', () => {
       expect((await rebalance(p.id, { segments: 2 })).status).toBe(200);
     });
 
-    it('should answer PRODUCT_NOT_FOUND for a rebalance of an unknown product', async () => {
+    it('should answer PRODUCT_NOT_FOUND for a rebalance of an unknown product, VALIDATION_FAILED for a malformed id', async () => {
       const before = await dbSnapshot();
       expectError(await rebalance(987654, { segments: 2 }), 404, 'PRODUCT_NOT_FOUND');
-      expectError(await rebalance('abc'), 404, 'PRODUCT_NOT_FOUND');
+      expectError(await rebalance('abc'), 400, 'VALIDATION_FAILED');
       expect(await dbSnapshot()).toEqual(before);
     });
   });
@@ -467,12 +472,18 @@ describe('HTTP API', () => {
       expect(res.body.status).toBe('ok');
     });
 
+    it('should answer NOT_FOUND for a path that no method has', async () => {
+      expectError(await request('GET', '/no/such/route', undefined, admin), 404, 'NOT_FOUND');
+    });
+
     it.each([
-      ['GET', '/no/such/route'],
-      ['DELETE', '/orders/1'],
-      ['PUT', '/admin/products'],
-    ])('should answer NOT_FOUND for %s %s', async (method, path) => {
-      expectError(await request(method, path, undefined, admin), 404, 'NOT_FOUND');
+      ['DELETE', '/orders/1', 'GET, HEAD'],
+      ['PUT', '/admin/products', 'POST'],
+      ['PUT', '/orders', 'POST'],
+    ])('should answer %s %s with 405 METHOD_NOT_ALLOWED and Allow: %s', async (method, path, allow) => {
+      const res = await request(method, path, undefined, admin);
+      expectError(res, 405, 'METHOD_NOT_ALLOWED');
+      expect(res.headers.allow).toBe(allow);
     });
   });
 });

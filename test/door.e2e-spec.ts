@@ -423,7 +423,7 @@ describe('the door: buyer identity and the shop token (I9)', () => {
       ] as const) {
         if (name.startsWith('the admin token')) continue;
         const r = await request(a.url, method, path, body, headers);
-        expect(`${name} / ${call}: ${r.status} ${r.body.code}`).toBe(`${name} / ${call}: 401 UNAUTHORIZED`);
+        expect(`${name} / ${call}: ${r.status} ${r.body.code}`).toBe(`${name} / ${call}: 401 UNAUTHENTICATED`);
       }
     }
     // Mallory's own valid token, acting for the victim.
@@ -463,7 +463,7 @@ describe('the door: buyer identity and the shop token (I9)', () => {
         'create a product',
         request(b.url, 'POST', '/admin/products', { name: 'x', stock: 1, segments: 1 }, m),
         401,
-        'UNAUTHORIZED',
+        'UNAUTHENTICATED',
       ],
     ];
     for (const [what, reply, status, code] of mallory) {

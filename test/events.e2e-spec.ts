@@ -221,4 +221,73 @@ describe('the order event stream across two service processes', () => {
     const onward = await request(a.url, 'GET', `/events?after=${cut}&limit=1`, undefined, shop);
     expect(onward.body.events.map((e: StreamEvent) => e.cursor)).toEqual([all[10].cursor]);
   });
+  it('refuses a cursor after the newest event, as ?after and as Last-Event-ID, saying which is the newest', async () => {
+    const p = await createProduct(a.url, { stock: 3, segments: 1 });
+    const all = await readEvents(sender(a.url));
+    const seen = all[all.length - 1].cursor;
+    const asPair = (c: string) => c.split('-').map(BigInt) as [bigint, bigint];
+    const notBefore = (x: string, y: string) => {
+      const [[xt, xi], [yt, yi]] = [asPair(x), asPair(y)];
+      return xt > yt || (xt === yt && xi >= yi);
+    };
+    // Far enough ahead that no event written meanwhile (other specs' expiries) can catch up with them.
+    const [tx] = asPair(seen);
+    for (const ahead of [`${tx + 10n ** 12n}-0`, '9223372036854775807-9223372036854775807']) {
+      const asSse: Record<string, string> = { ...shop, accept: 'text/event-stream', 'last-event-id': ahead };
+      for (const headers of [{ ...shop } as Record<string, string>, asSse]) {
+        const path = headers['last-event-id'] ? '/events' : `/events?after=${ahead}`;
+        const r = await request(b.url, 'GET', path, undefined, headers);
+        expect({ ahead, status: r.status, code: r.body.code }).toEqual({ ahead, status: 400, code: 'CURSOR_AHEAD' });
+        // The newest cursor there is: at or after the newest this spec read, and before the one refused.
+        expect(notBefore(r.body.newest, seen)).toBe(true);
+        expect(notBefore(r.body.newest, ahead)).toBe(false);
+        expect(r.body.message).toContain(r.body.newest);
+        const onward = await request(b.url, 'GET', `/events?after=${r.body.newest}&limit=1`, undefined, shop);
+        expect(onward.status).toBe(200);
+      }
+    }
+    // The newest itself, and the start, are cursors a reader may hold.
+    const atHead = await request(b.url, 'GET', `/events?after=${seen}&productId=${p.id}`, undefined, shop);
+    expect({ status: atHead.status, events: atHead.body.events }).toEqual({ status: 200, events: [] });
+    expect((await request(b.url, 'GET', '/events?after=0-0&limit=1', undefined, shop)).status).toBe(200);
+  });
+
+  it('answers 404 PRODUCT_NOT_FOUND for a productId filter that names no product', async () => {
+    for (const accept of ['application/json', 'text/event-stream']) {
+      const r = await request(a.url, 'GET', '/events?productId=2147483647', undefined, { ...shop, accept });
+      expect({ accept, status: r.status, code: r.body.code }).toEqual({
+        accept,
+        status: 404,
+        code: 'PRODUCT_NOT_FOUND',
+      });
+    }
+  });
+
+  it('writes product.sold_out after the order.reserved that took the last unit, in its transaction', async () => {
+    const p = await createProduct(a.url, { stock: 6, segments: 3 });
+    const replies = await pooled(
+      Array.from(
+        { length: 9 },
+        (_, k) => () =>
+          request(k % 2 === 0 ? a.url : b.url, 'POST', '/orders', { userId: `last-unit-${k}`, productId: p.id }),
+      ),
+      9,
+    );
+    expect(replies.filter((r) => r.status === 201)).toHaveLength(6);
+    let events: StreamEvent[] = [];
+    await waitFor('the sold-out event', async () => {
+      events = (await request(a.url, 'GET', `/events?productId=${p.id}&limit=100`, undefined, shop)).body.events;
+      return events.some((e) => e.type === 'product.sold_out');
+    });
+    const types = events.map((e) => e.type);
+    expect(types.filter((t) => t === 'product.sold_out')).toHaveLength(1);
+    const soldOut = types.indexOf('product.sold_out');
+    const reserved = events.filter((e) => e.type === 'order.reserved');
+    expect(reserved).toHaveLength(6);
+    // The cause first: every reservation before the sell-out, the last one in the same transaction.
+    expect(types.lastIndexOf('order.reserved')).toBeLessThan(soldOut);
+    const txOf = (e: StreamEvent) => e.cursor.split('-')[0];
+    expect(txOf(events[soldOut])).toBe(txOf(events[soldOut - 1]));
+    expect(events[soldOut - 1].type).toBe('order.reserved');
+  });
 });

@@ -22,6 +22,7 @@ import { createServer, Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../src/infrastructure/free-port';
+import { keepServiceLog } from '../harness/launcher';
 
 const ROOT = join(__dirname, '..');
 const ADMIN_TOKEN = 'first-run-admin-token-0123456789';
@@ -76,6 +77,7 @@ function launch(app: string, port: number, workers = 1): Started {
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  keepServiceLog(child, env);
   child.stdout?.on('data', (c: Buffer) => (out += c.toString()));
   child.stderr?.on('data', (c: Buffer) => (out += c.toString()));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));

@@ -105,13 +105,13 @@ describe('Order lifecycle and sale terms', () => {
       expect(await dbSnapshot()).toEqual(before);
     });
 
-    it("should answer ORDER_NOT_FOUND for another user's order, an unknown id or an id that is not one, and change nothing", async () => {
+    it("should answer ORDER_NOT_FOUND for another user's order or an unknown id, VALIDATION_FAILED for an id that is not one, and change nothing", async () => {
       const p = await product();
       const { order: o } = await reserve(p.id);
       await unchangedBy(() => pay(o.id, 'someone-else'), 404, 'ORDER_NOT_FOUND');
       await unchangedBy(() => pay(999_999_999, 'someone-else'), 404, 'ORDER_NOT_FOUND');
-      await unchangedBy(() => pay('abc', 'someone-else'), 404, 'ORDER_NOT_FOUND');
-      await unchangedBy(() => pay('-1', 'someone-else'), 404, 'ORDER_NOT_FOUND');
+      await unchangedBy(() => pay('abc', 'someone-else'), 400, 'VALIDATION_FAILED');
+      await unchangedBy(() => pay('-1', 'someone-else'), 400, 'VALIDATION_FAILED');
     });
 
     it('should refuse a body without a valid userId with VALIDATION_FAILED and change nothing', async () => {
@@ -168,12 +168,12 @@ describe('Order lifecycle and sale terms', () => {
       await unchangedBy(() => cancel(o.id, userId), 409, 'ORDER_PAID');
     });
 
-    it("should answer ORDER_NOT_FOUND for another user's order or an unknown id and change nothing", async () => {
+    it("should answer ORDER_NOT_FOUND for another user's order or an unknown id, VALIDATION_FAILED for a malformed one, and change nothing", async () => {
       const p = await product();
       const { order: o } = await reserve(p.id);
       await unchangedBy(() => cancel(o.id, 'someone-else'), 404, 'ORDER_NOT_FOUND');
       await unchangedBy(() => cancel(123_456_789, 'x'), 404, 'ORDER_NOT_FOUND');
-      await unchangedBy(() => cancel('1.5', 'x'), 404, 'ORDER_NOT_FOUND');
+      await unchangedBy(() => cancel('1.5', 'x'), 400, 'VALIDATION_FAILED');
     });
 
     it('should let a user whose order was cancelled order the product again, as a new order', async () => {
@@ -285,10 +285,10 @@ describe('Order lifecycle and sale terms', () => {
       await unchangedBy(() => restock(p.id, body), 400, 'VALIDATION_FAILED');
     });
 
-    it('should answer PRODUCT_NOT_FOUND for an unknown product and UNAUTHORIZED without the token, adding nothing', async () => {
+    it('should answer PRODUCT_NOT_FOUND for an unknown product and UNAUTHENTICATED without the token, adding nothing', async () => {
       const p = await product();
       await unchangedBy(() => restock(987_654, { units: 1 }), 404, 'PRODUCT_NOT_FOUND');
-      await unchangedBy(() => restock(p.id, { units: 1 }, {} as typeof admin), 401, 'UNAUTHORIZED');
+      await unchangedBy(() => restock(p.id, { units: 1 }, {} as typeof admin), 401, 'UNAUTHENTICATED');
     });
   });
 
@@ -348,10 +348,10 @@ describe('Order lifecycle and sale terms', () => {
       await unchangedBy(() => patch(p.id, { endsAt: '2029-12-31T00:00:00Z' }), 400, 'VALIDATION_FAILED');
     });
 
-    it('should answer PRODUCT_NOT_FOUND for an unknown product and UNAUTHORIZED without the token, changing nothing', async () => {
+    it('should answer PRODUCT_NOT_FOUND for an unknown product and UNAUTHENTICATED without the token, changing nothing', async () => {
       const p = await product();
       await unchangedBy(() => patch(987_654, { name: 'x' }), 404, 'PRODUCT_NOT_FOUND');
-      await unchangedBy(() => patch(p.id, { name: 'x' }, {} as typeof admin), 401, 'UNAUTHORIZED');
+      await unchangedBy(() => patch(p.id, { name: 'x' }, {} as typeof admin), 401, 'UNAUTHENTICATED');
     });
   });
 

@@ -3,6 +3,7 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { freePort } from '../src/infrastructure/free-port';
+import { keepServiceLog } from '../harness/launcher';
 import { ADMIN_TOKEN, request, testUrls } from './support/service';
 
 const root = join(__dirname, '..');
@@ -31,6 +32,7 @@ function launch(command: string, args: string[], env: Record<string, string>): R
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  keepServiceLog(child, { ADMIN_TOKEN, ...env });
   child.stdout?.on('data', (c: Buffer) => (stdout += c.toString()));
   child.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
   return { child, stdout: () => stdout, stderr: () => stderr };

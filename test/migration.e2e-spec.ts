@@ -11,6 +11,7 @@ import { OrderLifecycle1763900000000 } from '../migrations/1763900000000-OrderLi
 import { WaitingRoom1764000000000 } from '../migrations/1764000000000-WaitingRoom';
 import { OrderEvents1764100000000 } from '../migrations/1764100000000-OrderEvents';
 import { QueueInPostgres1764200000000 } from '../migrations/1764200000000-QueueInPostgres';
+import { SoldOutAfterCause1764300000000 } from '../migrations/1764300000000-SoldOutAfterCause';
 import { withPg } from './faults/support';
 import { testUrls } from './support/service';
 
@@ -60,6 +61,7 @@ describe('the order lifecycle migration', () => {
       'WaitingRoom1764000000000',
       'OrderEvents1764100000000',
       'QueueInPostgres1764200000000',
+      'SoldOutAfterCause1764300000000',
     ]);
 
     await withPg(url, async (db) => {
@@ -99,48 +101,9 @@ describe('the order lifecycle migration', () => {
       WaitingRoom1764000000000,
       OrderEvents1764100000000,
       QueueInPostgres1764200000000,
+      SoldOutAfterCause1764300000000,
     ]);
     try {
-      // The queue in PostgreSQL: a room made before it gets its counter row; joins number in the
-      // order given, one ticket per user, the draw ranks the pre-queue by lottery key; and back.
-      await withPg(url, async (db) => {
-        await db.query(`INSERT INTO waiting_rooms (product_id, seed, seed_hash) VALUES (1, '\\x00', repeat('0', 64))`);
-        const join = async (arrival: boolean, users: string[]) =>
-          (
-            await db.query(`SELECT user_id, kind, position::int, created FROM queue_join(1, $1, $2, $3, $4)`, [
-              arrival,
-              users,
-              users,
-              users.map((u) => Buffer.from(u === 'p2' ? '01' : '02', 'hex')),
-            ])
-          ).rows;
-        expect(await join(false, ['p1', 'p2', 'p1'])).toEqual([
-          { user_id: 'p1', kind: 'p', position: null, created: true },
-          { user_id: 'p2', kind: 'p', position: null, created: true },
-          { user_id: 'p1', kind: 'p', position: null, created: false },
-        ]);
-        // The first arrival draws: p2's key is the smaller, so it is first.
-        expect(await join(true, ['a1', 'p1'])).toEqual([
-          { user_id: 'a1', kind: 'a', position: 3, created: true },
-          { user_id: 'p1', kind: 'p', position: 2, created: false },
-        ]);
-        expect(await join(false, ['late'])).toEqual([{ user_id: 'late', kind: 'a', position: 4, created: true }]);
-        expect((await db.query('SELECT pre_queue, arrivals::int FROM queue_counts')).rows).toEqual([
-          { pre_queue: 2, arrivals: 2 },
-        ]);
-        await db.query('DELETE FROM waiting_rooms');
-      });
-      await ds.undoLastMigration({ transaction: 'each' });
-      await withPg(url, async (db) => {
-        const left = await db.query(
-          `SELECT table_name FROM information_schema.tables WHERE table_name IN ('queue_tickets', 'queue_counts')`,
-        );
-        expect(left.rows).toEqual([]);
-        const columns = await db.query(
-          `SELECT column_name FROM information_schema.columns WHERE table_name = 'waiting_rooms' AND column_name IN ('epoch', 'position_base')`,
-        );
-        expect(columns.rows).toHaveLength(2);
-      });
       await withPg(url, async (db) => {
         expect((await db.query('SELECT waiting_room, admission_ttl_s FROM products')).rows).toEqual([
           { waiting_room: false, admission_ttl_s: 120 },
@@ -183,6 +146,79 @@ describe('the order lifecycle migration', () => {
           { type: 'product.sold_out', status: null, user_id: null },
         ]);
         await db.query(`DELETE FROM orders WHERE user_id = 'ev'`);
+      });
+      // The sell-out after its cause: one statement that takes the last unit and inserts the order
+      // (the segment first, as the sale does) reads order.reserved, then product.sold_out; a
+      // transaction that empties two segments writes one product.sold_out.
+      await withPg(url, async (db) => {
+        await db.query('TRUNCATE order_events');
+        await db.query(`UPDATE stock_segments SET stock = 1 WHERE product_id = 1`);
+        await db.query(`UPDATE stock_segments SET stock = 0 WHERE product_id = 1 AND idx = 1`);
+        await db.query(
+          `WITH seg AS (UPDATE stock_segments SET stock = 0 WHERE product_id = 1 AND idx = 0 RETURNING product_id)
+           INSERT INTO orders (product_id, user_id, quantity, allocations, status, expires_at)
+           SELECT product_id, 'last', 1, '[]', 'reserved', now() + interval '1 hour' FROM seg`,
+        );
+        await db.query('BEGIN');
+        await db.query(`UPDATE stock_segments SET stock = 1 WHERE product_id = 1`);
+        await db.query(`UPDATE stock_segments SET stock = 0 WHERE product_id = 1 AND idx = 0`);
+        await db.query(`UPDATE stock_segments SET stock = 0 WHERE product_id = 1 AND idx = 1`);
+        await db.query('COMMIT');
+        const events = await db.query(`SELECT type, tx::text FROM order_events ORDER BY tx, id`);
+        expect(events.rows.map((r: { type: string }) => r.type)).toEqual([
+          'order.reserved',
+          'product.sold_out',
+          'product.sold_out',
+        ]);
+        expect(events.rows[0].tx).toBe(events.rows[1].tx);
+        expect(events.rows[1].tx).not.toBe(events.rows[2].tx);
+        await db.query(`DELETE FROM orders WHERE user_id = 'last'`);
+      });
+      await ds.undoLastMigration({ transaction: 'each' });
+      await withPg(url, async (db) => {
+        const triggers = await db.query(`SELECT tgname FROM pg_trigger WHERE tgrelid = 'stock_segments'::regclass`);
+        expect(triggers.rows.map((r: { tgname: string }) => r.tgname)).toContain('product_events_on_segments');
+        expect(triggers.rows.map((r: { tgname: string }) => r.tgname)).not.toContain('product_sold_out_at_commit');
+      });
+      // The queue in PostgreSQL: a room made before it gets its counter row; joins number in the
+      // order given, one ticket per user, the draw ranks the pre-queue by lottery key; and back.
+      await withPg(url, async (db) => {
+        await db.query(`INSERT INTO waiting_rooms (product_id, seed, seed_hash) VALUES (1, '\\x00', repeat('0', 64))`);
+        const join = async (arrival: boolean, users: string[]) =>
+          (
+            await db.query(`SELECT user_id, kind, position::int, created FROM queue_join(1, $1, $2, $3, $4)`, [
+              arrival,
+              users,
+              users,
+              users.map((u) => Buffer.from(u === 'p2' ? '01' : '02', 'hex')),
+            ])
+          ).rows;
+        expect(await join(false, ['p1', 'p2', 'p1'])).toEqual([
+          { user_id: 'p1', kind: 'p', position: null, created: true },
+          { user_id: 'p2', kind: 'p', position: null, created: true },
+          { user_id: 'p1', kind: 'p', position: null, created: false },
+        ]);
+        // The first arrival draws: p2's key is the smaller, so it is first.
+        expect(await join(true, ['a1', 'p1'])).toEqual([
+          { user_id: 'a1', kind: 'a', position: 3, created: true },
+          { user_id: 'p1', kind: 'p', position: 2, created: false },
+        ]);
+        expect(await join(false, ['late'])).toEqual([{ user_id: 'late', kind: 'a', position: 4, created: true }]);
+        expect((await db.query('SELECT pre_queue, arrivals::int FROM queue_counts')).rows).toEqual([
+          { pre_queue: 2, arrivals: 2 },
+        ]);
+        await db.query('DELETE FROM waiting_rooms');
+      });
+      await ds.undoLastMigration({ transaction: 'each' });
+      await withPg(url, async (db) => {
+        const left = await db.query(
+          `SELECT table_name FROM information_schema.tables WHERE table_name IN ('queue_tickets', 'queue_counts')`,
+        );
+        expect(left.rows).toEqual([]);
+        const columns = await db.query(
+          `SELECT column_name FROM information_schema.columns WHERE table_name = 'waiting_rooms' AND column_name IN ('epoch', 'position_base')`,
+        );
+        expect(columns.rows).toHaveLength(2);
       });
       await ds.undoLastMigration({ transaction: 'each' });
       await withPg(url, async (db) => {

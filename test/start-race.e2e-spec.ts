@@ -8,6 +8,7 @@ import { cpSync, existsSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../src/infrastructure/free-port';
+import { keepServiceLog } from '../harness/launcher';
 import { ADMIN_TOKEN, SHOP_TOKEN, testUrls } from './support/service';
 
 const ROOT = join(__dirname, '..');
@@ -41,6 +42,7 @@ async function npmStart(dir: string): Promise<Start> {
       LOG_LEVEL: 'warn',
     },
   });
+  keepServiceLog(child, { ADMIN_TOKEN, SHOP_TOKEN });
   child.stdout?.on('data', (c: Buffer) => (out += c.toString()));
   child.stderr?.on('data', (c: Buffer) => (out += c.toString()));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));

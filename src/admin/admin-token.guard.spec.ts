@@ -1,6 +1,6 @@
 // The admin guard lets through exactly `Authorization: Bearer <ADMIN_TOKEN>` and nothing else.
 import { ExecutionContext } from '@nestjs/common';
-import { UnauthorizedError } from '../common/domain-errors';
+import { UnauthenticatedError } from '../common/domain-errors';
 import { AdminTokenGuard } from './admin-token.guard';
 
 const TOKEN = 'unit-admin-token-0123456789';
@@ -34,13 +34,13 @@ describe('AdminTokenGuard', () => {
     ['the token under the Basic scheme', `Basic ${TOKEN}`],
     ['the token under the Token scheme', `Token ${TOKEN}`],
     ['the token sent twice', `Bearer ${TOKEN}, Bearer ${TOKEN}`],
-  ])('should refuse %s with UnauthorizedError', (_name, authorization) => {
-    expect(() => guard.canActivate(contextWith({ authorization }))).toThrow(UnauthorizedError);
+  ])('should refuse %s with UnauthenticatedError', (_name, authorization) => {
+    expect(() => guard.canActivate(contextWith({ authorization }))).toThrow(UnauthenticatedError);
   });
 
   it('should compare against its own configured token, not a fixed one', () => {
     const other = new AdminTokenGuard({ token: 'another-admin-token-abcdef' });
-    expect(() => other.canActivate(contextWith({ authorization: `Bearer ${TOKEN}` }))).toThrow(UnauthorizedError);
+    expect(() => other.canActivate(contextWith({ authorization: `Bearer ${TOKEN}` }))).toThrow(UnauthenticatedError);
     expect(other.canActivate(contextWith({ authorization: 'Bearer another-admin-token-abcdef' }))).toBe(true);
   });
 
@@ -48,7 +48,7 @@ describe('AdminTokenGuard', () => {
     const unicode = new AdminTokenGuard({ token: 'jeton-sécurisé-für-admin' });
     expect(unicode.canActivate(contextWith({ authorization: 'Bearer jeton-sécurisé-für-admin' }))).toBe(true);
     expect(() => unicode.canActivate(contextWith({ authorization: 'Bearer jeton-securise-fur-admin' }))).toThrow(
-      UnauthorizedError,
+      UnauthenticatedError,
     );
   });
 });

@@ -3,7 +3,7 @@ import { CanActivate, ExecutionContext, Inject, Injectable } from '@nestjs/commo
 import type { IncomingHttpHeaders } from 'node:http';
 import { AdminConfig, ResolvedAdminConfig } from '../config/app-config';
 import { bearerToken, SharedSecret } from '../common/bearer';
-import { UnauthorizedError } from '../common/domain-errors';
+import { UnauthenticatedError } from '../common/domain-errors';
 
 @Injectable()
 export class AdminTokenGuard implements CanActivate {
@@ -15,7 +15,8 @@ export class AdminTokenGuard implements CanActivate {
 
   canActivate(context: ExecutionContext): boolean {
     const header = context.switchToHttp().getRequest<{ headers: IncomingHttpHeaders }>().headers.authorization;
-    if (!this.secret.matches(bearerToken(header))) throw new UnauthorizedError();
+    if (!this.secret.matches(bearerToken(header)))
+      throw new UnauthenticatedError('a valid admin bearer token is required');
     return true;
   }
 }

@@ -2,8 +2,7 @@
 // Every answer that is a product goes out through toProductResponse.
 import { Body, Controller, Get, HttpCode, Param, Patch, Post, UseGuards } from '@nestjs/common';
 import { ApiBearerAuth, ApiCreatedResponse, ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
-import { ProductNotFoundError } from '../common/domain-errors';
-import { MAX_ID } from '../common/ids';
+import { ProductIdPipe } from '../common/ids';
 import { InventoryService } from '../inventory/inventory.service';
 import { AdminTokenGuard } from './admin-token.guard';
 import { CreateProductDto } from './dto/create-product.dto';
@@ -12,15 +11,10 @@ import { RebalanceDto } from './dto/rebalance.dto';
 import { RestockDto } from './dto/restock.dto';
 import { UpdateProductDto } from './dto/update-product.dto';
 
-function productId(raw: string): number {
-  const id = /^[1-9][0-9]{0,9}$/.test(raw) ? Number(raw) : NaN;
-  if (!(id <= MAX_ID)) throw new ProductNotFoundError(Number.isNaN(id) ? 0 : id);
-  return id;
-}
-
 @ApiTags('admin')
 @ApiBearerAuth('admin')
 @UseGuards(AdminTokenGuard)
+@ApiResponse({ status: 401, description: 'UNAUTHENTICATED: no valid admin token' })
 @Controller('admin/products')
 export class AdminController {
   constructor(private readonly inventory: InventoryService) {}
@@ -30,7 +24,6 @@ export class AdminController {
   @ApiOperation({ summary: 'Create a product with its stock split evenly into segments, and its sale terms' })
   @ApiCreatedResponse({ type: ProductResponse, description: 'the product' })
   @ApiResponse({ status: 400, description: 'VALIDATION_FAILED (also endsAt not after startsAt)' })
-  @ApiResponse({ status: 401, description: 'UNAUTHORIZED' })
   async create(@Body() dto: CreateProductDto): Promise<ProductResponse> {
     const view = await this.inventory.create({
       name: dto.name,
@@ -49,9 +42,13 @@ export class AdminController {
   @Get(':id')
   @ApiOperation({ summary: 'A product: remaining, sold, and stock per segment' })
   @ApiOkResponse({ type: ProductResponse, description: 'the product' })
+  @ApiResponse({
+    status: 400,
+    description: 'VALIDATION_FAILED (also a product id that is not an integer from 1 to 2147483647)',
+  })
   @ApiResponse({ status: 404, description: 'PRODUCT_NOT_FOUND' })
-  async view(@Param('id') id: string): Promise<ProductResponse> {
-    return toProductResponse(await this.inventory.view(productId(id)));
+  async view(@Param('id', ProductIdPipe) id: string): Promise<ProductResponse> {
+    return toProductResponse(await this.inventory.view(Number(id)));
   }
 
   @Patch(':id')
@@ -61,24 +58,32 @@ export class AdminController {
   })
   @ApiOkResponse({ type: ProductResponse, description: 'the product, changed' })
   @ApiResponse({ status: 400, description: 'VALIDATION_FAILED (also endsAt not after startsAt once merged)' })
+  @ApiResponse({
+    status: 400,
+    description: 'VALIDATION_FAILED (also a product id that is not an integer from 1 to 2147483647)',
+  })
   @ApiResponse({ status: 404, description: 'PRODUCT_NOT_FOUND' })
-  async update(@Param('id') id: string, @Body() dto: UpdateProductDto): Promise<ProductResponse> {
+  async update(@Param('id', ProductIdPipe) id: string, @Body() dto: UpdateProductDto): Promise<ProductResponse> {
     const change = Object.fromEntries(Object.entries(dto).filter(([, v]) => v !== undefined));
-    return toProductResponse(await this.inventory.update(productId(id), change));
+    return toProductResponse(await this.inventory.update(Number(id), change));
   }
 
   @Post(':id/restock')
   @HttpCode(200)
   @ApiOperation({ summary: 'Add units, filled into the smallest segments; clears the sold-out state' })
   @ApiOkResponse({ type: ProductResponse, description: 'the product, restocked' })
+  @ApiResponse({
+    status: 400,
+    description: 'VALIDATION_FAILED (also a product id that is not an integer from 1 to 2147483647)',
+  })
   @ApiResponse({ status: 404, description: 'PRODUCT_NOT_FOUND' })
   @ApiResponse({
     status: 503,
     description:
       'BUSY: the segments stayed locked for REBALANCE_WAIT_MS (nothing added); UNAVAILABLE: PostgreSQL is down',
   })
-  async restock(@Param('id') id: string, @Body() dto: RestockDto): Promise<ProductResponse> {
-    return toProductResponse(await this.inventory.restock(productId(id), dto.units));
+  async restock(@Param('id', ProductIdPipe) id: string, @Body() dto: RestockDto): Promise<ProductResponse> {
+    return toProductResponse(await this.inventory.restock(Number(id), dto.units));
   }
 
   @Post(':id/rebalance')
@@ -89,8 +94,8 @@ export class AdminController {
     status: 503,
     description: 'BUSY: the segments stayed locked for REBALANCE_WAIT_MS; UNAVAILABLE: PostgreSQL is down',
   })
-  async rebalance(@Param('id') id: string, @Body() dto: RebalanceDto): Promise<RebalanceResponse> {
-    const { before, after } = await this.inventory.rebalance(productId(id), dto.segments);
+  async rebalance(@Param('id', ProductIdPipe) id: string, @Body() dto: RebalanceDto): Promise<RebalanceResponse> {
+    const { before, after } = await this.inventory.rebalance(Number(id), dto.segments);
     return { before: toProductResponse(before), after: toProductResponse(after) };
   }
 }

@@ -11,6 +11,7 @@ import {
 } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import { AllExceptionsFilter, sendError, toErrorResponse } from './all-exceptions.filter';
+import type { RouteMethods } from './route-methods';
 import {
   AlreadyOrderedError,
   BusyError,
@@ -21,8 +22,8 @@ import {
   ProductNotFoundError,
   QuantityOverLimitError,
   SoldOutError,
-  UnauthorizedError,
   OutcomeUnknownError,
+  UnauthenticatedError,
   UnavailableError,
   ValidationFailedError,
 } from './domain-errors';
@@ -36,7 +37,7 @@ describe('toErrorResponse', () => {
       code: 'VALIDATION_FAILED',
     },
     { name: 'QuantityOverLimitError', err: new QuantityOverLimitError(2), status: 400, code: 'QUANTITY_OVER_LIMIT' },
-    { name: 'UnauthorizedError', err: new UnauthorizedError(), status: 401, code: 'UNAUTHORIZED' },
+    { name: 'UnauthenticatedError', err: new UnauthenticatedError(), status: 401, code: 'UNAUTHENTICATED' },
     { name: 'ProductNotFoundError', err: new ProductNotFoundError(7), status: 404, code: 'PRODUCT_NOT_FOUND' },
     { name: 'OrderNotFoundError', err: new OrderNotFoundError('9'), status: 404, code: 'ORDER_NOT_FOUND' },
     { name: 'AlreadyOrderedError', err: new AlreadyOrderedError(), status: 409, code: 'ALREADY_ORDERED' },
@@ -117,7 +118,7 @@ describe('toErrorResponse', () => {
     });
     expect(toErrorResponse(new HttpException('nope', HttpStatus.UNAUTHORIZED)).body).toMatchObject({
       statusCode: 401,
-      code: 'UNAUTHORIZED',
+      code: 'UNAUTHENTICATED',
     });
     expect(toErrorResponse(new HttpException('teapot', 418)).body).toMatchObject({
       statusCode: 418,
@@ -222,13 +223,15 @@ describe('AllExceptionsFilter', () => {
   };
   const filter = (retryAfterS: number) =>
     new AllExceptionsFilter({ httpAdapter: adapter } as unknown as HttpAdapterHost, retryAfterS);
-  const hostFor = (res: FakeReply) =>
-    ({ switchToHttp: () => ({ getResponse: () => res }) }) as unknown as ArgumentsHost;
+  const hostFor = (res: FakeReply, req: unknown = { method: 'GET', url: '/', raw: { socket: { destroyed: false } } }) =>
+    ({ switchToHttp: () => ({ getResponse: () => res, getRequest: () => req }) }) as unknown as ArgumentsHost;
 
   let errorLog: jest.SpyInstance;
   let warnLog: jest.SpyInstance;
+  let debugLog: jest.SpyInstance;
   beforeEach(() => {
     errorLog = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
+    debugLog = jest.spyOn(Logger.prototype, 'debug').mockImplementation(() => undefined);
     warnLog = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
   });
   afterEach(() => {
@@ -281,5 +284,51 @@ describe('AllExceptionsFilter', () => {
     sendError(adapter, res, new HttpException('down', 503), 8);
     expect(res.headers['Retry-After']).toBe('8');
     expect(res.statusCode).toBe(503);
+  });
+
+  it.each([
+    ['a reset while the body arrived', Object.assign(new Error('aborted'), { code: 'ECONNRESET' }), false],
+    ['a premature close', Object.assign(new Error('closed'), { code: 'ERR_STREAM_PREMATURE_CLOSE' }), false],
+    [
+      'a write to a connection the client closed',
+      Object.assign(new Error('x'), { code: 'ERR_STREAM_DESTROYED' }),
+      true,
+    ],
+  ])("should count %s as the client's abort, at debug, and send nothing", (_name, err, destroyed) => {
+    const res = fakeReply();
+    const aborted = jest.fn();
+    new AllExceptionsFilter({ httpAdapter: adapter } as unknown as HttpAdapterHost, 1, {
+      clientAborted: aborted,
+    }).catch(err, hostFor(res, { method: 'POST', url: '/orders', raw: { socket: { destroyed } } }));
+    expect(aborted).toHaveBeenCalledTimes(1);
+    expect(debugLog).toHaveBeenCalledWith(expect.stringMatching(/client went away/));
+    expect(errorLog).not.toHaveBeenCalled();
+    expect(adapter.reply).not.toHaveBeenCalled();
+  });
+
+  it("should keep logging the service's own fault as an error when its client has gone too", () => {
+    const res = fakeReply();
+    const aborted = jest.fn();
+    const bug = new TypeError("Cannot read properties of undefined (reading 'id')");
+    new AllExceptionsFilter({ httpAdapter: adapter } as unknown as HttpAdapterHost, 1, {
+      clientAborted: aborted,
+    }).catch(bug, hostFor(res, { method: 'POST', url: '/orders', raw: { socket: { destroyed: true } } }));
+    expect(aborted).not.toHaveBeenCalled();
+    expect(errorLog).toHaveBeenCalledWith(bug.stack);
+  });
+
+  it('should answer 405 METHOD_NOT_ALLOWED with Allow for a path the router knows under other methods', () => {
+    const res = fakeReply();
+    const routes = { allowed: jest.fn((url: string) => (url === '/orders' ? ['POST'] : [])) };
+    const f = new AllExceptionsFilter({ httpAdapter: adapter } as unknown as HttpAdapterHost, 1, {
+      routes: routes as unknown as RouteMethods,
+    });
+    f.catch(new NotFoundException(), hostFor(res, { method: 'PUT', url: '/orders' }));
+    expect(res.statusCode).toBe(405);
+    expect(res.headers.Allow).toBe('POST');
+    expect(res.sent).toMatchObject({ code: 'METHOD_NOT_ALLOWED' });
+    const other = fakeReply();
+    f.catch(new NotFoundException(), hostFor(other, { method: 'GET', url: '/nowhere' }));
+    expect(other.statusCode).toBe(404);
   });
 });

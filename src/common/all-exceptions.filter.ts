@@ -1,15 +1,18 @@
 // The one place where failures become HTTP answers: { statusCode, code, message }, a Retry-After
 // on 503s, and never a stack trace or an internal detail in the body.
-import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger } from '@nestjs/common';
+import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger, NotFoundException } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import {
   AlreadyOrderedError,
+  CursorAheadError,
   DomainError,
   ERROR_STATUS,
   ErrorCode,
+  MethodNotAllowedError,
   OutcomeUnknownError,
   UnavailableError,
 } from './domain-errors';
+import type { RouteMethods } from './route-methods';
 
 export interface ErrorBody {
   statusCode: number;
@@ -17,11 +20,13 @@ export interface ErrorBody {
   message: string;
   /** With ALREADY_ORDERED, when known: the order the user holds. */
   orderId?: number;
+  /** With CURSOR_AHEAD: the newest cursor of the event stream. */
+  newest?: string;
 }
 
 const HTTP_CODES: Record<number, ErrorCode> = {
   400: 'VALIDATION_FAILED',
-  401: 'UNAUTHORIZED',
+  401: 'UNAUTHENTICATED',
   404: 'NOT_FOUND',
   413: 'PAYLOAD_TOO_LARGE',
   415: 'UNSUPPORTED_MEDIA_TYPE',
@@ -34,6 +39,7 @@ export function toErrorResponse(err: unknown, defaultRetryAfterS = 1): { body: E
     const retryAfterS = err.retryAfterS ?? (statusCode === 503 ? defaultRetryAfterS : undefined);
     const body: ErrorBody = { statusCode, code: err.code, message: err.message };
     if (err instanceof AlreadyOrderedError && err.orderId !== undefined) body.orderId = err.orderId;
+    if (err instanceof CursorAheadError) body.newest = err.newest;
     return { body, retryAfterS };
   }
   if (err instanceof HttpException) {
@@ -77,8 +83,30 @@ export type ErrorReplier = Pick<HttpAdapterHost['httpAdapter'], 'setHeader' | 'r
 
 export function sendError(http: ErrorReplier, res: unknown, err: unknown, retryAfterS?: number): void {
   const out = toErrorResponse(err, retryAfterS);
+  if (err instanceof MethodNotAllowedError) http.setHeader(res, 'Allow', err.allow.join(', '));
+  // Every 401, whichever route and token, says how to authenticate (as the door's own answers do).
+  if (out.body.statusCode === 401) http.setHeader(res, 'WWW-Authenticate', 'Bearer');
   if (out.retryAfterS !== undefined) http.setHeader(res, 'Retry-After', String(out.retryAfterS));
   http.reply(res, out.body, out.body.statusCode);
+}
+
+/** Errors of a connection the client reset or closed under the request (not the service's faults). */
+const CLIENT_GONE = new Set([
+  'ECONNRESET',
+  'ECONNABORTED',
+  'EPIPE',
+  'ERR_STREAM_PREMATURE_CLOSE',
+  'ERR_STREAM_DESTROYED',
+  'ERR_STREAM_WRITE_AFTER_END',
+]);
+
+/**
+ * The client went away (reset or closed its connection) before its request was read or answered.
+ * Judged by the error alone: a fault of the service stays one even when its client has left.
+ */
+export function isClientAbort(err: unknown): boolean {
+  const e = err as { code?: unknown; message?: unknown } | undefined;
+  return (typeof e?.code === 'string' && CLIENT_GONE.has(e.code)) || (err instanceof Error && e?.message === 'aborted');
 }
 
 @Catch()
@@ -88,11 +116,28 @@ export class AllExceptionsFilter implements ExceptionFilter {
   constructor(
     private readonly adapterHost: HttpAdapterHost,
     private readonly retryAfterS: number,
+    private readonly options: {
+      /** Counts a client's abort: the client's doing, not the service's fault. */
+      clientAborted?: () => void;
+      /** The methods of each path, to answer 405 where the router found the path but not the method. */
+      routes?: RouteMethods;
+    } = {},
   ) {}
 
   catch(err: unknown, host: ArgumentsHost): void {
     const http = this.adapterHost.httpAdapter;
     const res: unknown = host.switchToHttp().getResponse();
+    const req = host.switchToHttp().getRequest<{ method?: string; url?: string } | undefined>();
+    if (err instanceof NotFoundException && this.options.routes && req?.url) {
+      const allow = this.options.routes.allowed(req.url);
+      if (allow.length > 0) err = new MethodNotAllowedError(req.method ?? 'this method', allow);
+    }
+    if (!(err instanceof DomainError) && !(err instanceof HttpException) && isClientAbort(err)) {
+      // Anyone can cause these at will: a count and a debug line, never an error with a stack.
+      this.options.clientAborted?.();
+      this.logger.debug(`client went away: ${String((err as Error)?.message ?? err)}`);
+      return;
+    }
     if (err instanceof UnavailableError) {
       this.logger.warn(`${err.dependency} unavailable: ${String((err.cause as Error)?.message ?? err.cause)}`);
     } else if (err instanceof OutcomeUnknownError) {

@@ -6,17 +6,20 @@ export type ErrorCode =
   | 'QUANTITY_OVER_LIMIT'
   | 'PAYLOAD_TOO_LARGE'
   | 'UNSUPPORTED_MEDIA_TYPE'
-  | 'UNAUTHORIZED'
   | 'UNAUTHENTICATED'
   | 'IDENTITY_MISMATCH'
   | 'FORBIDDEN'
   | 'RATE_LIMITED'
   | 'NOT_FOUND'
+  | 'METHOD_NOT_ALLOWED'
+  | 'REQUEST_TIMEOUT'
+  | 'HEADERS_TOO_LARGE'
   | 'PRODUCT_NOT_FOUND'
   | 'ORDER_NOT_FOUND'
   | 'TICKET_NOT_FOUND'
   | 'NO_WAITING_ROOM'
   | 'EVENTS_PRUNED'
+  | 'CURSOR_AHEAD'
   | 'ADMISSION_REQUIRED'
   | 'ADMISSION_INVALID'
   | 'ALREADY_ORDERED'
@@ -35,7 +38,7 @@ export type ErrorCode =
 export const ERROR_STATUS: Record<ErrorCode, number> = {
   VALIDATION_FAILED: 400,
   QUANTITY_OVER_LIMIT: 400,
-  UNAUTHORIZED: 401,
+  CURSOR_AHEAD: 400,
   UNAUTHENTICATED: 401,
   IDENTITY_MISMATCH: 403,
   FORBIDDEN: 403,
@@ -44,6 +47,8 @@ export const ERROR_STATUS: Record<ErrorCode, number> = {
   ADMISSION_REQUIRED: 403,
   ADMISSION_INVALID: 403,
   NOT_FOUND: 404,
+  METHOD_NOT_ALLOWED: 405,
+  REQUEST_TIMEOUT: 408,
   PRODUCT_NOT_FOUND: 404,
   ORDER_NOT_FOUND: 404,
   TICKET_NOT_FOUND: 404,
@@ -58,6 +63,7 @@ export const ERROR_STATUS: Record<ErrorCode, number> = {
   PAYLOAD_TOO_LARGE: 413,
   UNSUPPORTED_MEDIA_TYPE: 415,
   RATE_LIMITED: 429,
+  HEADERS_TOO_LARGE: 431,
   INTERNAL: 500,
   BUSY: 503,
   UNAVAILABLE: 503,
@@ -79,13 +85,7 @@ export class QuantityOverLimitError extends DomainError {
     super(`quantity is over this product's limit of ${limit} per user`);
   }
 }
-export class UnauthorizedError extends DomainError {
-  readonly code = 'UNAUTHORIZED';
-  constructor() {
-    super('a valid admin bearer token is required');
-  }
-}
-/** A buyer or shop call without an acceptable credential (none, malformed, expired, badly signed). */
+/** A call without an acceptable credential (none, malformed, expired, badly signed, or another role's): every route answers this one code. */
 export class UnauthenticatedError extends DomainError {
   readonly code = 'UNAUTHENTICATED';
   constructor(message = 'a valid bearer token is required') {
@@ -124,6 +124,30 @@ export class RateLimitedError extends DomainError {
 export class NotFoundError extends DomainError {
   readonly code = 'NOT_FOUND';
 }
+/** A known path asked with a method it does not have; `allow` is sent as the Allow header. */
+export class MethodNotAllowedError extends DomainError {
+  readonly code = 'METHOD_NOT_ALLOWED';
+  constructor(
+    method: string,
+    readonly allow: string[],
+  ) {
+    super(`${method} is not a method of this path: ${allow.join(', ')}`);
+  }
+}
+/** The request did not arrive within HEADERS_TIMEOUT_MS / REQUEST_TIMEOUT_MS; the connection is closed. */
+export class RequestTimeoutError extends DomainError {
+  readonly code = 'REQUEST_TIMEOUT';
+  constructor() {
+    super('the request did not arrive in time (HEADERS_TIMEOUT_MS, REQUEST_TIMEOUT_MS)');
+  }
+}
+/** The request's headers are larger than the server reads. */
+export class HeadersTooLargeError extends DomainError {
+  readonly code = 'HEADERS_TOO_LARGE';
+  constructor() {
+    super('the request headers are too large');
+  }
+}
 export class ProductNotFoundError extends DomainError {
   readonly code = 'PRODUCT_NOT_FOUND';
   constructor(id: number) {
@@ -148,6 +172,21 @@ export class EventsPrunedError extends DomainError {
   constructor(readonly oldest: string) {
     super(
       `events up to ${oldest} were pruned (EVENTS_RETENTION_S): read the orders' state from the API, then go on after ${oldest}`,
+    );
+  }
+}
+/**
+ * A stream cursor after the newest event: no answer ever gave it, and a reader keeping it would
+ * skip every event until the stream caught up with it. `newest` is the newest cursor there is.
+ */
+export class CursorAheadError extends DomainError {
+  readonly code = 'CURSOR_AHEAD';
+  constructor(
+    cursor: string,
+    readonly newest: string,
+  ) {
+    super(
+      `cursor ${cursor} is after the newest event (${newest}): read on from ${newest}, or from a cursor the stream gave`,
     );
   }
 }

@@ -1,7 +1,8 @@
 // What the body parser lets through to JSON.parse: UTF-8 text of at most 16 kB, inflated when
-// compressed, and nothing nested deeper than MAX_DEPTH.
+// compressed, and nothing nested deeper than MAX_DEPTH; and what it hands on: JSON objects only.
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
-import { BadBodyError, BODY_LIMIT_BYTES, decodeBody, jsonDepth, MAX_DEPTH } from './json-body';
+import Fastify from 'fastify';
+import { BadBodyError, BODY_LIMIT_BYTES, decodeBody, jsonDepth, MAX_DEPTH, registerJsonBody } from './json-body';
 
 const json = Buffer.from('{"userId":"alice","productId":1}');
 
@@ -71,4 +72,47 @@ describe('jsonDepth', () => {
   ])('should count %s', (_name, text, depth) => {
     expect(jsonDepth(Buffer.from(text))).toBe(depth);
   });
+});
+
+describe('registerJsonBody', () => {
+  /** What a POST of `payload` as `type` gives the route, or the error the parser refused it with. */
+  const post = async (payload: string, type: string): Promise<{ got?: unknown; refused?: unknown }> => {
+    const fastify = Fastify();
+    registerJsonBody(fastify);
+    let refused: unknown;
+    fastify.setErrorHandler((err, _req, reply) => {
+      refused = err;
+      void reply.code(400).send({});
+    });
+    fastify.post('/', (req) => ({ got: req.body }));
+    const res = await fastify.inject({ method: 'POST', url: '/', payload, headers: { 'content-type': type } });
+    await fastify.close();
+    return refused === undefined ? res.json<{ got: unknown }>() : { refused };
+  };
+
+  it('should pass a JSON object through', async () => {
+    expect(await post('{"a":1}', 'application/json')).toEqual({ got: { a: 1 } });
+  });
+
+  it.each(['null', '[]', '[{"a":1}]', '"text"', '3', 'true'])(
+    'should refuse a JSON body that is not an object (%s) with VALIDATION_FAILED',
+    async (payload) => {
+      expect((await post(payload, 'application/json')).refused).toMatchObject({
+        code: 'VALIDATION_FAILED',
+        message: 'request body must be a JSON object',
+      });
+    },
+  );
+
+  it.each(['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/xml'])(
+    'should refuse a body sent as %s with UNSUPPORTED_MEDIA_TYPE',
+    async (type) => {
+      const { refused } = await post('{"a":1}', type);
+      expect(refused).toBeInstanceOf(BadBodyError);
+      expect(refused).toMatchObject({
+        code: 'UNSUPPORTED_MEDIA_TYPE',
+        message: 'request body must be application/json',
+      });
+    },
+  );
 });

@@ -1,7 +1,8 @@
-// JSON request bodies on Fastify: at most 16 kB (once inflated too), at most 32 levels deep,
-// UTF-8, parsed by Fastify's own JSON parser, which refuses `__proto__` and
-// `constructor.prototype` keys (secure-json-parse). A refused body reaches the error handler,
-// which Nest routes through AllExceptionsFilter, so it is answered like every other error.
+// JSON request bodies on Fastify: `application/json` only (another media type is 415), at most
+// 16 kB (once inflated too), at most 32 levels deep, UTF-8, an object (every body of this API is
+// one), parsed by Fastify's own JSON parser, which refuses `__proto__` and `constructor.prototype`
+// keys (secure-json-parse). A refused body reaches the error handler, which Nest routes through
+// AllExceptionsFilter, so it is answered like every other error.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { brotliDecompressSync, gunzipSync, inflateSync, InputType, ZlibOptions } from 'node:zlib';
 import { DomainError } from './domain-errors';
@@ -70,10 +71,13 @@ export function decodeBody(headers: FastifyRequest['headers'], raw: Buffer): Buf
   }
 }
 
-/**
- * Replaces Fastify's body parsers. A body of another media type is read (within the limit) and
- * dropped, so the route sees no body and validation refuses it, as Express's json() did.
- */
+/** A JSON body whose top level is not an object (null, an array, a string, a number). */
+export const notAnObject = () => new BadBodyError('VALIDATION_FAILED', 'request body must be a JSON object');
+
+/** A body sent under another media type than JSON (text/plain, a form, none named). */
+export const notJson = () => new BadBodyError('UNSUPPORTED_MEDIA_TYPE', 'request body must be application/json');
+
+/** Replaces Fastify's body parsers: JSON objects only; any other media type is refused unread (415). */
 export function registerJsonBody(fastify: FastifyInstance): void {
   const parseJson = fastify.getDefaultJsonParser('error', 'error');
   fastify.removeAllContentTypeParsers();
@@ -91,11 +95,16 @@ export function registerJsonBody(fastify: FastifyInstance): void {
         return done(err as Error, undefined);
       }
       // Typed for a string, but secure-json-parse takes the buffer as it is. It answers through
-      // `done` (synchronously); its typed return value carries nothing.
-      void parseJson(req, text as unknown as string, done);
+      // `done` (synchronously); its typed return value carries nothing. Nest's validation would
+      // take a null body for an empty object, so the top level is checked here.
+      void parseJson(req, text as unknown as string, (err, body: unknown) => {
+        if (err) return done(err, undefined);
+        if (typeof body !== 'object' || body === null || Array.isArray(body)) return done(notAnObject(), undefined);
+        done(null, body);
+      });
     },
   );
-  fastify.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: BODY_LIMIT_BYTES }, (_req, _raw, done) =>
-    done(null, undefined),
-  );
+  // Refused before a byte of it is read: the connection's rest is drained after the answer
+  // (connections.ts), so the client still reads the 415.
+  fastify.addContentTypeParser('*', (_req, _payload, done) => done(notJson(), undefined));
 }

@@ -1,5 +1,5 @@
 // Configuration from the environment: defaults, parsing, and refusals that name the variable.
-import { CONFIG_AREAS, ConfigurationError, loadConfig } from './app-config';
+import { CONFIG_AREAS, ConfigurationError, loadConfig, SECRET_VARIABLES } from './app-config';
 
 function refusal(env: NodeJS.ProcessEnv): ConfigurationError {
   try {
@@ -14,7 +14,15 @@ function refusal(env: NodeJS.ProcessEnv): ConfigurationError {
 describe('loadConfig', () => {
   it('should use the documented defaults for an empty environment', () => {
     expect(loadConfig({})).toEqual({
-      http: { port: 3000, host: '0.0.0.0', workers: 1, retryAfterS: 1 },
+      http: {
+        port: 3000,
+        host: '0.0.0.0',
+        workers: 1,
+        retryAfterS: 1,
+        headersTimeoutMs: 5000,
+        requestTimeoutMs: 10_000,
+        maxConnectionsPerIp: 256,
+      },
       database: { url: undefined, poolSize: 20, timeoutMs: 5000 },
       redis: { url: undefined, lockUrls: undefined, timeoutMs: 1000 },
       locks: {
@@ -79,6 +87,9 @@ describe('loadConfig', () => {
       DB_TIMEOUT_MS: '700',
       REDIS_TIMEOUT_MS: '200',
       RETRY_AFTER_S: '3',
+      HEADERS_TIMEOUT_MS: '3000',
+      REQUEST_TIMEOUT_MS: '20000',
+      MAX_CONNECTIONS_PER_IP: '0',
       PRODUCT_CACHE_MS: '0',
       DATA_DIR: '/var/lib/flashsale',
       LOG_LEVEL: 'warn',
@@ -102,7 +113,15 @@ describe('loadConfig', () => {
       LIVE_STATS_MS: '0',
     });
     expect(c).toEqual({
-      http: { port: 8080, host: '127.0.0.1', workers: 4, retryAfterS: 3 },
+      http: {
+        port: 8080,
+        host: '127.0.0.1',
+        workers: 4,
+        retryAfterS: 3,
+        headersTimeoutMs: 3000,
+        requestTimeoutMs: 20_000,
+        maxConnectionsPerIp: 0,
+      },
       database: { url: 'postgres://u:p@db:5432/flashsale', poolSize: 3, timeoutMs: 700 },
       redis: { url: 'redis://cache:6379', lockUrls: undefined, timeoutMs: 200 },
       locks: {
@@ -156,7 +175,7 @@ describe('loadConfig', () => {
     const c = loadConfig({ REDIS_CLUSTER_NODES: 'redis://n1:7000, redis://n2:7001' });
     expect(c.redis.clusterNodes).toEqual(['redis://n1:7000', 'redis://n2:7001']);
     expect(() => loadConfig({ REDIS_CLUSTER_NODES: 'n1:7000' })).toThrow(
-      /REDIS_CLUSTER_NODES="n1:7000": REDIS_CLUSTER_NODES must be a comma-separated list of redis:\/\/ URLs/,
+      /REDIS_CLUSTER_NODES \(value not shown\): REDIS_CLUSTER_NODES must be a comma-separated list of redis:\/\/ URLs/,
     );
   });
 
@@ -236,8 +255,37 @@ describe('loadConfig', () => {
     ['ADMISSION_SECRET', 'short'],
   ])('should refuse %s=%j with a message that names it', (name, value) => {
     const err = refusal({ [name]: value });
-    expect(err.message).toContain(`${name}=`);
-    expect(err.message).toContain(JSON.stringify(value));
+    if (SECRET_VARIABLES.has(name)) {
+      expect(err.message).toContain(`${name} (value not shown)`);
+      expect(err.message).not.toContain(value);
+    } else {
+      expect(err.message).toContain(`${name}=`);
+      expect(err.message).toContain(JSON.stringify(value));
+    }
+  });
+
+  it.each([
+    ['ADMIN_TOKEN', 'shortsecre'],
+    ['SHOP_TOKEN', 'shop-secret'],
+    ['BUYER_JWT_SECRET', 'shortsecre'],
+    ['ADMISSION_SECRET', 'a-secret-too-short'],
+    ['WEBHOOK_SECRET', 'hook-secret'],
+    ['DATABASE_URL', 'mysql://root:hunter2@db/flashsale'],
+    ['REDIS_URL', 'user:hunter2@localhost:6379'],
+  ])('should name %s and its rule but never print the refused value', (name, value) => {
+    const env: NodeJS.ProcessEnv = { [name]: value };
+    if (name === 'WEBHOOK_SECRET') env.WEBHOOK_URL = 'https://shop.example/hook';
+    const err = refusal(env);
+    expect(err.message).toContain(name);
+    expect(err.message).toMatch(/must/);
+    expect(err.message).not.toContain(value);
+    expect(err.message).not.toContain('hunter2');
+  });
+
+  it('should refuse REQUEST_TIMEOUT_MS below HEADERS_TIMEOUT_MS', () => {
+    expect(refusal({ HEADERS_TIMEOUT_MS: '8000', REQUEST_TIMEOUT_MS: '4000' }).message).toContain(
+      'REQUEST_TIMEOUT_MS is below HEADERS_TIMEOUT_MS',
+    );
   });
 
   it('should refuse BUYER_JWT_SECRET together with BUYER_JWT_PUBLIC_KEY, naming both', () => {

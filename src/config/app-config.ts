@@ -24,6 +24,23 @@ type AreaClass = new () => object;
 /** Property name -> environment variable, per area class; read back to name bad variables. */
 const envNames = new Map<AreaClass, Map<string, string>>();
 
+/**
+ * Variables whose value is never written back, valid or not (a refusal names the variable and the
+ * rule only): tokens and keys, and URLs, which may carry a password.
+ */
+export const SECRET_VARIABLES: ReadonlySet<string> = new Set([
+  'ADMIN_TOKEN',
+  'SHOP_TOKEN',
+  'BUYER_JWT_SECRET',
+  'ADMISSION_SECRET',
+  'WEBHOOK_SECRET',
+  'WEBHOOK_URL',
+  'DATABASE_URL',
+  'REDIS_URL',
+  'REDIS_LOCK_URLS',
+  'REDIS_CLUSTER_NODES',
+]);
+
 /** Reads this property from the environment variable `name`. */
 function Env(name: string): PropertyDecorator {
   return (target, property) => {
@@ -63,6 +80,17 @@ export class HttpConfig {
   @Env('WORKERS') @Transform(toInt) @IsInt() @Min(1) @Max(64) workers = 1;
   /** The Retry-After of every 503 answer. */
   @Env('RETRY_AFTER_S') @Transform(toInt) @IsInt() @Min(1) @Max(3600) retryAfterS = 1;
+  /** Longest a client may take to send a request's headers, from its first byte (or from connecting). */
+  @Env('HEADERS_TIMEOUT_MS') @Transform(toInt) @IsInt() @Min(500) @Max(120_000) headersTimeoutMs = 5000;
+  /** Longest a client may take to send a whole request, headers and body; at least HEADERS_TIMEOUT_MS. */
+  @Env('REQUEST_TIMEOUT_MS')
+  @Transform(toInt)
+  @IsInt()
+  @Min(500)
+  @Max(600_000)
+  requestTimeoutMs = 10_000;
+  /** Open connections one client address may hold with one process (0: no cap); trusted proxies are not counted. */
+  @Env('MAX_CONNECTIONS_PER_IP') @Transform(toInt) @IsInt() @Min(0) @Max(1_000_000) maxConnectionsPerIp = 256;
 }
 
 export class DatabaseConfig {
@@ -315,7 +343,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
       const messages = Object.values(e.constraints ?? {}).map((m) =>
         m.startsWith(`${e.property} `) ? name + m.slice(e.property.length) : m,
       );
-      problems.push(`  ${name}=${JSON.stringify(given[name])}: ${messages.join('; ')}`);
+      // A secret is named, never shown: the refusal goes to logs that more people read than the secret's owner.
+      const shown = SECRET_VARIABLES.has(name) ? `${name} (value not shown)` : `${name}=${JSON.stringify(given[name])}`;
+      problems.push(`  ${shown}: ${messages.join('; ')}`);
     }
     config[key] = slice;
   }
@@ -335,6 +365,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
       '  BUYER_JWT_SECRET and BUYER_JWT_PUBLIC_KEY are both set: buyer tokens are verified one way; unset one of them',
     );
   }
+  const http = config.http as HttpConfig;
+  if (typeof http.requestTimeoutMs === 'number' && http.requestTimeoutMs < http.headersTimeoutMs)
+    problems.push('  REQUEST_TIMEOUT_MS is below HEADERS_TIMEOUT_MS: the whole request includes its headers');
   if (problems.length > 0) throw new ConfigurationError(`Invalid configuration:\n${problems.join('\n')}`);
   return config as AppConfig;
 }

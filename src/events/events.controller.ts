@@ -33,8 +33,13 @@ export class EventsController {
     description: 'SSE: the last cursor received (wins over ?after)',
   })
   @ApiOkResponse({ type: EventPageResponse })
-  @ApiResponse({ status: 400, description: 'VALIDATION_FAILED: a malformed cursor, limit or wait' })
+  @ApiResponse({
+    status: 400,
+    description:
+      'VALIDATION_FAILED: a malformed cursor, limit or wait; CURSOR_AHEAD: the cursor (after or Last-Event-ID) is past the newest event, which `newest` names',
+  })
   @ApiResponse({ status: 401, description: 'UNAUTHENTICATED: neither the shop token nor the admin token' })
+  @ApiResponse({ status: 404, description: 'PRODUCT_NOT_FOUND: productId names no product' })
   @ApiResponse({
     status: 410,
     description: 'EVENTS_PRUNED: events after this cursor were deleted (EVENTS_RETENTION_S)',

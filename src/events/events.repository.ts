@@ -73,6 +73,12 @@ export class EventsRepository {
     return rows.length === 0 ? START : { tx: rows[0].tx, id: rows[0].id };
   }
 
+  /** Whether the product exists (a filter naming none is refused, not answered with nothing). */
+  async productExists(productId: number): Promise<boolean> {
+    const rows: unknown[] = await this.db.query('SELECT 1 FROM products WHERE id = $1', [productId]);
+    return rows.length > 0;
+  }
+
   /** Events up to this cursor were pruned (START: none). */
   async prunedThrough(): Promise<EventCursor> {
     const rows: Array<{ tx: string; id: string }> = await this.db.query(

@@ -6,7 +6,7 @@ import type { Server } from 'node:http';
 import { Injectable } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import { EventsConfig } from '../config/app-config';
-import { EventsPrunedError } from '../common/domain-errors';
+import { CursorAheadError, EventsPrunedError, ProductNotFoundError } from '../common/domain-errors';
 import { MetricsService } from '../metrics/metrics.service';
 import { before, EventCursor, formatCursor, parseCursor, START } from './event-cursor';
 import { EventsRepository, StreamEvent } from './events.repository';
@@ -31,12 +31,14 @@ export class EventsService {
 
   /**
    * Up to `limit` events after `after`, waiting up to `waitMs` for the first. EVENTS_PRUNED when
-   * events after `after` were deleted (they would be missing from the answer).
+   * events after `after` were deleted (they would be missing from the answer), CURSOR_AHEAD when
+   * `after` is past the newest event, PRODUCT_NOT_FOUND when `productId` names no product.
    */
   async page(after: EventCursor, limit: number, waitMs: number, productId?: number): Promise<EventPage> {
     const until = Date.now() + waitMs;
-    for (;;) {
+    for (let first = true; ; first = false) {
       const events = await this.read(after, limit, productId);
+      if (first && events.length === 0) await this.checkEmptyStart(after, productId);
       if (events.length > 0 || Date.now() >= until || !this.serving()) {
         this.metrics.eventsServed.inc({ via: 'poll' }, events.length);
         return { events, next: events.length > 0 ? events[events.length - 1].cursor : formatCursor(after) };
@@ -82,6 +84,16 @@ export class EventsService {
     const pruned = await this.repo.prunedThrough();
     if (before(after, pruned)) throw new EventsPrunedError(formatCursor(pruned));
     return events;
+  }
+
+  /** An empty first read: is it because the filter or the cursor names something that does not exist? */
+  private async checkEmptyStart(after: EventCursor, productId?: number): Promise<void> {
+    if (productId !== undefined && !(await this.repo.productExists(productId)))
+      throw new ProductNotFoundError(productId);
+    if (!before(START, after)) return;
+    const [head, pruned] = await Promise.all([this.repo.head(), this.repo.prunedThrough()]);
+    const newest = before(head, pruned) ? pruned : head;
+    if (before(newest, after)) throw new CursorAheadError(formatCursor(after), formatCursor(newest));
   }
 
   private serving(): boolean {

@@ -1,6 +1,6 @@
 // The events that carry an operator's intent or a return of units, written by the code that makes
 // the change, as one more statement of its transaction (order changes and sold-out are written by
-// triggers, see migrations/1764100000000-OrderEvents.ts).
+// triggers, see migrations/1764100000000-OrderEvents.ts and 1764300000000-SoldOutAfterCause.ts).
 
 export type ProductEventType =
   'product.created' | 'product.window_changed' | 'product.restocked' | 'product.rebalanced' | 'units.returned';

@@ -261,6 +261,21 @@ export class MetricsService {
     aggregator: 'max',
   });
 
+  readonly clientAborts = new Counter({
+    name: 'flashsale_client_aborts_total',
+    help: 'Requests whose client went away before the request was read or answered (a client fault, logged at debug)',
+    registers: [this.registry],
+  });
+  readonly connectionsRefused = new Counter({
+    name: 'flashsale_connections_refused_total',
+    help: 'Connections closed as they opened because their address already held MAX_CONNECTIONS_PER_IP',
+    registers: [this.registry],
+  });
+  readonly requestTimeouts = new Counter({
+    name: 'flashsale_request_timeouts_total',
+    help: 'Connections cut because their request did not arrive within HEADERS_TIMEOUT_MS or REQUEST_TIMEOUT_MS',
+    registers: [this.registry],
+  });
   private readonly pending = new Map<number, (text?: string) => void>();
 
   constructor() {

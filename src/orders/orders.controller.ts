@@ -3,6 +3,7 @@
 import { Body, Controller, Get, HttpCode, Param, Post } from '@nestjs/common';
 import { ApiBearerAuth, ApiCreatedResponse, ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { DomainError, OrderNotFoundError } from '../common/domain-errors';
+import { OrderIdPipe } from '../common/ids';
 import { CallerOf } from '../door/caller.decorator';
 import type { Caller } from '../door/door.service';
 import { MetricsService } from '../metrics/metrics.service';
@@ -67,10 +68,11 @@ export class OrdersController {
   @ApiBearerAuth('buyer')
   @ApiOperation({ summary: "One order: any, with the shop's token; a buyer's own, with their JWT" })
   @ApiOkResponse({ type: OrderResponse, description: 'the order' })
+  @ApiResponse({ status: 400, description: 'VALIDATION_FAILED: the id is not a positive integer' })
   @ApiResponse({ status: 401, description: 'UNAUTHENTICATED: neither the shop token nor a valid buyer JWT' })
   @ApiResponse({ status: 404, description: "ORDER_NOT_FOUND (also another user's order, for a buyer)" })
   @ApiResponse({ status: 429, description: 'RATE_LIMITED (buyers), with Retry-After' })
-  async get(@Param('id') id: string, @CallerOf() caller: Caller | undefined): Promise<OrderResponse> {
+  async get(@Param('id', OrderIdPipe) id: string, @CallerOf() caller: Caller | undefined): Promise<OrderResponse> {
     const order = await this.orders.get(id);
     // The door lets only the shop or a verified buyer through; a buyer sees their own orders alone.
     if (caller?.kind !== 'shop' && order.userId !== (caller?.kind === 'buyer' ? caller.userId : undefined))
@@ -95,7 +97,7 @@ export class OrdersController {
     description:
       'UNAVAILABLE or BUSY (nothing changed) or OUTCOME_UNKNOWN (retry the same call to learn), with Retry-After',
   })
-  async pay(@Param('id') id: string, @Body() dto: OrderOwnerDto): Promise<OrderResponse> {
+  async pay(@Param('id', OrderIdPipe) id: string, @Body() dto: OrderOwnerDto): Promise<OrderResponse> {
     return toOrderResponse(await this.orders.pay(id, dto.userId));
   }
 
@@ -114,7 +116,7 @@ export class OrdersController {
     description:
       'UNAVAILABLE or BUSY (nothing changed) or OUTCOME_UNKNOWN (retry the same call to learn), with Retry-After',
   })
-  async cancel(@Param('id') id: string, @Body() dto: OrderOwnerDto): Promise<OrderResponse> {
+  async cancel(@Param('id', OrderIdPipe) id: string, @Body() dto: OrderOwnerDto): Promise<OrderResponse> {
     return toOrderResponse(await this.orders.cancel(id, dto.userId));
   }
 }

@@ -131,7 +131,7 @@ describe('abuse of the public and admin API', () => {
     expect(results.filter((r) => r.status !== 401).map((r) => `${r.status} ${r.text}`)).toEqual([]);
     // One body for all: nothing says how close a guess came.
     expect(new Set(results.map((r) => r.text)).size).toBe(1);
-    expect(results[0].body).toEqual({ statusCode: 401, code: 'UNAUTHORIZED', message: expect.any(String) });
+    expect(results[0].body).toEqual({ statusCode: 401, code: 'UNAUTHENTICATED', message: expect.any(String) });
     expect(await counts()).toEqual(before);
     // The real token still works: the guesses locked nothing out.
     expect((await send('GET', `/admin/products/${productId}`, undefined, admin)).status).toBe(200);
@@ -161,11 +161,12 @@ describe('abuse of the public and admin API', () => {
     ];
     const answers = await Promise.all(numbers.map(async (b) => ({ b, status: (await raw(b)).status })));
     expect(answers.filter((x) => x.status !== 400 && x.status !== 404)).toEqual([]);
+    // An id that is no id is a bad request, not an unknown order or product.
     for (const path of ['/orders/99999999999999999999999', '/orders/-1', '/orders/1e3', '/orders/0x10']) {
-      expect((await send('GET', path, undefined, shop)).status).toBe(404);
+      expect((await send('GET', path, undefined, shop)).status).toBe(400);
     }
     for (const id of ['99999999999', '1e3', '-1', '0', '2147483648']) {
-      expect((await send('GET', `/admin/products/${id}`, undefined, admin)).status).toBe(404);
+      expect((await send('GET', `/admin/products/${id}`, undefined, admin)).status).toBe(400);
     }
     const product = await send('POST', '/admin/products', { name: 'huge', stock: 1e10, segments: 1e6 }, admin);
     expect(product.status).toBe(400);

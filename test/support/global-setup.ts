@@ -49,6 +49,8 @@ export default async function globalSetup(): Promise<void> {
       stdio: 'inherit',
     },
   );
+  // Every service's output, for the secret-leak check of the global teardown (support/secret-leaks.ts).
+  process.env.FLASHSALE_LOG_DIR ??= mkdtempSync(join(tmpdir(), 'flashsale-logs-'));
   process.env.TEST_DATABASE_URL = databaseUrl;
   process.env.TEST_REDIS_URL = redisUrl;
   (globalThis as { __flashsaleStops?: Array<() => Promise<void>> }).__flashsaleStops = stops;
