@@ -59,6 +59,8 @@ export interface QueueReport {
   workers: number;
   admissionTtlS: number;
   healthLivePerS: number;
+  /** GET of a waiting ticket at full speed (not paced), the same way as GET /health/live. */
+  waitingPollsPerS: number;
   withRoom: {
     joinsPerS: number;
     joinSeconds: number;
@@ -268,6 +270,28 @@ async function createProduct(url: string, body: Record<string, unknown>): Promis
   return r.body.id as number;
 }
 
+/** Polls of one waiting ticket at full speed, measured as GET /health/live is. */
+async function pollCapacity(url: string, connections: number): Promise<number> {
+  const productId = await createProduct(url, { name: 'bench polls', stock: 1, segments: 1, waitingRoom: true });
+  let token = '';
+  for (let i = 0; i < 50 && token === ''; i++) {
+    const r = await call(url, 'POST', `/products/${productId}/queue`, { userId: `poll-${i}` });
+    if (i >= 5 && r.body.status === 'waiting' && r.body.position !== null) token = r.body.id as string;
+    await sleep(20);
+  }
+  if (token === '') throw new Error('no waiting ticket to poll');
+  const r = await runLoad({
+    url,
+    get: `/products/${productId}/queue/${token}`,
+    okStatus: 200,
+    connections,
+    durationS: 3,
+    timeoutS: 20,
+    label: 'GET a waiting ticket',
+  });
+  return r.created / r.elapsedS;
+}
+
 async function healthLive(url: string, connections: number): Promise<number> {
   const r = await runLoad({
     url,
@@ -307,6 +331,8 @@ export async function runQueueBenchmark(o: QueueOptions): Promise<QueueReport> {
     await healthLive(svc.url, o.connections); // warm-up, not measured
     const healthLivePerS = await healthLive(svc.url, o.connections);
     o.log(`GET /health/live: ${healthLivePerS.toFixed(0)}/s`);
+    const waitingPollsPerS = await pollCapacity(svc.url, o.connections);
+    o.log(`GET of a waiting ticket: ${waitingPollsPerS.toFixed(0)}/s`);
 
     const withRoom = await withWaitingRoom(o, svc, db, probe);
     const withoutRoom = await withoutWaitingRoom(o, svc, db, probe);
@@ -320,6 +346,7 @@ export async function runQueueBenchmark(o: QueueOptions): Promise<QueueReport> {
       workers: o.workers,
       admissionTtlS: o.admissionTtlS,
       healthLivePerS,
+      waitingPollsPerS,
       withRoom,
       withoutRoom,
       joinCeiling,
@@ -658,6 +685,9 @@ export function renderQueue(r: QueueReport): string {
   );
   out.push(`| joins/s / GET /health/live | ${f(w.joinsPerS / r.healthLivePerS, 2)} | |`);
   out.push(`| polls/s (${w.polls} polls, paced by Retry-After) | ${f(w.pollsPerS)} | |`);
+  out.push(
+    `| polls of a waiting ticket at full speed, /s (/ GET /health/live) | ${f(r.waitingPollsPerS)} (${f(r.waitingPollsPerS / r.healthLivePerS, 2)}) | |`,
+  );
   out.push(`| orders/s until sold out | | ${f(x.ordersPerS)} |`);
   out.push(`| seconds from the start to sold out | ${f(w.startToSoldOutS, 1)} | ${f(x.startToSoldOutS, 1)} |`);
   out.push(
