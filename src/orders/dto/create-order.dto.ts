@@ -1,24 +1,9 @@
 // Body of POST /orders.
-import { applyDecorators } from '@nestjs/common';
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { Transform } from 'class-transformer';
-import { IsInt, IsString, Matches, Max, MaxLength, Min, ValidateIf } from 'class-validator';
+import { IsInt, IsString, Max, MaxLength, Min, ValidateIf } from 'class-validator';
 
-import { MAX_ID, USER_ID_PATTERN } from '../../common/ids';
-
-/** A positive integer user id is kept as its decimal string; anything else is validated as given. */
-const userIdFromNumber = ({ value }: { value: unknown }) =>
-  typeof value === 'number' && Number.isSafeInteger(value) && value > 0 ? String(value) : value;
-
-/** `userId`: 1-64 characters of [A-Za-z0-9_.:-], or a positive integer kept as its decimal string. */
-export function UserId(description = '1-64 characters of [A-Za-z0-9_.:-], or a positive integer'): PropertyDecorator {
-  return applyDecorators(
-    ApiProperty({ description, example: 'user-42' }),
-    Transform(userIdFromNumber),
-    IsString({ message: 'userId must be a string or a positive integer' }),
-    Matches(USER_ID_PATTERN, { message: 'userId must be 1 to 64 characters from [A-Za-z0-9_.:-]' }),
-  );
-}
+import { MAX_ID } from '../../common/ids';
+import { UserId } from '../../common/user-id.decorator';
 
 export class CreateOrderDto {
   @UserId()
