@@ -49,6 +49,16 @@ describe('clientErrorHandler', () => {
     expect(timedOut).toHaveBeenCalledTimes(timeouts);
   });
 
+  it('should write nothing after an answer already sent on the connection, and still close it', () => {
+    const socket = Object.assign(new FakeSocket('10.0.0.1'), { _httpMessage: { headersSent: true } });
+    clientErrorHandler(() => undefined)(
+      Object.assign(new Error('x'), { code: 'ERR_HTTP_REQUEST_TIMEOUT' }),
+      socket as never,
+    );
+    expect(socket.written).toBe('');
+    expect(socket.destroyed).toBe(true);
+  });
+
   it('should write nothing to a connection the client reset', () => {
     const socket = new FakeSocket('10.0.0.1');
     clientErrorHandler(() => undefined)(Object.assign(new Error('x'), { code: 'ECONNRESET' }), socket as never);

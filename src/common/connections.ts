@@ -60,7 +60,9 @@ export function clientErrorHandler(timedOut: () => void) {
     if (refusal instanceof RequestTimeoutError) timedOut();
     const { body } = toErrorResponse(refusal);
     const text = JSON.stringify(body);
-    if (socket.writable)
+    // Not after an answer already on its way (a refused body being drained): the client has it.
+    const answering = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+    if (socket.writable && !answering?.headersSent)
       socket.write(
         `HTTP/1.1 ${body.statusCode} ${STATUS_CODES[body.statusCode]}\r\nContent-Type: application/json\r\n` +
           `Content-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`,
