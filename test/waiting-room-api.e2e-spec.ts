@@ -229,6 +229,9 @@ describe('the waiting room, call by call', () => {
     const open = await product({ stock: 1 });
     expectError(await join(open, 'fay'), 409, 'NO_WAITING_ROOM');
     expectError(await join(999_999, 'fay'), 404, 'PRODUCT_NOT_FOUND');
+    // A malformed product id is a bad request, on the queue's paths as on every product path.
+    expectError(await send('POST', '/products/abc/queue', { userId: 'fay' }), 400, 'VALIDATION_FAILED');
+    expectError(await send('GET', '/products/1e3/queue/fairness'), 400, 'VALIDATION_FAILED');
     const r = await send('POST', `/products/${open}/queue`, { userId: 'bad user' });
     expectError(r, 400, 'VALIDATION_FAILED');
     const id = await product({ stock: 1, waitingRoom: true });

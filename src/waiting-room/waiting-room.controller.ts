@@ -3,18 +3,16 @@
 import { Body, Controller, Get, Param, Post, Res } from '@nestjs/common';
 import { ApiBearerAuth, ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
-import { ProductNotFoundError } from '../common/domain-errors';
-import { productIdFromPath } from '../common/ids';
+import { ProductIdPipe } from '../common/ids';
 import { CallerOf } from '../door/caller.decorator';
 import type { Caller } from '../door/door.service';
 import { FairnessResponse, TicketResponse, toFairnessResponse, toTicketResponse } from './dto/ticket-response.dto';
 import { JoinQueueDto } from './dto/join-queue.dto';
 import { TicketView, WaitingRoomService } from './waiting-room.service';
 
+/** `:id` of a queue path; malformed is a bad request (400), as on every product path. */
 function productId(raw: string): number {
-  const id = productIdFromPath(raw);
-  if (Number.isNaN(id)) throw new ProductNotFoundError(0);
-  return id;
+  return Number(new ProductIdPipe().transform(raw));
 }
 
 @ApiTags('waiting room')
