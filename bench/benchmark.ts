@@ -480,7 +480,7 @@ const REDIS_DESCRIBED = {
 function describe(c: ProcessConfig, holdsMax: number | null): string {
   if (c.target !== 'service')
     return `peer ${c.target}${c.target === 'bare' ? `: STOCK_LOCKING=${c.locking}` : ':'} ORDER_HOLD_MS=${c.holdMs}`;
-  return `service: STOCK_LOCKING=${c.locking} ORDER_HOLD_MS=${c.holdMs} WORKERS=${c.workers} ORDER_BATCH_MAX=${c.batchMax ?? '(unset)'}${holdsMax !== null ? ` ORDER_HOLDS_MAX=${holdsMax}` : ''}${c.expirySweepMs !== null ? ` EXPIRY_SWEEP_MS=${c.expirySweepMs}` : ''}${REDIS_DESCRIBED[c.redis]}`;
+  return `service: ORDER_HOLD_MS=${c.holdMs} WORKERS=${c.workers} ORDER_BATCH_MAX=${c.batchMax ?? '(unset)'}${holdsMax !== null ? ` ORDER_HOLDS_MAX=${holdsMax}` : ''}${c.expirySweepMs !== null ? ` EXPIRY_SWEEP_MS=${c.expirySweepMs}` : ''}${REDIS_DESCRIBED[c.redis]}`;
 }
 
 interface Started {
@@ -504,14 +504,13 @@ function startTarget(
     lockRetryJitterMs: opts.lockRetryJitterMs,
   };
   if (c.target === 'service') {
-    if (c.locking === 'lua') throw new Error('the service has no lua mode');
+    if (c.locking !== 'redlock') throw new Error(`the service has no ${c.locking} mode`);
     return startService(
       {
         databaseUrl: x.databaseUrl,
         redis: x.redis,
         adminToken: x.adminToken,
         workers: c.workers,
-        stockLocking: c.locking,
         holdMs: c.holdMs,
         batchMax: c.batchMax,
         holdsMax: opts.holdsMax,

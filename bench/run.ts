@@ -72,7 +72,7 @@ const FLAGS = {
   'no-sweep': { type: 'boolean', help: 'skip the sweep' },
   'no-peer': {
     type: 'boolean',
-    help: 'skip the no-Redis-lock mode (STOCK_LOCKING=database) in the comparison and the sweep',
+    help: 'skip the no-Redis-lock mode (the bare peer with STOCK_LOCKING=database) in the comparison and the sweep',
   },
   'no-sale': { type: 'boolean', help: 'skip the literal sale' },
   'sale-stock': {

@@ -13,7 +13,10 @@ import type { ProcessPeak } from './service';
 // What a run plans and each scenario measures.
 
 export type StockLocking = 'redlock' | 'database';
-/** How a scenario's stock is guarded: the service's two modes, or the bare-lua peer's Redis count. */
+/**
+ * How a scenario's stock is guarded: Redlock segments (the service, the bare peer), PostgreSQL row locks
+ * only (the bare peer's no-lock mode), or the bare-lua peer's Redis count.
+ */
 export type Locking = StockLocking | 'lua';
 /** What serves the load: the built service, or one of the bare peers (bench/peers). */
 export type Target = 'service' | 'bare' | 'bare-lua';

@@ -156,9 +156,7 @@ async function primary(config: AppConfig, root: Pino): Promise<void> {
     started();
     // The app is drained and closed first; the embedded servers it used are stopped after it.
     closeOnSignals(app, () => deps.stop());
-    logger.log(
-      `listening on ${resolved.http.host}:${resolved.http.port} (1 process, stock locking: ${resolved.locks.stockLocking})`,
-    );
+    logger.log(`listening on ${resolved.http.host}:${resolved.http.port} (1 process)`);
     return;
   }
   serveCluster(config, deps, started);
@@ -219,9 +217,7 @@ function serveCluster(config: AppConfig, deps: Dependencies, started: () => void
   cluster.on('listening', () => {
     if (++listening !== config.http.workers || up) return;
     up = true;
-    logger.log(
-      `listening on ${resolved.http.host}:${resolved.http.port} (${config.http.workers} processes, stock locking: ${resolved.locks.stockLocking})`,
-    );
+    logger.log(`listening on ${resolved.http.host}:${resolved.http.port} (${config.http.workers} processes)`);
   });
   started();
   process.on('SIGTERM', () => void shutdown('SIGTERM'));

@@ -103,7 +103,7 @@ describe('benchmark (quick path)', () => {
       'redlock-h20-s1',
       'redlock-h20-s5',
       'redlock-h20-s20',
-      'database-h20-s20',
+      'bare-nolock-h20-s20',
       'sale-redlock-h20-s20',
       'sale-redlock-h20-s1',
       'returns-redlock-h20-s20',

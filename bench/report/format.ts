@@ -5,7 +5,7 @@ import type { RedisSetup, ScenarioResult, Spread, StockLocking } from '../types'
 
 export const MODE_NAME: Record<StockLocking, string> = {
   redlock: 'Redlock segments',
-  database: 'no-lock mode (PG row lock)',
+  database: 'bare peer, no lock (PG row lock)',
 };
 
 export function rate(n: number): string {

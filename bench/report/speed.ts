@@ -27,11 +27,6 @@ export function speedRows(report: BenchmarkReport): SpeedRow[] {
       unit: 'orders/s',
     },
     {
-      what: `service (${w}), STOCK_LOCKING=database (no Redis lock), ORDER_BATCH_MAX=1`,
-      r: findFast(report, { locking: 'database', batchMax: 1 }),
-      unit: 'orders/s',
-    },
-    {
       what: `service (${w}), one lock (1 segment), ORDER_BATCH_MAX=1`,
       r: findFast(report, { segments: 1, batchMax: 1 }),
       unit: 'orders/s',
@@ -44,7 +39,7 @@ export function speedRows(report: BenchmarkReport): SpeedRow[] {
     },
     { what: 'bare peer, Redis segment locks', r: findPeer(report, 'bare', 'redlock', n), unit: 'orders/s' },
     {
-      what: 'bare peer, no Redis lock (STOCK_LOCKING=database)',
+      what: 'bare peer, no Redis lock (PostgreSQL row locks only)',
       r: findPeer(report, 'bare', 'database', n),
       unit: 'orders/s',
     },
@@ -81,11 +76,6 @@ export function speedRatios(report: BenchmarkReport): Array<{ what: string; valu
     ['service group commit / bare peer (Redis segment locks)', group, bare],
     ['service ORDER_BATCH_MAX=1 / bare-lua peer', one, lua],
     ['service group commit / bare-lua peer', group, lua],
-    [
-      'service STOCK_LOCKING=database / bare peer without Redis lock',
-      findFast(report, { locking: 'database', batchMax: 1 }),
-      findPeer(report, 'bare', 'database', n),
-    ],
     [
       'service one lock / bare peer one lock',
       findFast(report, { segments: 1, batchMax: 1 }),

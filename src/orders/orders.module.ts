@@ -1,10 +1,8 @@
 import { Module } from '@nestjs/common';
-import { LocksConfig } from '../config/app-config';
 import { InventoryModule } from '../inventory/inventory.module';
 import { LocksModule } from '../locks/locks.module';
 import { WaitingRoomModule } from '../waiting-room/waiting-room.module';
 import { RedlockSegmentLocking } from './locking/redlock-segment-locking';
-import { RowLockSegmentLocking } from './locking/row-lock-segment-locking';
 import { SegmentLocking } from './locking/segment-locking';
 import { ExpirySweeperService } from './expiry-sweeper.service';
 import { OrderGateService } from './order-gate.service';
@@ -26,15 +24,7 @@ import { SaleWritesRepository } from './repositories/sale-writes.repository';
     OrderReadsRepository,
     OrderLifecycleRepository,
     OutcomesRepository,
-    RedlockSegmentLocking,
-    RowLockSegmentLocking,
-    // The locking mode, chosen once from STOCK_LOCKING; the order path never asks which it is.
-    {
-      provide: SegmentLocking,
-      inject: [LocksConfig, RedlockSegmentLocking, RowLockSegmentLocking],
-      useFactory: (config: LocksConfig, redlock: RedlockSegmentLocking, rowLock: RowLockSegmentLocking) =>
-        config.stockLocking === 'database' ? rowLock : redlock,
-    },
+    { provide: SegmentLocking, useClass: RedlockSegmentLocking },
   ],
 })
 export class OrdersModule {}

@@ -1,6 +1,6 @@
 // The order path against fakes: a small in-memory stock of segments, a lock table where a test can
 // hold any key, and hints. Math.random is stubbed wherever the start segment matters.
-import { BenchmarkConfig, HttpConfig, LocksConfig } from '../config/app-config';
+import { HttpConfig, LocksConfig } from '../config/app-config';
 import {
   AdmissionInvalidError,
   AdmissionRequiredError,
@@ -24,7 +24,6 @@ import { OutcomesRepository } from './repositories/outcomes.repository';
 import { SaleWritesRepository } from './repositories/sale-writes.repository';
 import { OrdersService } from './orders.service';
 import { RedlockSegmentLocking } from './locking/redlock-segment-locking';
-import { RowLockSegmentLocking } from './locking/row-lock-segment-locking';
 import type { WaitingRoomService } from '../waiting-room/waiting-room.service';
 
 const PRODUCT = 7;
@@ -62,7 +61,6 @@ interface World {
 interface Slices {
   locks: LocksConfig;
   http: HttpConfig;
-  benchmark: BenchmarkConfig;
 }
 type SliceOverrides = { [K in keyof Slices]?: Partial<Slices[K]> };
 
@@ -78,7 +76,6 @@ function world(opts: {
 }): World {
   const config = {
     locks: {
-      stockLocking: 'redlock',
       waitMs: 30,
       ttlMs: 1000,
       userTtlMs: 1000,
@@ -87,7 +84,6 @@ function world(opts: {
       ...opts.config?.locks,
     },
     http: { retryAfterS: 3, ...opts.config?.http },
-    benchmark: { orderHoldMs: 0, ...opts.config?.benchmark },
   } as Slices;
   const stocks = [...opts.stocks];
   const info: ProductInfo = {
@@ -250,20 +246,16 @@ function world(opts: {
       if (pass.token) await locks.release(pass.token);
     }),
   };
-  // The locking mode the module would pick from STOCK_LOCKING, built over the same fakes.
-  const locking =
-    config.locks.stockLocking === 'database'
-      ? new RowLockSegmentLocking(config.locks, config.benchmark, ordersRepo as never)
-      : new RedlockSegmentLocking(
-          config.locks,
-          config.benchmark,
-          gate as never,
-          hints as never,
-          locks as never,
-          reach as never,
-          ordersRepo as never,
-          metrics as never,
-        );
+  // The segment locking the module provides, built over the same fakes.
+  const locking = new RedlockSegmentLocking(
+    config.locks,
+    gate as never,
+    hints as never,
+    locks as never,
+    reach as never,
+    ordersRepo as never,
+    metrics as never,
+  );
   const board: World['board'] = { learn: jest.fn(), forget: jest.fn() };
   // An admission checked by the waiting room (its own specs cover the checks) names position 42.
   const room: World['room'] = {
@@ -580,7 +572,7 @@ describe('OrdersService.place', () => {
       startAt(0, 4);
       const order = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 3 });
       expect(w.locks.acquireWithin.mock.calls.map((c) => c[0])).toEqual([seg(1), seg(3)]);
-      expect(w.orders.sellFromSegments).toHaveBeenCalledWith(PRODUCT, [1, 3], 3, 'u1', 0, undefined);
+      expect(w.orders.sellFromSegments).toHaveBeenCalledWith(PRODUCT, [1, 3], 3, 'u1', undefined);
       expect(order.quantity).toBe(3);
       expect(order.allocations).toEqual([
         { segment: 1, quantity: 2 },
@@ -836,7 +828,7 @@ describe('OrdersService.place', () => {
         'u1',
         'the-token',
       );
-      expect(w.orders.sellFromSegment).toHaveBeenLastCalledWith(PRODUCT, 1, 1, 'u1', 0, 42);
+      expect(w.orders.sellFromSegment).toHaveBeenLastCalledWith(PRODUCT, 1, 1, 'u1', 42);
     });
 
     it('should refuse, before any lock, an order whose admission the waiting room refuses', async () => {
@@ -856,20 +848,6 @@ describe('OrdersService.place', () => {
       ).rejects.toBeInstanceOf(AdmissionInvalidError);
       expect(w.room.admissionFor).not.toHaveBeenCalled();
       expect(w.stocks).toEqual([5]);
-    });
-
-    it('should use no Redis lock or hint at all in database locking mode', async () => {
-      const w = world({
-        stocks: [0, 5],
-        config: { locks: { stockLocking: 'database' }, benchmark: { orderHoldMs: 3 } },
-      });
-      startAt(0, 2);
-      const order = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 });
-      expect(order.allocations).toEqual([{ segment: 1, quantity: 1 }]);
-      expect(w.orders.sellFromSegment).toHaveBeenLastCalledWith(PRODUCT, 1, 1, 'u1', 3, undefined);
-      expect(w.locks.tryAcquire).not.toHaveBeenCalled();
-      expect(w.hints.read).not.toHaveBeenCalled();
-      expect(w.hints.markEmpty).not.toHaveBeenCalled();
     });
   });
 });

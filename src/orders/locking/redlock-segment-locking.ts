@@ -1,4 +1,4 @@
-// STOCK_LOCKING=redlock (the product): the user lock and hints in one Redis script (the gate), a
+// How an order holds a segment: the user lock and hints in one Redis script (the gate), a
 // Redlock lock per segment, a board of what this process holds and who here waits, and group
 // commit: a holder sells the waiting orders of its process in its own hold and one statement.
 // On a Redis Cluster a segment whose lock master cannot be reached is "down": the order falls over
@@ -6,7 +6,7 @@
 // asking again (RedisReachability), so a dead or frozen master costs few calls, not one per order.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Injectable } from '@nestjs/common';
-import { BenchmarkConfig, LocksConfig } from '../../config/app-config';
+import { LocksConfig } from '../../config/app-config';
 import { AlreadyOrderedError, UnavailableError } from '../../common/domain-errors';
 import { unreachable } from '../../common/unreachable';
 import type { ProductInfo } from '../../inventory/product.types';
@@ -40,7 +40,6 @@ export class RedlockSegmentLocking extends SegmentLocking {
 
   constructor(
     private readonly lockConfig: LocksConfig,
-    private readonly benchmark: BenchmarkConfig,
     private readonly gate: OrderGateService,
     private readonly hints: StockHintsService,
     private readonly locks: LockService,
@@ -188,8 +187,8 @@ export class RedlockSegmentLocking extends SegmentLocking {
           ),
         );
       }
-      if (this.benchmark.orderHoldMs > 0) await sleep(this.benchmark.orderHoldMs);
-      return await this.orders.sellFromSegments(product.id, picked, req.quantity, req.userId, 0, req.admissionPosition);
+      if (this.lockConfig.holdMs > 0) await sleep(this.lockConfig.holdMs);
+      return await this.orders.sellFromSegments(product.id, picked, req.quantity, req.userId, req.admissionPosition);
     } finally {
       await Promise.all(held.map((h) => this.locks.release(h)));
     }
@@ -216,10 +215,9 @@ export class RedlockSegmentLocking extends SegmentLocking {
         idx,
         req.quantity,
         req.userId,
-        0,
         req.admissionPosition,
       );
-      if (this.benchmark.orderHoldMs > 0 && outcome.kind === 'sold') await sleep(this.benchmark.orderHoldMs);
+      if (this.lockConfig.holdMs > 0 && outcome.kind === 'sold') await sleep(this.lockConfig.holdMs);
       return outcome;
     }
     let batch: BatchAttempt;
@@ -233,8 +231,8 @@ export class RedlockSegmentLocking extends SegmentLocking {
     }
     try {
       this.metrics.batchSize.observe(riders.length + 1);
-      if (this.benchmark.orderHoldMs > 0 && batch.results.some((r) => r.kind === 'sold'))
-        await sleep(this.benchmark.orderHoldMs);
+      if (this.lockConfig.holdMs > 0 && batch.results.some((r) => r.kind === 'sold'))
+        await sleep(this.lockConfig.holdMs);
     } finally {
       // Every rider is answered exactly once, with its own entry's result.
       riders.forEach((r, i) => r.serve(rideAnswer(batch.results[i + 1], idx, batch.remaining)));
