@@ -55,7 +55,7 @@ module.exports = {
     {
       ...common,
       displayName: 'unit',
-      testMatch: ['<rootDir>/src/**/*.spec.ts', '<rootDir>/bench/**/*.spec.ts'],
+      testMatch: ['<rootDir>/src/**/*.spec.ts'],
       transform: { '^.+\\.ts$': typescript, '^.+\\.js$': esmToCommonJs },
       transformIgnorePatterns: [`/node_modules/(?!(${esmPackages.join('|')})/)`],
     },

@@ -3,7 +3,7 @@
 // environment and Redis setup) or of a bare peer per configuration, every scenario, the reports;
 // the Redis setups group's extra servers (bench/redis-setups.ts) only while their starts run;
 // everything it started is stopped again, also on errors and aborts.
-// bench/run.ts is the CLI around it; test/bench.e2e-spec.ts calls it in-process.
+// bench/run.ts is the CLI around it; bench/test/bench.e2e-spec.ts calls it in-process.
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';

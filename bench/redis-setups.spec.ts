@@ -1,6 +1,6 @@
 // The Redis setups group: its plan (which scenarios, which service starts, stable ids) and its
 // report (the rows, the ratios to the one redis-server, per-server calls, the command line), on a
-// fixed report; the group's real run is covered by test/bench.e2e-spec.ts.
+// fixed report; the group's real run is covered by bench/test/bench.e2e-spec.ts.
 import { ScenarioCosts } from './costs';
 import { planOptions, reportOf, scenarioRow } from './fixtures';
 import { findFast, redisSetupsSection, renderMarkdown, renderTable } from './report';
