@@ -1,0 +1,150 @@
+// The way into the order path: one Redis script call that refuses a sold-out product, takes the
+// user's order lock `lock:order:<userId>` and returns the empty-segment hints; and the way out,
+// releasing that lock only if this request still holds it.
+//
+// The user lock lives on the hint Redis (REDIS_URL), not on the Redlock quorum: it only turns
+// concurrent duplicates into a quick 409, while the unique index (product_id, user_id) is what
+// makes one order per user durable. Folding it into the hint read saves a round trip per order.
+// For the same reason an unreachable hint Redis does not stop orders: they go on without hints
+// and without the user lock (duplicates then meet the unique index: 409 ALREADY_ORDERED), as
+// long as the Redlock quorum of segment locks stands. When the hint Redis is also the only lock
+// master its failure is the lock's failure: 503 UNAVAILABLE at once, rather than a second and
+// third wait (segment lock, Redlock's cleanup) for the same dead or frozen server.
+//
+// On a Redis Cluster the user lock hashes to a slot of its own (users spread over the masters)
+// while the hints share the product's: the script reads the hints, then a SET NX PX takes the
+// user lock, so a sold-out refusal still costs one call. Either master being down only costs
+// what it holds: the hints, or the user lock.
+import { randomBytes } from 'node:crypto';
+import { Inject, Injectable } from '@nestjs/common';
+import { HttpConfig, LocksConfig, RedisConfig, ResolvedRedisConfig } from '../../config/app-config';
+import { OrderInProgressError, SoldOutError, UnavailableError } from '../../common/domain-errors';
+import { unreachable } from '../../common/unreachable';
+import { RedisReachability } from '../../infrastructure/redis-reachability';
+import { REDIS_CLIENT, RedisClient } from '../../infrastructure/redis.providers';
+import { GENERATION_TTL_MS, hintKeys } from '../../inventory/stock-hints.service';
+import { ProductInfo } from '../../inventory/product.types';
+import { lockKeys } from '../../infrastructure/redis-keys';
+import { MetricsService } from '../../metrics/metrics.service';
+import type { OrderPass } from './sale.types';
+
+/** What opening an order came to: lua/begin-order.lua's reply read, or noHints when its Redis did not answer. */
+type Opening =
+  | { kind: 'soldOut' }
+  | { kind: 'inProgress' }
+  | { kind: 'open'; generation: number; empty: Set<number> }
+  | { kind: 'noHints' };
+
+/** lua/begin-order.lua answers { -1 } sold out, { 0 } user lock held, { 1, generation, empty segments... } open. */
+function openingOf(reply: number[]): Opening {
+  switch (reply[0]) {
+    case -1:
+      return { kind: 'soldOut' };
+    case 1:
+      return { kind: 'open', generation: reply[1], empty: new Set(reply.slice(2)) };
+    default:
+      return { kind: 'inProgress' };
+  }
+}
+
+@Injectable()
+export class OrderGateService {
+  // Tokens only need to be unique among holders: a per-process random prefix and a counter.
+  private readonly prefix = `${process.pid}.${randomBytes(6).toString('hex')}.`;
+  private counter = 0;
+
+  /** True when REDIS_URL is the one Redlock master: no order can go on without it. */
+  private readonly hintRedisIsTheLock: boolean;
+  /** On a Redis Cluster the user lock is taken apart from the hint script (another slot). */
+  private readonly userLockApart: boolean;
+
+  constructor(
+    @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
+    @Inject(RedisConfig) redisConfig: ResolvedRedisConfig,
+    private readonly locks: LocksConfig,
+    private readonly http: HttpConfig,
+    private readonly metrics: MetricsService,
+    private readonly reach: RedisReachability,
+  ) {
+    const t = redisConfig.topology;
+    this.hintRedisIsTheLock = t.kind === 'standalone' && t.lockUrls.length === 1 && t.lockUrls[0] === t.url;
+    this.userLockApart = t.kind === 'cluster';
+  }
+
+  /**
+   * SoldOutError, OrderInProgressError, UnavailableError, or the pass to go on with; degraded when
+   * the hint Redis fails: no hints, generation null, and token null (no user lock).
+   */
+  async enter(product: ProductInfo, userId: string, quantity: number): Promise<OrderPass> {
+    const token = this.prefix + (++this.counter).toString(36);
+    const opened = await this.open(product, userId, token);
+    switch (opened.kind) {
+      case 'soldOut':
+        this.metrics.soldOutShortCircuits.inc();
+        throw new SoldOutError(0, quantity, true);
+      case 'inProgress':
+        throw new OrderInProgressError();
+      case 'open': {
+        const held = this.userLockApart ? await this.takeUserLock(userId, token) : token;
+        return { userId, token: held, generation: opened.generation, empty: opened.empty };
+      }
+      case 'noHints': {
+        const held = this.userLockApart ? await this.takeUserLock(userId, token) : null;
+        return { userId, token: held, generation: null, empty: new Set<number>() };
+      }
+      default:
+        return unreachable(opened);
+    }
+  }
+
+  /** The begin-order script, read; noHints when its Redis failed (UnavailableError when that Redis is also the lock). */
+  private async open(product: ProductInfo, userId: string, token: string): Promise<Opening> {
+    const hintKeysOf = [
+      hintKeys.soldOut(product.id),
+      hintKeys.empty(product.id, product.layoutVersion),
+      hintKeys.generation(product.id),
+    ];
+    const args = [token, this.locks.userTtlMs, GENERATION_TTL_MS];
+    // A cluster master that failed a moment ago is passed over: the order goes on without hints.
+    const hintMaster = this.userLockApart ? this.reach.masterOf(hintKeysOf[0]) : '';
+    if (this.reach.isDown(hintMaster)) return { kind: 'noHints' };
+    try {
+      const reply = this.userLockApart
+        ? await this.redis.beginOrder(3, ...hintKeysOf, ...args)
+        : await this.redis.beginOrder(4, ...hintKeysOf, lockKeys.user(userId), ...args);
+      return openingOf(reply);
+    } catch (err) {
+      this.metrics.dependencyErrors.inc({ dependency: 'redis' });
+      if (this.hintRedisIsTheLock) throw new UnavailableError('redis', this.http.retryAfterS, err);
+      this.reach.markDown(hintMaster, err);
+      return { kind: 'noHints' };
+    }
+  }
+
+  /** The user lock on its own (Redis Cluster): the token, or null when its master cannot be reached. */
+  private async takeUserLock(userId: string, token: string): Promise<string | null> {
+    const key = lockKeys.user(userId);
+    const master = this.reach.masterOf(key);
+    if (this.reach.isDown(master)) return null;
+    let taken: string | null;
+    try {
+      taken = await this.redis.set(key, token, 'PX', this.locks.userTtlMs, 'NX');
+    } catch (err) {
+      this.metrics.dependencyErrors.inc({ dependency: 'redis' });
+      this.reach.markDown(master, err);
+      return null;
+    }
+    if (taken !== 'OK') throw new OrderInProgressError();
+    return token;
+  }
+
+  /** Never throws: a lock that cannot be released expires after USER_LOCK_TTL_MS. */
+  async leave(pass: OrderPass): Promise<void> {
+    if (pass.token === null) return;
+    try {
+      await this.redis.endOrder(lockKeys.user(pass.userId), pass.token);
+    } catch {
+      this.metrics.dependencyErrors.inc({ dependency: 'redis' });
+    }
+  }
+}
