@@ -13,7 +13,7 @@ import type { Logger as Pino } from 'pino';
 import { AppModule } from './app.module';
 import { AllExceptionsFilter, sendError } from './common/all-exceptions.filter';
 import { registerJsonBody } from './common/json-body';
-import { Door } from './door/door.service';
+import { DoorService } from './door/door.service';
 import { requestId } from './common/request-id';
 import { validationPipe } from './common/validation.pipe';
 import { AppConfig, ConfigurationError, loadConfig, ResolvedConfig } from './config/app-config';
@@ -66,7 +66,7 @@ export async function createApp(
     reply.header('X-Request-Id', req.id);
     done();
   });
-  fastify.addHook('preHandler', app.get(Door).preHandler);
+  fastify.addHook('preHandler', app.get(DoorService).preHandler);
   app.useGlobalPipes(validationPipe());
   app.useGlobalFilters(new AllExceptionsFilter(app.get(HttpAdapterHost), config.http.retryAfterS));
   SwaggerModule.setup('docs', app, () => openApiDocument(app));

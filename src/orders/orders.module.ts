@@ -1,20 +1,19 @@
 import { Module } from '@nestjs/common';
 import { InventoryModule } from '../inventory/inventory.module';
-import { LocksModule } from '../locks/locks.module';
 import { WaitingRoomModule } from '../waiting-room/waiting-room.module';
-import { RedlockSegmentLocking } from './locking/redlock-segment-locking';
-import { SegmentLocking } from './locking/segment-locking';
 import { ExpirySweeperService } from './expiry-sweeper.service';
-import { OrderGateService } from './order-gate.service';
 import { OrdersController } from './orders.controller';
 import { OrdersService } from './orders.service';
 import { OrderLifecycleRepository } from './repositories/order-lifecycle.repository';
 import { OrderReadsRepository } from './repositories/order-reads.repository';
 import { OutcomesRepository } from './repositories/outcomes.repository';
 import { SaleWritesRepository } from './repositories/sale-writes.repository';
+import { LockService } from './sale/lock.service';
+import { OrderGateService } from './sale/order-gate.service';
+import { SegmentLockingService } from './sale/segment-locking.service';
 
 @Module({
-  imports: [InventoryModule, LocksModule, WaitingRoomModule],
+  imports: [InventoryModule, WaitingRoomModule],
   controllers: [OrdersController],
   providers: [
     OrdersService,
@@ -24,7 +23,8 @@ import { SaleWritesRepository } from './repositories/sale-writes.repository';
     OrderReadsRepository,
     OrderLifecycleRepository,
     OutcomesRepository,
-    { provide: SegmentLocking, useClass: RedlockSegmentLocking },
+    SegmentLockingService,
+    LockService,
   ],
 })
 export class OrdersModule {}

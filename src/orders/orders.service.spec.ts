@@ -17,13 +17,13 @@ import {
 import { ProductInfo } from '../inventory/product.types';
 import { takeFrom } from '../inventory/segment-plan';
 import { Layout, StockRepository } from '../inventory/stock.repository';
-import { SoldOutBoard } from '../inventory/sold-out-board.service';
+import { SoldOutBoardService } from '../inventory/sold-out-board.service';
 import { BatchAttempt, BatchResult, OrderRow, SegmentAttempt, UncertainBatch, UncertainWrite } from './order.types';
 import { OrderReadsRepository } from './repositories/order-reads.repository';
 import { OutcomesRepository } from './repositories/outcomes.repository';
 import { SaleWritesRepository } from './repositories/sale-writes.repository';
 import { OrdersService } from './orders.service';
-import { RedlockSegmentLocking } from './locking/redlock-segment-locking';
+import { SegmentLockingService } from './sale/segment-locking.service';
 import type { WaitingRoomService } from '../waiting-room/waiting-room.service';
 
 const PRODUCT = 7;
@@ -37,7 +37,7 @@ interface World {
   catalog: { get: jest.Mock; remember: jest.Mock };
   hints: { read: jest.Mock; markEmpty: jest.Mock; markSoldOut: jest.Mock; stockReturned: jest.Mock };
   stock: jest.Mocked<Pick<StockRepository, 'readLayout'>>;
-  board: jest.Mocked<Pick<SoldOutBoard, 'learn' | 'forget'>>;
+  board: jest.Mocked<Pick<SoldOutBoardService, 'learn' | 'forget'>>;
   /** The order repositories the sale reaches, as one fake: sale writes, reads by key or id, and settling. */
   orders: jest.Mocked<
     Pick<SaleWritesRepository, 'sellFromSegment' | 'sellFromSegments' | 'sellBatch'> &
@@ -226,28 +226,28 @@ function world(opts: {
   // The gate is one Lua call in Redis (sold-out flag, user lock, hints); here it is faked from the
   // same lock table and hints, with the real gate's degraded pass when the hints cannot be read.
   const gate = {
-    enter: jest.fn(async (p: ProductInfo, userId: string, q: number) => {
+    enter: jest.fn(async (p: ProductInfo, userId: string) => {
       let h: { soldOut: boolean; empty: Set<number> };
       try {
         h = await hints.read(p.id, p.layoutVersion);
       } catch {
         metrics.dependencyErrors.inc({ dependency: 'redis' });
-        return { userId, token: null, empty: new Set<number>(), generation: null };
+        return { kind: 'open' as const, pass: { userId, token: null, empty: new Set<number>(), generation: null } };
       }
       if (h.soldOut) {
         metrics.soldOutShortCircuits.inc();
-        throw new SoldOutError(0, q, true);
+        return { kind: 'soldOut' as const };
       }
       const held = await locks.tryAcquire(`lock:order:${userId}`, config.locks.userTtlMs);
       if (!held) throw new OrderInProgressError();
-      return { userId, token: held, empty: h.empty, generation: 0 };
+      return { kind: 'open' as const, pass: { userId, token: held, empty: h.empty, generation: 0 } };
     }),
     leave: jest.fn(async (pass: { token: unknown }) => {
       if (pass.token) await locks.release(pass.token);
     }),
   };
   // The segment locking the module provides, built over the same fakes.
-  const locking = new RedlockSegmentLocking(
+  const locking = new SegmentLockingService(
     config.locks,
     gate as never,
     hints as never,

@@ -18,7 +18,7 @@
 import { randomBytes } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { HttpConfig, LocksConfig, RedisConfig, ResolvedRedisConfig } from '../../config/app-config';
-import { OrderInProgressError, SoldOutError, UnavailableError } from '../../common/domain-errors';
+import { OrderInProgressError, UnavailableError } from '../../common/domain-errors';
 import { unreachable } from '../../common/unreachable';
 import { RedisReachability } from '../../infrastructure/redis-reachability';
 import { REDIS_CLIENT, RedisClient } from '../../infrastructure/redis.providers';
@@ -26,7 +26,7 @@ import { GENERATION_TTL_MS, hintKeys } from '../../inventory/stock-hints.service
 import { ProductInfo } from '../../inventory/product.types';
 import { lockKeys } from '../../infrastructure/redis-keys';
 import { MetricsService } from '../../metrics/metrics.service';
-import type { OrderPass } from './sale.types';
+import type { Entry, OrderPass } from './sale.types';
 
 /** What opening an order came to: lua/begin-order.lua's reply read, or noHints when its Redis did not answer. */
 type Opening =
@@ -61,7 +61,7 @@ export class OrderGateService {
   constructor(
     @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
     @Inject(RedisConfig) redisConfig: ResolvedRedisConfig,
-    private readonly locks: LocksConfig,
+    private readonly lockConfig: LocksConfig,
     private readonly http: HttpConfig,
     private readonly metrics: MetricsService,
     private readonly reach: RedisReachability,
@@ -72,25 +72,26 @@ export class OrderGateService {
   }
 
   /**
-   * SoldOutError, OrderInProgressError, UnavailableError, or the pass to go on with; degraded when
-   * the hint Redis fails: no hints, generation null, and token null (no user lock).
+   * The pass to go on with, or the sold-out flag; OrderInProgressError or UnavailableError. The pass
+   * is degraded when the hint Redis fails: no hints, generation null, and token null (no user lock).
    */
-  async enter(product: ProductInfo, userId: string, quantity: number): Promise<OrderPass> {
+  async enter(product: ProductInfo, userId: string): Promise<Entry> {
     const token = this.prefix + (++this.counter).toString(36);
     const opened = await this.open(product, userId, token);
     switch (opened.kind) {
       case 'soldOut':
         this.metrics.soldOutShortCircuits.inc();
-        throw new SoldOutError(0, quantity, true);
+        return { kind: 'soldOut' };
       case 'inProgress':
         throw new OrderInProgressError();
       case 'open': {
         const held = this.userLockApart ? await this.takeUserLock(userId, token) : token;
-        return { userId, token: held, generation: opened.generation, empty: opened.empty };
+        return { kind: 'open', pass: { userId, token: held, generation: opened.generation, empty: opened.empty } };
       }
       case 'noHints': {
         const held = this.userLockApart ? await this.takeUserLock(userId, token) : null;
-        return { userId, token: held, generation: null, empty: new Set<number>() };
+        const pass: OrderPass = { userId, token: held, generation: null, empty: new Set<number>() };
+        return { kind: 'open', pass };
       }
       default:
         return unreachable(opened);
@@ -104,7 +105,7 @@ export class OrderGateService {
       hintKeys.empty(product.id, product.layoutVersion),
       hintKeys.generation(product.id),
     ];
-    const args = [token, this.locks.userTtlMs, GENERATION_TTL_MS];
+    const args = [token, this.lockConfig.userTtlMs, GENERATION_TTL_MS];
     // A cluster master that failed a moment ago is passed over: the order goes on without hints.
     const hintMaster = this.userLockApart ? this.reach.masterOf(hintKeysOf[0]) : '';
     if (this.reach.isDown(hintMaster)) return { kind: 'noHints' };
@@ -128,7 +129,7 @@ export class OrderGateService {
     if (this.reach.isDown(master)) return null;
     let taken: string | null;
     try {
-      taken = await this.redis.set(key, token, 'PX', this.locks.userTtlMs, 'NX');
+      taken = await this.redis.set(key, token, 'PX', this.lockConfig.userTtlMs, 'NX');
     } catch (err) {
       this.metrics.dependencyErrors.inc({ dependency: 'redis' });
       this.reach.markDown(master, err);

@@ -1,8 +1,6 @@
 // The types an order carries through the sale: its request, its pass (user lock and hints), what a
 // try at a segment and a wait came to. Below both the order algorithm (orders.service.ts) and the
 // segment locking (segment-locking.service.ts), which import them from here.
-import type { ProductInfo } from '../../inventory/product.types';
-import type { WaitEnd } from './local-lock-board';
 import type { OrderRow, SegmentAttempt } from '../order.types';
 
 export interface PlaceOrder {
@@ -23,6 +21,16 @@ export interface OrderPass {
   /** The product's stock generation when the order opened (see StockHintsService); null when the mode keeps no hints. */
   generation: number | null;
 }
+
+/** Opening an order: its pass, or the product's sold-out flag (a hint: PostgreSQL is asked before a refusal). */
+export type Entry = { kind: 'open'; pass: OrderPass } | { kind: 'soldOut' };
+
+/**
+ * How a sale ends when it ends without an error: sold, or sold out (`remaining`: the units left,
+ * fewer than asked; `fromHint`: only the Redis flag said so, PostgreSQL not yet asked).
+ */
+export type SaleEnd = { kind: 'sold'; order: OrderRow } | SoldOut;
+export type SoldOut = { kind: 'soldOut'; remaining: number; fromHint: boolean };
 
 /**
  * One try at one segment: the sale from it (sold or short), or no sale tried: busy (another

@@ -19,7 +19,8 @@ import { MetricsService } from '../../metrics/metrics.service';
 import { OrderGateService } from './order-gate.service';
 import { BatchAttempt, BatchEntry, BatchResult, OrderRow, SegmentAttempt, UncertainBatch } from '../order.types';
 import { SaleWritesRepository } from '../repositories/sale-writes.repository';
-import { OrderPass, PlaceOrder, RideAnswer, SegmentTry } from './sale.types';
+import { Entry, OrderPass, PlaceOrder, RideAnswer, SegmentTry } from './sale.types';
+import type { Wake } from './search';
 
 /**
  * The safety timer of a patient wait. Such a wait ends on a local release or a ride; the timer
@@ -34,7 +35,7 @@ type SegmentLock = { kind: 'held'; held: HeldLock } | { kind: 'busy' } | { kind:
 @Injectable()
 export class SegmentLockingService {
   /** Segment locks this process holds, and its requests waiting for one (with their rides). */
-  private readonly board: LocalLockBoard<BatchEntry, RideAnswer>;
+  private readonly lockBoard: LocalLockBoard<BatchEntry, RideAnswer>;
   /** Each waiting order's place in line, kept across its waits. */
   private readonly tickets = new WeakMap<PlaceOrder, number>();
 
@@ -44,16 +45,16 @@ export class SegmentLockingService {
     private readonly hints: StockHintsService,
     private readonly locks: LockService,
     private readonly reach: RedisReachability,
-    private readonly orders: SaleWritesRepository,
+    private readonly saleWrites: SaleWritesRepository,
     private readonly metrics: MetricsService,
   ) {
     // After a streak of local hand-offs a released segment is left to other processes for one
     // retry delay (their waiters poll that often) before a request of this process is woken for it.
-    this.board = new LocalLockBoard<BatchEntry, RideAnswer>(lockConfig.retryDelayMs);
+    this.lockBoard = new LocalLockBoard<BatchEntry, RideAnswer>(lockConfig.retryDelayMs);
   }
 
-  enter(product: ProductInfo, req: PlaceOrder): Promise<OrderPass> {
-    return this.gate.enter(product, req.userId, req.quantity);
+  enter(product: ProductInfo, req: PlaceOrder): Promise<Entry> {
+    return this.gate.enter(product, req.userId);
   }
 
   leave(pass: OrderPass): Promise<void> {
@@ -61,7 +62,7 @@ export class SegmentLockingService {
   }
 
   queueBehind(productId: number): boolean {
-    return this.board.waiting(productId) > 0 || this.atCapacity(productId);
+    return this.lockBoard.waiting(productId) > 0 || this.atCapacity(productId);
   }
 
   /**
@@ -70,11 +71,11 @@ export class SegmentLockingService {
    * per segment. With ORDER_BATCH_MAX=1 nobody rides, and every order takes its own hold.
    */
   atCapacity(productId: number): boolean {
-    return this.lockConfig.batchMax > 1 && this.board.holds(productId) >= this.lockConfig.holdsMax;
+    return this.lockConfig.batchMax > 1 && this.lockBoard.holds(productId) >= this.lockConfig.holdsMax;
   }
 
   heldHere(productId: number, idx: number): boolean {
-    return this.board.isHeld(productId, idx);
+    return this.lockBoard.isHeld(productId, idx);
   }
 
   wait(productId: number, req: PlaceOrder, patient: boolean): Promise<WaitEnd<RideAnswer>> {
@@ -82,10 +83,10 @@ export class SegmentLockingService {
     // An order keeps its place in line across its waits (first come, first served as a rider).
     let ticket = this.tickets.get(req);
     if (ticket === undefined) {
-      ticket = this.board.ticket();
+      ticket = this.lockBoard.ticket();
       this.tickets.set(req, ticket);
     }
-    return this.board.waitForRelease(
+    return this.lockBoard.waitForRelease(
       productId,
       ms,
       { userId: req.userId, quantity: req.quantity, admissionPosition: req.admissionPosition },
@@ -96,22 +97,22 @@ export class SegmentLockingService {
   /** Under the segment's Redis lock; a segment found empty is remembered so later orders skip it. */
   async attempt(product: ProductInfo, idx: number, req: PlaceOrder): Promise<SegmentTry> {
     // Held (or being taken) by another request of this very process: busy, no Redis round trip.
-    if (this.board.isHeld(product.id, idx)) return { kind: 'busy' };
+    if (this.lockBoard.isHeld(product.id, idx)) return { kind: 'busy' };
     const key = lockKeys.segment(product.id, idx);
     const master = this.reach.masterOf(key);
     if (this.reach.isDown(master)) return { kind: 'down' };
-    this.board.hold(product.id, idx);
+    this.lockBoard.hold(product.id, idx);
     let lock: SegmentLock;
     try {
       lock = await this.lockSegment(product.id, key, master);
     } catch (err) {
-      this.board.abandon(product.id, idx);
+      this.lockBoard.abandon(product.id, idx);
       throw err;
     }
     switch (lock.kind) {
       case 'busy':
       case 'down':
-        this.board.abandon(product.id, idx);
+        this.lockBoard.abandon(product.id, idx);
         return lock;
       case 'held':
         return this.sellHeld(product, idx, req, lock.held);
@@ -138,7 +139,7 @@ export class SegmentLockingService {
       // Outside a cluster every segment has the same lock masters, and they are lost: the orders
       // of this process queued for the product would otherwise meet the same timeout one after
       // another, each when a hold frees up (a frozen Redis kept some waiting for seconds).
-      for (const rider of this.board.takeRiders(productId, Number.MAX_SAFE_INTEGER))
+      for (const rider of this.lockBoard.takeRiders(productId, Number.MAX_SAFE_INTEGER))
         rider.serve({ kind: 'failed', error: err });
       throw err;
     }
@@ -168,8 +169,8 @@ export class SegmentLockingService {
       // Sent now, its reply not awaited: on each master's connection the release is queued ahead
       // of any acquire that a woken local waiter sends next, and the order needs nothing from it.
       void this.locks.release(held);
-      if (held.lost) this.board.abandon(product.id, idx);
-      else this.board.release(product.id, idx);
+      if (held.lost) this.lockBoard.abandon(product.id, idx);
+      else this.lockBoard.release(product.id, idx);
     }
   }
 
@@ -187,7 +188,13 @@ export class SegmentLockingService {
         );
       }
       if (this.lockConfig.holdMs > 0) await sleep(this.lockConfig.holdMs);
-      return await this.orders.sellFromSegments(product.id, picked, req.quantity, req.userId, req.admissionPosition);
+      return await this.saleWrites.sellFromSegments(
+        product.id,
+        picked,
+        req.quantity,
+        req.userId,
+        req.admissionPosition,
+      );
     } finally {
       await Promise.all(held.map((h) => this.locks.release(h)));
     }
@@ -201,15 +208,54 @@ export class SegmentLockingService {
   }
 
   /**
+   * Every segment this order could try is held by this process, or it holds all it may: only a
+   * local release or a holder taking this order as a rider can help, and both wake it at once, so
+   * it need not poll on the retry delay.
+   */
+  waitsPatiently(productId: number, busy: ReadonlySet<number>): boolean {
+    return this.atCapacity(productId) || [...busy].every((i) => this.heldHere(productId, i));
+  }
+
+  /** After a wake-up that served nothing: one attempt at a busy segment that this process does not hold. */
+  async tryOneBusy(
+    product: ProductInfo,
+    req: PlaceOrder,
+    busy: ReadonlySet<number>,
+    end: WaitEnd<RideAnswer>,
+    rotation: { turn: number },
+  ): Promise<Wake> {
+    // At capacity: a holder here will take this order as a rider, or a release wake it.
+    if (this.atCapacity(product.id)) return { kind: 'again' };
+    const free = [...busy].filter((i) => !this.heldHere(product.id, i));
+    if (free.length === 0) return { kind: 'again' };
+    // The segment just released here if it is one of ours, else the busy ones in turn.
+    const released = end.kind === 'released' ? end.segment : null;
+    const idx = released !== null && free.includes(released) ? released : free[rotation.turn++ % free.length];
+    const tried = await this.attempt(product, idx, req);
+    switch (tried.kind) {
+      case 'sold':
+        return { kind: 'sold', order: tried.order };
+      case 'short':
+        return { kind: 'empty', segment: idx };
+      case 'busy':
+        return { kind: 'again' };
+      case 'down':
+        return { kind: 'unreachable', segment: idx };
+      default:
+        return unreachable(tried);
+    }
+  }
+
+  /**
    * Inside a held segment lock: this order alone (one statement, as with ORDER_BATCH_MAX=1), or
    * with up to ORDER_BATCH_MAX - 1 orders of this process that wait for the product (group
    * commit): one statement for all, each answered on its own. ORDER_HOLD_MS is spent once per
    * hold, after a sale and before any answer; an empty segment is let go at once.
    */
   private async sellInHold(product: ProductInfo, idx: number, req: PlaceOrder): Promise<SegmentAttempt> {
-    const riders = this.board.takeRiders(product.id, this.lockConfig.batchMax - 1);
+    const riders = this.lockBoard.takeRiders(product.id, this.lockConfig.batchMax - 1);
     if (riders.length === 0) {
-      const outcome = await this.orders.sellFromSegment(
+      const outcome = await this.saleWrites.sellFromSegment(
         product.id,
         idx,
         req.quantity,
@@ -221,7 +267,7 @@ export class SegmentLockingService {
     }
     let batch: BatchAttempt;
     try {
-      batch = await this.orders.sellBatch(product.id, idx, [req, ...riders.map((r) => r.ride)]);
+      batch = await this.saleWrites.sellBatch(product.id, idx, [req, ...riders.map((r) => r.ride)]);
     } catch (err) {
       // A lost reply: every order of the batch settles its own outcome, in its own request.
       const failure = (entry: number): unknown => (err instanceof UncertainBatch ? err.writes[entry] : err);
