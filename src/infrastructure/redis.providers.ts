@@ -8,6 +8,7 @@ import { Logger, Provider } from '@nestjs/common';
 import Redis, { Cluster, RedisOptions, Result } from 'ioredis';
 import { RedisConfig, RedisTopology, ResolvedRedisConfig } from '../config/app-config';
 import { projectRoot } from './project-root';
+import { defineScripts as defineOrderScripts } from './redis-scripts';
 
 export const REDIS_CLIENT = Symbol('REDIS_CLIENT');
 /** A single Redis server or a Redis Cluster: both take the same commands and scripts. */
@@ -16,18 +17,6 @@ export const REDIS_LOCK_CLIENTS = Symbol('REDIS_LOCK_CLIENTS');
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {
-    /** numberOfKeys 4 takes the user lock too; 3 leaves it to the caller (Redis Cluster). */
-    beginOrder(numberOfKeys: 3 | 4, ...keysThenArgs: Array<string | number>): Result<number[], Context>;
-    markSoldOut(soldOutKey: string, generationKey: string, generation: number, ttlMs: number): Result<number, Context>;
-    stockReturned(
-      soldOutKey: string,
-      generationKey: string,
-      emptyKey: string,
-      ttlMs: number,
-      ...segments: number[]
-    ): Result<number, Context>;
-    endOrder(userLockKey: string, token: string): Result<number, Context>;
-    markSegmentEmpty(emptyKey: string, segment: number, ttlMs: number): Result<number, Context>;
     queueJoin(
       ticketsKey: string,
       preKey: string,
@@ -101,21 +90,13 @@ function clusterClient(nodes: string[], config: RedisConfig): Cluster {
   );
 }
 
-/** Loads every script in lua/ as a command (ioredis uses EVALSHA, falling back to EVAL). */
+/**
+ * Loads every script as a command (ioredis uses EVALSHA, falling back to EVAL): the order path's
+ * from the registry (redis-scripts.ts), the waiting room's queue scripts here.
+ */
 export function defineScripts(client: RedisClient): void {
+  defineOrderScripts(client);
   const dir = join(projectRoot(), 'lua');
-  // No numberOfKeys: the caller gives it first (3 on a cluster, 4 with the user lock).
-  client.defineCommand('beginOrder', { lua: readFileSync(join(dir, 'begin-order.lua'), 'utf8') });
-  client.defineCommand('markSoldOut', { numberOfKeys: 2, lua: readFileSync(join(dir, 'mark-sold-out.lua'), 'utf8') });
-  client.defineCommand('stockReturned', {
-    numberOfKeys: 3,
-    lua: readFileSync(join(dir, 'stock-returned.lua'), 'utf8'),
-  });
-  client.defineCommand('endOrder', { numberOfKeys: 1, lua: readFileSync(join(dir, 'end-order.lua'), 'utf8') });
-  client.defineCommand('markSegmentEmpty', {
-    numberOfKeys: 1,
-    lua: readFileSync(join(dir, 'mark-segment-empty.lua'), 'utf8'),
-  });
   client.defineCommand('queueJoin', { numberOfKeys: 4, lua: readFileSync(join(dir, 'queue-join.lua'), 'utf8') });
   client.defineCommand('queueRead', { numberOfKeys: 2, lua: readFileSync(join(dir, 'queue-read.lua'), 'utf8') });
   client.defineCommand('queueArrive', { numberOfKeys: 2, lua: readFileSync(join(dir, 'queue-arrive.lua'), 'utf8') });

@@ -22,30 +22,15 @@ import { OrderInProgressError, UnavailableError } from '../../common/domain-erro
 import { unreachable } from '../../common/unreachable';
 import { RedisReachability } from '../../infrastructure/redis-reachability';
 import { REDIS_CLIENT, RedisClient } from '../../infrastructure/redis.providers';
-import { GENERATION_TTL_MS, hintKeys } from '../../inventory/stock-hints.service';
+import { GENERATION_TTL_MS } from '../../inventory/stock-hints.service';
 import { ProductInfo } from '../../inventory/product.types';
-import { lockKeys } from '../../infrastructure/redis-keys';
+import { hintKeys, lockKeys } from '../../infrastructure/redis-keys';
+import { Opening, runScript } from '../../infrastructure/redis-scripts';
 import { MetricsService } from '../../metrics/metrics.service';
 import type { Entry, OrderPass } from './sale.types';
 
-/** What opening an order came to: lua/begin-order.lua's reply read, or noHints when its Redis did not answer. */
-type Opening =
-  | { kind: 'soldOut' }
-  | { kind: 'inProgress' }
-  | { kind: 'open'; generation: number; empty: Set<number> }
-  | { kind: 'noHints' };
-
-/** lua/begin-order.lua answers { -1 } sold out, { 0 } user lock held, { 1, generation, empty segments... } open. */
-function openingOf(reply: number[]): Opening {
-  switch (reply[0]) {
-    case -1:
-      return { kind: 'soldOut' };
-    case 1:
-      return { kind: 'open', generation: reply[1], empty: new Set(reply.slice(2)) };
-    default:
-      return { kind: 'inProgress' };
-  }
-}
+/** What opening an order came to: begin-order's reply, or noHints when its Redis did not answer. */
+type Opened = Opening | { kind: 'noHints' };
 
 @Injectable()
 export class OrderGateService {
@@ -99,7 +84,7 @@ export class OrderGateService {
   }
 
   /** The begin-order script, read; noHints when its Redis failed (UnavailableError when that Redis is also the lock). */
-  private async open(product: ProductInfo, userId: string, token: string): Promise<Opening> {
+  private async open(product: ProductInfo, userId: string, token: string): Promise<Opened> {
     const hintKeysOf = [
       hintKeys.soldOut(product.id),
       hintKeys.empty(product.id, product.layoutVersion),
@@ -110,10 +95,8 @@ export class OrderGateService {
     const hintMaster = this.userLockApart ? this.reach.masterOf(hintKeysOf[0]) : '';
     if (this.reach.isDown(hintMaster)) return { kind: 'noHints' };
     try {
-      const reply = this.userLockApart
-        ? await this.redis.beginOrder(3, ...hintKeysOf, ...args)
-        : await this.redis.beginOrder(4, ...hintKeysOf, lockKeys.user(userId), ...args);
-      return openingOf(reply);
+      const keys = this.userLockApart ? hintKeysOf : [...hintKeysOf, lockKeys.user(userId)];
+      return await runScript(this.redis, 'beginOrder', keys, args);
     } catch (err) {
       this.metrics.dependencyErrors.inc({ dependency: 'redis' });
       if (this.hintRedisIsTheLock) throw new UnavailableError('redis', this.http.retryAfterS, err);
@@ -143,7 +126,7 @@ export class OrderGateService {
   async leave(pass: OrderPass): Promise<void> {
     if (pass.token === null) return;
     try {
-      await this.redis.endOrder(lockKeys.user(pass.userId), pass.token);
+      await runScript(this.redis, 'endOrder', [lockKeys.user(pass.userId)], [pass.token]);
     } catch {
       this.metrics.dependencyErrors.inc({ dependency: 'redis' });
     }
