@@ -24,8 +24,7 @@ import { SoldOutBoardService } from '../inventory/sold-out-board.service';
 import { StockHintsService } from '../inventory/stock-hints.service';
 import { Layout, StockRepository } from '../inventory/stock.repository';
 import { MetricsService } from '../metrics/metrics.service';
-import { OrderPass, PlaceOrder, SaleEnd, SoldOut } from './sale/sale.types';
-import { FirstPass, nextStep, Search, servedAnswer } from './sale/search';
+import { FirstPass, nextStep, OrderPass, PlaceOrder, SaleEnd, Search, servedAnswer, SoldOut } from './sale/sale';
 import { SegmentLockingService } from './sale/segment-locking.service';
 import { OrderRow, ReturnedUnits, UncertainWrite } from './order.types';
 import { OrderLifecycleRepository } from './repositories/order-lifecycle.repository';
@@ -33,7 +32,7 @@ import { OrderReadsRepository } from './repositories/order-reads.repository';
 import { OutcomesRepository } from './repositories/outcomes.repository';
 import { WaitingRoomService } from '../waiting-room/waiting-room.service';
 
-export type { PlaceOrder } from './sale/sale.types';
+export type { PlaceOrder } from './sale/sale';
 
 /**
  * How many times the layout may change under one order before it gives up with BUSY; also the

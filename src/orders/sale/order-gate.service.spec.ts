@@ -4,7 +4,7 @@ import type { HttpConfig, LocksConfig, RedisTopology, ResolvedRedisConfig } from
 import { OrderInProgressError, UnavailableError } from '../../common/domain-errors';
 import type { ProductInfo } from '../../inventory/product.types';
 import { OrderGateService } from './order-gate.service';
-import type { Entry, OrderPass } from './sale.types';
+import type { Entry, OrderPass } from './sale';
 
 /** The pass of an opened order; fails the test on a sold-out answer. */
 function opened(entry: Entry): OrderPass {

@@ -27,7 +27,7 @@ import { ProductInfo } from '../../inventory/product.types';
 import { hintKeys, lockKeys } from '../../infrastructure/redis-keys';
 import { Opening, runScript } from '../../infrastructure/redis-scripts';
 import { MetricsService } from '../../metrics/metrics.service';
-import type { Entry, OrderPass } from './sale.types';
+import type { Entry, OrderPass } from './sale';
 
 /** What opening an order came to: begin-order's reply, or noHints when its Redis did not answer. */
 type Opened = Opening | { kind: 'noHints' };

@@ -19,8 +19,7 @@ import { MetricsService } from '../../metrics/metrics.service';
 import { OrderGateService } from './order-gate.service';
 import { BatchAttempt, BatchEntry, BatchResult, OrderRow, SegmentAttempt, UncertainBatch } from '../order.types';
 import { SaleWritesRepository } from '../repositories/sale-writes.repository';
-import { Entry, OrderPass, PlaceOrder, RideAnswer, SegmentTry } from './sale.types';
-import type { Wake } from './search';
+import { Entry, OrderPass, PlaceOrder, RideAnswer, SegmentTry, Wake } from './sale';
 
 /**
  * The safety timer of a patient wait. Such a wait ends on a local release or a ride; the timer
