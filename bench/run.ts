@@ -4,7 +4,7 @@
 import { parseArgs as parseFlags } from 'node:util';
 import { BenchmarkOptions, runBenchmark } from './benchmark';
 import { dirname, join } from 'node:path';
-import { renderTable } from './report';
+import { renderConsole } from './report';
 import { renderQueue, runQueueBenchmark } from './waiting-room';
 import { PEER_NAMES, PeerName } from './types';
 
@@ -289,7 +289,7 @@ async function main(): Promise<number> {
   try {
     const { waitingRoom, queueBuyers, ...benchOptions } = options;
     const { report, files } = await runBenchmark({ ...benchOptions, signal: abort.signal });
-    process.stdout.write(`\n${renderTable(report)}\n\nWrote ${files.md}, ${files.json}\n`);
+    process.stdout.write(`\n${renderConsole(report)}\n\nWrote ${files.md}, ${files.json}\n`);
     let ok = report.scenarios.every((s) => s.status === 'ok');
     if (waitingRoom && !abort.signal.aborted) {
       // After the rest, never beside it: its own PostgreSQL, Redis and service start.
