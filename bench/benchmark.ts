@@ -316,7 +316,7 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
     const results: ScenarioResult[] = [];
     const services: ServiceRun[] = [];
     let done = 0;
-    // What each started process printed (its warnings; with --node-flags="--trace-gc", its GC),
+    // What each started process printed (its warnings; with nodeFlags ["--trace-gc"], its GC),
     // one file per start, numbered in start order; the folder holds this run's only.
     const logDir = join(opts.outDir, 'logs');
     rmSync(logDir, { recursive: true, force: true });
