@@ -131,7 +131,7 @@ export interface PlanOptions {
   segments: number[];
   sweep: number[] | null;
   sweepHold: number;
-  /** Also run the no-Redis-lock mode (STOCK_LOCKING=database) in the comparison and the sweep. */
+  /** Also run the no-Redis-lock mode (the bare peer with STOCK_LOCKING=database) in the comparison and the sweep. */
   peer: boolean;
   sale: { stock: number; segments: number; buyers: number; holdMs: number } | null;
   /** The sale with returns: the sale's stock, buyers and hold on `segments` segments, and what comes back; null = not run. */
