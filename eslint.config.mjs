@@ -38,7 +38,7 @@ export default defineConfig(
     },
   },
   {
-    files: ['test/**/*.ts', 'src/**/*.spec.ts'],
+    files: ['test/**/*.ts', 'src/**/*.spec.ts', 'bench/test/**/*.ts'],
     rules: {
       // A fake of an async method is written `async` so that a throw in it rejects, as the real one does.
       '@typescript-eslint/require-await': 'off',
@@ -47,6 +47,12 @@ export default defineConfig(
   {
     files: ['**/*.js', '**/*.mjs'],
     extends: [tseslint.configs.disableTypeChecked],
+  },
+  {
+    // Jest reads its configuration files as CommonJS.
+    files: ['**/jest.config.js'],
+    languageOptions: { sourceType: 'commonjs' },
+    rules: { '@typescript-eslint/no-require-imports': 'off' },
   },
   {
     // The operator page runs in the browser, with uPlot loaded before it.

@@ -1,8 +1,9 @@
-// Two projects. `unit`: specs beside the code (src/**/*.spec.ts, and bench/*.spec.ts for the
-// benchmark's and the scaling model's arithmetic) against fakes; no global setup, no build, no
-// PostgreSQL, no Redis, so it runs in seconds. `e2e`: test/**/*.e2e-spec.ts against the
+// Two projects. `unit`: specs beside the code (src/**/*.spec.ts) against fakes; no global setup, no
+// build, no PostgreSQL, no Redis, so it runs in seconds. `e2e`: test/**/*.e2e-spec.ts against the
 // built service and the real PostgreSQL and Redis that test/support/global-setup.ts starts.
-// `npm test` builds, then runs both; `npm run test:unit` / `npm run test:e2e` run one.
+// `npm test` builds, then runs both; `npm run test:unit` / `npm run test:e2e` run one. The
+// benchmark's specs are its workspace's (bench/jest.config.js, `npm run bench:test`), which reuses
+// these projects' transforms.
 
 // ts-jest type-strips each file on its own (tsconfig.json sets isolatedModules), so a spec costs a
 // parse, not a type check; `npm run lint` does the type check.
@@ -57,7 +58,7 @@ module.exports = {
     {
       ...common,
       displayName: 'unit',
-      testMatch: ['<rootDir>/src/**/*.spec.ts', '<rootDir>/bench/**/*.spec.ts'],
+      testMatch: ['<rootDir>/src/**/*.spec.ts'],
       transform: { '^.+\\.ts$': typescript, '^.+\\.js$': esmToCommonJs },
       transformIgnorePatterns: [`/node_modules/(?!(${esmPackages.join('|')})/)`],
     },

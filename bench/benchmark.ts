@@ -3,7 +3,7 @@
 // environment and Redis setup) or of a bare peer per configuration, every scenario, the reports;
 // the Redis setups group's extra servers (bench/redis-setups.ts) only while their starts run;
 // everything it started is stopped again, also on errors and aborts.
-// bench/run.ts is the CLI around it; test/bench.e2e-spec.ts calls it in-process.
+// bench/run.ts is the CLI around it; bench/test/bench.e2e-spec.ts calls it in-process.
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -316,7 +316,7 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
     const results: ScenarioResult[] = [];
     const services: ServiceRun[] = [];
     let done = 0;
-    // What each started process printed (its warnings; with --node-flags="--trace-gc", its GC),
+    // What each started process printed (its warnings; with nodeFlags ["--trace-gc"], its GC),
     // one file per start, numbered in start order; the folder holds this run's only.
     const logDir = join(opts.outDir, 'logs');
     rmSync(logDir, { recursive: true, force: true });
@@ -480,7 +480,7 @@ const REDIS_DESCRIBED = {
 function describe(c: ProcessConfig, holdsMax: number | null): string {
   if (c.target !== 'service')
     return `peer ${c.target}${c.target === 'bare' ? `: STOCK_LOCKING=${c.locking}` : ':'} ORDER_HOLD_MS=${c.holdMs}`;
-  return `service: STOCK_LOCKING=${c.locking} ORDER_HOLD_MS=${c.holdMs} WORKERS=${c.workers} ORDER_BATCH_MAX=${c.batchMax ?? '(unset)'}${holdsMax !== null ? ` ORDER_HOLDS_MAX=${holdsMax}` : ''}${c.expirySweepMs !== null ? ` EXPIRY_SWEEP_MS=${c.expirySweepMs}` : ''}${REDIS_DESCRIBED[c.redis]}`;
+  return `service: ORDER_HOLD_MS=${c.holdMs} WORKERS=${c.workers} ORDER_BATCH_MAX=${c.batchMax ?? '(unset)'}${holdsMax !== null ? ` ORDER_HOLDS_MAX=${holdsMax}` : ''}${c.expirySweepMs !== null ? ` EXPIRY_SWEEP_MS=${c.expirySweepMs}` : ''}${REDIS_DESCRIBED[c.redis]}`;
 }
 
 interface Started {
@@ -504,14 +504,13 @@ function startTarget(
     lockRetryJitterMs: opts.lockRetryJitterMs,
   };
   if (c.target === 'service') {
-    if (c.locking === 'lua') throw new Error('the service has no lua mode');
+    if (c.locking !== 'redlock') throw new Error(`the service has no ${c.locking} mode`);
     return startService(
       {
         databaseUrl: x.databaseUrl,
         redis: x.redis,
         adminToken: x.adminToken,
         workers: c.workers,
-        stockLocking: c.locking,
         holdMs: c.holdMs,
         batchMax: c.batchMax,
         holdsMax: opts.holdsMax,

@@ -1,4 +1,4 @@
-// Turns a benchmark run into what people read: the console table, latest.md (the machine and
+// Turns a benchmark run into what people read: latest.md (also printed on the console) (the machine and
 // settings, issue 8's targets computed from this run, the service against the bare peers, group
 // commit, the Redis setups, per-hold locking tables with ratios against the ideal, the sweep with
 // its Mermaid charts, the sale, the sale with returns, memory, the costs per order and per refusal), plus
@@ -6,38 +6,23 @@
 // bench/report/; this file puts them in their order.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { batchLines, batchMarkdown } from './report/batch';
-import { costsLines, costsMarkdown } from './report/costs';
-import { lockCountersMarkdown, lockingLines, lockingMarkdown } from './report/locking';
+import { batchMarkdown } from './report/batch';
+import { costsMarkdown } from './report/costs';
+import { lockCountersMarkdown, lockingMarkdown } from './report/locking';
 import { memoryMarkdown } from './report/memory';
-import { redisSetupsLines, redisSetupsMarkdown } from './report/redis-setups';
-import { returnsLines, returnsMarkdown } from './report/returns';
-import { saleLines, saleMarkdown } from './report/sale';
-import { speedLines, speedMarkdown } from './report/speed';
+import { redisSetupsMarkdown } from './report/redis-setups';
+import { returnsMarkdown } from './report/returns';
+import { saleMarkdown } from './report/sale';
+import { speedMarkdown } from './report/speed';
 import { summaryMarkdown, verdictLines } from './report/summary';
 import { sweepMarkdown } from './report/sweep';
-import { targetsLines, targetsMarkdown } from './report/targets';
+import { targetsMarkdown } from './report/targets';
 import type { BenchmarkReport } from './types';
 
 export { findFast, findHealth, findSoldOut } from './report/find';
 export { redisSetupsSection } from './report/redis-setups';
 export { targets } from './report/targets';
 export type { TargetRow } from './report/targets';
-
-/** Plain-text table for the terminal, one block per hold time, then the sale and memory. */
-export function renderTable(report: BenchmarkReport): string {
-  return [
-    ...speedLines(report),
-    ...batchLines(report),
-    ...redisSetupsLines(report),
-    ...lockingLines(report),
-    ...saleLines(report),
-    ...returnsLines(report),
-    ...costsLines(report),
-    ...targetsLines(report),
-    ...verdictLines(report),
-  ].join('\n');
-}
 
 export function renderMarkdown(report: BenchmarkReport): string {
   return [
@@ -62,4 +47,9 @@ export function writeReports(report: BenchmarkReport, outDir: string): { json: s
   writeFileSync(files.json, `${JSON.stringify(report, null, 2)}\n`);
   writeFileSync(files.md, `${renderMarkdown(report)}\n`);
   return files;
+}
+
+/** What the console shows at the end of a run: the report itself, then the verdict. */
+export function renderConsole(report: BenchmarkReport): string {
+  return [renderMarkdown(report), ...verdictLines(report)].join('\n');
 }

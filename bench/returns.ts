@@ -449,7 +449,7 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
       pays.ok.size === planned.pay && cancels.ok.size === planned.cancel,
       `${pays.ok.size} of ${planned.pay} paid, ${cancels.ok.size} of ${planned.cancel} cancelled${
         tooLate > 0
-          ? `; ${tooLate} answered 409 (expired first: paymentTimeoutS ${plan.paymentTimeoutS} s is too short for this machine, raise --returns-timeout)`
+          ? `; ${tooLate} answered 409 (expired first: paymentTimeoutS ${plan.paymentTimeoutS} s is too short for this machine: raise returnsTimeoutS in runBenchmark's options)`
           : ''
       }`,
     );

@@ -4,7 +4,7 @@
 import { parseArgs as parseFlags } from 'node:util';
 import { BenchmarkOptions, runBenchmark } from './benchmark';
 import { dirname, join } from 'node:path';
-import { renderTable } from './report';
+import { renderConsole } from './report';
 import { renderQueue, runQueueBenchmark } from './waiting-room';
 import { PEER_NAMES, PeerName } from './types';
 
@@ -35,11 +35,6 @@ const FLAGS = {
     arg: 'N',
     help: "ORDER_HOLDS_MAX of every service start (default: unset, the service's default)",
   },
-  'node-flags': {
-    type: 'string',
-    arg: 'FLAGS',
-    help: 'Node / V8 flags of every service start, space-separated, given with = as they start with a dash: --node-flags="--max-semi-space-size=16" (default: none beyond npm start\'s heap bound)',
-  },
   'batch-sweep': {
     type: 'string',
     arg: 'LIST',
@@ -48,10 +43,6 @@ const FLAGS = {
   'no-sold-out': {
     type: 'boolean',
     help: 'skip the refusals of a sold-out product (--speed-workers processes, hold 0)',
-  },
-  'no-statement-counts': {
-    type: 'boolean',
-    help: 'start the embedded PostgreSQL without pg_stat_statements (no PG statements column; for comparing with builds from before it, as it costs PostgreSQL a little per statement)',
   },
   'no-redis-setups': {
     type: 'boolean',
@@ -72,18 +63,13 @@ const FLAGS = {
   'no-sweep': { type: 'boolean', help: 'skip the sweep' },
   'no-peer': {
     type: 'boolean',
-    help: 'skip the no-Redis-lock mode (STOCK_LOCKING=database) in the comparison and the sweep',
+    help: 'skip the no-Redis-lock mode (the bare peer with STOCK_LOCKING=database) in the comparison and the sweep',
   },
   'no-sale': { type: 'boolean', help: 'skip the literal sale' },
   'sale-stock': {
     type: 'string',
     arg: 'N',
     help: 'units of the sale and of the sale with returns (default 1000; --quick: 200)',
-  },
-  'sale-segments': {
-    type: 'string',
-    arg: 'N',
-    help: 'segments of the segmented sale and of the sale with returns (default 20)',
   },
   buyers: {
     type: 'string',
@@ -100,32 +86,12 @@ const FLAGS = {
     arg: 'N',
     help: 'buyers of the waiting-room scenario (default 50000; --quick: 5000)',
   },
-  'returns-share': {
-    type: 'string',
-    arg: 'F',
-    help: 'share of the sale with returns that comes back, 0 < F <= 1 (default 0.3)',
-  },
-  'returns-cancel-share': {
-    type: 'string',
-    arg: 'F',
-    help: 'share of the returns cancelled, the rest expire, 0..1 (default 0.5)',
-  },
-  'returns-timeout': {
-    type: 'string',
-    arg: 'S',
-    help: "the product's paymentTimeoutS in the sale with returns, 1..86400 (default 10; the sale, the pays and the cancels must fit in it)",
-  },
-  'returns-sweep': { type: 'string', arg: 'MS', help: 'EXPIRY_SWEEP_MS of the sale with returns (default 100)' },
-  stock: { type: 'string', arg: 'N', help: 'steady-state stock (default 1000000)' },
   'warm-up': { type: 'string', arg: 'S', help: 'unmeasured load after each service start (default 3; --quick: 1)' },
-  'lock-ttl': { type: 'string', arg: 'MS', help: 'LOCK_TTL_MS (default 2000)' },
   'lock-wait': {
     type: 'string',
     arg: 'MS',
     help: 'LOCK_WAIT_MS (default 30000, so the single lock queues rather than refuses)',
   },
-  'lock-retry-delay': { type: 'string', arg: 'MS', help: 'LOCK_RETRY_DELAY_MS (default 4)' },
-  'lock-retry-jitter': { type: 'string', arg: 'MS', help: 'LOCK_RETRY_JITTER_MS (default 8)' },
   'database-url': {
     type: 'string',
     arg: 'URL',
@@ -169,32 +135,9 @@ function peerList(v: string): PeerName[] {
   return names as PeerName[];
 }
 
-/** Flags for node itself, space-separated; each must look like one (a stray word would be taken for the script). */
-function nodeFlagList(v: string): string[] {
-  const flags = v.split(/\s+/).filter((x) => x !== '');
-  const bad = flags.filter((f) => !/^--?[a-z]/i.test(f));
-  if (flags.length === 0 || bad.length > 0)
-    throw new UsageError(`--node-flags: expected flags such as "--max-semi-space-size=16", got "${v}"`);
-  return flags;
-}
-
 function int(flag: string, v: string, min: number): number {
   const n = num(flag, v, min);
   if (!Number.isInteger(n)) throw new UsageError(`--${flag}: expected a whole number >= ${min}, got "${v}"`);
-  return n;
-}
-
-/** A share: 0 < x <= 1, or 0 <= x <= 1 where none is allowed. */
-function share(flag: string, v: string, zeroOk: boolean): number {
-  const n = num(flag, v);
-  if (n > 1 || (!zeroOk && n === 0))
-    throw new UsageError(`--${flag}: expected a number ${zeroOk ? 'from 0' : 'above 0'} to 1, got "${v}"`);
-  return n;
-}
-
-function intIn(flag: string, v: string, min: number, max: number): number {
-  const n = int(flag, v, min);
-  if (n > max) throw new UsageError(`--${flag}: expected a whole number from ${min} to ${max}, got "${v}"`);
   return n;
 }
 
@@ -227,10 +170,8 @@ export function parseArgs(
     batch: v['no-group-commit'] ? false : undefined,
     batchMax: opt(v['batch-max'], (x) => int('batch-max', x, 1)),
     holdsMax: opt(v['holds-max'], (x) => int('holds-max', x, 1)),
-    nodeFlags: opt(v['node-flags'], nodeFlagList),
     batchSweep: opt(v['batch-sweep'], (x) => list('batch-sweep', x).filter((n) => n >= 1)),
     soldOut: v['no-sold-out'] ? false : undefined,
-    statementCounts: v['no-statement-counts'] ? false : undefined,
     redisSetups: v['no-redis-setups'] ? false : undefined,
     segments: opt(v.segments, (x) => list('segments', x).filter((n) => n >= 1)),
     holds: opt(v.hold, (x) => list('hold', x)),
@@ -239,19 +180,10 @@ export function parseArgs(
     peer: v['no-peer'] ? false : undefined,
     sale: v['no-sale'] ? false : undefined,
     saleStock: opt(v['sale-stock'], (x) => num('sale-stock', x, 1)),
-    saleSegments: opt(v['sale-segments'], (x) => num('sale-segments', x, 1)),
     saleBuyers: opt(v.buyers, (x) => num('buyers', x, 1)),
     returns: v['no-returns'] ? false : undefined,
-    returnsShare: opt(v['returns-share'], (x) => share('returns-share', x, false)),
-    returnsCancelShare: opt(v['returns-cancel-share'], (x) => share('returns-cancel-share', x, true)),
-    returnsTimeoutS: opt(v['returns-timeout'], (x) => intIn('returns-timeout', x, 1, 86_400)),
-    returnsSweepMs: opt(v['returns-sweep'], (x) => intIn('returns-sweep', x, 1, 3_600_000)),
-    steadyStock: opt(v.stock, (x) => num('stock', x, 1)),
     warmUp: opt(v['warm-up'], (x) => num('warm-up', x)),
-    lockTtlMs: opt(v['lock-ttl'], (x) => num('lock-ttl', x, 50)),
     lockWaitMs: opt(v['lock-wait'], (x) => num('lock-wait', x)),
-    lockRetryDelayMs: opt(v['lock-retry-delay'], (x) => num('lock-retry-delay', x, 1)),
-    lockRetryJitterMs: opt(v['lock-retry-jitter'], (x) => num('lock-retry-jitter', x)),
     databaseUrl: v['database-url'] ?? (env.DATABASE_URL || undefined),
     redisUrl: v['redis-url'] ?? (env.REDIS_URL || undefined),
     outDir: v.out,
@@ -289,7 +221,7 @@ async function main(): Promise<number> {
   try {
     const { waitingRoom, queueBuyers, ...benchOptions } = options;
     const { report, files } = await runBenchmark({ ...benchOptions, signal: abort.signal });
-    process.stdout.write(`\n${renderTable(report)}\n\nWrote ${files.md}, ${files.json}\n`);
+    process.stdout.write(`\n${renderConsole(report)}\n\nWrote ${files.md}, ${files.json}\n`);
     let ok = report.scenarios.every((s) => s.status === 'ok');
     if (waitingRoom && !abort.signal.aborted) {
       // After the rest, never beside it: its own PostgreSQL, Redis and service start.

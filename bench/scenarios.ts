@@ -21,7 +21,6 @@ import {
   RunContext,
   ScenarioResult,
   ScenarioSpec,
-  StockLocking,
 } from './types';
 
 /** Id suffix of a scenario on a setup other than the one redis-server, so that every other id stays as it was. */
@@ -69,7 +68,6 @@ export function plan(o: PlanOptions): ProcessConfig[] {
     want({ ...fast, kind: 'health', batchMax: 1, segments: 0, stock: 0 }, 'speed');
     want({ ...fast, batchMax: 1 }, 'speed');
     want({ ...fast, batchMax: o.batchMax }, 'speed');
-    if (o.peers.includes('bare-nolock')) want({ ...fast, locking: 'database', batchMax: 1 }, 'speed');
     if (o.peers.includes('bare-one-lock')) want({ ...fast, batchMax: 1, segments: 1 }, 'speed');
     const peer = { kind: 'steady' as const, workers: 1, batchMax: null, holdMs: 0, segments: o.speedSegments };
     if (o.peers.includes('bare')) want({ ...peer, target: 'bare', locking: 'redlock' }, 'speed');
@@ -91,12 +89,19 @@ export function plan(o: PlanOptions): ProcessConfig[] {
   // Shares the start of the group-commit service at hold 0: one unit per segment, sold before the load.
   if (o.soldOut) want({ ...fast, kind: 'soldout', batchMax: o.batchMax, stock: o.speedSegments }, 'soldout');
 
-  const modes: StockLocking[] = o.peer ? ['redlock', 'database'] : ['redlock'];
+  // The no-Redis-lock mode is the bare peer's (PostgreSQL row locks only), at the same holds and segments.
   const base = { ...steady, workers: o.workers, batchMax: o.batchMax };
-  for (const locking of modes) {
+  const noLock = {
+    kind: 'steady' as const,
+    target: 'bare' as const,
+    locking: 'database' as const,
+    workers: 1,
+    batchMax: null,
+  };
+  for (const shape of o.peer ? [base, noLock] : [base]) {
     for (const holdMs of o.holds)
-      for (const segments of [1, ...o.segments]) want({ ...base, locking, holdMs, segments }, 'compare');
-    if (o.sweep) for (const segments of o.sweep) want({ ...base, locking, holdMs: o.sweepHold, segments }, 'sweep');
+      for (const segments of [1, ...o.segments]) want({ ...shape, holdMs, segments }, 'compare');
+    if (o.sweep) for (const segments of o.sweep) want({ ...shape, holdMs: o.sweepHold, segments }, 'sweep');
   }
   // The sale is about the product's own locks; the no-lock mode has none to show.
   if (o.sale) {

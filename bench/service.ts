@@ -21,7 +21,6 @@ export interface ServiceEnv {
   /** BUYER_JWT_SECRET; unset: buyer identity off. */
   buyerJwtSecret?: string;
   workers: number;
-  stockLocking: 'redlock' | 'database';
   holdMs: number;
   /** ORDER_BATCH_MAX; null leaves it unset (the service's default). */
   batchMax: number | null;
@@ -64,15 +63,13 @@ export function startService(env: ServiceEnv, signal?: AbortSignal): Promise<Ser
       RATE_LIMIT_IP: env.rateLimitIp ?? '0',
       ...(env.buyerJwtSecret ? { BUYER_JWT_SECRET: env.buyerJwtSecret } : {}),
       WORKERS: String(env.workers),
-      STOCK_LOCKING: env.stockLocking,
       ORDER_HOLD_MS: String(env.holdMs),
       ...(env.batchMax !== null ? { ORDER_BATCH_MAX: String(env.batchMax) } : {}),
       ...(env.holdsMax != null ? { ORDER_HOLDS_MAX: String(env.holdsMax) } : {}),
       ...(env.expirySweepMs !== null ? { EXPIRY_SWEEP_MS: String(env.expirySweepMs) } : {}),
       LOCK_TTL_MS: String(env.lockTtlMs),
       LOCK_WAIT_MS: String(env.lockWaitMs),
-      // The no-lock peer waits inside PostgreSQL (row lock, pool), bounded by DB_TIMEOUT_MS: give
-      // it the same bound as the Redis lock wait, or its single-row baseline times out first.
+      // An order's wait is bounded by the lock wait; PostgreSQL's statements get the same bound.
       DB_TIMEOUT_MS: String(env.lockWaitMs),
       LOCK_RETRY_DELAY_MS: String(env.lockRetryDelayMs),
       LOCK_RETRY_JITTER_MS: String(env.lockRetryJitterMs),

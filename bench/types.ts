@@ -13,7 +13,10 @@ import type { ProcessPeak } from './service';
 // What a run plans and each scenario measures.
 
 export type StockLocking = 'redlock' | 'database';
-/** How a scenario's stock is guarded: the service's two modes, or the bare-lua peer's Redis count. */
+/**
+ * How a scenario's stock is guarded: Redlock segments (the service, the bare peer), PostgreSQL row locks
+ * only (the bare peer's no-lock mode), or the bare-lua peer's Redis count.
+ */
 export type Locking = StockLocking | 'lua';
 /** What serves the load: the built service, or one of the bare peers (bench/peers). */
 export type Target = 'service' | 'bare' | 'bare-lua';
@@ -128,7 +131,7 @@ export interface PlanOptions {
   segments: number[];
   sweep: number[] | null;
   sweepHold: number;
-  /** Also run the no-Redis-lock mode (STOCK_LOCKING=database) in the comparison and the sweep. */
+  /** Also run the no-Redis-lock mode (the bare peer with STOCK_LOCKING=database) in the comparison and the sweep. */
   peer: boolean;
   sale: { stock: number; segments: number; buyers: number; holdMs: number } | null;
   /** The sale with returns: the sale's stock, buyers and hold on `segments` segments, and what comes back; null = not run. */

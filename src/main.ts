@@ -12,10 +12,10 @@ import { SwaggerModule } from '@nestjs/swagger';
 import type { Logger as Pino } from 'pino';
 import { AppModule } from './app.module';
 import { AllExceptionsFilter, sendError } from './common/all-exceptions.filter';
-import { capConnectionsPerAddress, drainRefusedBodies, serverOptions } from './common/connections';
+import { capConnectionsPerAddress, drainRefusedBodies, serverOptions } from './infrastructure/connections';
 import { registerJsonBody } from './common/json-body';
 import { RouteMethods } from './common/route-methods';
-import { Door } from './door/door.service';
+import { DoorService } from './door/door.service';
 import { requestId } from './common/request-id';
 import { validationPipe } from './common/validation.pipe';
 import { AppConfig, ConfigurationError, loadConfig, ResolvedConfig } from './config/app-config';
@@ -36,7 +36,7 @@ export async function createApp(
   // Counted once the metrics exist; the server is made before them.
   let timedOut = (): void => undefined;
   const adapter: FastifyAdapter = new FastifyAdapter({
-    // Keep-alive for the proxies in front; headers and body within bounds (common/connections.ts).
+    // Keep-alive for the proxies in front; headers and body within bounds (infrastructure/connections.ts).
     ...serverOptions(config.http, () => timedOut()),
     // A waiting-room ticket travels in the path (GET /products/:id/queue/:ticket): about 150 characters.
     maxParamLength: 512,
@@ -74,7 +74,7 @@ export async function createApp(
     reply.header('X-Request-Id', req.id);
     done();
   });
-  fastify.addHook('preHandler', app.get(Door).preHandler);
+  fastify.addHook('preHandler', app.get(DoorService).preHandler);
   app.useGlobalPipes(validationPipe());
   app.useGlobalFilters(
     new AllExceptionsFilter(app.get(HttpAdapterHost), config.http.retryAfterS, {
@@ -170,7 +170,7 @@ async function primary(config: AppConfig, root: Pino): Promise<void> {
     // The app is drained and closed first; the embedded servers it used are stopped after it.
     closeOnSignals(app, () => deps.stop());
     logger.log(
-      `listening on ${resolved.http.host}:${resolved.http.port} (1 process, stock locking: ${resolved.locks.stockLocking})`,
+      `listening on ${resolved.http.host}:${resolved.http.port} (1 process)`,
     );
     logger.log(startLinks(resolved.http));
     return;
@@ -234,7 +234,7 @@ function serveCluster(config: AppConfig, deps: Dependencies, started: () => void
     if (++listening !== config.http.workers || up) return;
     up = true;
     logger.log(
-      `listening on ${resolved.http.host}:${resolved.http.port} (${config.http.workers} processes, stock locking: ${resolved.locks.stockLocking})`,
+      `listening on ${resolved.http.host}:${resolved.http.port} (${config.http.workers} processes)`,
     );
     logger.log(startLinks(resolved.http));
   });

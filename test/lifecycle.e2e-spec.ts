@@ -5,7 +5,7 @@
 // second app in the same process, as what it proves is the sweep, not a second process.
 import Redis from 'ioredis';
 import type { ProductView } from '../src/inventory/product.types';
-import { hintKeys } from '../src/inventory/stock-hints.service';
+import { hintKeys } from '../src/infrastructure/redis-keys';
 import { waitFor } from './faults/support';
 import { resetState, withDb } from './support/database';
 import { inProcessService, startInProcess } from './support/in-process';

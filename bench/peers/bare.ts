@@ -11,6 +11,7 @@ import { ExecutionError, Lock, Redlock, ResourceLockedError } from '@sesamecare-
 import Redis, { Result } from 'ioredis';
 import { Pool } from 'pg';
 import { projectRoot } from '../../src/infrastructure/project-root';
+import { SCRIPTS, scriptFile } from '../../src/infrastructure/redis-scripts';
 import {
   alreadyOrdered,
   busy,
@@ -54,9 +55,10 @@ const redis =
     : new Redis(required('REDIS_URL'), REDIS_OPTIONS).on('error', (err: Error) =>
         console.error(`redis: ${err.message}`),
       );
+// The service's own script, found through its registry (file name and key count declared there once).
 redis?.defineCommand('peerReleaseUserLock', {
-  numberOfKeys: 1,
-  lua: readFileSync(join(projectRoot(__dirname), 'lua', 'end-order.lua'), 'utf8'),
+  numberOfKeys: SCRIPTS.endOrder.keys as number,
+  lua: readFileSync(join(projectRoot(__dirname), 'lua', scriptFile('endOrder')), 'utf8'),
 });
 const redlock = redis && new Redlock([redis], { retryCount: 0, driftFactor: 0.01 });
 

@@ -2,7 +2,7 @@
 // each row with its ratio to ORDER_BATCH_MAX=1 at the same hold and segments.
 import type { BenchmarkReport, Group, ScenarioResult } from '../types';
 import { findFast, inGroup } from './find';
-import { batchName, codes, holdName, metricCell, ms, pad, rate, ratio, statusWord, verdict } from './format';
+import { batchName, codes, holdName, metricCell, ms, rate, ratio, statusWord } from './format';
 
 /** Rows of the group-commit comparison: per hold and segments, ORDER_BATCH_MAX=1 then group commit. */
 export function batchRows(report: BenchmarkReport, group: Group): Array<{ r: ScenarioResult; vsOne: string }> {
@@ -14,44 +14,6 @@ export function batchRows(report: BenchmarkReport, group: Group): Array<{ r: Sce
       const one = findFast(report, { holdMs: r.holdMs, segments: r.segments, batchMax: 1 });
       return { r, vsOne: r.batchMax === 1 ? '1.00x' : ratio(r.ordersPerSec, one?.ordersPerSec) };
     });
-}
-
-/** The console's blocks of group commit and of the ORDER_BATCH_MAX sweep. */
-export function batchLines(report: BenchmarkReport): string[] {
-  const lines: string[] = [];
-  const st = report.settings;
-  for (const [group, title] of [
-    ['batch', 'Group commit'],
-    ['batch-sweep', 'ORDER_BATCH_MAX sweep'],
-  ] as const) {
-    const rows = batchRows(report, group);
-    if (rows.length === 0) continue;
-    lines.push(
-      `${title}: service WORKERS=${st.speedWorkers}, Redlock segments; ORDER_HOLD_MS is spent once per lock hold (one hold sells up to ORDER_BATCH_MAX orders)`,
-    );
-    const w = [26, 9, 16, 9, 8, 8, 8, 8];
-    lines.push(
-      pad(['ORDER_HOLD_MS', 'segments', 'ORDER_BATCH_MAX', 'orders/s', 'vs 1', 'p50 ms', 'p99 ms', 'verified'], w),
-    );
-    for (const { r, vsOne } of rows)
-      lines.push(
-        pad(
-          [
-            holdName(r.holdMs),
-            String(r.segments),
-            batchName(r.batchMax),
-            rate(r.ordersPerSec),
-            vsOne,
-            ms(r.latency201Ms?.p50),
-            ms(r.latency201Ms?.p99),
-            verdict(r),
-          ],
-          w,
-        ),
-      );
-    lines.push('');
-  }
-  return lines;
 }
 
 /** latest.md's sections of group commit and of the ORDER_BATCH_MAX sweep. */

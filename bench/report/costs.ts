@@ -2,7 +2,7 @@
 // console and latest.md show it (bench/costs.ts reads the figures).
 import type { ScenarioCosts } from '../costs';
 import type { BenchmarkReport } from '../types';
-import { ms, pad } from './format';
+import { ms } from './format';
 
 /** Per-unit cost cells: target CPU µs, Redis scripts, Redis commands, Redis CPU µs, PG statements, PG write transactions, WAL bytes, PG CPU µs. */
 function costCells(c: ScenarioCosts): string[] {
@@ -43,22 +43,4 @@ export function costsMarkdown(report: BenchmarkReport): string[] {
     out.push(`| ${r.id} | ${r.costs!.unit} | ${r.costs!.units} | ${costCells(r.costs!).join(' | ')} |`);
   out.push('');
   return out;
-}
-
-/** The console's costs of the speed, group-commit and sold-out scenarios. */
-export function costsLines(report: BenchmarkReport): string[] {
-  const lines: string[] = [];
-  const costRows = report.scenarios.filter(
-    (r) => r.costs && r.groups.some((g) => g === 'speed' || g === 'batch' || g === 'soldout'),
-  );
-  if (costRows.length > 0) {
-    lines.push(
-      'Costs per order (201) or per answer (410, GET /health/live): CPU in µs, calls and bytes per unit; latest.md explains each column',
-    );
-    const w = [28, 7, 9, 8, 8, 8, 8, 8, 8];
-    lines.push(pad(['scenario', 'unit', 'svc CPU', 'scripts', 'cmds', 'redis', 'pg xact', 'WAL B', 'pg CPU'], w));
-    for (const r of costRows) lines.push(pad([r.id, r.costs!.unit, ...costCells(r.costs!)], w));
-    lines.push('');
-  }
-  return lines;
 }

@@ -9,13 +9,17 @@ export function returnsOf(report: BenchmarkReport): Array<ScenarioResult & { ret
   );
 }
 
-/** A scenario of the locking comparison, the sweep or the sale: the service at --workers and --batch-max. */
+/**
+ * A scenario of the locking comparison, the sweep or the sale: the service at --workers and
+ * --batch-max, or for 'database' the bare peer's no-lock mode.
+ */
 export function find(
   report: BenchmarkReport,
   locking: StockLocking,
   holdMs: number,
   segments: number,
 ): ScenarioResult | undefined {
+  if (locking === 'database') return findPeer(report, 'bare', 'database', segments, holdMs);
   const s = report.settings;
   return report.scenarios.find(
     (r) =>

@@ -5,7 +5,7 @@ import type { RedisSetup, ScenarioResult, Spread, StockLocking } from '../types'
 
 export const MODE_NAME: Record<StockLocking, string> = {
   redlock: 'Redlock segments',
-  database: 'no-lock mode (PG row lock)',
+  database: 'bare peer, no lock (PG row lock)',
 };
 
 export function rate(n: number): string {
@@ -31,11 +31,6 @@ export function codes(r: ScenarioResult): string {
     .sort(([a], [b]) => Number(a) - Number(b))
     .map(([c, n]) => `${c}:${n}`)
     .join(' ');
-}
-export function fivexx(r: ScenarioResult): number {
-  return Object.entries(r.statusCounts)
-    .filter(([c]) => Number(c) >= 500)
-    .reduce((s, [, n]) => s + n, 0);
 }
 export function spreadMs(x: Spread | null): string {
   return x ? `${ms(x.p50)} / ${ms(x.p99)} / ${ms(x.max)} ms` : '-';
@@ -87,12 +82,3 @@ export const SETUP_NAME: Record<RedisSetup, string> = {
   cluster: 'Redis Cluster, 3 masters',
 };
 export const times = (x: number | null) => (x === null ? '-' : `${x.toFixed(2)}x`);
-
-/** One console row: the first cell left-aligned, the figures right-aligned, each in its column's width. */
-export function pad(cells: string[], widths: number[]): string {
-  return cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
-}
-/** A scenario's verdict in the console (latest.md makes FAILED bold: statusWord). */
-export function verdict(r: ScenarioResult): string {
-  return r.status === 'ok' ? 'ok' : 'FAILED';
-}

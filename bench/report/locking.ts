@@ -2,61 +2,7 @@
 // mode, with the ideal N x), and where the lock counters of every scenario came from.
 import type { BenchmarkReport, StockLocking } from '../types';
 import { find, inGroup } from './find';
-import { batchName, codes, fivexx, holdName, metricCell, MODE_NAME, ms, pad, rate, ratio, statusWord } from './format';
-
-/** The console's block per hold time of the locking comparison. */
-export function lockingLines(report: BenchmarkReport): string[] {
-  const lines: string[] = [];
-  const st = report.settings;
-  const steady = inGroup(report, 'compare');
-  const holds = [...new Set(steady.map((s) => s.holdMs))].sort((a, b) => a - b);
-  const head = [
-    'scenario',
-    'orders/s',
-    'vs 1 seg',
-    'ideal',
-    'vs nolock',
-    'p50 ms',
-    'p99 ms',
-    'max ms',
-    '5xx',
-    'codes',
-    'verified',
-  ];
-  const widths = [22, 9, 9, 6, 8, 8, 8, 8, 5, 30, 8];
-  for (const hold of holds) {
-    lines.push(
-      `ORDER_HOLD_MS=${holdName(hold)}  (${st.connections} connections, ${st.durationS} s, ${st.workers} worker(s), ORDER_BATCH_MAX ${batchName(st.batchMax)})`,
-    );
-    lines.push(pad(head, widths));
-    for (const r of steady
-      .filter((s) => s.holdMs === hold)
-      .sort((a, b) => (a.locking === b.locking ? a.segments - b.segments : a.locking === 'redlock' ? -1 : 1))) {
-      const single = find(report, r.locking as StockLocking, hold, 1);
-      const peer = r.locking === 'redlock' ? find(report, 'database', hold, r.segments) : undefined;
-      lines.push(
-        pad(
-          [
-            r.id,
-            rate(r.ordersPerSec),
-            r.segments === 1 ? '1.00x' : ratio(r.ordersPerSec, single?.ordersPerSec),
-            `${r.segments}x`,
-            ratio(r.ordersPerSec, peer?.ordersPerSec),
-            ms(r.latency201Ms?.p50),
-            ms(r.latency201Ms?.p99),
-            ms(r.latency201Ms?.max),
-            String(fivexx(r)),
-            codes(r).slice(0, 30),
-            r.status === 'ok' ? 'ok' : 'FAILED',
-          ],
-          widths,
-        ),
-      );
-    }
-    lines.push('');
-  }
-  return lines;
-}
+import { batchName, codes, holdName, metricCell, MODE_NAME, ms, rate, ratio, statusWord } from './format';
 
 /** latest.md's section per hold time of the locking comparison. */
 export function lockingMarkdown(report: BenchmarkReport): string[] {

@@ -10,7 +10,7 @@ import {
   ScenarioResult,
 } from '../types';
 import { inGroup } from './find';
-import { batchName, ms, pad, rate, ratioOf, SETUP_NAME, times } from './format';
+import { batchName, ms, rate, ratioOf, SETUP_NAME, times } from './format';
 
 /** The Redis setups group as rows (by ORDER_BATCH_MAX, then single, quorum, cluster), with ratios to the one redis-server; null when it did not run. */
 export function redisSetupsSection(report: BenchmarkReport): RedisSetupsSection | null {
@@ -96,61 +96,6 @@ function setupsTable(x: RedisSetupsSection): string[] {
   out.push(`Command: \`${x.command}\``);
   out.push('');
   return out;
-}
-
-/** The console's block of the Redis setups. */
-export function redisSetupsLines(report: BenchmarkReport): string[] {
-  const lines: string[] = [];
-  const setups = redisSetupsSection(report);
-  if (setups) {
-    lines.push(
-      `Redis setups: hold 0, ${setups.segments} segments, service WORKERS=${setups.workers}; Redis calls (scripts) and Redis CPU per order summed over every server of the setup`,
-    );
-    const w = [34, 9, 9, 7, 8, 8, 7, 8, 8, 7, 22, 8];
-    lines.push(
-      pad(
-        [
-          'setup',
-          'BATCH',
-          'orders/s',
-          'vs 1',
-          'p99 ms',
-          'scripts',
-          'vs 1',
-          'cmds',
-          'redis',
-          'vs 1',
-          'scripts per server',
-          'verified',
-        ],
-        w,
-      ),
-    );
-    for (const r of setups.rows) {
-      const c = r.perOrder;
-      lines.push(
-        pad(
-          [
-            r.id,
-            r.batchMax === null ? 'default' : String(r.batchMax),
-            rate(r.ordersPerSec),
-            times(r.vsSingle.ordersPerSec),
-            ms(r.p99Ms),
-            c ? c.redisScripts.toFixed(2) : '-',
-            times(r.vsSingle.redisScripts),
-            c ? c.redisCommands.toFixed(2) : '-',
-            c ? ms(c.redisCpuUs) : '-',
-            times(r.vsSingle.redisCpuUs),
-            perServerCell(r),
-            r.status === 'ok' ? 'ok' : 'FAILED',
-          ],
-          w,
-        ),
-      );
-    }
-    lines.push('');
-  }
-  return lines;
 }
 
 /** latest.md's section of the Redis setups; none when the group did not run. */

@@ -3,53 +3,11 @@
 import { BACKEND_CONCURRENCY } from '../returns';
 import type { BenchmarkReport } from '../types';
 import { returnsOf } from './find';
-import {
-  batchName,
-  countsText,
-  holdName,
-  layout,
-  ms,
-  pad,
-  rate,
-  seconds,
-  spreadMs,
-  statusWord,
-  verdict,
-} from './format';
+import { batchName, countsText, holdName, layout, ms, rate, seconds, spreadMs, statusWord } from './format';
 
 /** What the sale with returns measures, for the report. */
 const RETURNS_MEASURES =
   "How long returned units take to sell again. The sale sells out as above; the shop then pays most reservations at once, cancels some (POST /orders/:id/cancel) and leaves the others to expire past the product's short paymentTimeoutS, while new buyers (one request each, paying at once) ask from just before the first cancel until every returned unit is sold again.";
-
-/** The console's block of each sale with returns. */
-export function returnsLines(report: BenchmarkReport): string[] {
-  const lines: string[] = [];
-  for (const r of returnsOf(report)) {
-    const x = r.returns;
-    lines.push(
-      `The sale with returns (ORDER_HOLD_MS=${r.holdMs}, EXPIRY_SWEEP_MS=${x.expirySweepMs}, paymentTimeoutS ${x.paymentTimeoutS}): ${layout(r)}, ${r.buyers} buyers, ${x.planned.cancel + x.planned.expire} of ${r.created} back`,
-    );
-    const w = [58, 40];
-    for (const [what, value] of [
-      ['first sell-out', `${seconds(r.sellOutMs)} (${rate(r.ordersPerSec)} orders/s)`],
-      ['paid at once', `${x.pays.ok} (${rate(x.pays.perSec)}/s)`],
-      ['back: cancelled + expired', `${x.returnedUnits.cancelled} + ${x.returnedUnits.expired}`],
-      ['cancels/s', rate(x.cancels.perSec)],
-      ['expiry lag p50 / p99 / max (expiresAt to back on sale)', spreadMs(x.expiryLagMs)],
-      ['first return to resale sold out', seconds(x.resale.firstReturnToSoldOutMs)],
-      ['last return to resale sold out', seconds(x.resale.lastReturnToSoldOutMs)],
-      ['a returned unit on sale until resold, p50 / p99 / max', spreadMs(x.resale.onSaleMs)],
-      [
-        'statuses paid / cancelled / expired / reserved',
-        `${x.statuses.paid} / ${x.statuses.cancelled} / ${x.statuses.expired} / ${x.statuses.reserved}`,
-      ],
-      ['verified', verdict(r)],
-    ])
-      lines.push(pad([`  ${what}`, value], w));
-    lines.push('');
-  }
-  return lines;
-}
 
 /** latest.md's section of each sale with returns. */
 export function returnsMarkdown(report: BenchmarkReport): string[] {

@@ -1,45 +1,7 @@
 // The literal sale: one request per distinct buyer until sold out, as 20 x 50 and as 1 x 1000, with
 // the time to sell out and the orders PostgreSQL holds.
 import type { BenchmarkReport } from '../types';
-import { batchName, holdName, layout, ms, pad, rate, statusWord } from './format';
-
-/** The console's block of the sale. */
-export function saleLines(report: BenchmarkReport): string[] {
-  const lines: string[] = [];
-  const sales = report.scenarios.filter((s) => s.kind === 'sale');
-  if (sales.length > 0) {
-    lines.push(`The sale (ORDER_HOLD_MS=${sales[0].holdMs}): ${sales[0].stock} units, ${sales[0].buyers} buyers`);
-    lines.push(
-      pad(
-        ['layout', 'sell-out s', 'orders/s', 'orders', '201', '410', 'other', 'verified'],
-        [22, 10, 9, 7, 6, 6, 16, 8],
-      ),
-    );
-    for (const r of sales) {
-      const other = Object.entries(r.statusCounts)
-        .filter(([c]) => c !== '201' && c !== '410')
-        .map(([c, n]) => `${c}:${n}`)
-        .join(' ');
-      lines.push(
-        pad(
-          [
-            layout(r),
-            r.sellOutMs === null ? '-' : (r.sellOutMs / 1000).toFixed(2),
-            rate(r.ordersPerSec),
-            String(r.verification.audit?.orders ?? '-'),
-            String(r.statusCounts['201'] ?? 0),
-            String(r.statusCounts['410'] ?? 0),
-            other || '-',
-            r.status === 'ok' ? 'ok' : 'FAILED',
-          ],
-          [22, 10, 9, 7, 6, 6, 16, 8],
-        ),
-      );
-    }
-    lines.push('');
-  }
-  return lines;
-}
+import { batchName, holdName, layout, ms, rate, statusWord } from './format';
 
 /** latest.md's section of the sale; none when it did not run. */
 export function saleMarkdown(report: BenchmarkReport): string[] {

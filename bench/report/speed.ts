@@ -2,7 +2,7 @@
 // the rows, the ratios between them, and their console and latest.md tables.
 import { BARE_HELD_MS, BenchmarkReport, ScenarioResult } from '../types';
 import { findFast, findHealth, findPeer, findSoldOut } from './find';
-import { batchName, codes, ms, pad, rate, ratio, statusWord, verdict } from './format';
+import { batchName, codes, ms, rate, ratio, statusWord } from './format';
 
 /** One row of the service-against-peers table. */
 export interface SpeedRow {
@@ -27,11 +27,6 @@ export function speedRows(report: BenchmarkReport): SpeedRow[] {
       unit: 'orders/s',
     },
     {
-      what: `service (${w}), STOCK_LOCKING=database (no Redis lock), ORDER_BATCH_MAX=1`,
-      r: findFast(report, { locking: 'database', batchMax: 1 }),
-      unit: 'orders/s',
-    },
-    {
       what: `service (${w}), one lock (1 segment), ORDER_BATCH_MAX=1`,
       r: findFast(report, { segments: 1, batchMax: 1 }),
       unit: 'orders/s',
@@ -44,7 +39,7 @@ export function speedRows(report: BenchmarkReport): SpeedRow[] {
     },
     { what: 'bare peer, Redis segment locks', r: findPeer(report, 'bare', 'redlock', n), unit: 'orders/s' },
     {
-      what: 'bare peer, no Redis lock (STOCK_LOCKING=database)',
+      what: 'bare peer, no Redis lock (PostgreSQL row locks only)',
       r: findPeer(report, 'bare', 'database', n),
       unit: 'orders/s',
     },
@@ -82,11 +77,6 @@ export function speedRatios(report: BenchmarkReport): Array<{ what: string; valu
     ['service ORDER_BATCH_MAX=1 / bare-lua peer', one, lua],
     ['service group commit / bare-lua peer', group, lua],
     [
-      'service STOCK_LOCKING=database / bare peer without Redis lock',
-      findFast(report, { locking: 'database', batchMax: 1 }),
-      findPeer(report, 'bare', 'database', n),
-    ],
-    [
       'service one lock / bare peer one lock',
       findFast(report, { segments: 1, batchMax: 1 }),
       findPeer(report, 'bare', 'redlock', 1),
@@ -101,27 +91,6 @@ export function speedRatios(report: BenchmarkReport): Array<{ what: string; valu
   return pairs
     .filter(([, a, b]) => a && b)
     .map(([what, a, b]) => ({ what, value: ratio(a!.ordersPerSec, b!.ordersPerSec) }));
-}
-
-/** The console's block of the service against the peers. */
-export function speedLines(report: BenchmarkReport): string[] {
-  const lines: string[] = [];
-  const st = report.settings;
-  const speed = speedRows(report);
-  if (speed.length > 0) {
-    lines.push(
-      `The service against the bare peers: hold 0 (unless a row says otherwise), ${st.speedSegments} segments, ${st.connections} connections, ${st.durationS} s; service WORKERS=${st.speedWorkers}, each peer 1 process`,
-    );
-    const w = [84, 10, 8, 8, 8];
-    lines.push(pad(['what', 'per s', 'p50 ms', 'p99 ms', 'verified'], w));
-    for (const { what, r } of speed)
-      lines.push(
-        pad([what, rate(r!.ordersPerSec), ms(r!.latency201Ms?.p50), ms(r!.latency201Ms?.p99), verdict(r!)], w),
-      );
-    for (const { what, value } of speedRatios(report)) lines.push(pad([`  ${what}`, value, '', '', ''], w));
-    lines.push('');
-  }
-  return lines;
 }
 
 /** latest.md's section of the service against the peers. */

@@ -59,10 +59,10 @@ export function summaryMarkdown(report: BenchmarkReport): string[] {
     `- The sale with returns: ${rp ? `${rp.stock} units as ${layout(rp)}, ${rp.buyers} buyers, ${Math.round(rp.share * 100)}% of the reservations back (${Math.round(rp.cancelShare * 100)}% of those cancelled, the rest expired), paymentTimeoutS ${rp.paymentTimeoutS} s, its own service start with EXPIRY_SWEEP_MS=${rp.expirySweepMs} (every other start: the service's default)` : 'not run'}.`,
   );
   out.push(
-    `- Locks, the same for every scenario: LOCK_TTL_MS=${s.lock.ttlMs}, LOCK_WAIT_MS=${s.lock.waitMs} (and DB_TIMEOUT_MS=${s.lock.waitMs}, the no-lock mode's wait bound inside PostgreSQL), LOCK_RETRY_DELAY_MS=${s.lock.retryDelayMs}, LOCK_RETRY_JITTER_MS=${s.lock.retryJitterMs}.`,
+    `- Locks, the same for every scenario: LOCK_TTL_MS=${s.lock.ttlMs}, LOCK_WAIT_MS=${s.lock.waitMs} (and DB_TIMEOUT_MS=${s.lock.waitMs}), LOCK_RETRY_DELAY_MS=${s.lock.retryDelayMs}, LOCK_RETRY_JITTER_MS=${s.lock.retryJitterMs}.`,
   );
   out.push(
-    '- orders/s counts 201 answers only; latencies are of the 201s only (p50/p99/max, ms); GET /health/live counts 200s (req/s). The no-lock mode is STOCK_LOCKING=database: no Redis lock, the hold is spent inside the PostgreSQL transaction with the segment row locked.',
+    '- orders/s counts 201 answers only; latencies are of the 201s only (p50/p99/max, ms); GET /health/live counts 200s (req/s). The no-lock mode is the bare peer with STOCK_LOCKING=database (one process): no Redis lock, the hold is spent inside the PostgreSQL statement with the segment row locked.',
   );
   out.push(`- Command: \`${report.command}\``);
   out.push('');

@@ -2,7 +2,7 @@
 // benchmark checks that every one is measured).
 import { BARE_HELD_MS, BenchmarkReport, ScenarioResult } from '../types';
 import { findFast, findPeer, inGroup, peakRss } from './find';
-import { batchName, ms, pad, rate } from './format';
+import { batchName, ms, rate } from './format';
 
 export interface TargetRow {
   target: string;
@@ -96,16 +96,6 @@ export function targets(report: BenchmarkReport): TargetRow[] {
     result: peak === null ? 'not measured' : peak < report.rssTargetMb ? 'pass' : 'miss',
   });
   return out;
-}
-
-/** The console's list of the targets. */
-export function targetsLines(report: BenchmarkReport): string[] {
-  const lines: string[] = [];
-  lines.push("Issue 8's targets, from this run");
-  const tw = [100, 12];
-  for (const t of targets(report)) lines.push(pad([`${t.target}: ${t.measured}`, t.result], tw));
-  lines.push('');
-  return lines;
 }
 
 /** latest.md's table of the targets. */

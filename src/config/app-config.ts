@@ -70,8 +70,6 @@ const toList = ({ value }: { value: unknown }) =>
     ? value.split(',').map((part) => part.trim())
     : emptyToUndefined({ value });
 
-export type StockLocking = 'redlock' | 'database';
-
 /** The HTTP server and its processes. */
 export class HttpConfig {
   @Env('PORT') @Transform(toInt) @IsInt() @Min(0) @Max(65535) port = 3000;
@@ -135,8 +133,6 @@ export class RedisConfig {
 }
 
 export class LocksConfig {
-  /** redlock: Redis segment and user locks (the product); database: only PostgreSQL row locks (the benchmark's peer). */
-  @Env('STOCK_LOCKING') @IsIn(['redlock', 'database']) stockLocking: StockLocking = 'redlock';
   @Env('LOCK_TTL_MS') @Transform(toInt) @IsInt() @Min(50) @Max(60_000) ttlMs = 2000;
   @Env('USER_LOCK_TTL_MS') @Transform(toInt) @IsInt() @Min(50) @Max(120_000) userTtlMs = 15_000;
   /** Extend a held lock before it expires, so a slow critical section keeps it. */
@@ -152,6 +148,11 @@ export class LocksConfig {
    * orders wait and ride in those holds (larger batches, fewer statements). Unused with ORDER_BATCH_MAX=1.
    */
   @Env('ORDER_HOLDS_MAX') @Transform(toInt) @IsInt() @Min(1) @Max(1000) holdsMax = 4;
+  /**
+   * Simulated downstream work held inside each segment lock hold that sold something: the fault
+   * specs keep orders in flight with it, the benchmark measures what the segments gain under it. 0 in production.
+   */
+  @Env('ORDER_HOLD_MS') @Transform(toInt) @IsInt() @Min(0) @Max(10_000) holdMs = 0;
 }
 
 export class InventoryConfig {
@@ -161,12 +162,6 @@ export class InventoryConfig {
   @Env('REBALANCE_WAIT_MS') @Transform(toInt) @IsInt() @Min(100) @Max(120_000) rebalanceWaitMs = 10_000;
   /** How often each process looks for reservations past their expiresAt (0: this process never sweeps). */
   @Env('EXPIRY_SWEEP_MS') @Transform(toInt) @IsInt() @Min(0) @Max(3_600_000) expirySweepMs = 1000;
-}
-
-/** Knobs that exist only for the benchmark. */
-export class BenchmarkConfig {
-  /** Simulated downstream work held inside the segment lock. */
-  @Env('ORDER_HOLD_MS') @Transform(toInt) @IsInt() @Min(0) @Max(10_000) orderHoldMs = 0;
 }
 
 export class AdminConfig {
@@ -294,7 +289,6 @@ export const CONFIG_AREAS = {
   redis: RedisConfig,
   locks: LocksConfig,
   inventory: InventoryConfig,
-  benchmark: BenchmarkConfig,
   admin: AdminConfig,
   door: DoorConfig,
   identity: IdentityConfig,

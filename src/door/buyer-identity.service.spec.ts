@@ -3,16 +3,16 @@
 import { generateKeyPairSync } from 'node:crypto';
 import { SignJWT, UnsecuredJWT } from 'jose';
 import { UnauthenticatedError } from '../common/domain-errors';
-import { BuyerIdentity, buyerKey, MAX_TOKEN_LENGTH } from './buyer-identity.service';
+import { BuyerIdentityService, buyerKey, MAX_TOKEN_LENGTH } from './buyer-identity.service';
 
 const SECRET = 'unit-buyer-secret-0123456789abcdef';
 const now = () => Math.floor(Date.now() / 1000);
 const hs256 = (claims: Record<string, unknown>, secret = SECRET) =>
   new SignJWT(claims).setProtectedHeader({ alg: 'HS256' }).sign(new TextEncoder().encode(secret));
 const identity = (jwtSecret?: string, jwtPublicKey?: string) =>
-  new BuyerIdentity({ jwtSecret, jwtPublicKey, shopToken: 'unit-shop-token-0123' });
+  new BuyerIdentityService({ jwtSecret, jwtPublicKey, shopToken: 'unit-shop-token-0123' });
 
-function refusal(id: BuyerIdentity, token: string | null): string {
+function refusal(id: BuyerIdentityService, token: string | null): string {
   try {
     id.userOf(token);
   } catch (err) {
@@ -22,7 +22,7 @@ function refusal(id: BuyerIdentity, token: string | null): string {
   throw new Error('the token was accepted');
 }
 
-describe('BuyerIdentity', () => {
+describe('BuyerIdentityService', () => {
   it('should name the user of a valid HS256 token, signed by another implementation (jose)', async () => {
     expect(identity(SECRET).userOf(await hs256({ sub: 'buyer-1', exp: now() + 60 }))).toBe('buyer-1');
   });

@@ -35,7 +35,7 @@ export function buyerKey(
 }
 
 @Injectable()
-export class BuyerIdentity {
+export class BuyerIdentityService {
   private readonly verify: ((token: string) => { sub?: unknown }) | null;
 
   constructor(@Inject(IdentityConfig) config: ResolvedIdentityConfig) {

@@ -1,10 +1,10 @@
-// The tokens of `npm run token` are the ones the service accepts: verified by BuyerIdentity with the
+// The tokens of `npm run token` are the ones the service accepts: verified by BuyerIdentityService with the
 // same secret, naming the user, expiring when asked; no token without a usable secret or user.
-import { BuyerIdentity } from './buyer-identity.service';
+import { BuyerIdentityService } from './buyer-identity.service';
 import { BuyerTokenError, MAX_TOKEN_TTL_S, signBuyerToken } from './buyer-token';
 
 const SECRET = 'unit-buyer-secret-0123456789abcdef';
-const identity = (jwtSecret: string) => new BuyerIdentity({ jwtSecret, shopToken: 'unit-shop-token-0123' });
+const identity = (jwtSecret: string) => new BuyerIdentityService({ jwtSecret, shopToken: 'unit-shop-token-0123' });
 const claims = (token: string) =>
   JSON.parse(Buffer.from(token.split('.')[1], 'base64url').toString()) as { sub: string; exp: number; iat: number };
 

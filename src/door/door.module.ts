@@ -1,12 +1,12 @@
 import { Module } from '@nestjs/common';
 import { InventoryModule } from '../inventory/inventory.module';
-import { BuyerIdentity } from './buyer-identity.service';
-import { Door } from './door.service';
-import { RateLimits } from './rate-limits.service';
+import { BuyerIdentityService } from './buyer-identity.service';
+import { DoorService } from './door.service';
+import { RateLimitsService } from './rate-limits.service';
 
 @Module({
   imports: [InventoryModule],
-  providers: [BuyerIdentity, RateLimits, Door],
-  exports: [Door],
+  providers: [BuyerIdentityService, RateLimitsService, DoorService],
+  exports: [DoorService],
 })
 export class DoorModule {}

@@ -4,8 +4,8 @@
 // 1. who calls: the shop's token, or a buyer's verified JWT (or, with buyer identity off, the
 //    body's userId on POST /orders); 401 UNAUTHENTICATED, 403 IDENTITY_MISMATCH or FORBIDDEN;
 // 2. POST /orders of a product this process knows is sold out: 410 SOLD_OUT, or 409
-//    ALREADY_ORDERED with the orderId, from memory (SoldOutBoard), no PostgreSQL, no Redis;
-// 3. how often: the user's and the address's budgets (RateLimits), 429 RATE_LIMITED; joining a
+//    ALREADY_ORDERED with the orderId, from memory (SoldOutBoardService), no PostgreSQL, no Redis;
+// 3. how often: the user's and the address's budgets (RateLimitsService), 429 RATE_LIMITED; joining a
 //    waiting room and polling a ticket count against the same budgets as orders.
 // A refusal from memory comes before the rate limits on purpose: it costs less than counting it.
 // Everything else goes on to the controllers, which read the caller from `request.caller`.
@@ -22,11 +22,11 @@ import {
 } from '../common/domain-errors';
 import { toErrorResponse } from '../common/all-exceptions.filter';
 import { ProductCatalogService } from '../inventory/product-catalog.service';
-import { Refusal, SoldOutBoard } from '../inventory/sold-out-board.service';
+import { Refusal, SoldOutBoardService } from '../inventory/sold-out-board.service';
 import { MetricsService } from '../metrics/metrics.service';
 import { MAX_ID, USER_ID_PATTERN } from '../common/ids';
-import { BuyerIdentity } from './buyer-identity.service';
-import { OverBudget, RateLimits } from './rate-limits.service';
+import { BuyerIdentityService } from './buyer-identity.service';
+import { OverBudget, RateLimitsService } from './rate-limits.service';
 
 /**
  * Who is calling: the shop's backend (any order), a buyer whose token was verified (their own
@@ -56,16 +56,16 @@ const isCount = (v: unknown, max: number): v is number =>
   typeof v === 'number' && Number.isInteger(v) && v >= 1 && v <= max;
 
 @Injectable()
-export class Door {
+export class DoorService {
   private readonly shop: SharedSecret;
   private readonly refusedSoldOut;
   private readonly refusedAlready;
 
   constructor(
     @Inject(IdentityConfig) config: ResolvedIdentityConfig,
-    private readonly identity: BuyerIdentity,
-    private readonly limits: RateLimits,
-    private readonly board: SoldOutBoard,
+    private readonly identity: BuyerIdentityService,
+    private readonly limits: RateLimitsService,
+    private readonly board: SoldOutBoardService,
     private readonly catalog: ProductCatalogService,
     private readonly metrics: MetricsService,
   ) {

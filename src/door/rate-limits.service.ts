@@ -41,7 +41,7 @@ interface Limit {
 }
 
 @Injectable()
-export class RateLimits {
+export class RateLimitsService {
   private readonly user: Limit | null;
   private readonly ip: Limit | null;
 

@@ -2,34 +2,15 @@
 // one for hints and user locks, one per Redlock master (shared with hints when the URL is the
 // same). Redis Cluster: one Cluster client for everything; it is also the one "lock master", so a
 // segment lock is a single-master lock on the shard that owns the key's slot.
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { Logger, Provider } from '@nestjs/common';
-import Redis, { Cluster, RedisOptions, Result } from 'ioredis';
+import Redis, { Cluster, RedisOptions } from 'ioredis';
 import { RedisConfig, RedisTopology, ResolvedRedisConfig } from '../config/app-config';
-import { projectRoot } from './project-root';
+import { defineScripts as defineOrderScripts } from './redis-scripts';
 
 export const REDIS_CLIENT = Symbol('REDIS_CLIENT');
 /** A single Redis server or a Redis Cluster: both take the same commands and scripts. */
 export type RedisClient = Redis | Cluster;
 export const REDIS_LOCK_CLIENTS = Symbol('REDIS_LOCK_CLIENTS');
-
-declare module 'ioredis' {
-  interface RedisCommander<Context> {
-    /** numberOfKeys 4 takes the user lock too; 3 leaves it to the caller (Redis Cluster). */
-    beginOrder(numberOfKeys: 3 | 4, ...keysThenArgs: Array<string | number>): Result<number[], Context>;
-    markSoldOut(soldOutKey: string, generationKey: string, generation: number, ttlMs: number): Result<number, Context>;
-    stockReturned(
-      soldOutKey: string,
-      generationKey: string,
-      emptyKey: string,
-      ttlMs: number,
-      ...segments: number[]
-    ): Result<number, Context>;
-    endOrder(userLockKey: string, token: string): Result<number, Context>;
-    markSegmentEmpty(emptyKey: string, segment: number, ttlMs: number): Result<number, Context>;
-  }
-}
 
 const logger = new Logger('Redis');
 
@@ -90,21 +71,9 @@ function clusterClient(nodes: string[], config: RedisConfig): Cluster {
   );
 }
 
-/** Loads every script in lua/ as a command (ioredis uses EVALSHA, falling back to EVAL). */
+/** Loads every script as a command (ioredis uses EVALSHA, falling back to EVAL), from the registry (redis-scripts.ts). */
 export function defineScripts(client: RedisClient): void {
-  const dir = join(projectRoot(), 'lua');
-  // No numberOfKeys: the caller gives it first (3 on a cluster, 4 with the user lock).
-  client.defineCommand('beginOrder', { lua: readFileSync(join(dir, 'begin-order.lua'), 'utf8') });
-  client.defineCommand('markSoldOut', { numberOfKeys: 2, lua: readFileSync(join(dir, 'mark-sold-out.lua'), 'utf8') });
-  client.defineCommand('stockReturned', {
-    numberOfKeys: 3,
-    lua: readFileSync(join(dir, 'stock-returned.lua'), 'utf8'),
-  });
-  client.defineCommand('endOrder', { numberOfKeys: 1, lua: readFileSync(join(dir, 'end-order.lua'), 'utf8') });
-  client.defineCommand('markSegmentEmpty', {
-    numberOfKeys: 1,
-    lua: readFileSync(join(dir, 'mark-segment-empty.lua'), 'utf8'),
-  });
+  defineOrderScripts(client);
 }
 
 /** Connects, waiting at most the Redis timeout; a Redis that is down at start is retried in the background. */

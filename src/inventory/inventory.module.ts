@@ -2,7 +2,7 @@ import { Module } from '@nestjs/common';
 import { InventoryService } from './inventory.service';
 import { ProductCatalogService } from './product-catalog.service';
 import { ProductsRepository } from './products.repository';
-import { SoldOutBoard } from './sold-out-board.service';
+import { SoldOutBoardService } from './sold-out-board.service';
 import { StockHintsService } from './stock-hints.service';
 import { StockRepository } from './stock.repository';
 
@@ -11,10 +11,10 @@ import { StockRepository } from './stock.repository';
     InventoryService,
     ProductCatalogService,
     ProductsRepository,
-    SoldOutBoard,
+    SoldOutBoardService,
     StockHintsService,
     StockRepository,
   ],
-  exports: [InventoryService, ProductCatalogService, SoldOutBoard, StockHintsService, StockRepository],
+  exports: [InventoryService, ProductCatalogService, SoldOutBoardService, StockHintsService, StockRepository],
 })
 export class InventoryModule {}

@@ -9,7 +9,7 @@ import { MetricsService } from '../metrics/metrics.service';
 import { ProductCatalogService } from './product-catalog.service';
 import { NewProduct, ProductView, SaleTerms } from './product.types';
 import { ProductsRepository } from './products.repository';
-import { SoldOutBoard } from './sold-out-board.service';
+import { SoldOutBoardService } from './sold-out-board.service';
 import { StockHintsService } from './stock-hints.service';
 
 /** endsAt must come after startsAt when both are set. */
@@ -29,7 +29,7 @@ export class InventoryService {
     private readonly products: ProductsRepository,
     private readonly hints: StockHintsService,
     private readonly catalog: ProductCatalogService,
-    private readonly board: SoldOutBoard,
+    private readonly board: SoldOutBoardService,
     private readonly metrics: MetricsService,
   ) {}
 

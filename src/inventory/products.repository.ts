@@ -8,7 +8,7 @@ import { DataSource, EntityManager } from 'typeorm';
 import { DatabaseConfig, HttpConfig, InventoryConfig } from '../config/app-config';
 import { mapDatabaseError } from '../common/database-errors';
 import { DomainError, ProductNotFoundError } from '../common/domain-errors';
-import { writeProductEvent } from '../events/product-events';
+import { writeProductEvent } from '../database/product-events';
 import { NewProduct, ProductInfo, ProductView, SaleTerms } from './product.types';
 import { evenSplit, fillEvenly } from './segment-plan';
 

@@ -1,7 +1,7 @@
 // The sold-out board refuses from memory only what PostgreSQL showed sold out, and never for
 // longer than SOLD_OUT_STALE_MS past the last poll that found the segment rows unchanged.
 import { DoorConfig } from '../config/app-config';
-import { BOARD_MAX_HOLDERS, SoldOutBoard } from './sold-out-board.service';
+import { BOARD_MAX_HOLDERS, SoldOutBoardService } from './sold-out-board.service';
 import { ProductCatalogService } from './product-catalog.service';
 import { ProductInfo } from './product.types';
 import { PolledProduct, SoldOutSnapshot, StockRepository } from './stock.repository';
@@ -19,7 +19,7 @@ function world(snapshot: SoldOutSnapshot | null) {
   const catalog = { remember: jest.fn((info: ProductInfo) => info) };
   const metrics = { soldOutBoardProducts: { set: jest.fn() } };
   const door = Object.assign(new DoorConfig(), { soldOutStaleMs: STALE_MS });
-  const board = new SoldOutBoard(
+  const board = new SoldOutBoardService(
     stock as unknown as StockRepository,
     catalog as unknown as ProductCatalogService,
     door,
@@ -52,7 +52,7 @@ const soldOut: SoldOutSnapshot = {
 beforeEach(() => jest.useFakeTimers({ now: 1_000_000 }));
 afterEach(() => jest.useRealTimers());
 
-describe('SoldOutBoard', () => {
+describe('SoldOutBoardService', () => {
   it('should refuse from memory once PostgreSQL showed the product sold out, with the holder its orderId', async () => {
     const { board } = world(soldOut);
     expect(board.refusal(P, 'carol')).toBeNull();

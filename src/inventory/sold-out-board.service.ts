@@ -42,8 +42,8 @@ export type Refusal = { kind: 'sold_out' } | { kind: 'already_ordered'; orderId:
 const SOLD_OUT: Refusal = { kind: 'sold_out' };
 
 @Injectable()
-export class SoldOutBoard implements OnApplicationShutdown {
-  private readonly logger = new Logger('SoldOutBoard');
+export class SoldOutBoardService implements OnApplicationShutdown {
+  private readonly logger = new Logger('SoldOutBoardService');
   private readonly entries = new Map<number, Entry>();
   /** Learning in flight, one per product. */
   private readonly learning = new Map<number, Promise<void>>();

@@ -1,11 +1,13 @@
 // Redis hints on the order path: which segments are empty (per layout version) and whether the
-// product is sold out (read by OrderGateService in the same script that takes the user lock).
+// product is sold out (read by OrderGateService in the same script, lua/begin-order.lua, that takes the user lock).
 // Hints only save work; PostgreSQL decides every sale, and a lost or stale hint costs at most a
 // wasted attempt or an authoritative read. Units come back (cancel, expiry, restock): the stock
 // generation is bumped and the hints cleared, and the sold-out flag is only set by an order that
 // saw the current generation, so a flag never hides returned units for longer than a failed
 // clear's SOLD_OUT_TTL_MS.
 import { Inject, Injectable } from '@nestjs/common';
+import { hintKeys } from '../infrastructure/redis-keys';
+import { runScript } from '../infrastructure/redis-scripts';
 import { REDIS_CLIENT, RedisClient } from '../infrastructure/redis.providers';
 
 const EMPTY_HINT_TTL_MS = 6 * 60 * 60 * 1000;
@@ -14,41 +16,36 @@ const SOLD_OUT_TTL_MS = 60_000;
 /** A product's stock generation outlives its last return by this much (begin-order.lua starts a lost one afresh). */
 export const GENERATION_TTL_MS = 24 * 60 * 60 * 1000;
 
-// One hash tag per product, {<productId>}: the scripts read and write several of these keys at
-// once, and on a Redis Cluster a script's keys must share a slot. The price: all of one product's
-// hints live on one cluster master (the segment locks, hashed whole, spread over all of them).
-export const hintKeys = {
-  soldOut: (productId: number) => `hint:soldout:{${productId}}`,
-  empty: (productId: number, layoutVersion: number) => `hint:empty:{${productId}}:${layoutVersion}`,
-  generation: (productId: number) => `hint:stockgen:{${productId}}`,
-};
-
 @Injectable()
 export class StockHintsService {
   constructor(@Inject(REDIS_CLIENT) private readonly redis: RedisClient) {}
 
   async markEmpty(productId: number, layoutVersion: number, segment: number): Promise<void> {
-    await this.redis.markSegmentEmpty(hintKeys.empty(productId, layoutVersion), segment, EMPTY_HINT_TTL_MS);
+    await runScript(
+      this.redis,
+      'markSegmentEmpty',
+      [hintKeys.empty(productId, layoutVersion)],
+      [segment, EMPTY_HINT_TTL_MS],
+    );
   }
 
   /** Only after PostgreSQL said 0 units remain, and only if no units came back since `generation` was read. */
   async markSoldOut(productId: number, generation: number): Promise<void> {
-    await this.redis.markSoldOut(
-      hintKeys.soldOut(productId),
-      hintKeys.generation(productId),
-      generation,
-      SOLD_OUT_TTL_MS,
+    await runScript(
+      this.redis,
+      'markSoldOut',
+      [hintKeys.soldOut(productId), hintKeys.generation(productId)],
+      [generation, SOLD_OUT_TTL_MS],
     );
   }
 
   /** Units came back into these segments (committed in PostgreSQL): clear what would hide them. */
   async stockReturned(productId: number, layoutVersion: number, segments: number[]): Promise<void> {
-    await this.redis.stockReturned(
-      hintKeys.soldOut(productId),
-      hintKeys.generation(productId),
-      hintKeys.empty(productId, layoutVersion),
-      GENERATION_TTL_MS,
-      ...segments,
+    await runScript(
+      this.redis,
+      'stockReturned',
+      [hintKeys.soldOut(productId), hintKeys.generation(productId), hintKeys.empty(productId, layoutVersion)],
+      [GENERATION_TTL_MS, ...segments],
     );
   }
 

@@ -1,6 +1,6 @@
 // What an order is to the code above the SQL: its row, how a sale from a segment (alone or in a
 // batch) turned out, what a cancel or an expiry gave back, and the writes whose outcome is unknown.
-// The repositories under ./repositories produce these; the order path, the locking modes and the
+// The repositories under ./repositories produce these; the order path, the segment locking and the
 // controller read them, so none of them needs to know a column name.
 
 export interface Allocation {

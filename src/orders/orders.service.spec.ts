@@ -1,6 +1,6 @@
 // The order path against fakes: a small in-memory stock of segments, a lock table where a test can
 // hold any key, and hints. Math.random is stubbed wherever the start segment matters.
-import { BenchmarkConfig, HttpConfig, LocksConfig } from '../config/app-config';
+import { HttpConfig, LocksConfig } from '../config/app-config';
 import {
   AdmissionInvalidError,
   AdmissionRequiredError,
@@ -17,14 +17,13 @@ import {
 import { ProductInfo } from '../inventory/product.types';
 import { takeFrom } from '../inventory/segment-plan';
 import { Layout, StockRepository } from '../inventory/stock.repository';
-import { SoldOutBoard } from '../inventory/sold-out-board.service';
+import { SoldOutBoardService } from '../inventory/sold-out-board.service';
 import { BatchAttempt, BatchResult, OrderRow, SegmentAttempt, UncertainBatch, UncertainWrite } from './order.types';
 import { OrderReadsRepository } from './repositories/order-reads.repository';
 import { OutcomesRepository } from './repositories/outcomes.repository';
 import { SaleWritesRepository } from './repositories/sale-writes.repository';
 import { OrdersService } from './orders.service';
-import { RedlockSegmentLocking } from './locking/redlock-segment-locking';
-import { RowLockSegmentLocking } from './locking/row-lock-segment-locking';
+import { SegmentLockingService } from './sale/segment-locking.service';
 import type { AdmissionsService } from '../admissions/admissions.service';
 
 const PRODUCT = 7;
@@ -38,7 +37,7 @@ interface World {
   catalog: { get: jest.Mock; remember: jest.Mock };
   hints: { read: jest.Mock; markEmpty: jest.Mock; markSoldOut: jest.Mock; stockReturned: jest.Mock };
   stock: jest.Mocked<Pick<StockRepository, 'readLayout'>>;
-  board: jest.Mocked<Pick<SoldOutBoard, 'learn' | 'forget'>>;
+  board: jest.Mocked<Pick<SoldOutBoardService, 'learn' | 'forget'>>;
   /** The order repositories the sale reaches, as one fake: sale writes, reads by key or id, and settling. */
   orders: jest.Mocked<
     Pick<SaleWritesRepository, 'sellFromSegment' | 'sellFromSegments' | 'sellBatch'> &
@@ -62,7 +61,6 @@ interface World {
 interface Slices {
   locks: LocksConfig;
   http: HttpConfig;
-  benchmark: BenchmarkConfig;
 }
 type SliceOverrides = { [K in keyof Slices]?: Partial<Slices[K]> };
 
@@ -78,7 +76,6 @@ function world(opts: {
 }): World {
   const config = {
     locks: {
-      stockLocking: 'redlock',
       waitMs: 30,
       ttlMs: 1000,
       userTtlMs: 1000,
@@ -87,7 +84,6 @@ function world(opts: {
       ...opts.config?.locks,
     },
     http: { retryAfterS: 3, ...opts.config?.http },
-    benchmark: { orderHoldMs: 0, ...opts.config?.benchmark },
   } as Slices;
   const stocks = [...opts.stocks];
   const info: ProductInfo = {
@@ -230,40 +226,36 @@ function world(opts: {
   // The gate is one Lua call in Redis (sold-out flag, user lock, hints); here it is faked from the
   // same lock table and hints, with the real gate's degraded pass when the hints cannot be read.
   const gate = {
-    enter: jest.fn(async (p: ProductInfo, userId: string, q: number) => {
+    enter: jest.fn(async (p: ProductInfo, userId: string) => {
       let h: { soldOut: boolean; empty: Set<number> };
       try {
         h = await hints.read(p.id, p.layoutVersion);
       } catch {
         metrics.dependencyErrors.inc({ dependency: 'redis' });
-        return { userId, token: null, empty: new Set<number>(), generation: null };
+        return { kind: 'open' as const, pass: { userId, token: null, empty: new Set<number>(), generation: null } };
       }
       if (h.soldOut) {
         metrics.soldOutShortCircuits.inc();
-        throw new SoldOutError(0, q, true);
+        return { kind: 'soldOut' as const };
       }
       const held = await locks.tryAcquire(`lock:order:${userId}`, config.locks.userTtlMs);
       if (!held) throw new OrderInProgressError();
-      return { userId, token: held, empty: h.empty, generation: 0 };
+      return { kind: 'open' as const, pass: { userId, token: held, empty: h.empty, generation: 0 } };
     }),
     leave: jest.fn(async (pass: { token: unknown }) => {
       if (pass.token) await locks.release(pass.token);
     }),
   };
-  // The locking mode the module would pick from STOCK_LOCKING, built over the same fakes.
-  const locking =
-    config.locks.stockLocking === 'database'
-      ? new RowLockSegmentLocking(config.locks, config.benchmark, ordersRepo as never)
-      : new RedlockSegmentLocking(
-          config.locks,
-          config.benchmark,
-          gate as never,
-          hints as never,
-          locks as never,
-          reach as never,
-          ordersRepo as never,
-          metrics as never,
-        );
+  // The segment locking the module provides, built over the same fakes.
+  const locking = new SegmentLockingService(
+    config.locks,
+    gate as never,
+    hints as never,
+    locks as never,
+    reach as never,
+    ordersRepo as never,
+    metrics as never,
+  );
   const board: World['board'] = { learn: jest.fn(), forget: jest.fn() };
   // An admission checked by the waiting room (its own specs cover the checks) names position 42.
   const room: World['room'] = {
@@ -580,7 +572,7 @@ describe('OrdersService.place', () => {
       startAt(0, 4);
       const order = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 3 });
       expect(w.locks.acquireWithin.mock.calls.map((c) => c[0])).toEqual([seg(1), seg(3)]);
-      expect(w.orders.sellFromSegments).toHaveBeenCalledWith(PRODUCT, [1, 3], 3, 'u1', 0, undefined);
+      expect(w.orders.sellFromSegments).toHaveBeenCalledWith(PRODUCT, [1, 3], 3, 'u1', undefined);
       expect(order.quantity).toBe(3);
       expect(order.allocations).toEqual([
         { segment: 1, quantity: 2 },
@@ -832,7 +824,7 @@ describe('OrdersService.place', () => {
       startAt(0, 2);
       await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 }, 'the-token');
       expect(w.room.check).toHaveBeenCalledWith(PRODUCT, 'u1', 'the-token');
-      expect(w.orders.sellFromSegment).toHaveBeenLastCalledWith(PRODUCT, 1, 1, 'u1', 0, 42);
+      expect(w.orders.sellFromSegment).toHaveBeenLastCalledWith(PRODUCT, 1, 1, 'u1', 42);
     });
 
     it('should refuse, before any lock, an order whose admission the waiting room refuses', async () => {
@@ -852,20 +844,6 @@ describe('OrdersService.place', () => {
       ).rejects.toBeInstanceOf(AdmissionInvalidError);
       expect(w.room.check).not.toHaveBeenCalled();
       expect(w.stocks).toEqual([5]);
-    });
-
-    it('should use no Redis lock or hint at all in database locking mode', async () => {
-      const w = world({
-        stocks: [0, 5],
-        config: { locks: { stockLocking: 'database' }, benchmark: { orderHoldMs: 3 } },
-      });
-      startAt(0, 2);
-      const order = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 });
-      expect(order.allocations).toEqual([{ segment: 1, quantity: 1 }]);
-      expect(w.orders.sellFromSegment).toHaveBeenLastCalledWith(PRODUCT, 1, 1, 'u1', 3, undefined);
-      expect(w.locks.tryAcquire).not.toHaveBeenCalled();
-      expect(w.hints.read).not.toHaveBeenCalled();
-      expect(w.hints.markEmpty).not.toHaveBeenCalled();
     });
   });
 });

@@ -1,7 +1,8 @@
 // The order path: user lock, random segment, fall over when busy or empty, bounded wait when every
 // live segment is busy, an authoritative read before SOLD_OUT, and several segments when no single
-// one holds the quantity. How a segment is held (Redlock and group commit, or PostgreSQL row locks
-// alone) is the SegmentLocking provider chosen at start. See docs/order-path.md for why each step is there.
+// one holds the quantity. How a segment is held (the gate, Redlock, group commit) is
+// sale/segment-locking.service.ts; the sale's outcomes come back as values (sale/sale.types.ts), and
+// only place() turns sold out into the client's error. See docs/order-path.md for why each step is there.
 import { Injectable } from '@nestjs/common';
 import { HttpConfig, LocksConfig } from '../config/app-config';
 import {
@@ -19,19 +20,19 @@ import { unreachable } from '../common/unreachable';
 import { ProductCatalogService } from '../inventory/product-catalog.service';
 import { ProductInfo } from '../inventory/product.types';
 import { pickSegmentsFor, randomStart, visitOrder } from '../inventory/segment-plan';
-import { SoldOutBoard } from '../inventory/sold-out-board.service';
+import { SoldOutBoardService } from '../inventory/sold-out-board.service';
 import { StockHintsService } from '../inventory/stock-hints.service';
 import { Layout, StockRepository } from '../inventory/stock.repository';
-import type { WaitEnd } from '../locks/local-lock-board';
 import { MetricsService } from '../metrics/metrics.service';
-import { OrderPass, PlaceOrder, RideAnswer, SegmentLocking } from './locking/segment-locking';
+import { FirstPass, nextStep, OrderPass, PlaceOrder, SaleEnd, Search, servedAnswer, SoldOut } from './sale/sale';
+import { SegmentLockingService } from './sale/segment-locking.service';
 import { OrderRow, ReturnedUnits, UncertainWrite } from './order.types';
 import { OrderLifecycleRepository } from './repositories/order-lifecycle.repository';
 import { OrderReadsRepository } from './repositories/order-reads.repository';
 import { OutcomesRepository } from './repositories/outcomes.repository';
 import { AdmissionsService } from '../admissions/admissions.service';
 
-export type { PlaceOrder } from './locking/segment-locking';
+export type { PlaceOrder } from './sale/sale';
 
 /**
  * How many times the layout may change under one order before it gives up with BUSY; also the
@@ -45,36 +46,38 @@ export class OrdersService {
     private readonly lockConfig: LocksConfig,
     private readonly http: HttpConfig,
     private readonly catalog: ProductCatalogService,
-    private readonly locking: SegmentLocking,
+    private readonly segmentLocking: SegmentLockingService,
     private readonly stock: StockRepository,
-    private readonly orders: OrderReadsRepository,
+    private readonly orderReads: OrderReadsRepository,
     private readonly outcomes: OutcomesRepository,
     private readonly lifecycle: OrderLifecycleRepository,
     private readonly hints: StockHintsService,
-    private readonly board: SoldOutBoard,
+    private readonly board: SoldOutBoardService,
     private readonly metrics: MetricsService,
     private readonly admissions: AdmissionsService,
   ) {}
 
   /** `admission`: the waiting room's token, for a product that has one. */
   async place(req: PlaceOrder, admission?: string): Promise<OrderRow> {
+    let end: SaleEnd;
     try {
-      return await this.sellPastStaleHint(req, admission);
+      end = await this.sellPastStaleHint(req, admission);
     } catch (err) {
-      // A client retrying after a lost answer must learn that its order exists, and which, also
-      // once the product is sold out. Costs one index lookup, on these two paths only.
-      if (err instanceof SoldOutError) {
-        // From now on this process answers the product's refusals from memory, if it is sold out.
-        if (err.remaining === 0) this.board.learn(req.productId);
-        const existing = await this.orders.findByKey(req.productId, req.userId);
-        if (existing) throw new AlreadyOrderedError(existing.id);
-      } else if (err instanceof AlreadyOrderedError && err.orderId === undefined) {
-        // The unique key refused the insert: the order is there; its id is a courtesy.
-        const existing = await this.orders.findByKey(req.productId, req.userId).catch(() => null);
+      // The unique key refused the insert: the order is there; its id is a courtesy.
+      if (err instanceof AlreadyOrderedError && err.orderId === undefined) {
+        const existing = await this.orderReads.findByKey(req.productId, req.userId).catch(() => null);
         if (existing) throw new AlreadyOrderedError(existing.id);
       }
       throw err;
     }
+    if (end.kind === 'sold') return end.order;
+    // From now on this process answers the product's refusals from memory, if it is sold out.
+    if (end.remaining === 0) this.board.learn(req.productId);
+    // A client retrying after a lost answer must learn that its order exists, and which, also
+    // once the product is sold out. Costs one index lookup, on this path only.
+    const existing = await this.orderReads.findByKey(req.productId, req.userId);
+    if (existing) throw new AlreadyOrderedError(existing.id);
+    throw new SoldOutError(end.remaining, req.quantity);
   }
 
   /**
@@ -83,41 +86,38 @@ export class OrdersService {
    * Such a flag is cleared and the order sold. This costs one read per refusal only until this
    * process's sold-out board knows the product (then refusals never reach the order path).
    */
-  private async sellPastStaleHint(req: PlaceOrder, admission: string | undefined): Promise<OrderRow> {
-    try {
-      return await this.sell(req, admission);
-    } catch (err) {
-      if (!(err instanceof SoldOutError && err.fromHint)) throw err;
-      const layout = await this.stock.readLayout(req.productId);
-      const left = layout?.segments.filter((s) => s.stock > 0) ?? [];
-      const remaining = left.reduce((sum, s) => sum + s.stock, 0);
-      if (layout === null || remaining < req.quantity) throw new SoldOutError(remaining, req.quantity);
-      this.metrics.staleSoldOutFlags.inc();
-      await this.hints
-        .stockReturned(
-          req.productId,
-          layout.version,
-          left.map((s) => s.idx),
-        )
-        .catch(() => this.metrics.dependencyErrors.inc({ dependency: 'redis' }));
-      return this.sell(req, admission);
-    }
+  private async sellPastStaleHint(req: PlaceOrder, admission: string | undefined): Promise<SaleEnd> {
+    const end = await this.sell(req, admission);
+    if (end.kind === 'sold' || !end.fromHint) return end;
+    const layout = await this.stock.readLayout(req.productId);
+    const left = layout?.segments.filter((s) => s.stock > 0) ?? [];
+    const remaining = left.reduce((sum, s) => sum + s.stock, 0);
+    if (layout === null || remaining < req.quantity) return { kind: 'soldOut', remaining, fromHint: false };
+    this.metrics.staleSoldOutFlags.inc();
+    await this.hints
+      .stockReturned(
+        req.productId,
+        layout.version,
+        left.map((s) => s.idx),
+      )
+      .catch(() => this.metrics.dependencyErrors.inc({ dependency: 'redis' }));
+    return this.sell(req, admission);
   }
 
   /**
    * Runs a sale; a write that PostgreSQL may have committed without telling is settled before
    * the answer (still inside the user lock), so that BUSY and UNAVAILABLE mean nothing happened.
    */
-  private async settled(sale: () => Promise<OrderRow>): Promise<OrderRow> {
+  private async settled(sale: () => Promise<SaleEnd>): Promise<SaleEnd> {
     try {
       return await sale();
     } catch (err) {
-      if (err instanceof UncertainWrite) return this.outcomes.settle(err);
+      if (err instanceof UncertainWrite) return { kind: 'sold', order: await this.outcomes.settle(err) };
       throw err;
     }
   }
 
-  private async sell(req: PlaceOrder, admission: string | undefined): Promise<OrderRow> {
+  private async sell(req: PlaceOrder, admission: string | undefined): Promise<SaleEnd> {
     const product = await this.catalog.get(req.productId);
     // The sale window from the cached product: a refusal costs no lock and no PostgreSQL.
     const now = Date.now();
@@ -133,16 +133,18 @@ export class OrdersService {
     if (product.waitingRoom)
       req = { ...req, admissionPosition: await this.admissions.check(product.id, req.userId, admission) };
     else if (admission !== undefined) throw new AdmissionInvalidError(`product ${product.id} has no waiting room`);
-    const pass = await this.locking.enter(product, req);
+    const entry = await this.segmentLocking.enter(product, req);
+    if (entry.kind === 'soldOut') return { kind: 'soldOut', remaining: 0, fromHint: true };
+    const { pass } = entry;
     try {
       return await this.settled(() => this.allocate(product, req, pass));
     } finally {
-      await this.locking.leave(pass);
+      await this.segmentLocking.leave(pass);
     }
   }
 
   async get(id: string): Promise<OrderRow> {
-    const order = await this.orders.findById(orderId(id));
+    const order = await this.orderReads.findById(orderId(id));
     if (!order) throw new OrderNotFoundError(id);
     return order;
   }
@@ -182,15 +184,17 @@ export class OrdersService {
    * ending with SOLD_OUT once the read finds none, and answers BUSY only after MAX_LAYOUT_ROUNDS
    * rounds and LOCK_WAIT_MS after the order began (its deadline).
    */
-  private async allocate(product: ProductInfo, req: PlaceOrder, pass: OrderPass): Promise<OrderRow> {
+  private async allocate(product: ProductInfo, req: PlaceOrder, pass: OrderPass): Promise<SaleEnd> {
     const search: Search = { req, pass, product, deadline: Date.now() + this.lockConfig.waitMs, down: new Set() };
     let skip: ReadonlySet<number> = pass.empty;
     let layoutChanges = 0;
     for (let round = 1; ; round++) {
       const single = await this.sellFromOneSegment(search, skip);
-      if (single) return single;
+      if (single) return { kind: 'sold', order: single };
 
-      const layout = await this.authoritativeLayout(search);
+      const read = await this.authoritativeLayout(search);
+      if (read.kind === 'soldOut') return read;
+      const { layout } = read;
       if (layout.version !== search.product.layoutVersion || layout.segmentCount !== search.product.segmentCount) {
         if (++layoutChanges >= MAX_LAYOUT_ROUNDS)
           throw new BusyError('the stock layout kept changing under this order', this.http.retryAfterS);
@@ -215,7 +219,7 @@ export class OrdersService {
           break;
         case 'spread': {
           const spread = await this.sellSpread(search, next.over);
-          if (spread) return spread;
+          if (spread) return { kind: 'sold', order: spread };
           this.refuseIfBehindDownMasters(search, next.over);
           break;
         }
@@ -258,8 +262,8 @@ export class OrdersService {
       // Requests of this process already wait for this product (every live segment was busy a
       // moment ago, and each release goes to them first), or this process holds as many of its
       // segments as it may: queue behind them instead of asking Redis about more segments.
-      if (this.locking.queueBehind(product.id)) return { kind: 'unsold', busy: [...busy, ...order.slice(i)] };
-      const tried = await this.locking.attempt(product, idx, req);
+      if (this.segmentLocking.queueBehind(product.id)) return { kind: 'unsold', busy: [...busy, ...order.slice(i)] };
+      const tried = await this.segmentLocking.attempt(product, idx, req);
       switch (tried.kind) {
         case 'sold':
           return { kind: 'sold', order: tried.order };
@@ -300,11 +304,11 @@ export class OrdersService {
           this.http.retryAfterS,
         );
       }
-      const end = await this.locking.wait(product.id, req, this.waitsPatiently(product.id, busy));
+      const end = await this.segmentLocking.wait(product.id, req, this.segmentLocking.waitsPatiently(product.id, busy));
       const woke =
         end.kind === 'served'
           ? servedAnswer(end.answer, req.quantity)
-          : await this.tryOneBusy(search, busy, end, rotation);
+          : await this.segmentLocking.tryOneBusy(product, req, busy, end, rotation);
       switch (woke.kind) {
         case 'sold':
           this.metrics.lockWaitSeconds.observe((Date.now() - started) / 1000);
@@ -327,64 +331,25 @@ export class OrdersService {
     return null;
   }
 
-  /**
-   * Every segment this order could try is held by this process, or it holds all it may: only a
-   * local release or a holder taking this order as a rider can help, and both wake it at once, so
-   * it need not poll on the retry delay.
-   */
-  private waitsPatiently(productId: number, busy: ReadonlySet<number>): boolean {
-    return this.locking.atCapacity(productId) || [...busy].every((i) => this.locking.heldHere(productId, i));
-  }
-
-  /** After a wake-up that served nothing: one attempt at a busy segment that this process does not hold. */
-  private async tryOneBusy(
-    search: Search,
-    busy: ReadonlySet<number>,
-    end: WaitEnd<RideAnswer>,
-    rotation: { turn: number },
-  ): Promise<Wake> {
-    const { product, req } = search;
-    // At capacity: a holder here will take this order as a rider, or a release wake it.
-    if (this.locking.atCapacity(product.id)) return { kind: 'again' };
-    const free = [...busy].filter((i) => !this.locking.heldHere(product.id, i));
-    if (free.length === 0) return { kind: 'again' };
-    // The segment just released here if it is one of ours, else the busy ones in turn.
-    const released = end.kind === 'released' ? end.segment : null;
-    const idx = released !== null && free.includes(released) ? released : free[rotation.turn++ % free.length];
-    const tried = await this.locking.attempt(product, idx, req);
-    switch (tried.kind) {
-      case 'sold':
-        return { kind: 'sold', order: tried.order };
-      case 'short':
-        return { kind: 'empty', segment: idx };
-      case 'busy':
-        return { kind: 'again' };
-      case 'down':
-        return { kind: 'unreachable', segment: idx };
-      default:
-        return unreachable(tried);
-    }
-  }
-
-  /** PostgreSQL's word on what is left: SOLD_OUT when it is less than q (flagged when nothing is left), else the layout. */
-  private async authoritativeLayout(search: Search): Promise<Layout> {
+  /** PostgreSQL's word on what is left: sold out when it is less than q (flagged when nothing is left), else the layout. */
+  private async authoritativeLayout(search: Search): Promise<{ kind: 'layout'; layout: Layout } | SoldOut> {
     const { product, req } = search;
     this.metrics.authoritativeChecks.inc();
     const layout = await this.stock.readLayout(product.id);
-    if (!layout) throw new SoldOutError(0, req.quantity); // deleted under us: nothing to sell
+    if (!layout) return { kind: 'soldOut', remaining: 0, fromHint: false }; // deleted under us: nothing to sell
     const remaining = layout.segments.reduce((sum, s) => sum + s.stock, 0);
     if (remaining < req.quantity) {
-      if (remaining === 0) await this.locking.soldOut(product.id, search.pass);
-      throw new SoldOutError(remaining, req.quantity);
+      if (remaining === 0) await this.segmentLocking.soldOut(product.id, search.pass);
+      return { kind: 'soldOut', remaining, fromHint: false };
     }
-    return layout;
+    return { kind: 'layout', layout };
   }
 
   /** q over several segments, the fullest first; null when they no longer hold q between them. */
   private async sellSpread(search: Search, segments: Array<{ idx: number; stock: number }>): Promise<OrderRow | null> {
     const picked = pickSegmentsFor(search.req.quantity, segments);
     if (!picked) return null;
-    return this.locking.sellSpread(search.product, picked, search.req);
+    return this.segmentLocking.sellSpread(search.product, picked, search.req);
   }
 
   /** The units are there, behind a Redis Cluster master that does not answer: UNAVAILABLE, not SOLD_OUT. */
@@ -396,62 +361,6 @@ export class OrdersService {
         new Error(`segments ${[...search.down].join(', ')}: lock master unreachable`),
       );
     }
-  }
-}
-
-/**
- * One order's search for its units, from allocate down: what it learned on the way and when it
- * gives up. Each step reads it; firstPass and waitForBusy add to `down`, allocate replaces
- * `product` when PostgreSQL shows a new layout.
- */
-interface Search {
-  readonly req: PlaceOrder;
-  readonly pass: OrderPass;
-  /** The product as this order knows it. */
-  product: ProductInfo;
-  /** LOCK_WAIT_MS after the search began: with MAX_LAYOUT_ROUNDS, the bound on lost races. */
-  readonly deadline: number;
-  /** Segments whose lock master (Redis Cluster) could not be reached during this order, in the current layout. */
-  readonly down: Set<number>;
-}
-
-/** The first pass over the segments: sold, or not, with the segments that were busy. */
-type FirstPass = { kind: 'sold'; order: OrderRow } | { kind: 'unsold'; busy: number[] };
-
-/** What one wake-up of a waiting order came to. */
-type Wake =
-  | { kind: 'sold'; order: OrderRow }
-  | { kind: 'empty'; segment: number }
-  | { kind: 'unreachable'; segment: number }
-  | { kind: 'again' };
-
-/** After the authoritative read: single segments again (all but those that hold q skipped), or q spread over several. */
-type NextStep =
-  { kind: 'singles'; skip: ReadonlySet<number> } | { kind: 'spread'; over: Array<{ idx: number; stock: number }> };
-
-function nextStep(search: Search, layout: Layout): NextStep {
-  const reachable = layout.segments.filter((s) => !search.down.has(s.idx));
-  const fitting = new Set(reachable.filter((s) => s.stock >= search.req.quantity).map((s) => s.idx));
-  if (fitting.size === 0) return { kind: 'spread', over: reachable };
-  return { kind: 'singles', skip: new Set(layout.segments.map((s) => s.idx).filter((i) => !fitting.has(i))) };
-}
-
-/** A holder of this process served the waiting order in its own hold (group commit): its answer, as a wake-up. */
-function servedAnswer(answer: RideAnswer, quantity: number): Wake {
-  switch (answer.kind) {
-    case 'sold':
-      return { kind: 'sold', order: answer.order };
-    case 'alreadyOrdered':
-      throw new AlreadyOrderedError();
-    case 'failed':
-      throw answer.error;
-    case 'short':
-      // Too small for this order, or gone: not worth waiting for. Else it is worth another try.
-      return answer.remaining === null || answer.remaining < quantity
-        ? { kind: 'empty', segment: answer.segment }
-        : { kind: 'again' };
-    default:
-      return unreachable(answer);
   }
 }
 

@@ -1,7 +1,32 @@
 // A ticket's answer from what the process knows, without I/O: its status, how many are ahead, the
 // estimated wait and when to poll again. The caller has already settled the cases that need
 // PostgreSQL (whether an admitted position was spent by an order).
-import type { AdmissionBatch, AdmissionView } from './waiting-room.repository';
+
+/** Admitted positions first..last, valid until expiresAt (epoch ms). */
+export interface AdmissionBatch {
+  first: number;
+  last: number;
+  admittedAt: number;
+  expiresAt: number;
+}
+
+/** What the room looks like now, as polls read it (refreshed by each process every tick). */
+export interface AdmissionView {
+  /** Tickets in the drawn pre-queue; null until the draw. */
+  preQueue: number | null;
+  /** Positions handed out so far. */
+  highWater: number;
+  admittedThrough: number;
+  /** Admitted, not ordered, not expired: the tickets ahead of every waiting one that still may order. */
+  outstanding: number;
+  unitsLeft: number;
+  /** Batches whose admissions have not expired, in position order. */
+  live: AdmissionBatch[];
+  /** Positions admitted per second, measured over the last 30 seconds of admissions. */
+  ratePerS: number;
+  /** When the view was read (epoch ms). */
+  at: number;
+}
 
 export type TicketStatus = 'waiting' | 'admitted' | 'ordered' | 'sold_out' | 'ended';
 

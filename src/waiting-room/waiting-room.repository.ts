@@ -3,7 +3,9 @@
 // queue is here, so nothing a buyer was told depends on Redis.
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { admissionsDue } from './ticket-status';
+import { AdmissionBatch, AdmissionView, admissionsDue } from './ticket-status';
+
+export type { AdmissionBatch, AdmissionView } from './ticket-status';
 
 export interface RoomRow {
   productId: number;
@@ -38,32 +40,6 @@ export interface ActiveRoom {
   startsAt: number | null;
   endsAt: number | null;
   admissionTtlS: number;
-}
-
-/** Admitted positions first..last, valid until expiresAt (epoch ms). */
-export interface AdmissionBatch {
-  first: number;
-  last: number;
-  admittedAt: number;
-  expiresAt: number;
-}
-
-/** What the room looks like now, as polls read it (refreshed by each process every tick). */
-export interface AdmissionView {
-  /** Tickets in the drawn pre-queue; null until the draw. */
-  preQueue: number | null;
-  /** Positions handed out so far. */
-  highWater: number;
-  admittedThrough: number;
-  /** Admitted, not ordered, not expired: the tickets ahead of every waiting one that still may order. */
-  outstanding: number;
-  unitsLeft: number;
-  /** Batches whose admissions have not expired, in position order. */
-  live: AdmissionBatch[];
-  /** Positions admitted per second, measured over the last 30 seconds of admissions. */
-  ratePerS: number;
-  /** When the view was read (epoch ms). */
-  at: number;
 }
 
 /** One admission step's result: the batch made (null when none was due) and what it was decided on. */

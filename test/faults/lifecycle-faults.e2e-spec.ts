@@ -17,7 +17,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client } from 'pg';
 import { auditProduct, Audit } from '../../harness/verify';
-import { hintKeys } from '../../src/inventory/stock-hints.service';
+import { hintKeys } from '../../src/infrastructure/redis-keys';
 import { admin, pooled, request, ServiceProcess, shop } from '../support/service';
 import {
   brief,
@@ -360,7 +360,7 @@ describe('Order lifecycle under faults: expiry, pay and cancel across two proces
     // no units came back since it read the generation. A FLUSHALL resets the generation; it must not
     // make an older reading current again.
     const product = await createProduct({ stock: 1, segments: 1, paymentTimeoutS: 3600 });
-    const markSoldOut = readFileSync(join(__dirname, '..', '..', 'lua', 'mark-sold-out.lua'), 'utf8');
+    const markSoldOut = readFileSync(join(__dirname, '..', '..', 'lua', 'mark-sold-out-2.lua'), 'utf8');
     const sha = createHash('sha1').update(markSoldOut).digest('hex');
     // Loaded, so that the held EVALSHA needs no EVAL fallback after its client timed out.
     await redis.with((r) => r.script('LOAD', markSoldOut));

@@ -6,7 +6,7 @@
 // One buyer per process: within one process the local lock board would queue the second buyer
 // behind the first whatever Redis says, so the race needs two processes, as in production.
 import { join } from 'node:path';
-import { lockKeys } from '../../src/locks/lock-keys';
+import { lockKeys } from '../../src/infrastructure/redis-keys';
 import { createProduct, ServiceProcess } from '../support/service';
 import {
   expectPromisesKept,

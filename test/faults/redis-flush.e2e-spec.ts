@@ -3,7 +3,7 @@
 // refuse to oversell or to give a user a second order, and the sold-out product must still be
 // refused without any hint.
 import { join } from 'node:path';
-import { lockKeys } from '../../src/locks/lock-keys';
+import { lockKeys } from '../../src/infrastructure/redis-keys';
 import { createProduct, pooled, ServiceProcess } from '../support/service';
 import {
   audit,

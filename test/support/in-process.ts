@@ -15,7 +15,7 @@
 // - smoke: the one quick check that the build in dist/ starts and sells; in-process specs never run
 //   main() or dist/.
 // - start-race: two `npm start` in one checkout.
-// - bench-peers: the benchmark's peer services, started as the benchmark starts them.
+// - bench/test/peers (the benchmark's workspace): the peer services, started as the benchmark starts them.
 // - faults/abuse: mostly an HTTP contract, but its hostile headers and paths are meant to pass through
 //   Node's own HTTP parser, which inject skips, and it runs on private servers of its own.
 //

@@ -4,7 +4,6 @@
 // CHECK (stock >= 0), so no path can oversell even if a Redis lock was lost. A write whose reply
 // was lost is thrown as UncertainWrite (or UncertainBatch) for OutcomesRepository.settle.
 import { randomUUID } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Injectable } from '@nestjs/common';
 import { DataSource, QueryRunner } from 'typeorm';
 import { HttpConfig } from '../../config/app-config';
@@ -130,8 +129,7 @@ export class SaleWritesRepository {
   ) {}
 
   /**
-   * Sells q units from one segment with the order insert, atomically. `holdInTxMs` > 0 keeps the
-   * row locked that long inside the transaction (the no-Redis-lock peer of the benchmark).
+   * Sells q units from one segment with the order insert, atomically, in one statement.
    * Throws UncertainWrite when PostgreSQL may have committed without telling.
    */
   async sellFromSegment(
@@ -139,7 +137,6 @@ export class SaleWritesRepository {
     idx: number,
     q: number,
     userId: string,
-    holdInTxMs = 0,
     admissionPosition?: number,
   ): Promise<SegmentAttempt> {
     const order = (id: string, createdAt: Date, expiresAt: Date) =>
@@ -147,50 +144,17 @@ export class SaleWritesRepository {
     const tag = randomUUID();
     const sentAt = process.hrtime.bigint();
     const uncertain = (err: unknown) => new UncertainWrite(productId, userId, q, [idx], tag, sentAt, err);
-    if (holdInTxMs === 0) {
-      try {
-        const [row] = await this.db.query<
-          Array<{ id: string | null; created_at: Date | null; expires_at: Date | null; remaining: string | null }>
-        >(tagged(tag, SELL_FROM_SEGMENT_SQL), [productId, idx, q, userId, admissionPosition ?? null]);
-        const remaining = row.remaining === null ? null : Number(row.remaining);
-        return row.id === null
-          ? { kind: 'short', remaining }
-          : { kind: 'sold', order: order(row.id, row.created_at as Date, row.expires_at as Date), remaining };
-      } catch (err) {
-        throw writeFailure(err) === 'unknown' ? uncertain(err) : this.mapped(err);
-      }
+    try {
+      const [row] = await this.db.query<
+        Array<{ id: string | null; created_at: Date | null; expires_at: Date | null; remaining: string | null }>
+      >(tagged(tag, SELL_FROM_SEGMENT_SQL), [productId, idx, q, userId, admissionPosition ?? null]);
+      const remaining = row.remaining === null ? null : Number(row.remaining);
+      return row.id === null
+        ? { kind: 'short', remaining }
+        : { kind: 'sold', order: order(row.id, row.created_at as Date, row.expires_at as Date), remaining };
+    } catch (err) {
+      throw writeFailure(err) === 'unknown' ? uncertain(err) : this.mapped(err);
     }
-    return this.inTransaction(tag, uncertain, async (tx) => {
-      const updated = (await tx.query(
-        tagged(
-          tag,
-          'UPDATE stock_segments SET stock = stock - $3::int WHERE product_id = $1 AND idx = $2 AND stock >= $3::int RETURNING stock',
-        ),
-        [productId, idx, q],
-      )) as [Array<{ stock: string }>, number];
-      if (updated[1] === 0) {
-        const [seg] = (await tx.query('SELECT stock FROM stock_segments WHERE product_id = $1 AND idx = $2', [
-          productId,
-          idx,
-        ])) as Array<{ stock: string }>;
-        return { kind: 'short' as const, remaining: seg ? Number(seg.stock) : null };
-      }
-      await sleep(holdInTxMs);
-      const [ins] = await this.insertOrder(
-        tx,
-        tag,
-        productId,
-        userId,
-        q,
-        [{ segment: idx, quantity: q }],
-        admissionPosition,
-      );
-      return {
-        kind: 'sold' as const,
-        order: order(ins.id, ins.created_at, ins.expires_at),
-        remaining: Number(updated[0][0].stock),
-      };
-    });
   }
 
   /**
@@ -297,7 +261,6 @@ export class SaleWritesRepository {
     indexes: number[],
     q: number,
     userId: string,
-    holdInTxMs = 0,
     admissionPosition?: number,
   ): Promise<OrderRow | null> {
     const tag = randomUUID();
@@ -325,7 +288,6 @@ export class SaleWritesRepository {
           [productId, t.segment, t.quantity],
         );
       }
-      if (holdInTxMs > 0) await sleep(holdInTxMs);
       const [ins] = await this.insertOrder(tx, tag, productId, userId, q, takes, admissionPosition);
       return reserved(ins.id, productId, userId, q, takes, ins.created_at, ins.expires_at);
     });

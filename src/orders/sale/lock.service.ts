@@ -4,12 +4,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
 import { ExecutionError, ExecutionStats, Lock, Redlock, ResourceLockedError } from '@sesamecare-oss/redlock';
 import { ReplyError } from 'ioredis';
-import { HttpConfig, LocksConfig, RedisConfig, ResolvedRedisConfig } from '../config/app-config';
-import { BusyError, UnavailableError } from '../common/domain-errors';
-import { unreachable } from '../common/unreachable';
-import { MetricsService } from '../metrics/metrics.service';
-import { isSlotMove } from '../infrastructure/redis-reachability';
-import { REDIS_LOCK_CLIENTS, RedisClient } from '../infrastructure/redis.providers';
+import { HttpConfig, LocksConfig, RedisConfig, ResolvedRedisConfig } from '../../config/app-config';
+import { BusyError, UnavailableError } from '../../common/domain-errors';
+import { unreachable } from '../../common/unreachable';
+import { MetricsService } from '../../metrics/metrics.service';
+import { isSlotMove } from '../../infrastructure/redis-reachability';
+import { REDIS_LOCK_CLIENTS, RedisClient } from '../../infrastructure/redis.providers';
 
 /**
  * Why a held lock stopped being this holder's before its release, as found by a failed extension:

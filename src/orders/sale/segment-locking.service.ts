@@ -1,4 +1,4 @@
-// STOCK_LOCKING=redlock (the product): the user lock and hints in one Redis script (the gate), a
+// How an order holds a segment: the user lock and hints in one Redis script (the gate), a
 // Redlock lock per segment, a board of what this process holds and who here waits, and group
 // commit: a holder sells the waiting orders of its process in its own hold and one statement.
 // On a Redis Cluster a segment whose lock master cannot be reached is "down": the order falls over
@@ -6,20 +6,20 @@
 // asking again (RedisReachability), so a dead or frozen master costs few calls, not one per order.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Injectable } from '@nestjs/common';
-import { BenchmarkConfig, LocksConfig } from '../../config/app-config';
+import { LocksConfig } from '../../config/app-config';
 import { AlreadyOrderedError, UnavailableError } from '../../common/domain-errors';
 import { unreachable } from '../../common/unreachable';
 import type { ProductInfo } from '../../inventory/product.types';
 import { StockHintsService } from '../../inventory/stock-hints.service';
 import { RedisReachability } from '../../infrastructure/redis-reachability';
-import { lockKeys } from '../../locks/lock-keys';
-import { HeldLock, LockService } from '../../locks/lock.service';
-import { LocalLockBoard, WaitEnd } from '../../locks/local-lock-board';
+import { lockKeys } from '../../infrastructure/redis-keys';
+import { HeldLock, LockService } from './lock.service';
+import { LocalLockBoard, WaitEnd } from './local-lock-board';
 import { MetricsService } from '../../metrics/metrics.service';
-import { OrderGateService } from '../order-gate.service';
+import { OrderGateService } from './order-gate.service';
 import { BatchAttempt, BatchEntry, BatchResult, OrderRow, SegmentAttempt, UncertainBatch } from '../order.types';
 import { SaleWritesRepository } from '../repositories/sale-writes.repository';
-import { OrderPass, PlaceOrder, RideAnswer, SegmentLocking, SegmentTry } from './segment-locking';
+import { Entry, OrderPass, PlaceOrder, RideAnswer, SegmentTry, Wake } from './sale';
 
 /**
  * The safety timer of a patient wait. Such a wait ends on a local release or a ride; the timer
@@ -32,30 +32,28 @@ const PATIENT_WAIT_MS = 200;
 type SegmentLock = { kind: 'held'; held: HeldLock } | { kind: 'busy' } | { kind: 'down' };
 
 @Injectable()
-export class RedlockSegmentLocking extends SegmentLocking {
+export class SegmentLockingService {
   /** Segment locks this process holds, and its requests waiting for one (with their rides). */
-  private readonly board: LocalLockBoard<BatchEntry, RideAnswer>;
+  private readonly lockBoard: LocalLockBoard<BatchEntry, RideAnswer>;
   /** Each waiting order's place in line, kept across its waits. */
   private readonly tickets = new WeakMap<PlaceOrder, number>();
 
   constructor(
     private readonly lockConfig: LocksConfig,
-    private readonly benchmark: BenchmarkConfig,
     private readonly gate: OrderGateService,
     private readonly hints: StockHintsService,
     private readonly locks: LockService,
     private readonly reach: RedisReachability,
-    private readonly orders: SaleWritesRepository,
+    private readonly saleWrites: SaleWritesRepository,
     private readonly metrics: MetricsService,
   ) {
-    super();
     // After a streak of local hand-offs a released segment is left to other processes for one
     // retry delay (their waiters poll that often) before a request of this process is woken for it.
-    this.board = new LocalLockBoard<BatchEntry, RideAnswer>(lockConfig.retryDelayMs);
+    this.lockBoard = new LocalLockBoard<BatchEntry, RideAnswer>(lockConfig.retryDelayMs);
   }
 
-  enter(product: ProductInfo, req: PlaceOrder): Promise<OrderPass> {
-    return this.gate.enter(product, req.userId, req.quantity);
+  enter(product: ProductInfo, req: PlaceOrder): Promise<Entry> {
+    return this.gate.enter(product, req.userId);
   }
 
   leave(pass: OrderPass): Promise<void> {
@@ -63,7 +61,7 @@ export class RedlockSegmentLocking extends SegmentLocking {
   }
 
   queueBehind(productId: number): boolean {
-    return this.board.waiting(productId) > 0 || this.atCapacity(productId);
+    return this.lockBoard.waiting(productId) > 0 || this.atCapacity(productId);
   }
 
   /**
@@ -72,11 +70,11 @@ export class RedlockSegmentLocking extends SegmentLocking {
    * per segment. With ORDER_BATCH_MAX=1 nobody rides, and every order takes its own hold.
    */
   atCapacity(productId: number): boolean {
-    return this.lockConfig.batchMax > 1 && this.board.holds(productId) >= this.lockConfig.holdsMax;
+    return this.lockConfig.batchMax > 1 && this.lockBoard.holds(productId) >= this.lockConfig.holdsMax;
   }
 
   heldHere(productId: number, idx: number): boolean {
-    return this.board.isHeld(productId, idx);
+    return this.lockBoard.isHeld(productId, idx);
   }
 
   wait(productId: number, req: PlaceOrder, patient: boolean): Promise<WaitEnd<RideAnswer>> {
@@ -84,10 +82,10 @@ export class RedlockSegmentLocking extends SegmentLocking {
     // An order keeps its place in line across its waits (first come, first served as a rider).
     let ticket = this.tickets.get(req);
     if (ticket === undefined) {
-      ticket = this.board.ticket();
+      ticket = this.lockBoard.ticket();
       this.tickets.set(req, ticket);
     }
-    return this.board.waitForRelease(
+    return this.lockBoard.waitForRelease(
       productId,
       ms,
       { userId: req.userId, quantity: req.quantity, admissionPosition: req.admissionPosition },
@@ -98,22 +96,22 @@ export class RedlockSegmentLocking extends SegmentLocking {
   /** Under the segment's Redis lock; a segment found empty is remembered so later orders skip it. */
   async attempt(product: ProductInfo, idx: number, req: PlaceOrder): Promise<SegmentTry> {
     // Held (or being taken) by another request of this very process: busy, no Redis round trip.
-    if (this.board.isHeld(product.id, idx)) return { kind: 'busy' };
+    if (this.lockBoard.isHeld(product.id, idx)) return { kind: 'busy' };
     const key = lockKeys.segment(product.id, idx);
     const master = this.reach.masterOf(key);
     if (this.reach.isDown(master)) return { kind: 'down' };
-    this.board.hold(product.id, idx);
+    this.lockBoard.hold(product.id, idx);
     let lock: SegmentLock;
     try {
       lock = await this.lockSegment(product.id, key, master);
     } catch (err) {
-      this.board.abandon(product.id, idx);
+      this.lockBoard.abandon(product.id, idx);
       throw err;
     }
     switch (lock.kind) {
       case 'busy':
       case 'down':
-        this.board.abandon(product.id, idx);
+        this.lockBoard.abandon(product.id, idx);
         return lock;
       case 'held':
         return this.sellHeld(product, idx, req, lock.held);
@@ -140,7 +138,7 @@ export class RedlockSegmentLocking extends SegmentLocking {
       // Outside a cluster every segment has the same lock masters, and they are lost: the orders
       // of this process queued for the product would otherwise meet the same timeout one after
       // another, each when a hold frees up (a frozen Redis kept some waiting for seconds).
-      for (const rider of this.board.takeRiders(productId, Number.MAX_SAFE_INTEGER))
+      for (const rider of this.lockBoard.takeRiders(productId, Number.MAX_SAFE_INTEGER))
         rider.serve({ kind: 'failed', error: err });
       throw err;
     }
@@ -170,8 +168,8 @@ export class RedlockSegmentLocking extends SegmentLocking {
       // Sent now, its reply not awaited: on each master's connection the release is queued ahead
       // of any acquire that a woken local waiter sends next, and the order needs nothing from it.
       void this.locks.release(held);
-      if (held.lost) this.board.abandon(product.id, idx);
-      else this.board.release(product.id, idx);
+      if (held.lost) this.lockBoard.abandon(product.id, idx);
+      else this.lockBoard.release(product.id, idx);
     }
   }
 
@@ -188,8 +186,14 @@ export class RedlockSegmentLocking extends SegmentLocking {
           ),
         );
       }
-      if (this.benchmark.orderHoldMs > 0) await sleep(this.benchmark.orderHoldMs);
-      return await this.orders.sellFromSegments(product.id, picked, req.quantity, req.userId, 0, req.admissionPosition);
+      if (this.lockConfig.holdMs > 0) await sleep(this.lockConfig.holdMs);
+      return await this.saleWrites.sellFromSegments(
+        product.id,
+        picked,
+        req.quantity,
+        req.userId,
+        req.admissionPosition,
+      );
     } finally {
       await Promise.all(held.map((h) => this.locks.release(h)));
     }
@@ -203,28 +207,66 @@ export class RedlockSegmentLocking extends SegmentLocking {
   }
 
   /**
+   * Every segment this order could try is held by this process, or it holds all it may: only a
+   * local release or a holder taking this order as a rider can help, and both wake it at once, so
+   * it need not poll on the retry delay.
+   */
+  waitsPatiently(productId: number, busy: ReadonlySet<number>): boolean {
+    return this.atCapacity(productId) || [...busy].every((i) => this.heldHere(productId, i));
+  }
+
+  /** After a wake-up that served nothing: one attempt at a busy segment that this process does not hold. */
+  async tryOneBusy(
+    product: ProductInfo,
+    req: PlaceOrder,
+    busy: ReadonlySet<number>,
+    end: WaitEnd<RideAnswer>,
+    rotation: { turn: number },
+  ): Promise<Wake> {
+    // At capacity: a holder here will take this order as a rider, or a release wake it.
+    if (this.atCapacity(product.id)) return { kind: 'again' };
+    const free = [...busy].filter((i) => !this.heldHere(product.id, i));
+    if (free.length === 0) return { kind: 'again' };
+    // The segment just released here if it is one of ours, else the busy ones in turn.
+    const released = end.kind === 'released' ? end.segment : null;
+    const idx = released !== null && free.includes(released) ? released : free[rotation.turn++ % free.length];
+    const tried = await this.attempt(product, idx, req);
+    switch (tried.kind) {
+      case 'sold':
+        return { kind: 'sold', order: tried.order };
+      case 'short':
+        return { kind: 'empty', segment: idx };
+      case 'busy':
+        return { kind: 'again' };
+      case 'down':
+        return { kind: 'unreachable', segment: idx };
+      default:
+        return unreachable(tried);
+    }
+  }
+
+  /**
    * Inside a held segment lock: this order alone (one statement, as with ORDER_BATCH_MAX=1), or
    * with up to ORDER_BATCH_MAX - 1 orders of this process that wait for the product (group
    * commit): one statement for all, each answered on its own. ORDER_HOLD_MS is spent once per
    * hold, after a sale and before any answer; an empty segment is let go at once.
    */
   private async sellInHold(product: ProductInfo, idx: number, req: PlaceOrder): Promise<SegmentAttempt> {
-    const riders = this.board.takeRiders(product.id, this.lockConfig.batchMax - 1);
+    const riders = this.lockBoard.takeRiders(product.id, this.lockConfig.batchMax - 1);
     if (riders.length === 0) {
-      const outcome = await this.orders.sellFromSegment(
+      const outcome = await this.saleWrites.sellFromSegment(
         product.id,
         idx,
         req.quantity,
         req.userId,
-        0,
         req.admissionPosition,
       );
-      if (this.benchmark.orderHoldMs > 0 && outcome.kind === 'sold') await sleep(this.benchmark.orderHoldMs);
+      if (this.lockConfig.holdMs > 0 && outcome.kind === 'sold') await sleep(this.lockConfig.holdMs);
       return outcome;
     }
     let batch: BatchAttempt;
     try {
-      batch = await this.orders.sellBatch(product.id, idx, [req, ...riders.map((r) => r.ride)]);
+      batch = await this.saleWrites.sellBatch(product.id, idx, [req, ...riders.map((r) => r.ride)]);
     } catch (err) {
       // A lost reply: every order of the batch settles its own outcome, in its own request.
       const failure = (entry: number): unknown => (err instanceof UncertainBatch ? err.writes[entry] : err);
@@ -233,8 +275,8 @@ export class RedlockSegmentLocking extends SegmentLocking {
     }
     try {
       this.metrics.batchSize.observe(riders.length + 1);
-      if (this.benchmark.orderHoldMs > 0 && batch.results.some((r) => r.kind === 'sold'))
-        await sleep(this.benchmark.orderHoldMs);
+      if (this.lockConfig.holdMs > 0 && batch.results.some((r) => r.kind === 'sold'))
+        await sleep(this.lockConfig.holdMs);
     } finally {
       // Every rider is answered exactly once, with its own entry's result.
       riders.forEach((r, i) => r.serve(rideAnswer(batch.results[i + 1], idx, batch.remaining)));

@@ -4,8 +4,8 @@
 // what a failed extension of a held lock does: counted by reason, and told to the holder.
 import { ExecutionError, Lock, Redlock, ResourceLockedError } from '@sesamecare-oss/redlock';
 import { ReplyError } from 'ioredis';
-import { HttpConfig, LocksConfig, RedisTopology } from '../config/app-config';
-import { UnavailableError } from '../common/domain-errors';
+import { HttpConfig, LocksConfig, RedisTopology } from '../../config/app-config';
+import { UnavailableError } from '../../common/domain-errors';
 import { LockService } from './lock.service';
 
 type Status = 'ready' | 'reconnecting';

@@ -17,35 +17,20 @@
 // what it holds: the hints, or the user lock.
 import { randomBytes } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
-import { HttpConfig, LocksConfig, RedisConfig, ResolvedRedisConfig } from '../config/app-config';
-import { OrderInProgressError, SoldOutError, UnavailableError } from '../common/domain-errors';
-import { unreachable } from '../common/unreachable';
-import { RedisReachability } from '../infrastructure/redis-reachability';
-import { REDIS_CLIENT, RedisClient } from '../infrastructure/redis.providers';
-import { GENERATION_TTL_MS, hintKeys } from '../inventory/stock-hints.service';
-import { ProductInfo } from '../inventory/product.types';
-import { lockKeys } from '../locks/lock-keys';
-import { MetricsService } from '../metrics/metrics.service';
-import type { OrderPass } from './locking/segment-locking';
+import { HttpConfig, LocksConfig, RedisConfig, ResolvedRedisConfig } from '../../config/app-config';
+import { OrderInProgressError, UnavailableError } from '../../common/domain-errors';
+import { unreachable } from '../../common/unreachable';
+import { RedisReachability } from '../../infrastructure/redis-reachability';
+import { REDIS_CLIENT, RedisClient } from '../../infrastructure/redis.providers';
+import { GENERATION_TTL_MS } from '../../inventory/stock-hints.service';
+import { ProductInfo } from '../../inventory/product.types';
+import { hintKeys, lockKeys } from '../../infrastructure/redis-keys';
+import { Opening, runScript } from '../../infrastructure/redis-scripts';
+import { MetricsService } from '../../metrics/metrics.service';
+import type { Entry, OrderPass } from './sale';
 
-/** What opening an order came to: lua/begin-order.lua's reply read, or noHints when its Redis did not answer. */
-type Opening =
-  | { kind: 'soldOut' }
-  | { kind: 'inProgress' }
-  | { kind: 'open'; generation: number; empty: Set<number> }
-  | { kind: 'noHints' };
-
-/** lua/begin-order.lua answers { -1 } sold out, { 0 } user lock held, { 1, generation, empty segments... } open. */
-function openingOf(reply: number[]): Opening {
-  switch (reply[0]) {
-    case -1:
-      return { kind: 'soldOut' };
-    case 1:
-      return { kind: 'open', generation: reply[1], empty: new Set(reply.slice(2)) };
-    default:
-      return { kind: 'inProgress' };
-  }
-}
+/** What opening an order came to: begin-order's reply, or noHints when its Redis did not answer. */
+type Opened = Opening | { kind: 'noHints' };
 
 @Injectable()
 export class OrderGateService {
@@ -61,7 +46,7 @@ export class OrderGateService {
   constructor(
     @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
     @Inject(RedisConfig) redisConfig: ResolvedRedisConfig,
-    private readonly locks: LocksConfig,
+    private readonly lockConfig: LocksConfig,
     private readonly http: HttpConfig,
     private readonly metrics: MetricsService,
     private readonly reach: RedisReachability,
@@ -72,25 +57,26 @@ export class OrderGateService {
   }
 
   /**
-   * SoldOutError, OrderInProgressError, UnavailableError, or the pass to go on with; degraded when
-   * the hint Redis fails: no hints, generation null, and token null (no user lock).
+   * The pass to go on with, or the sold-out flag; OrderInProgressError or UnavailableError. The pass
+   * is degraded when the hint Redis fails: no hints, generation null, and token null (no user lock).
    */
-  async enter(product: ProductInfo, userId: string, quantity: number): Promise<OrderPass> {
+  async enter(product: ProductInfo, userId: string): Promise<Entry> {
     const token = this.prefix + (++this.counter).toString(36);
     const opened = await this.open(product, userId, token);
     switch (opened.kind) {
       case 'soldOut':
         this.metrics.soldOutShortCircuits.inc();
-        throw new SoldOutError(0, quantity, true);
+        return { kind: 'soldOut' };
       case 'inProgress':
         throw new OrderInProgressError();
       case 'open': {
         const held = this.userLockApart ? await this.takeUserLock(userId, token) : token;
-        return { userId, token: held, generation: opened.generation, empty: opened.empty };
+        return { kind: 'open', pass: { userId, token: held, generation: opened.generation, empty: opened.empty } };
       }
       case 'noHints': {
         const held = this.userLockApart ? await this.takeUserLock(userId, token) : null;
-        return { userId, token: held, generation: null, empty: new Set<number>() };
+        const pass: OrderPass = { userId, token: held, generation: null, empty: new Set<number>() };
+        return { kind: 'open', pass };
       }
       default:
         return unreachable(opened);
@@ -98,21 +84,19 @@ export class OrderGateService {
   }
 
   /** The begin-order script, read; noHints when its Redis failed (UnavailableError when that Redis is also the lock). */
-  private async open(product: ProductInfo, userId: string, token: string): Promise<Opening> {
+  private async open(product: ProductInfo, userId: string, token: string): Promise<Opened> {
     const hintKeysOf = [
       hintKeys.soldOut(product.id),
       hintKeys.empty(product.id, product.layoutVersion),
       hintKeys.generation(product.id),
     ];
-    const args = [token, this.locks.userTtlMs, GENERATION_TTL_MS];
+    const args = [token, this.lockConfig.userTtlMs, GENERATION_TTL_MS];
     // A cluster master that failed a moment ago is passed over: the order goes on without hints.
     const hintMaster = this.userLockApart ? this.reach.masterOf(hintKeysOf[0]) : '';
     if (this.reach.isDown(hintMaster)) return { kind: 'noHints' };
     try {
-      const reply = this.userLockApart
-        ? await this.redis.beginOrder(3, ...hintKeysOf, ...args)
-        : await this.redis.beginOrder(4, ...hintKeysOf, lockKeys.user(userId), ...args);
-      return openingOf(reply);
+      const keys = this.userLockApart ? hintKeysOf : [...hintKeysOf, lockKeys.user(userId)];
+      return await runScript(this.redis, 'beginOrder', keys, args);
     } catch (err) {
       this.metrics.dependencyErrors.inc({ dependency: 'redis' });
       if (this.hintRedisIsTheLock) throw new UnavailableError('redis', this.http.retryAfterS, err);
@@ -128,7 +112,7 @@ export class OrderGateService {
     if (this.reach.isDown(master)) return null;
     let taken: string | null;
     try {
-      taken = await this.redis.set(key, token, 'PX', this.locks.userTtlMs, 'NX');
+      taken = await this.redis.set(key, token, 'PX', this.lockConfig.userTtlMs, 'NX');
     } catch (err) {
       this.metrics.dependencyErrors.inc({ dependency: 'redis' });
       this.reach.markDown(master, err);
@@ -142,7 +126,7 @@ export class OrderGateService {
   async leave(pass: OrderPass): Promise<void> {
     if (pass.token === null) return;
     try {
-      await this.redis.endOrder(lockKeys.user(pass.userId), pass.token);
+      await runScript(this.redis, 'endOrder', [lockKeys.user(pass.userId)], [pass.token]);
     } catch {
       this.metrics.dependencyErrors.inc({ dependency: 'redis' });
     }

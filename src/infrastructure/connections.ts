@@ -7,8 +7,8 @@ import type { Socket } from 'node:net';
 import { compile } from '@fastify/proxy-addr';
 import type { FastifyInstance } from 'fastify';
 import type { HttpConfig } from '../config/app-config';
-import { toErrorResponse } from './all-exceptions.filter';
-import { HeadersTooLargeError, RequestTimeoutError, ValidationFailedError } from './domain-errors';
+import { toErrorResponse } from '../common/all-exceptions.filter';
+import { HeadersTooLargeError, RequestTimeoutError, ValidationFailedError } from '../common/domain-errors';
 
 /**
  * Longer than the idle timeout of the proxies in front (60 s for AWS ALB and for nginx's upstream

@@ -4,7 +4,7 @@
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { QueueReport, runQueueBenchmark } from '../bench/waiting-room';
+import { QueueReport, runQueueBenchmark } from '../waiting-room';
 
 describe('the waiting-room benchmark (small crowd)', () => {
   const outDir = mkdtempSync(join(tmpdir(), 'flashsale-bench-queue-'));

@@ -1,9 +1,16 @@
 // How an order is opened on each Redis topology: one script with the user lock on a single Redis,
 // the hint script then a SET NX PX of its own on a Redis Cluster (the user lock hashes to another slot).
-import type { HttpConfig, LocksConfig, RedisTopology, ResolvedRedisConfig } from '../config/app-config';
-import { OrderInProgressError, SoldOutError, UnavailableError } from '../common/domain-errors';
-import type { ProductInfo } from '../inventory/product.types';
+import type { HttpConfig, LocksConfig, RedisTopology, ResolvedRedisConfig } from '../../config/app-config';
+import { OrderInProgressError, UnavailableError } from '../../common/domain-errors';
+import type { ProductInfo } from '../../inventory/product.types';
 import { OrderGateService } from './order-gate.service';
+import type { Entry, OrderPass } from './sale';
+
+/** The pass of an opened order; fails the test on a sold-out answer. */
+function opened(entry: Entry): OrderPass {
+  if (entry.kind !== 'open') throw new Error(`expected an open order, got ${entry.kind}`);
+  return entry.pass;
+}
 
 const product = { id: 7, layoutVersion: 2 } as ProductInfo;
 const STANDALONE: RedisTopology = { kind: 'standalone', url: 'redis://a', lockUrls: ['redis://a'] };
@@ -36,7 +43,7 @@ function gate(topology: RedisTopology, beginReply: number[] = [1, 5, 3]) {
 describe('OrderGateService.enter', () => {
   it('should open an order on one Redis with one script that also takes the user lock', async () => {
     const g = gate(STANDALONE);
-    const pass = await g.service.enter(product, 'u1', 1);
+    const pass = opened(await g.service.enter(product, 'u1'));
     expect(g.redis.beginOrder.mock.calls[0].slice(0, 5)).toEqual([
       4,
       'hint:soldout:{7}',
@@ -51,29 +58,27 @@ describe('OrderGateService.enter', () => {
 
   it("should answer ORDER_IN_PROGRESS on one Redis when the script finds the user's lock held", async () => {
     const g = gate(STANDALONE, [0]);
-    await expect(g.service.enter(product, 'u1', 1)).rejects.toBeInstanceOf(OrderInProgressError);
+    await expect(g.service.enter(product, 'u1')).rejects.toBeInstanceOf(OrderInProgressError);
   });
 
   it('should answer UNAVAILABLE when the hint Redis fails and is also the one lock master', async () => {
     const g = gate(STANDALONE);
     g.redis.beginOrder.mockRejectedValueOnce(new Error('Connection is closed.'));
-    await expect(g.service.enter(product, 'u1', 1)).rejects.toBeInstanceOf(UnavailableError);
+    await expect(g.service.enter(product, 'u1')).rejects.toBeInstanceOf(UnavailableError);
   });
 
   it('should go on without hints and without a user lock when a hint Redis that is not the lock fails', async () => {
     const g = gate({ kind: 'standalone', url: 'redis://a', lockUrls: ['redis://b', 'redis://c', 'redis://d'] });
     g.redis.beginOrder.mockRejectedValueOnce(new Error('Connection is closed.'));
-    await expect(g.service.enter(product, 'u1', 1)).resolves.toEqual({
-      userId: 'u1',
-      token: null,
-      generation: null,
-      empty: new Set(),
+    await expect(g.service.enter(product, 'u1')).resolves.toEqual({
+      kind: 'open',
+      pass: { userId: 'u1', token: null, generation: null, empty: new Set() },
     });
   });
 
   it('should read the hints of one slot, then take the user lock with its own SET NX PX on a Redis Cluster', async () => {
     const g = gate(CLUSTER);
-    const pass = await g.service.enter(product, 'u1', 1);
+    const pass = opened(await g.service.enter(product, 'u1'));
     expect(g.redis.beginOrder.mock.calls[0].slice(0, 4)).toEqual([
       3,
       'hint:soldout:{7}',
@@ -86,32 +91,32 @@ describe('OrderGateService.enter', () => {
 
   it('should refuse a sold-out product on a Redis Cluster without taking the user lock', async () => {
     const g = gate(CLUSTER, [-1]);
-    await expect(g.service.enter(product, 'u1', 1)).rejects.toBeInstanceOf(SoldOutError);
+    await expect(g.service.enter(product, 'u1')).resolves.toEqual({ kind: 'soldOut' });
     expect(g.redis.set).not.toHaveBeenCalled();
   });
 
   it("should answer ORDER_IN_PROGRESS on a Redis Cluster when the user's lock is held", async () => {
     const g = gate(CLUSTER);
     g.redis.set.mockResolvedValueOnce(null);
-    await expect(g.service.enter(product, 'u1', 1)).rejects.toBeInstanceOf(OrderInProgressError);
+    await expect(g.service.enter(product, 'u1')).rejects.toBeInstanceOf(OrderInProgressError);
   });
 
   it('should go on without the user lock when its cluster master fails, and pass that master over for the next order', async () => {
     const g = gate(CLUSTER);
     g.redis.set.mockRejectedValueOnce(new Error('Connection is closed.'));
-    expect((await g.service.enter(product, 'u1', 1)).token).toBeNull();
+    expect(opened(await g.service.enter(product, 'u1')).token).toBeNull();
     expect(g.down.has('lock:order:u1')).toBe(true);
-    expect((await g.service.enter(product, 'u1', 1)).token).toBeNull();
+    expect(opened(await g.service.enter(product, 'u1')).token).toBeNull();
     expect(g.redis.set).toHaveBeenCalledTimes(1);
   });
 
   it('should go on without hints when the product hints master fails on a Redis Cluster, still taking the user lock', async () => {
     const g = gate(CLUSTER);
     g.redis.beginOrder.mockRejectedValueOnce(new Error('Connection is closed.'));
-    const pass = await g.service.enter(product, 'u1', 1);
+    const pass = opened(await g.service.enter(product, 'u1'));
     expect(pass).toMatchObject({ generation: null, empty: new Set() });
     expect(pass.token).not.toBeNull();
-    await g.service.enter(product, 'u2', 1);
+    await g.service.enter(product, 'u2');
     expect(g.redis.beginOrder).toHaveBeenCalledTimes(1);
   });
 });

@@ -4,11 +4,11 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BenchmarkResult, runBenchmark } from '../bench/benchmark';
-import { targets } from '../bench/report';
-import { ScenarioResult } from '../bench/types';
-import { resetState } from './support/database';
-import { testUrls } from './support/service';
+import { BenchmarkResult, runBenchmark } from '../benchmark';
+import { targets } from '../report';
+import { ScenarioResult } from '../types';
+import { resetState } from '../../test/support/database';
+import { testUrls } from '../../test/support/service';
 
 describe('benchmark (quick path)', () => {
   const outDir = mkdtempSync(join(tmpdir(), 'flashsale-bench-test-'));
@@ -103,7 +103,7 @@ describe('benchmark (quick path)', () => {
       'redlock-h20-s1',
       'redlock-h20-s5',
       'redlock-h20-s20',
-      'database-h20-s20',
+      'bare-nolock-h20-s20',
       'sale-redlock-h20-s20',
       'sale-redlock-h20-s1',
       'returns-redlock-h20-s20',

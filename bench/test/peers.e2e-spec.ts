@@ -11,10 +11,10 @@ import {
   PeerKind,
   RunningPeer,
   startPeer,
-} from '../bench/peers';
-import { auditProduct, resetState, withDb } from './support/database';
-import { freePort } from '../src/infrastructure/free-port';
-import { pooled, Reply, request, testUrls } from './support/service';
+} from '../peers';
+import { auditProduct, resetState, withDb } from '../../test/support/database';
+import { freePort } from '../../src/infrastructure/free-port';
+import { pooled, Reply, request, testUrls } from '../../test/support/service';
 
 const STOCK = 40;
 const BUYERS = 240;
