@@ -169,9 +169,7 @@ async function primary(config: AppConfig, root: Pino): Promise<void> {
     started();
     // The app is drained and closed first; the embedded servers it used are stopped after it.
     closeOnSignals(app, () => deps.stop());
-    logger.log(
-      `listening on ${resolved.http.host}:${resolved.http.port} (1 process)`,
-    );
+    logger.log(`listening on ${resolved.http.host}:${resolved.http.port} (1 process)`);
     logger.log(startLinks(resolved.http));
     return;
   }
@@ -233,9 +231,7 @@ function serveCluster(config: AppConfig, deps: Dependencies, started: () => void
   cluster.on('listening', () => {
     if (++listening !== config.http.workers || up) return;
     up = true;
-    logger.log(
-      `listening on ${resolved.http.host}:${resolved.http.port} (${config.http.workers} processes)`,
-    );
+    logger.log(`listening on ${resolved.http.host}:${resolved.http.port} (${config.http.workers} processes)`);
     logger.log(startLinks(resolved.http));
   });
   started();
