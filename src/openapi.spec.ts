@@ -138,6 +138,8 @@ describe('OpenAPI document', () => {
       'paymentTimeoutS',
       'waitingRoom',
       'admissionTtlS',
+      'proofOfWork',
+      'continueUrl',
       'segmentCount',
       'segments',
     ];

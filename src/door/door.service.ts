@@ -96,6 +96,7 @@ export class Door {
           if (req.method === 'POST') await this.joining(req, reply);
           return;
         case '/products/:id/queue/:ticketId':
+        case '/products/:id/queue/challenge':
           await this.polling(req, reply);
           return;
         default:

@@ -1,6 +1,6 @@
 // The waiting room's routes: join a product's queue, read a ticket (Retry-After paces the polls),
 // and the lottery's public record. The door (src/door) has already checked who calls and how often.
-import { Body, Controller, Get, Param, Post, Res } from '@nestjs/common';
+import { Body, Controller, Get, Param, Post, Res, UseGuards } from '@nestjs/common';
 import { ApiBearerAuth, ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
 import { ProductNotFoundError } from '../common/domain-errors';
@@ -9,6 +9,7 @@ import { CallerOf } from '../door/caller.decorator';
 import type { Caller } from '../door/door.service';
 import { FairnessResponse, TicketResponse, toFairnessResponse, toTicketResponse } from './dto/ticket-response.dto';
 import { JoinQueueDto } from './dto/join-queue.dto';
+import { ProofOfWorkGuard } from '../proof-of-work/proof-of-work.guard';
 import { TicketView, WaitingRoomService } from './waiting-room.service';
 
 function productId(raw: string): number {
@@ -23,6 +24,7 @@ export class WaitingRoomController {
   constructor(private readonly room: WaitingRoomService) {}
 
   @Post()
+  @UseGuards(ProofOfWorkGuard)
   @ApiBearerAuth('buyer')
   @ApiOperation({
     summary:
@@ -32,7 +34,10 @@ export class WaitingRoomController {
   @ApiResponse({ status: 200, type: TicketResponse, description: 'the ticket this user already has' })
   @ApiResponse({ status: 400, description: 'VALIDATION_FAILED' })
   @ApiResponse({ status: 401, description: 'UNAUTHENTICATED (buyer identity on)' })
-  @ApiResponse({ status: 403, description: 'SALE_ENDED, or IDENTITY_MISMATCH' })
+  @ApiResponse({
+    status: 403,
+    description: 'SALE_ENDED, IDENTITY_MISMATCH, or (proof of work on) PROOF_REQUIRED / PROOF_INVALID',
+  })
   @ApiResponse({ status: 404, description: 'PRODUCT_NOT_FOUND' })
   @ApiResponse({ status: 409, description: 'NO_WAITING_ROOM: the product sells without a queue' })
   @ApiResponse({ status: 429, description: 'RATE_LIMITED, with Retry-After' })
