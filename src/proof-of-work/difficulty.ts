@@ -42,6 +42,8 @@ export class AdaptiveDifficulty {
   count(productId: number, now: number): void {
     const load = this.roll(productId, now);
     load.count++;
+    // The step follows the crowd as it comes, whether or not anyone asks for a challenge meanwhile.
+    this.current(productId, now);
   }
 
   /** The step in force for the product at `now`: its index and its largest secret number. */
