@@ -18,6 +18,7 @@ const JS = 'text/javascript; charset=utf-8';
 const solverDir = () => join(dirname(require.resolve('altcha-lib/v1')), '..', '..', 'esm', 'v1');
 const ASSETS: Record<string, { type: string; path: () => string }> = {
   'wait.js': { type: JS, path: () => join(__dirname, 'page', 'wait.js') },
+  'solver.js': { type: JS, path: () => join(__dirname, 'page', 'solver.js') },
   'wait.css': { type: 'text/css; charset=utf-8', path: () => join(__dirname, 'page', 'wait.css') },
   'worker.js': { type: JS, path: () => join(solverDir(), 'worker.js') },
   'index.js': { type: JS, path: () => join(solverDir(), 'index.js') },

@@ -4,10 +4,11 @@
 // the ticket as often as Retry-After says. The shop hands the buyer over in the URL's fragment,
 // which never reaches a server: #token=<buyer JWT> when buyer identity is on (moved to
 // sessionStorage at once and taken out of the address bar), or #user=<userId> when it is off.
+import { solve } from './solver.js';
+
 const $ = (id) => document.getElementById(id);
 const match = /^\/products\/(\d+)\/wait\/?$/.exec(location.pathname);
 const productId = match ? Number(match[1]) : null;
-const MAX_WORKERS = 4;
 
 const state = { info: null, user: null, token: null, ticketId: null, timer: null, clockSkewMs: 0, continued: false };
 
@@ -65,45 +66,6 @@ async function api(method, path, { body, headers = {} } = {}) {
   }
   const retryAfter = Number(res.headers.get('retry-after'));
   return { status: res.status, data, retryAfterS: Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter : null };
-}
-
-/** Finds the challenge's secret number with up to MAX_WORKERS workers, each over its own share of the range. */
-function solve(ch) {
-  const count = Math.max(1, Math.min(MAX_WORKERS, navigator.hardwareConcurrency || 2));
-  const share = Math.ceil((ch.maxnumber + 1) / count);
-  return new Promise((resolve, reject) => {
-    const workers = [];
-    let pending = count;
-    const stop = () => workers.forEach((w) => w.terminate());
-    for (let i = 0; i < count; i++) {
-      const w = new Worker('/wait/assets/worker.js', { type: 'module' });
-      workers.push(w);
-      w.onmessage = (e) => {
-        if (e.data && typeof e.data.number === 'number') {
-          stop();
-          resolve(e.data.number);
-        } else if (--pending === 0) {
-          stop();
-          reject(new Error('the challenge had no solution'));
-        }
-      };
-      w.onerror = () => {
-        stop();
-        reject(new Error('this browser could not run the check'));
-      };
-      const start = i * share;
-      w.postMessage({
-        type: 'work',
-        payload: {
-          algorithm: ch.algorithm,
-          challenge: ch.challenge,
-          salt: ch.salt,
-          start,
-          max: Math.min(ch.maxnumber, start + share - 1),
-        },
-      });
-    }
-  });
 }
 
 async function proof() {
