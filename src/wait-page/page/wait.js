@@ -263,4 +263,14 @@ async function main() {
   await (state.ticketId ? poll() : join());
 }
 
+$('copy').addEventListener('click', async () => {
+  $('token').select();
+  try {
+    await navigator.clipboard.writeText($('token').value);
+    say('The admission is copied.');
+  } catch {
+    say('Select the admission and copy it.');
+  }
+});
+
 main().catch(networkTrouble);
