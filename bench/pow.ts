@@ -1,4 +1,5 @@
 /// <reference lib="dom" />
+// eslint-disable-next-line @typescript-eslint/triple-slash-reference -- bench/tsconfig.json does not include src/types
 /// <reference path="../src/types/altcha-lib.d.ts" />
 // `npm run bench:pow`: what proof of work costs, measured on this machine, without load on the
 // service. (1) The server's verification of one join's solution, as the join's guard runs it
@@ -142,7 +143,7 @@ async function main(): Promise<void> {
       rounds: { type: 'string', default: '20000' },
     },
   });
-  const steps = values.steps!.split(',').map(Number);
+  const steps = values.steps.split(',').map(Number);
   process.stdout.write('verification…\n');
   const v = await verification(Number(values.rounds));
   process.stdout.write(`  ${v.verifyUs.toFixed(1)} µs per join, ${v.issueUs.toFixed(1)} µs per challenge\n`);

@@ -14,7 +14,7 @@ import type { AddressInfo } from 'node:net';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { solveChallenge } from 'altcha-lib/v1';
-import { Browser, BrowserContext, chromium, Page } from 'playwright-core';
+import { Browser, chromium, Page } from 'playwright-core';
 import { waitFor } from './faults/support';
 import { chromiumPath } from './support/chromium';
 import { resetState } from './support/database';

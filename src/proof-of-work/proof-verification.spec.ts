@@ -19,13 +19,14 @@ async function solvedPayload(o: {
     params: challengeParams({ productId: o.productId ?? 7, userId: o.userId ?? null, maxNumber }),
   });
   const s = await solveChallenge(c.challenge, c.salt, c.algorithm, maxNumber).promise;
-  return {
+  const payload: Payload = {
     algorithm: c.algorithm,
     challenge: c.challenge,
     number: s!.number,
     salt: c.salt,
     signature: c.signature,
-  } as Payload;
+  };
+  return payload;
 }
 
 const expected = (e: Partial<Expected> = {}): Expected => ({
