@@ -2,7 +2,7 @@
 // eslint-disable-next-line @typescript-eslint/triple-slash-reference -- bench/tsconfig.json does not include src/types
 /// <reference path="../src/types/altcha-lib.d.ts" />
 // `npm run bench:pow`: what proof of work costs, measured on this machine, without load on the
-// service. (1) The server's verification of one join's solution, as the join's guard runs it
+// service. (1) The server's verification of one join's solution, as the door runs it on a join
 // (decode, then altcha-lib's check of the hash and the HMAC, then this service's checks of product,
 // user, expiry and difficulty), in µs per join, and the issue of one challenge; the single-use
 // claim after it is one Redis command (SET NX PX), not timed here. (2) The time the waiting page's

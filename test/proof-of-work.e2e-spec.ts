@@ -253,7 +253,13 @@ describe('proof of work at the queue, across two processes', () => {
     const as = (sub: string) => ({ authorization: `Bearer ${token(sub)}` });
 
     beforeAll(async () => {
-      c = await startService({ ...env, BUYER_JWT_SECRET: BUYER_SECRET });
+      // The door's budgets on here (the other processes run without them, as most specs do).
+      c = await startService({
+        ...env,
+        BUYER_JWT_SECRET: BUYER_SECRET,
+        RATE_LIMIT_USER: '1000,1000',
+        RATE_LIMIT_IP: '1000,1000',
+      });
     });
     afterAll(() => c?.stop());
 
@@ -273,6 +279,35 @@ describe('proof of work at the queue, across two processes', () => {
       expectError(await join(c.url, p.id, 'bob', unbound.header, as('bob')), 403, 'PROOF_INVALID');
       expect(await claims()).toBe(before);
       expect((await join(c.url, p.id, 'ann', s.header, as('ann'))).status).toBe(201);
+    });
+
+    it('refuses without any Redis command (before the rate limits), and a valid join claims with one SET NX PX after them', async () => {
+      const p = await product({ waitingRoom: true, proofOfWork: true });
+      const c1 = await challenge(c.url, p.id, as('cy'));
+      const s = await solved(c1);
+      const stranger = await solved(await challenge(c.url, p.id, as('dee')));
+      const monitor = await redis.monitor();
+      const seen: string[][] = [];
+      monitor.on('monitor', (_time: string, args: string[]) => seen.push(args));
+      const touching = () => seen.filter((args) => args.some((a) => /^(rl:|pow:)/.test(a)));
+      try {
+        expectError(await join(c.url, p.id, 'cy', undefined, as('cy')), 403, 'PROOF_REQUIRED');
+        expectError(await join(c.url, p.id, 'cy', encode(c1, s.number + 1), as('cy')), 403, 'PROOF_INVALID');
+        expectError(await join(c.url, p.id, 'cy', stranger.header, as('cy')), 403, 'PROOF_INVALID');
+        // The monitor's stream is ordered: a marker command after the refusals shows they were all seen.
+        await redis.echo('after-refusals');
+        await waitFor('the marker', () => seen.some((args) => args[1] === 'after-refusals'));
+        expect(touching()).toEqual([]);
+        expect((await join(c.url, p.id, 'cy', s.header, as('cy'))).status).toBe(201);
+        await redis.echo('after-join');
+        await waitFor('the marker', () => seen.some((args) => args[1] === 'after-join'));
+        const claimsMade = touching().filter((args) => args.some((a) => a.startsWith('pow:')));
+        expect(claimsMade).toEqual([['set', `pow:used:${c1.challenge}`, '1', 'PX', expect.any(String), 'NX']]);
+        // The budgets were counted for the join that went through (they are on in this process).
+        expect(touching().some((args) => args.some((a) => a.startsWith('rl:')))).toBe(true);
+      } finally {
+        monitor.disconnect();
+      }
     });
   });
 });

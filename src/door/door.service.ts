@@ -6,7 +6,10 @@
 // 2. POST /orders of a product this process knows is sold out: 410 SOLD_OUT, or 409
 //    ALREADY_ORDERED with the orderId, from memory (SoldOutBoard), no PostgreSQL, no Redis;
 // 3. how often: the user's and the address's budgets (RateLimits), 429 RATE_LIMITED; joining a
-//    waiting room and polling a ticket count against the same budgets as orders.
+//    waiting room, asking for its proof-of-work challenge and polling a ticket count against the
+//    same budgets as orders. A join of a product that requires proof of work has its solution
+//    checked in memory before the budgets (403 PROOF_REQUIRED / PROOF_INVALID, no Redis command)
+//    and claimed after them (src/proof-of-work/join-proof.ts).
 // A refusal from memory comes before the rate limits on purpose: it costs less than counting it.
 // Everything else goes on to the controllers, which read the caller from `request.caller`.
 import { Inject, Injectable } from '@nestjs/common';
@@ -25,6 +28,7 @@ import { ProductCatalogService } from '../inventory/product-catalog.service';
 import { Refusal, SoldOutBoard } from '../inventory/sold-out-board.service';
 import { MetricsService } from '../metrics/metrics.service';
 import { MAX_ID, USER_ID_PATTERN } from '../common/ids';
+import { JoinProof } from '../proof-of-work/join-proof';
 import { BuyerIdentity } from './buyer-identity.service';
 import { OverBudget, RateLimits } from './rate-limits.service';
 
@@ -68,6 +72,7 @@ export class Door {
     private readonly board: SoldOutBoard,
     private readonly catalog: ProductCatalogService,
     private readonly metrics: MetricsService,
+    private readonly proofs: JoinProof,
   ) {
     this.shop = new SharedSecret(config.shopToken);
     // Label lookups once, not per refusal.
@@ -120,10 +125,15 @@ export class Door {
     await this.withinBudget(userId, req, reply);
   }
 
-  /** POST /products/:id/queue: the buyer (as for an order), then the budgets. */
+  /**
+   * POST /products/:id/queue: the buyer (as for an order), the proof of work checked in memory
+   * (a product that requires one), then the budgets, and only then the solution's claim.
+   */
   private async joining(req: FastifyRequest, reply: FastifyReply): Promise<void> {
     const { userId } = this.buyerOfBody(req);
+    const claim = await this.proofs.check(req, userId);
     await this.withinBudget(userId, req, reply);
+    if (claim !== null && !reply.sent) await claim();
   }
 
   /** GET /products/:id/queue/:ticketId: the verified buyer when identity is on (the ticket id alone otherwise), then the budgets. */

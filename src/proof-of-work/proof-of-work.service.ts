@@ -24,6 +24,13 @@ export interface IssuedChallenge {
   step: number;
 }
 
+/** A solution that verified, not yet claimed. */
+export interface VerifiedSolution {
+  challenge: string;
+  /** Epoch ms. */
+  expiresAt: number;
+}
+
 /** The claimed solutions' keys; one per challenge, gone when the challenge has expired. */
 export const claimKey = (challenge: string) => `pow:used:${challenge}`;
 /** A claim outlives its challenge by this much, so that no clock skew between processes reopens it. */
@@ -79,10 +86,11 @@ export class ProofOfWorkService implements OnModuleInit {
   }
 
   /**
-   * Checks a join's solution (the X-Proof-Of-Work header) and claims it: PROOF_INVALID for anything
-   * but a first use of a valid, current solution of this product's (and user's) challenge.
+   * Checks a join's solution (the X-Proof-Of-Work header) in memory: PROOF_INVALID for anything but
+   * a valid, current solution of this product's (and user's) challenge. Whether it was used already
+   * is the claim's to say.
    */
-  async accept(raw: string, productId: number, userId: string, now = Date.now()): Promise<void> {
+  async verify(raw: string, productId: number, userId: string, now = Date.now()): Promise<VerifiedSolution> {
     const payload = decodeSolution(raw);
     if (payload === null) throw new ProofInvalidError('not a solution (base64 of the solved challenge as JSON)');
     const verified = await verifyProof(payload, this.hmacKey, {
@@ -93,13 +101,18 @@ export class ProofOfWorkService implements OnModuleInit {
       now,
     });
     if (!verified.ok) throw new ProofInvalidError(verified.why);
+    return { challenge: verified.challenge, expiresAt: verified.expiresAt };
+  }
+
+  /** Claims a verified solution once across every process: one SET NX PX; PROOF_INVALID when it was claimed before. */
+  async claim(v: VerifiedSolution, now = Date.now()): Promise<void> {
     let claimed: string | null;
     try {
       claimed = await this.redis.set(
-        claimKey(verified.challenge),
+        claimKey(v.challenge),
         '1',
         'PX',
-        Math.max(1, verified.expiresAt - now) + CLAIM_MARGIN_MS,
+        Math.max(1, v.expiresAt - now) + CLAIM_MARGIN_MS,
         'NX',
       );
     } catch (err) {

@@ -1,6 +1,6 @@
 // The waiting room's routes: join a product's queue, read a ticket (Retry-After paces the polls),
 // and the lottery's public record. The door (src/door) has already checked who calls and how often.
-import { Body, Controller, Get, Param, Post, Res, UseGuards } from '@nestjs/common';
+import { Body, Controller, Get, Param, Post, Res } from '@nestjs/common';
 import { ApiBearerAuth, ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
 import { ProductNotFoundError } from '../common/domain-errors';
@@ -9,7 +9,6 @@ import { CallerOf } from '../door/caller.decorator';
 import type { Caller } from '../door/door.service';
 import { FairnessResponse, TicketResponse, toFairnessResponse, toTicketResponse } from './dto/ticket-response.dto';
 import { JoinQueueDto } from './dto/join-queue.dto';
-import { ProofOfWorkGuard } from '../proof-of-work/proof-of-work.guard';
 import { TicketView, WaitingRoomService } from './waiting-room.service';
 
 function productId(raw: string): number {
@@ -24,7 +23,6 @@ export class WaitingRoomController {
   constructor(private readonly room: WaitingRoomService) {}
 
   @Post()
-  @UseGuards(ProofOfWorkGuard)
   @ApiBearerAuth('buyer')
   @ApiOperation({
     summary:
