@@ -253,12 +253,15 @@ describe('proof of work at the queue, across two processes', () => {
     const as = (sub: string) => ({ authorization: `Bearer ${token(sub)}` });
 
     beforeAll(async () => {
-      // The door's budgets on here (the other processes run without them, as most specs do).
+      // The door's budgets on here (the other processes run without them, as most specs do), and
+      // the product's terms kept for the whole spec: the door checks a solution before the budgets
+      // only with the terms cached (else after them, so that a 429 reads no PostgreSQL).
       c = await startService({
         ...env,
         BUYER_JWT_SECRET: BUYER_SECRET,
         RATE_LIMIT_USER: '1000,1000',
         RATE_LIMIT_IP: '1000,1000',
+        PRODUCT_CACHE_MS: '60000',
       });
     });
     afterAll(() => c?.stop());
@@ -283,6 +286,7 @@ describe('proof of work at the queue, across two processes', () => {
 
     it('refuses without any Redis command (before the rate limits), and a valid join claims with one SET NX PX after them', async () => {
       const p = await product({ waitingRoom: true, proofOfWork: true });
+      // (The challenge below puts the product's terms in c's cache.)
       const c1 = await challenge(c.url, p.id, as('cy'));
       const s = await solved(c1);
       const stranger = await solved(await challenge(c.url, p.id, as('dee')));

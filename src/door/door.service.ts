@@ -131,9 +131,11 @@ export class Door {
    */
   private async joining(req: FastifyRequest, reply: FastifyReply): Promise<void> {
     const { userId } = this.buyerOfBody(req);
-    const claim = await this.proofs.check(req, userId);
+    let claim = await this.proofs.check(req, userId, true);
     await this.withinBudget(userId, req, reply);
-    if (claim !== null && !reply.sent) await claim();
+    if (reply.sent) return;
+    if (claim === undefined) claim = await this.proofs.check(req, userId);
+    if (claim) await claim();
   }
 
   /** GET /products/:id/queue/:ticketId: the verified buyer when identity is on (the ticket id alone otherwise), then the budgets. */

@@ -2,7 +2,9 @@
 // POST /products/:id/queue: after the caller is known and BEFORE the rate limits, so that a join
 // without a valid solution is refused from memory (403 PROOF_REQUIRED / PROOF_INVALID) without a
 // Redis command, and the single-use claim (one Redis command) is made only after the budgets let the
-// join through: a 429 leaves the solution usable.
+// join through: a 429 leaves the solution usable. Before the budgets only the terms this process
+// has cached are read; when it has none (a product not asked for within PRODUCT_CACHE_MS, or one
+// that does not exist), the check comes after the budgets, so a 429 costs no PostgreSQL read.
 // What the join would refuse anyway (unknown product, no waiting room, proof of work off, sale
 // ended, no valid userId) is let through untouched, so those refusals spend no solution either.
 import { Injectable } from '@nestjs/common';
@@ -25,14 +27,21 @@ export class JoinProof {
     private readonly catalog: ProductCatalogService,
   ) {}
 
-  /** Verifies the join's solution in memory; null when the join needs none (or will be refused for another reason). */
-  async check(req: FastifyRequest, userId: string | null): Promise<Claim | null> {
+  /**
+   * Verifies the join's solution in memory; null when the join needs none (or will be refused for
+   * another reason). With `cachedOnly`, undefined when this process does not hold the product's terms
+   * (the door then counts the budgets first and asks again: a 429 never costs a PostgreSQL read).
+   */
+  async check(req: FastifyRequest, userId: string | null, cachedOnly = false): Promise<Claim | null | undefined> {
     const productId = productIdFromPath((req.params as { id?: string }).id ?? '');
     if (Number.isNaN(productId)) return null;
-    const product = await this.catalog.get(productId).catch((err: unknown) => {
-      if (err instanceof ProductNotFoundError) return null;
-      throw err;
-    });
+    const product = cachedOnly
+      ? this.catalog.peek(productId)
+      : await this.catalog.get(productId).catch((err: unknown) => {
+          if (err instanceof ProductNotFoundError) return null;
+          throw err;
+        });
+    if (product === undefined) return undefined;
     const now = Date.now();
     if (product === null || !product.waitingRoom || !product.proofOfWork) return null;
     if (product.endsAt !== null && now >= product.endsAt) return null;
