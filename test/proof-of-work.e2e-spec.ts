@@ -200,6 +200,20 @@ describe('proof of work at the queue, across two processes', () => {
     const again = await join(b.url, p.id, 'eve', (await solved(await challenge(a.url, p.id))).header);
     expect(again.status).toBe(200);
     expect(again.body.id).toBe(first.body.id);
+    // Counted: each process's /metrics, summed (this spec's products alone use proof of work so far).
+    const outcomes = async (outcome: string) => {
+      let sum = 0;
+      for (const base of [a.url, b.url]) {
+        const text = (await request(base, 'GET', '/metrics')).text;
+        const m = new RegExp(`^flashsale_proof_of_work_total\\{outcome="${outcome}"\\} (\\d+)`, 'm').exec(text);
+        sum += m ? Number(m[1]) : 0;
+      }
+      return sum;
+    };
+    expect(await outcomes('required')).toBe(2);
+    expect(await outcomes('replayed')).toBe(3);
+    expect(await outcomes('accepted')).toBe(3);
+    expect(await outcomes('invalid')).toBe(8);
   });
 
   it('claims a solution once when two processes are sent it at the same moment', async () => {

@@ -47,7 +47,10 @@ export class JoinProof {
     if (product.endsAt !== null && now >= product.endsAt) return null;
     this.pow.difficulty.count(productId, now);
     const raw = req.headers[PROOF_HEADER];
-    if (typeof raw !== 'string' || raw === '') throw new ProofRequiredError(productId);
+    if (typeof raw !== 'string' || raw === '') {
+      this.pow.required();
+      throw new ProofRequiredError(productId);
+    }
     if (userId === null) return null;
     const verified = await this.pow.verify(raw, productId, userId, now);
     return () => this.pow.claim(verified);

@@ -9,6 +9,7 @@ import { DataSource } from 'typeorm';
 import { HttpConfig, IdentityConfig, ProofOfWorkConfig, ResolvedIdentityConfig } from '../config/app-config';
 import { ProofInvalidError, UnavailableError } from '../common/domain-errors';
 import { REDIS_CLIENT, RedisClient } from '../infrastructure/redis.providers';
+import { MetricsService } from '../metrics/metrics.service';
 import { AdaptiveDifficulty } from './difficulty';
 import { challengeParams, decodeSolution, verifyProof } from './proof-verification';
 
@@ -49,6 +50,7 @@ export class ProofOfWorkService implements OnModuleInit {
     @Inject(IdentityConfig) identity: ResolvedIdentityConfig,
     private readonly db: DataSource,
     @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
+    private readonly metrics: MetricsService,
   ) {
     this.difficulty = new AdaptiveDifficulty(config);
     this.bound = Boolean(identity.jwtSecret || identity.jwtPublicKey);
@@ -63,9 +65,15 @@ export class ProofOfWorkService implements OnModuleInit {
     return this.key;
   }
 
+  /** Counted when a join of a proof-of-work product carried no solution. */
+  required(): void {
+    this.metrics.proofOfWork.inc({ outcome: 'required' });
+  }
+
   /** A new challenge for the product (and user), at the difficulty in force now. */
   async issue(productId: number, userId: string | null, now = Date.now()): Promise<IssuedChallenge> {
     const { step, maxNumber } = this.difficulty.current(productId, now);
+    this.metrics.proofOfWorkStep.set({ product: String(productId) }, step);
     const expires = new Date(now + this.config.challengeTtlS * 1000);
     const c = await createChallenge({
       hmacKey: this.hmacKey,
@@ -92,7 +100,10 @@ export class ProofOfWorkService implements OnModuleInit {
    */
   async verify(raw: string, productId: number, userId: string, now = Date.now()): Promise<VerifiedSolution> {
     const payload = decodeSolution(raw);
-    if (payload === null) throw new ProofInvalidError('not a solution (base64 of the solved challenge as JSON)');
+    if (payload === null) {
+      this.metrics.proofOfWork.inc({ outcome: 'invalid' });
+      throw new ProofInvalidError('not a solution (base64 of the solved challenge as JSON)');
+    }
     const verified = await verifyProof(payload, this.hmacKey, {
       productId,
       userId,
@@ -100,7 +111,10 @@ export class ProofOfWorkService implements OnModuleInit {
       minMaxNumber: this.difficulty.floor(productId, now),
       now,
     });
-    if (!verified.ok) throw new ProofInvalidError(verified.why);
+    if (!verified.ok) {
+      this.metrics.proofOfWork.inc({ outcome: 'invalid' });
+      throw new ProofInvalidError(verified.why);
+    }
     return { challenge: verified.challenge, expiresAt: verified.expiresAt };
   }
 
@@ -118,6 +132,7 @@ export class ProofOfWorkService implements OnModuleInit {
     } catch (err) {
       throw new UnavailableError('redis', this.http.retryAfterS, err);
     }
+    this.metrics.proofOfWork.inc({ outcome: claimed === 'OK' ? 'accepted' : 'replayed' });
     if (claimed !== 'OK') throw new ProofInvalidError('this solution was used already');
   }
 
