@@ -260,6 +260,47 @@ describe('proof of work at the queue, across two processes', () => {
     expect(byPosition.map((x) => x.id)).toEqual(recomputeLottery(fairness.body.seed, ids));
   });
 
+  describe('with a low level of joins per second', () => {
+    let d: ServiceProcess;
+
+    beforeAll(async () => {
+      d = await startService({ ...env, POW_JOINS_PER_S: '2', POW_EASE_S: '3' });
+    });
+    afterAll(() => d?.stop());
+
+    it('makes new challenges harder while joins come faster than the level, refuses one two steps easier, and eases after', async () => {
+      const p = await product({ waitingRoom: true, proofOfWork: true });
+      expect(await challenge(d.url, p.id)).toMatchObject({ step: 0, maxnumber: 2000 });
+      // Joins without a solution count too (they are refused, and change nothing).
+      const raised = await waitFor(
+        'the last step',
+        async () => {
+          await Promise.all(Array.from({ length: 20 }, (_, i) => join(d.url, p.id, `crowd-${i}`)));
+          const c = await challenge(d.url, p.id);
+          return c.step === 2 ? c : null;
+        },
+        60_000,
+        10,
+      );
+      expect(raised.maxnumber).toBe(8000);
+      // A genuine challenge at the first step: two steps below the one in force, too easy.
+      const old = await createChallenge({
+        hmacKey: POW_SECRET,
+        maxnumber: 2000,
+        expires: new Date(Date.now() + 60_000),
+        params: { p: String(p.id), d: '2000' },
+      });
+      const easy = await join(d.url, p.id, 'late', (await solved({ ...old, maxnumber: 2000 })).header);
+      expectError(easy, 403, 'PROOF_INVALID');
+      expect(easy.body.message).toContain('easier than the difficulty in force');
+      // The raised challenge is taken.
+      expect((await join(d.url, p.id, 'late', (await solved(raised)).header)).status).toBe(201);
+      // Without joins the step comes down, one step every POW_EASE_S, to rest.
+      await waitFor('rest', async () => (await challenge(d.url, p.id)).step === 0, 60_000, 250);
+      expect((await join(d.url, p.id, 'later', (await solved(await challenge(d.url, p.id))).header)).status).toBe(201);
+    });
+  });
+
   describe('with buyer identity on', () => {
     let c: ServiceProcess;
     const token = (sub: string) =>
