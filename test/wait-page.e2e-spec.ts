@@ -13,6 +13,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { createSigner } from 'fast-jwt';
 import { solveChallenge } from 'altcha-lib/v1';
 import { Browser, chromium, Page } from 'playwright-core';
 import { waitFor } from './faults/support';
@@ -38,6 +39,8 @@ describe("the buyer's waiting page in a real browser, against two service proces
   /** Requests and problems seen by every page, checked at the end. */
   const foreign: string[] = [];
   const problems: string[] = [];
+  /** Services started by a single test, whose pages are watched too. */
+  const moreOrigins: string[] = [];
 
   const product = async (body: Record<string, unknown>) => {
     const r = await request(a.url, 'POST', '/admin/products', { name: 'waited', segments: 1, ...body }, admin);
@@ -66,8 +69,7 @@ describe("the buyer's waiting page in a real browser, against two service proces
     page.evaluate((key) => localStorage.getItem(key), `flashsale-ticket:${productId}:${user}`);
   const watch = (page: Page) => {
     page.on('request', (r) => {
-      if (!r.url().startsWith(a.url) && !r.url().startsWith(b.url) && !r.url().startsWith(shopUrl))
-        foreign.push(r.url());
+      if (![a.url, b.url, shopUrl, ...moreOrigins].some((o) => r.url().startsWith(`${o}/`))) foreign.push(r.url());
     });
     page.on('console', (m) => {
       if (m.type() === 'error') problems.push(m.text());
@@ -271,6 +273,45 @@ describe("the buyer's waiting page in a real browser, against two service proces
     const t = await ticket(id, (await storedTicket(page, id, 'page-late'))!);
     expect(t.status).toBe('sold_out');
     await page.context().close();
+  });
+
+  it('with buyer identity on, takes the buyer token from the fragment, keeps it out of the address bar, and joins as its user', async () => {
+    const secret = 'buyer-secret-for-the-specs-0123456789abcdef';
+    const c = await startService({ ...env, BUYER_JWT_SECRET: secret });
+    moreOrigins.push(c.url);
+    try {
+      const id = await product({ stock: 1, waitingRoom: true, proofOfWork: true });
+      const token = createSigner({ key: Buffer.from(secret), algorithm: 'HS256', expiresIn: 600_000 })({
+        sub: 'tok-1',
+      });
+      const page = watch(await (await phone()).newPage());
+      await page.goto(`${c.url}/products/${id}/wait#token=${token}`);
+      await waitFor('the ticket', async () => (await storedTicket(page, id, 'tok-1')) !== null, 30_000);
+      expect(new URL(page.url()).hash).toBe('');
+      expect(await page.evaluate(() => sessionStorage.getItem('flashsale-buyer-token'))).toBe(token);
+      const ticketId = (await storedTicket(page, id, 'tok-1'))!;
+      const own = await request(c.url, 'GET', `/products/${id}/queue/${ticketId}`, undefined, {
+        authorization: `Bearer ${token}`,
+      });
+      expect(own.body).toMatchObject({ id: ticketId, userId: 'tok-1' });
+      // The page polls with the token (a poll without it is 401 with identity on).
+      await page.reload();
+      await waitFor(
+        'the ticket after a reload',
+        async () => (await text(page, 'status'))?.includes('your turn'),
+        30_000,
+      );
+      expect(await page.inputValue('[data-testid="token"]')).toBe(
+        (
+          await request(c.url, 'GET', `/products/${id}/queue/${ticketId}`, undefined, {
+            authorization: `Bearer ${token}`,
+          })
+        ).body.admission,
+      );
+      await page.context().close();
+    } finally {
+      await c.stop();
+    }
   });
 
   it('made no request anywhere but the service and the shop, and no page error', () => {

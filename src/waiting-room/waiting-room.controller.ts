@@ -1,7 +1,7 @@
 // The waiting room's routes: join a product's queue, read a ticket (Retry-After paces the polls),
 // and the lottery's public record. The door (src/door) has already checked who calls and how often.
 import { Body, Controller, Get, Param, Post, Res } from '@nestjs/common';
-import { ApiBearerAuth, ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
+import { ApiBearerAuth, ApiHeader, ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
 import { ProductNotFoundError } from '../common/domain-errors';
 import { productIdFromPath } from '../common/ids';
@@ -24,6 +24,12 @@ export class WaitingRoomController {
 
   @Post()
   @ApiBearerAuth('buyer')
+  @ApiHeader({
+    name: 'X-Proof-Of-Work',
+    required: false,
+    description:
+      'a solved challenge of GET /products/:id/queue/challenge, base64 of JSON { algorithm, challenge, number, salt, signature }; required when the product has proofOfWork',
+  })
   @ApiOperation({
     summary:
       "Join the product's queue: one ticket per user and product (201 made, 200 the one the user has). Before startsAt the ticket enters the pre-queue, drawn by lottery at the start; after it, arrival order",
