@@ -95,6 +95,11 @@ async function join() {
     working(null);
     // A challenge that expired or was outpaced by a harder step while being solved: solve a new one.
     if (res.status === 403 && res.data?.code === 'PROOF_INVALID') continue;
+    // Proof of work turned on since the page asked: solve one.
+    if (res.status === 403 && res.data?.code === 'PROOF_REQUIRED') {
+      state.info.proofOfWork = true;
+      continue;
+    }
     return handle(res);
   }
   fail('The check kept failing. Reload the page to try again.');
