@@ -59,5 +59,10 @@ export default defineConfig(
     files: ['src/operator/page/**/*.js'],
     languageOptions: { globals: { ...globals.browser, uPlot: 'readonly' }, sourceType: 'script' },
   },
+  {
+    // The buyer's waiting page: ES modules in the browser.
+    files: ['src/wait-page/page/**/*.js'],
+    languageOptions: { globals: globals.browser, sourceType: 'module' },
+  },
   prettier,
 );

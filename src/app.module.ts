@@ -14,6 +14,8 @@ import { InfrastructureModule } from './infrastructure/infrastructure.module';
 import { loggerParams } from './logging/logger';
 import { OperatorModule } from './operator/operator.module';
 import { OrdersModule } from './orders/orders.module';
+import { ProofOfWorkModule } from './proof-of-work/proof-of-work.module';
+import { WaitPageModule } from './wait-page/wait-page.module';
 import { WaitingRoomModule } from './waiting-room/waiting-room.module';
 
 @Module({})
@@ -32,7 +34,9 @@ export class AppModule {
         ),
         InfrastructureModule,
         DoorModule,
+        ProofOfWorkModule,
         WaitingRoomModule,
+        WaitPageModule,
         OrdersModule,
         AdminModule,
         EventsModule,

@@ -15,12 +15,25 @@ import { MetricsService } from './metrics/metrics.service';
 import { openApiDocument } from './openapi';
 import { OrdersController } from './orders/orders.controller';
 import { OrdersService } from './orders/orders.service';
+import { ProductCatalogService } from './inventory/product-catalog.service';
+import { ProofOfWorkController } from './proof-of-work/proof-of-work.controller';
+import { ProofOfWorkService } from './proof-of-work/proof-of-work.service';
+import { WaitPageController } from './wait-page/wait-page.controller';
 import { WaitingRoomController } from './waiting-room/waiting-room.controller';
 import { WaitingRoomService } from './waiting-room/waiting-room.service';
 
 @Module({
-  controllers: [OrdersController, AdminController, HealthController, WaitingRoomController],
+  controllers: [
+    OrdersController,
+    AdminController,
+    HealthController,
+    WaitingRoomController,
+    ProofOfWorkController,
+    WaitPageController,
+  ],
   providers: [
+    { provide: ProofOfWorkService, useValue: {} },
+    { provide: ProductCatalogService, useValue: {} },
     { provide: OrdersService, useValue: {} },
     { provide: WaitingRoomService, useValue: {} },
     { provide: InventoryService, useValue: {} },
@@ -82,6 +95,11 @@ describe('OpenAPI document', () => {
     expect(responseSchema(doc, '/products/{id}/queue/fairness', 'get', '200')).toBe('FairnessResponse');
   });
 
+  it("should name ChallengeResponse as the answer of a queue's challenge, and WaitInfoResponse for the waiting page's", () => {
+    expect(responseSchema(doc, '/products/{id}/queue/challenge', 'get', '200')).toBe('ChallengeResponse');
+    expect(responseSchema(doc, '/products/{id}/wait/info', 'get', '200')).toBe('WaitInfoResponse');
+  });
+
   it('should name LiveResponse as the answer of GET /health/live', () => {
     expect(responseSchema(doc, '/health/live', 'get', '200')).toBe('LiveResponse');
   });
@@ -138,6 +156,8 @@ describe('OpenAPI document', () => {
       'paymentTimeoutS',
       'waitingRoom',
       'admissionTtlS',
+      'proofOfWork',
+      'continueUrl',
       'segmentCount',
       'segments',
     ];

@@ -35,6 +35,8 @@ export class AdminController {
       paymentTimeoutS: dto.paymentTimeoutS ?? 900,
       waitingRoom: dto.waitingRoom ?? false,
       admissionTtlS: dto.admissionTtlS ?? 120,
+      proofOfWork: dto.proofOfWork ?? false,
+      continueUrl: dto.continueUrl ?? null,
     });
     return toProductResponse(view);
   }

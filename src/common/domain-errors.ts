@@ -22,6 +22,8 @@ export type ErrorCode =
   | 'CURSOR_AHEAD'
   | 'ADMISSION_REQUIRED'
   | 'ADMISSION_INVALID'
+  | 'PROOF_REQUIRED'
+  | 'PROOF_INVALID'
   | 'ALREADY_ORDERED'
   | 'ORDER_IN_PROGRESS'
   | 'SOLD_OUT'
@@ -46,6 +48,8 @@ export const ERROR_STATUS: Record<ErrorCode, number> = {
   SALE_ENDED: 403,
   ADMISSION_REQUIRED: 403,
   ADMISSION_INVALID: 403,
+  PROOF_REQUIRED: 403,
+  PROOF_INVALID: 403,
   NOT_FOUND: 404,
   METHOD_NOT_ALLOWED: 405,
   REQUEST_TIMEOUT: 408,
@@ -209,6 +213,22 @@ export class AdmissionInvalidError extends DomainError {
   readonly code = 'ADMISSION_INVALID';
   constructor(why: string) {
     super(`the admission is not valid: ${why}`);
+  }
+}
+/** The product's queue needs a solved proof-of-work challenge, and the join carried none. */
+export class ProofRequiredError extends DomainError {
+  readonly code = 'PROOF_REQUIRED';
+  constructor(productId: number) {
+    super(
+      `joining product ${productId}'s queue needs a solved challenge (GET /products/${productId}/queue/challenge) in the X-Proof-Of-Work header`,
+    );
+  }
+}
+/** The solution is forged, expired, already used, another product's or user's, or easier than the difficulty in force. */
+export class ProofInvalidError extends DomainError {
+  readonly code = 'PROOF_INVALID';
+  constructor(why: string) {
+    super(`the proof of work is not valid: ${why}; get a new challenge`);
   }
 }
 export class AlreadyOrderedError extends DomainError {

@@ -41,6 +41,13 @@ describe('loadConfig', () => {
       door: { rateLimitUser: '5,10', rateLimitIp: '50,100', trustProxy: undefined, soldOutStaleMs: 100 },
       identity: { jwtSecret: undefined, jwtPublicKey: undefined, shopToken: undefined },
       waitingRoom: { admissionRatio: 1.5, admissionTickMs: 100, secret: undefined },
+      proofOfWork: {
+        secret: undefined,
+        challengeTtlS: 120,
+        joinsPerS: 100,
+        steps: [20_000, 60_000, 200_000, 600_000],
+        easeS: 10,
+      },
       events: {
         retentionS: 604_800,
         pollMs: 200,
@@ -109,6 +116,11 @@ describe('loadConfig', () => {
       WEBHOOK_BACKOFF_MS: '100',
       WEBHOOK_BATCH: '50',
       LIVE_STATS_MS: '0',
+      POW_SECRET: 'a-proof-of-work-key-of-32-characters',
+      POW_CHALLENGE_TTL_S: '30',
+      POW_JOINS_PER_S: '250',
+      POW_STEPS: '1000, 5000,25000',
+      POW_EASE_S: '4',
     });
     expect(c).toEqual({
       http: {
@@ -145,6 +157,13 @@ describe('loadConfig', () => {
         admissionRatio: 2.5,
         admissionTickMs: 40,
         secret: 'an-admission-secret-of-32-characters',
+      },
+      proofOfWork: {
+        secret: 'a-proof-of-work-key-of-32-characters',
+        challengeTtlS: 30,
+        joinsPerS: 250,
+        steps: [1000, 5000, 25_000],
+        easeS: 4,
       },
       events: {
         retentionS: 3600,
@@ -307,6 +326,16 @@ describe('loadConfig', () => {
   it('should speak of the variable, not of the property it is read into', () => {
     expect(refusal({ PORT: '70000' }).message).toContain('PORT="70000": PORT must not be greater than 65535');
     expect(refusal({ LOCK_TTL_MS: '10' }).message).toContain('LOCK_TTL_MS must not be less than 50');
+  });
+
+  it('should refuse POW_STEPS that do not rise, are not whole numbers, or are out of range, naming it', () => {
+    for (const steps of ['5000,1000', '1000,abc', '50', '1000,1000', '']) {
+      if (steps === '') continue;
+      expect(() => loadConfig({ POW_STEPS: steps })).toThrow(/POW_STEPS=/);
+    }
+    expect(() => loadConfig({ POW_SECRET: 'short' })).toThrow(
+      /POW_SECRET="short": POW_SECRET must be at least 32 characters/,
+    );
   });
 
   it('should name every bad variable at once', () => {

@@ -4,6 +4,7 @@
 // its environment variable; a bad value stops the start with a message that names the variable.
 import { Expose, plainToInstance, Transform } from 'class-transformer';
 import {
+  ArrayMaxSize,
   ArrayMinSize,
   IsBoolean,
   IsIn,
@@ -15,7 +16,9 @@ import {
   Max,
   Min,
   MinLength,
+  registerDecorator,
   ValidateIf,
+  ValidationOptions,
   validateSync,
 } from 'class-validator';
 
@@ -69,6 +72,25 @@ const toList = ({ value }: { value: unknown }) =>
   typeof value === 'string' && value.trim() !== ''
     ? value.split(',').map((part) => part.trim())
     : emptyToUndefined({ value });
+
+const toIntList = ({ value }: { value: unknown }) =>
+  typeof value === 'string' && value.trim() !== ''
+    ? value.split(',').map((part) => (/^\d+$/.test(part.trim()) ? Number(part.trim()) : part.trim()))
+    : value;
+
+/** Each element larger than the one before. */
+function IsRising(options: ValidationOptions): PropertyDecorator {
+  return (target, property) =>
+    registerDecorator({
+      name: 'isRising',
+      target: target.constructor,
+      propertyName: String(property),
+      options,
+      validator: {
+        validate: (v: unknown) => Array.isArray(v) && v.every((x, i) => i === 0 || Number(x) > Number(v[i - 1])),
+      },
+    });
+}
 
 /** The HTTP server and its processes. */
 export class HttpConfig {
@@ -237,6 +259,33 @@ export class WaitingRoomConfig {
   secret?: string;
 }
 
+/** Proof of work at the queue (docs/proof-of-work.md): the challenges' key, their lifetime, and the difficulty's steps. */
+export class ProofOfWorkConfig {
+  /** HMAC key of the challenges; unset: one made once and kept in PostgreSQL, shared by every process. */
+  @Env('POW_SECRET')
+  @Transform(emptyToUndefined)
+  @IsOptional()
+  @IsString()
+  @MinLength(32, { message: 'POW_SECRET must be at least 32 characters' })
+  secret?: string;
+  /** How long a challenge may be solved and used, seconds. */
+  @Env('POW_CHALLENGE_TTL_S') @Transform(toInt) @IsInt() @Min(5) @Max(3600) challengeTtlS = 120;
+  /** Joins per second to one product, in one process, above which new challenges get harder. */
+  @Env('POW_JOINS_PER_S') @Transform(toInt) @IsInt() @Min(1) @Max(1_000_000) joinsPerS = 100;
+  /** The difficulty's steps: the largest secret number of a challenge (the work is half of it on average), rising. */
+  @Env('POW_STEPS')
+  @Transform(toIntList)
+  @ArrayMinSize(1)
+  @ArrayMaxSize(10)
+  @IsInt({ each: true, message: 'POW_STEPS must be rising whole numbers between 100 and 100000000, comma-separated' })
+  @Min(100, { each: true })
+  @Max(100_000_000, { each: true })
+  @IsRising({ message: 'POW_STEPS must be rising whole numbers between 100 and 100000000, comma-separated' })
+  steps: number[] = [20_000, 60_000, 200_000, 600_000];
+  /** Seconds the joins must stay below a step's level before the difficulty eases by one step. */
+  @Env('POW_EASE_S') @Transform(toInt) @IsInt() @Min(1) @Max(3600) easeS = 10;
+}
+
 /** The order event stream: how long events are kept, how often readers look for new ones, and the webhook. */
 export class EventsConfig {
   /** Events older than this are deleted (not before the webhook delivered them). */
@@ -293,6 +342,7 @@ export const CONFIG_AREAS = {
   door: DoorConfig,
   identity: IdentityConfig,
   waitingRoom: WaitingRoomConfig,
+  proofOfWork: ProofOfWorkConfig,
   events: EventsConfig,
   operator: OperatorConfig,
   logging: LoggingConfig,

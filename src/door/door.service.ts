@@ -6,7 +6,10 @@
 // 2. POST /orders of a product this process knows is sold out: 410 SOLD_OUT, or 409
 //    ALREADY_ORDERED with the orderId, from memory (SoldOutBoardService), no PostgreSQL, no Redis;
 // 3. how often: the user's and the address's budgets (RateLimitsService), 429 RATE_LIMITED; joining a
-//    waiting room and polling a ticket count against the same budgets as orders.
+//    waiting room, asking for its proof-of-work challenge and polling a ticket count against the
+//    same budgets as orders. A join of a product that requires proof of work has its solution
+//    checked in memory before the budgets (403 PROOF_REQUIRED / PROOF_INVALID, no Redis command)
+//    and claimed after them (src/proof-of-work/join-proof.ts).
 // A refusal from memory comes before the rate limits on purpose: it costs less than counting it.
 // Everything else goes on to the controllers, which read the caller from `request.caller`.
 import { Inject, Injectable } from '@nestjs/common';
@@ -25,6 +28,7 @@ import { ProductCatalogService } from '../inventory/product-catalog.service';
 import { Refusal, SoldOutBoardService } from '../inventory/sold-out-board.service';
 import { MetricsService } from '../metrics/metrics.service';
 import { MAX_ID, USER_ID_PATTERN } from '../common/ids';
+import { JoinProof } from '../proof-of-work/join-proof';
 import { BuyerIdentityService } from './buyer-identity.service';
 import { OverBudget, RateLimitsService } from './rate-limits.service';
 
@@ -68,6 +72,7 @@ export class DoorService {
     private readonly board: SoldOutBoardService,
     private readonly catalog: ProductCatalogService,
     private readonly metrics: MetricsService,
+    private readonly proofs: JoinProof,
   ) {
     this.shop = new SharedSecret(config.shopToken);
     // Label lookups once, not per refusal.
@@ -96,6 +101,7 @@ export class DoorService {
           if (req.method === 'POST') await this.joining(req, reply);
           return;
         case '/products/:id/queue/:ticket':
+        case '/products/:id/queue/challenge':
           await this.polling(req, reply);
           return;
         default:
@@ -123,7 +129,11 @@ export class DoorService {
   private async joining(req: FastifyRequest, reply: FastifyReply): Promise<void> {
     if (this.identity.enabled && (req.body === undefined || req.body === null)) req.body = {};
     const { userId } = this.buyerOfBody(req);
+    let claim = await this.proofs.check(req, userId, true);
     await this.withinBudget(userId, req, reply);
+    if (reply.sent) return;
+    if (claim === undefined) claim = await this.proofs.check(req, userId);
+    if (claim) await claim();
   }
 
   /** GET /products/:id/queue/:ticket: the verified buyer when identity is on (the ticket id alone otherwise), then the budgets. */

@@ -14,6 +14,10 @@ export interface ProductInfo {
   waitingRoom: boolean;
   /** How long an admission lasts, seconds. */
   admissionTtlS: number;
+  /** Joining the queue needs a solved proof-of-work challenge (docs/proof-of-work.md); absent: off. */
+  proofOfWork?: boolean;
+  /** The shop's page admitted buyers continue to from the waiting page; null or absent: the page shows the token. */
+  continueUrl?: string | null;
 }
 
 export interface ProductView {
@@ -33,6 +37,8 @@ export interface ProductView {
   paymentTimeoutS: number;
   waitingRoom: boolean;
   admissionTtlS: number;
+  proofOfWork: boolean;
+  continueUrl: string | null;
   segmentCount: number;
   segments: Array<{ index: number; stock: number }>;
 }
@@ -47,6 +53,10 @@ export interface SaleTerms {
   /** Sell only to buyers admitted from the product's queue. */
   waitingRoom: boolean;
   admissionTtlS: number;
+  /** Joining the queue needs a solved proof-of-work challenge. */
+  proofOfWork: boolean;
+  /** Where the waiting page sends an admitted buyer (with the admission token); null for none. */
+  continueUrl: string | null;
 }
 
 export interface NewProduct extends SaleTerms {

@@ -22,9 +22,11 @@ export interface ProductTermsRow {
   ends_at: Date | null;
   waiting_room: boolean;
   admission_ttl_s: number;
+  proof_of_work: boolean;
+  continue_url: string | null;
 }
 export const PRODUCT_TERMS_COLUMNS =
-  'id, limit_per_user, segment_count, layout_version, starts_at, ends_at, waiting_room, admission_ttl_s';
+  'id, limit_per_user, segment_count, layout_version, starts_at, ends_at, waiting_room, admission_ttl_s, proof_of_work, continue_url';
 
 export function toProductInfo(r: ProductTermsRow): ProductInfo {
   return {
@@ -36,6 +38,8 @@ export function toProductInfo(r: ProductTermsRow): ProductInfo {
     endsAt: r.ends_at?.getTime() ?? null,
     waitingRoom: r.waiting_room,
     admissionTtlS: r.admission_ttl_s,
+    proofOfWork: r.proof_of_work,
+    continueUrl: r.continue_url,
   };
 }
 
@@ -67,8 +71,8 @@ export class ProductsRepository {
       this.db.transaction(async (tx) => {
         const [row] = await tx.query<Array<{ id: number }>>(
           `INSERT INTO products (name, total_stock, limit_per_user, segment_count, starts_at, ends_at, payment_timeout_s,
-                                 waiting_room, admission_ttl_s)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`,
+                                 waiting_room, admission_ttl_s, proof_of_work, continue_url)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id`,
           [
             p.name,
             p.stock,
@@ -79,6 +83,8 @@ export class ProductsRepository {
             p.paymentTimeoutS ?? DEFAULT_PAYMENT_TIMEOUT_S,
             p.waitingRoom,
             p.admissionTtlS,
+            p.proofOfWork,
+            p.continueUrl,
           ],
         );
         if (p.waitingRoom) await this.openWaitingRoom(tx, row.id);
@@ -112,7 +118,8 @@ export class ProductsRepository {
         const after = decide(before);
         await tx.query(
           `UPDATE products SET name = $2, limit_per_user = $3, starts_at = $4, ends_at = $5, payment_timeout_s = $6,
-                               waiting_room = $7, admission_ttl_s = $8 WHERE id = $1`,
+                               waiting_room = $7, admission_ttl_s = $8, proof_of_work = $9, continue_url = $10
+          WHERE id = $1`,
           [
             productId,
             after.name,
@@ -122,6 +129,8 @@ export class ProductsRepository {
             after.paymentTimeoutS,
             after.waitingRoom,
             after.admissionTtlS,
+            after.proofOfWork,
+            after.continueUrl,
           ],
         );
         if (after.waitingRoom) await this.openWaitingRoom(tx, productId);
@@ -265,10 +274,12 @@ export class ProductsRepository {
         payment_timeout_s: number;
         waiting_room: boolean;
         admission_ttl_s: number;
+        proof_of_work: boolean;
+        continue_url: string | null;
       }>
     >(
       `SELECT id, name, total_stock, limit_per_user, segment_count, starts_at, ends_at, payment_timeout_s, waiting_room,
-              admission_ttl_s
+              admission_ttl_s, proof_of_work, continue_url
          FROM products WHERE id = $1 ${lock}`,
       [productId],
     );
@@ -301,6 +312,8 @@ export class ProductsRepository {
       paymentTimeoutS: p.payment_timeout_s,
       waitingRoom: p.waiting_room,
       admissionTtlS: p.admission_ttl_s,
+      proofOfWork: p.proof_of_work,
+      continueUrl: p.continue_url,
       segmentCount: p.segment_count,
       segments,
     };

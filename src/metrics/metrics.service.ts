@@ -180,6 +180,19 @@ export class MetricsService {
     labelNames: ['outcome'] as const,
     registers: [this.registry],
   });
+  readonly proofOfWork = new Counter({
+    name: 'flashsale_proof_of_work_total',
+    help: 'Joins of proof-of-work products by the solution: accepted, required (none), invalid, replayed (used already)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly proofOfWorkStep = new Gauge({
+    name: 'flashsale_proof_of_work_step',
+    help: "The difficulty's step in force for new challenges (0 at rest), per product, as this process counts joins",
+    labelNames: ['product'] as const,
+    registers: [this.registry],
+    aggregator: 'max',
+  });
   readonly queuePolls = new Counter({
     name: 'flashsale_queue_polls_total',
     help: 'Waiting-room ticket reads by the status answered',

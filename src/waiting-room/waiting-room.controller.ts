@@ -1,7 +1,7 @@
 // The waiting room's routes: join a product's queue, read a ticket (Retry-After paces the polls),
 // and the lottery's public record. The door (src/door) has already checked who calls and how often.
 import { Body, Controller, Get, Param, Post, Res } from '@nestjs/common';
-import { ApiBearerAuth, ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
+import { ApiBearerAuth, ApiHeader, ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
 import { ProductIdPipe } from '../common/ids';
 import { CallerOf } from '../door/caller.decorator';
@@ -22,6 +22,12 @@ export class WaitingRoomController {
 
   @Post()
   @ApiBearerAuth('buyer')
+  @ApiHeader({
+    name: 'X-Proof-Of-Work',
+    required: false,
+    description:
+      'a solved challenge of GET /products/:id/queue/challenge, base64 of JSON { algorithm, challenge, number, salt, signature }; required when the product has proofOfWork',
+  })
   @ApiOperation({
     summary:
       "Join the product's queue: one ticket per user and product (201 made, 200 the one the user has). Before startsAt the ticket enters the pre-queue, drawn by lottery at the start; after it, arrival order",
@@ -30,7 +36,10 @@ export class WaitingRoomController {
   @ApiResponse({ status: 200, type: TicketResponse, description: 'the ticket this user already has' })
   @ApiResponse({ status: 400, description: 'VALIDATION_FAILED' })
   @ApiResponse({ status: 401, description: 'UNAUTHENTICATED (buyer identity on)' })
-  @ApiResponse({ status: 403, description: 'SALE_ENDED, or IDENTITY_MISMATCH' })
+  @ApiResponse({
+    status: 403,
+    description: 'SALE_ENDED, IDENTITY_MISMATCH, or (proof of work on) PROOF_REQUIRED / PROOF_INVALID',
+  })
   @ApiResponse({ status: 404, description: 'PRODUCT_NOT_FOUND' })
   @ApiResponse({ status: 409, description: 'NO_WAITING_ROOM: the product sells without a queue' })
   @ApiResponse({ status: 429, description: 'RATE_LIMITED, with Retry-After' })

@@ -1,7 +1,16 @@
 // Body of POST /admin/products.
 import { ApiProperty } from '@nestjs/swagger';
 import { IsInt, Max, Min } from 'class-validator';
-import { AdmissionTtl, LimitPerUser, PaymentTimeout, ProductName, SaleInstant, WaitingRoom } from './sale-terms';
+import {
+  AdmissionTtl,
+  ContinueUrl,
+  LimitPerUser,
+  PaymentTimeout,
+  ProductName,
+  ProofOfWork,
+  SaleInstant,
+  WaitingRoom,
+} from './sale-terms';
 
 export const MAX_SEGMENTS = 1024;
 export const MAX_STOCK = 1_000_000_000;
@@ -39,4 +48,10 @@ export class CreateProductDto {
 
   @AdmissionTtl()
   admissionTtlS?: number;
+
+  @ProofOfWork()
+  proofOfWork?: boolean;
+
+  @ContinueUrl()
+  continueUrl?: string | null;
 }

@@ -16,6 +16,8 @@ const view: ProductView = {
   paymentTimeoutS: 900,
   waitingRoom: false,
   admissionTtlS: 120,
+  proofOfWork: false,
+  continueUrl: null,
   segmentCount: 2,
   segments: [
     { index: 0, stock: 4 },

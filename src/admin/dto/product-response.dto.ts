@@ -56,6 +56,16 @@ export class ProductResponse {
   @ApiProperty({ description: 'seconds an admission from the queue lasts' })
   admissionTtlS: number;
 
+  @ApiProperty({ description: 'whether joining the queue needs a solved proof-of-work challenge' })
+  proofOfWork: boolean;
+
+  @ApiProperty({
+    type: String,
+    nullable: true,
+    description: "the shop's page the waiting page sends admitted buyers to, with the admission token",
+  })
+  continueUrl: string | null;
+
   @ApiProperty()
   segmentCount: number;
 
@@ -87,6 +97,8 @@ export function toProductResponse(view: ProductView): ProductResponse {
     paymentTimeoutS: view.paymentTimeoutS,
     waitingRoom: view.waitingRoom,
     admissionTtlS: view.admissionTtlS,
+    proofOfWork: view.proofOfWork,
+    continueUrl: view.continueUrl,
     segmentCount: view.segmentCount,
     segments: view.segments.map((s) => ({ index: s.index, stock: s.stock })),
   };

@@ -9,7 +9,9 @@ import {
   IsOptional,
   isISO8601,
   IsString,
+  IsUrl,
   Length,
+  MaxLength,
   Matches,
   Max,
   Min,
@@ -117,5 +119,40 @@ export function AdmissionTtl(): PropertyDecorator {
     IsInt(),
     Min(MIN_ADMISSION_TTL_S),
     Max(MAX_ADMISSION_TTL_S),
+  );
+}
+
+/** `proofOfWork`: joining the queue needs a solved proof-of-work challenge (docs/proof-of-work.md). */
+export function ProofOfWork(): PropertyDecorator {
+  return applyDecorators(
+    ApiPropertyOptional({
+      type: Boolean,
+      default: false,
+      description:
+        'joining the queue needs a solved proof-of-work challenge (GET /products/:id/queue/challenge, then the X-Proof-Of-Work header)',
+    }),
+    IsOptional(),
+    IsBoolean({ message: 'proofOfWork must be true or false' }),
+  );
+}
+
+/** `continueUrl`: the shop's page the waiting page sends an admitted buyer to (with the admission token), or null. */
+export function ContinueUrl(): PropertyDecorator {
+  return applyDecorators(
+    ApiPropertyOptional({
+      type: String,
+      nullable: true,
+      maxLength: 2048,
+      example: 'https://shop.example/checkout/42',
+      description:
+        "the shop's page an admitted buyer continues to from the waiting page, with ?admission=<token> added; null: the page shows the token",
+    }),
+    ValidateIf((_o, v) => v !== null && v !== undefined),
+    IsString({ message: 'continueUrl must be an http:// or https:// URL, or null' }),
+    MaxLength(2048),
+    IsUrl(
+      { protocols: ['http', 'https'], require_protocol: true, require_tld: false },
+      { message: 'continueUrl must be an http:// or https:// URL, or null' },
+    ),
   );
 }

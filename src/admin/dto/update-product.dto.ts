@@ -1,5 +1,14 @@
 // Body of PATCH /admin/products/:id: any of the sale's terms; fields left out keep their value.
-import { AdmissionTtl, LimitPerUser, PaymentTimeout, ProductName, SaleInstant, WaitingRoom } from './sale-terms';
+import {
+  AdmissionTtl,
+  ContinueUrl,
+  LimitPerUser,
+  PaymentTimeout,
+  ProductName,
+  ProofOfWork,
+  SaleInstant,
+  WaitingRoom,
+} from './sale-terms';
 
 export class UpdateProductDto {
   @ProductName({ optional: true })
@@ -22,4 +31,10 @@ export class UpdateProductDto {
 
   @AdmissionTtl()
   admissionTtlS?: number;
+
+  @ProofOfWork()
+  proofOfWork?: boolean;
+
+  @ContinueUrl()
+  continueUrl?: string | null;
 }

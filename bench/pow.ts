@@ -1,0 +1,185 @@
+/// <reference lib="dom" />
+// eslint-disable-next-line @typescript-eslint/triple-slash-reference -- bench/tsconfig.json does not include src/types
+/// <reference path="../src/types/altcha-lib.d.ts" />
+// `npm run bench:pow`: what proof of work costs, measured on this machine, without load on the
+// service. (1) The server's verification of one join's solution, as the door runs it on a join
+// (decode, then altcha-lib's check of the hash and the HMAC, then this service's checks of product,
+// user, expiry and difficulty), in µs per join, and the issue of one challenge; the single-use
+// claim after it is one Redis command (SET NX PX), not timed here. (2) The time the waiting page's
+// own solver (src/wait-page/page/solver.js with altcha-lib's worker, in headless Chromium) takes at
+// each difficulty step, over several challenges each. Writes pow.md and pow.json in bench/results.
+import { readFileSync, mkdirSync, writeFileSync, existsSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import { dirname, join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { createChallenge, solveChallenge } from 'altcha-lib/v1';
+import { chromium } from 'playwright-core';
+import { challengeParams, decodeSolution, verifyProof } from '../src/proof-of-work/proof-verification';
+
+const KEY = 'a-proof-of-work-key-for-the-benchmark-0123';
+const DEFAULT_STEPS = [20_000, 60_000, 200_000, 600_000];
+
+async function verification(rounds: number): Promise<{ verifyUs: number; issueUs: number }> {
+  const maxNumber = DEFAULT_STEPS[0];
+  const issue = () =>
+    createChallenge({
+      hmacKey: KEY,
+      maxnumber: maxNumber,
+      expires: new Date(Date.now() + 60_000),
+      params: challengeParams({ productId: 1, userId: null, maxNumber }),
+    });
+  const c = await issue();
+  const s = await solveChallenge(c.challenge, c.salt, c.algorithm, maxNumber).promise;
+  const header = Buffer.from(JSON.stringify({ ...c, number: s!.number })).toString('base64');
+  const once = async () => {
+    const payload = decodeSolution(header);
+    const v = await verifyProof(payload!, KEY, {
+      productId: 1,
+      userId: 'u',
+      bound: false,
+      minMaxNumber: maxNumber,
+      now: Date.now(),
+    });
+    if (!v.ok) throw new Error(v.why);
+  };
+  for (let i = 0; i < 1000; i++) await once(); // warm-up
+  let t0 = process.hrtime.bigint();
+  for (let i = 0; i < rounds; i++) await once();
+  const verifyUs = Number(process.hrtime.bigint() - t0) / rounds / 1000;
+  t0 = process.hrtime.bigint();
+  for (let i = 0; i < rounds / 4; i++) await issue();
+  const issueUs = Number(process.hrtime.bigint() - t0) / (rounds / 4) / 1000;
+  return { verifyUs, issueUs };
+}
+
+function chromiumPath(): string {
+  const found = [process.env.CHROMIUM_PATH, '/usr/bin/chromium', '/usr/bin/chromium-browser'].find(
+    (p): p is string => p !== undefined && p !== '' && existsSync(p),
+  );
+  if (!found) throw new Error("no Chromium: install Debian's chromium package or set CHROMIUM_PATH");
+  return found;
+}
+
+interface StepTimes {
+  maxNumber: number;
+  samples: number[];
+  medianMs: number;
+  meanMs: number;
+  p90Ms: number;
+}
+
+async function solving(steps: number[], samples: number): Promise<{ workers: number; steps: StepTimes[] }> {
+  // The page's solver and altcha-lib's worker, served as the service serves them.
+  const solverDir = join(dirname(require.resolve('altcha-lib/v1')), '..', '..', 'esm', 'v1');
+  const files: Record<string, string> = {
+    '/wait/assets/solver.js': join(__dirname, '..', 'src', 'wait-page', 'page', 'solver.js'),
+    '/wait/assets/worker.js': join(solverDir, 'worker.js'),
+    '/wait/assets/index.js': join(solverDir, 'index.js'),
+    '/wait/assets/helpers.js': join(solverDir, 'helpers.js'),
+  };
+  const server = http.createServer((req, res) => {
+    const file = files[req.url ?? ''];
+    if (req.url === '/')
+      return void res.setHeader('content-type', 'text/html').end('<!doctype html><title>pow</title>');
+    if (!file) return void res.writeHead(404).end();
+    res.setHeader('content-type', 'text/javascript');
+    res.end(readFileSync(file));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const browser = await chromium.launch({
+    executablePath: chromiumPath(),
+    args: ['--no-sandbox', '--disable-dev-shm-usage'],
+  });
+  try {
+    const page = await browser.newPage();
+    await page.goto(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`);
+    // (A module script: the evaluated functions below are compiled to CommonJS, which has no import().)
+    await page.addScriptTag({
+      type: 'module',
+      content: "import { solve } from '/wait/assets/solver.js'; window.solve = solve;",
+    });
+    await page.waitForFunction(() => typeof (window as unknown as { solve?: unknown }).solve === 'function');
+    const workers = await page.evaluate(() => Math.min(4, navigator.hardwareConcurrency || 2));
+    const out: StepTimes[] = [];
+    for (const maxNumber of steps) {
+      const times: number[] = [];
+      for (let i = 0; i < samples; i++) {
+        const c = await createChallenge({ hmacKey: KEY, maxnumber: maxNumber });
+        const ms = await page.evaluate(
+          async (ch) => {
+            const { solve } = window as unknown as { solve: (c: unknown) => Promise<number> };
+            const t0 = performance.now();
+            await solve(ch);
+            return performance.now() - t0;
+          },
+          { ...c, maxnumber: maxNumber },
+        );
+        times.push(Math.round(ms));
+      }
+      const sorted = [...times].sort((x, y) => x - y);
+      out.push({
+        maxNumber,
+        samples: times,
+        medianMs: sorted[Math.floor(sorted.length / 2)],
+        meanMs: Math.round(times.reduce((s, t) => s + t, 0) / times.length),
+        p90Ms: sorted[Math.min(sorted.length - 1, Math.ceil(sorted.length * 0.9) - 1)],
+      });
+      process.stdout.write(`  step ${out.length - 1} (${maxNumber}): median ${out.at(-1)!.medianMs} ms\n`);
+    }
+    return { workers, steps: out };
+  } finally {
+    await browser.close();
+    server.close();
+  }
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      steps: { type: 'string', default: DEFAULT_STEPS.join(',') },
+      samples: { type: 'string', default: '15' },
+      rounds: { type: 'string', default: '20000' },
+    },
+  });
+  const steps = values.steps.split(',').map(Number);
+  process.stdout.write('verification…\n');
+  const v = await verification(Number(values.rounds));
+  process.stdout.write(`  ${v.verifyUs.toFixed(1)} µs per join, ${v.issueUs.toFixed(1)} µs per challenge\n`);
+  process.stdout.write('solving in headless Chromium…\n');
+  const s = await solving(steps, Number(values.samples));
+  const result = {
+    at: new Date().toISOString(),
+    machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, node: process.version },
+    verification: v,
+    solving: s,
+  };
+  const dir = join(__dirname, '..', '..', 'bench', 'results');
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'pow.json'), JSON.stringify(result, null, 2) + '\n');
+  const md = [
+    `# Proof of work: costs (${result.at.slice(0, 10)})`,
+    '',
+    `Machine: ${result.machine.cpus} CPUs (${result.machine.model}), Node ${result.machine.node}; \`npm run bench:pow\`.`,
+    '',
+    `- Server-side verification of one join's solution: **${v.verifyUs.toFixed(1)} µs** (decode, altcha-lib's hash and HMAC check, product/user/expiry/difficulty), then one Redis command (SET NX PX).`,
+    `- Issuing one challenge: ${v.issueUs.toFixed(1)} µs.`,
+    '',
+    `Solve time in headless Chromium, the waiting page's solver with ${s.workers} Web Workers, ${Number(values.samples)} challenges per step:`,
+    '',
+    '| step | largest number | median | mean | p90 |',
+    '|---|---|---|---|---|',
+    ...s.steps.map(
+      (t, i) => `| ${i} | ${t.maxNumber.toLocaleString('en')} | ${t.medianMs} ms | ${t.meanMs} ms | ${t.p90Ms} ms |`,
+    ),
+    '',
+  ].join('\n');
+  writeFileSync(join(dir, 'pow.md'), md);
+  process.stdout.write(`\n${md}`);
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,321 @@
+/// <reference lib="dom" />
+// (The callbacks of page.evaluate run in the browser, on its DOM.)
+// The buyer's waiting page in a real browser (Debian's chromium, driven by playwright-core) against
+// two service processes, with proof of work on: the page solves the challenge in Web Workers and
+// joins; before the start it counts down and says the order is drawn by the published lottery;
+// after the draw it shows the ticket's position and how many are ahead exactly as the API answers
+// them (and the lottery's order is the one recomputed from the seed); a reload and a second tab
+// keep the same ticket; on admission it continues to the shop's URL with an admission that then
+// orders; sold out is said plainly. Every request the page makes goes to the service (or, once
+// admitted, the shop). With WAIT_SCREENSHOTS=<dir> it saves phone and desktop screenshots there
+// (docs/images holds the ones the README shows).
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { createSigner } from 'fast-jwt';
+import { solveChallenge } from 'altcha-lib/v1';
+import { Browser, chromium, Page } from 'playwright-core';
+import { waitFor } from './faults/support';
+import { chromiumPath } from './support/chromium';
+import { resetState } from './support/database';
+import { admin, request, ServiceProcess, startService } from './support/service';
+import { recomputeLottery } from './support/waiting-room';
+
+const SCREENSHOTS = process.env.WAIT_SCREENSHOTS;
+const env = {
+  POW_SECRET: 'proof-of-work-secret-for-the-specs-0123456789',
+  ADMISSION_TICK_MS: '50',
+  LIVE_STATS_MS: '0',
+};
+
+describe("the buyer's waiting page in a real browser, against two service processes", () => {
+  let a: ServiceProcess;
+  let b: ServiceProcess;
+  let browser: Browser;
+  let shop: http.Server;
+  let shopUrl: string;
+  const shopVisits: URL[] = [];
+  /** Requests and problems seen by every page, checked at the end. */
+  const foreign: string[] = [];
+  const problems: string[] = [];
+  /** Services started by a single test, whose pages are watched too. */
+  const moreOrigins: string[] = [];
+
+  const product = async (body: Record<string, unknown>) => {
+    const r = await request(a.url, 'POST', '/admin/products', { name: 'waited', segments: 1, ...body }, admin);
+    if (r.status !== 201) throw new Error(`create: ${r.status} ${r.text}`);
+    return r.body.id as number;
+  };
+  /** Joins through the API as a script would, solving the challenge with altcha-lib in Node. */
+  const apiJoin = async (base: string, productId: number, userId: string) => {
+    const c = (await request(base, 'GET', `/products/${productId}/queue/challenge`)).body;
+    const s = await solveChallenge(c.challenge, c.salt, c.algorithm, c.maxnumber).promise;
+    const proof = Buffer.from(JSON.stringify({ ...c, number: s!.number })).toString('base64');
+    const r = await request(base, 'POST', `/products/${productId}/queue`, { userId }, { 'x-proof-of-work': proof });
+    if (r.status !== 201 && r.status !== 200) throw new Error(`join: ${r.status} ${r.text}`);
+    return r.body as { id: string };
+  };
+  const ticket = async (productId: number, id: string) =>
+    (await request(b.url, 'GET', `/products/${productId}/queue/${id}`)).body as {
+      status: string;
+      position: number | null;
+      ahead: number | null;
+      admission?: string;
+    };
+  const text = (page: Page, testid: string) =>
+    page.evaluate((id) => document.querySelector(`[data-testid="${id}"]`)?.textContent ?? null, testid);
+  const storedTicket = (page: Page, productId: number, user: string) =>
+    page.evaluate((key) => localStorage.getItem(key), `flashsale-ticket:${productId}:${user}`);
+  const watch = (page: Page) => {
+    page.on('request', (r) => {
+      if (![a.url, b.url, shopUrl, ...moreOrigins].some((o) => r.url().startsWith(`${o}/`))) foreign.push(r.url());
+    });
+    page.on('console', (m) => {
+      if (m.type() === 'error') problems.push(m.text());
+    });
+    page.on('pageerror', (e) => problems.push(e.message));
+    return page;
+  };
+  const phone = () =>
+    browser.newContext({ viewport: { width: 360, height: 740 }, deviceScaleFactor: 2, reducedMotion: 'reduce' });
+  const shot = async (page: Page, name: string) => {
+    if (!SCREENSHOTS) return;
+    mkdirSync(SCREENSHOTS, { recursive: true });
+    await page.screenshot({ path: join(SCREENSHOTS, name), fullPage: true });
+  };
+
+  beforeAll(async () => {
+    await resetState();
+    shop = http.createServer((req, res) => {
+      shopVisits.push(new URL(req.url ?? '/', shopUrl));
+      res.setHeader('content-type', 'text/html; charset=utf-8');
+      res.end('<!doctype html><title>The shop</title><h1>Checkout</h1>');
+    });
+    await new Promise<void>((resolve) => shop.listen(0, '127.0.0.1', resolve));
+    shopUrl = `http://127.0.0.1:${(shop.address() as AddressInfo).port}`;
+    [a, b] = await Promise.all([startService(env), startService(env)]);
+    browser = await chromium.launch({
+      executablePath: chromiumPath(),
+      args: ['--no-sandbox', '--disable-dev-shm-usage'],
+    });
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await new Promise((resolve) => shop?.close(resolve));
+    await Promise.all([a?.stop(), b?.stop()]);
+  });
+
+  it('serves the page with a Content-Security-Policy that allows nothing from elsewhere', async () => {
+    const id = await product({ stock: 1, waitingRoom: true, proofOfWork: true });
+    const r = await request(a.url, 'GET', `/products/${id}/wait`);
+    expect(r.status).toBe(200);
+    expect(r.headers['content-type']).toBe('text/html; charset=utf-8');
+    expect(r.headers['content-security-policy']).toContain("default-src 'self'");
+    expect(r.headers['content-security-policy']).toContain("script-src 'self'");
+    expect(r.text).not.toMatch(/https?:\/\//);
+    const info = await request(b.url, 'GET', `/products/${id}/wait/info`);
+    expect(info.body).toMatchObject({ productId: id, waitingRoom: true, proofOfWork: true, identity: false });
+  });
+
+  it('before the start: solves, joins, counts down and says the order is drawn by lottery; after the draw it shows the place the API gives, through a reload and a second tab', async () => {
+    const startsAt = Date.now() + 12_000;
+    const id = await product({
+      stock: 1,
+      waitingRoom: true,
+      proofOfWork: true,
+      startsAt: new Date(startsAt).toISOString(),
+    });
+    // Others join through the API, on both processes.
+    const others = Array.from({ length: 7 }, (_, i) => `api-${i}`);
+    const ids: string[] = [];
+    for (const [i, u] of others.entries()) ids.push((await apiJoin(i % 2 ? a.url : b.url, id, u)).id);
+
+    const context = await phone();
+    const page = watch(await context.newPage());
+    await page.goto(`${a.url}/products/${id}/wait#user=page-early`);
+    await waitFor('the pre-queue page', async () => (await text(page, 'status'))?.includes('drawn by lottery'), 30_000);
+    // The fragment is taken out of the address bar; the page solved a challenge to join.
+    expect(new URL(page.url()).hash).toBe('');
+    expect(Number(await page.evaluate(() => document.documentElement.dataset.solvedMs))).toBeGreaterThanOrEqual(0);
+    expect(await page.$eval('#before', (e) => (e as HTMLElement).hidden)).toBe(false);
+    expect(await page.getAttribute('[data-testid="fairness"]', 'href')).toBe(`/products/${id}/queue/fairness`);
+    await waitFor('the countdown', async () => /^\d\d:\d\d$/.test((await text(page, 'countdown')) ?? ''));
+    const early = await storedTicket(page, id, 'page-early');
+    expect(early).toMatch(/\S/);
+    ids.push(early!);
+    expect((await ticket(id, early!)).position).toBeNull();
+    // Keyboard: the first stop is the lottery's record.
+    await page.keyboard.press('Tab');
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('fairness');
+    await shot(page, 'wait-page-phone-before.png');
+
+    // The draw: every ticket gets the place the seed gives it.
+    const positions = await waitFor(
+      'the draw',
+      async () => {
+        const ts = await Promise.all(ids.map((t) => ticket(id, t)));
+        return ts.every((t) => t.position !== null) ? ts.map((t) => t.position as number) : null;
+      },
+      40_000,
+      200,
+    );
+    const fairness = (await request(a.url, 'GET', `/products/${id}/queue/fairness`)).body;
+    const drawn = ids.map((t, i) => ({ t, p: positions[i] })).sort((x, y) => x.p - y.p);
+    expect(drawn.map((x) => x.t)).toEqual(recomputeLottery(fairness.seed, ids));
+
+    // A waiting user (one unit: the first two places are admitted) opens the page: the page, which
+    // must solve again to join, is answered the same ticket, and shows the API's place.
+    const waiting = drawn.find((x) => x.p >= 3 && x.t !== early)!;
+    const user = others[ids.indexOf(waiting.t)];
+    await context.close();
+    const theirs = await phone();
+    const page2 = watch(await theirs.newPage());
+    await page2.goto(`${a.url}/products/${id}/wait#user=${user}`);
+    await waitFor('the place', async () => (await text(page2, 'position')) === String(waiting.p), 30_000);
+    const api = await ticket(id, waiting.t);
+    expect(api).toMatchObject({ status: 'waiting', position: waiting.p });
+    expect(await text(page2, 'ahead')).toBe(String(api.ahead));
+    expect(await text(page2, 'status')).toBe(
+      `You are number ${waiting.p} in the queue, ${api.ahead} ${api.ahead === 1 ? 'person' : 'people'} ahead of you.`,
+    );
+    expect(await storedTicket(page2, id, user)).toBe(waiting.t);
+    const progress = Number(await page2.getAttribute('[data-testid="progress"]', 'value'));
+    expect(progress).toBe(Math.round(((waiting.p - 1 - api.ahead!) / (waiting.p - 1)) * 100));
+    await shot(page2, 'wait-page-phone-queue.png');
+
+    // A reload keeps the place, without joining again.
+    const joins: string[] = [];
+    page2.on('request', (r) => {
+      if (r.method() === 'POST') joins.push(r.url());
+    });
+    await page2.reload();
+    await waitFor(
+      'the place after a reload',
+      async () => (await text(page2, 'position')) === String(waiting.p),
+      30_000,
+    );
+    expect(joins).toEqual([]);
+    // A second tab of the same browser shows the same ticket.
+    const tab = watch(await theirs.newPage());
+    await tab.goto(`${a.url}/products/${id}/wait`);
+    await waitFor('the place in a second tab', async () => (await text(tab, 'position')) === String(waiting.p), 30_000);
+    expect(await storedTicket(tab, id, user)).toBe(waiting.t);
+
+    const desktop = watch(await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage());
+    await desktop.goto(`${a.url}/products/${id}/wait#user=${user}`);
+    await waitFor(
+      'the place on the desktop',
+      async () => (await text(desktop, 'position')) === String(waiting.p),
+      30_000,
+    );
+    await shot(desktop, 'wait-page-desktop-queue.png');
+    await theirs.close();
+    await desktop.context().close();
+  });
+
+  it("on admission continues to the shop's URL with an admission that orders", async () => {
+    const id = await product({
+      stock: 2,
+      waitingRoom: true,
+      proofOfWork: true,
+      continueUrl: `${shopUrl}/checkout?item=7`,
+    });
+    const context = await phone();
+    const page = watch(await context.newPage());
+    await page.goto(`${b.url}/products/${id}/wait#user=page-buyer`);
+    await page.waitForURL((u) => u.toString().startsWith(shopUrl), { timeout: 30_000 });
+    const visit = shopVisits.find((u) => u.pathname === '/checkout' && u.searchParams.get('item') === '7')!;
+    const admission = visit.searchParams.get('admission');
+    expect(admission).toMatch(/^[\w-]+\.[\w-]+\.[\w-]+$/);
+    const order = await request(a.url, 'POST', '/orders', { userId: 'page-buyer', productId: id, admission });
+    expect(order.status).toBe(201);
+    expect(order.body).toMatchObject({ productId: id, userId: 'page-buyer', status: 'reserved' });
+    // Back on the page the ticket is spent.
+    await page.goto(`${b.url}/products/${id}/wait`);
+    await waitFor('the ordered ticket', async () => (await text(page, 'status'))?.includes('You have ordered'), 30_000);
+    await context.close();
+  });
+
+  it('shows the admission for an API client when the product names no shop URL', async () => {
+    const id = await product({ stock: 1, waitingRoom: true, proofOfWork: true });
+    const page = watch(await (await phone()).newPage());
+    await page.goto(`${a.url}/products/${id}/wait#user=page-token`);
+    await waitFor(
+      'the admission',
+      async () => (await page.inputValue('[data-testid="token"]').catch(() => '')) !== '',
+      30_000,
+    );
+    const shown = await page.inputValue('[data-testid="token"]');
+    const t = await ticket(id, (await storedTicket(page, id, 'page-token'))!);
+    expect(t).toMatchObject({ status: 'admitted', admission: shown });
+    expect(await text(page, 'status')).toContain('It is your turn');
+    await shot(page, 'wait-page-phone-admitted.png');
+    await page.context().close();
+  });
+
+  it('says sold out plainly', async () => {
+    const id = await product({ stock: 1, waitingRoom: true, proofOfWork: true });
+    const first = await apiJoin(a.url, id, 'quick');
+    const admitted = await waitFor('the admission', async () => {
+      const t = await ticket(id, first.id);
+      return t.status === 'admitted' ? t : null;
+    });
+    const order = await request(b.url, 'POST', '/orders', {
+      userId: 'quick',
+      productId: id,
+      admission: admitted.admission,
+    });
+    expect(order.status).toBe(201);
+    const page = watch(await (await phone()).newPage());
+    await page.goto(`${b.url}/products/${id}/wait#user=page-late`);
+    await waitFor('sold out', async () => (await text(page, 'status'))?.startsWith('Sold out'), 30_000);
+    const t = await ticket(id, (await storedTicket(page, id, 'page-late'))!);
+    expect(t.status).toBe('sold_out');
+    await page.context().close();
+  });
+
+  it('with buyer identity on, takes the buyer token from the fragment, keeps it out of the address bar, and joins as its user', async () => {
+    const secret = 'buyer-secret-for-the-specs-0123456789abcdef';
+    const c = await startService({ ...env, BUYER_JWT_SECRET: secret });
+    moreOrigins.push(c.url);
+    try {
+      const id = await product({ stock: 1, waitingRoom: true, proofOfWork: true });
+      const token = createSigner({ key: Buffer.from(secret), algorithm: 'HS256', expiresIn: 600_000 })({
+        sub: 'tok-1',
+      });
+      const page = watch(await (await phone()).newPage());
+      await page.goto(`${c.url}/products/${id}/wait#token=${token}`);
+      await waitFor('the ticket', async () => (await storedTicket(page, id, 'tok-1')) !== null, 30_000);
+      expect(new URL(page.url()).hash).toBe('');
+      expect(await page.evaluate(() => sessionStorage.getItem('flashsale-buyer-token'))).toBe(token);
+      const ticketId = (await storedTicket(page, id, 'tok-1'))!;
+      const own = await request(c.url, 'GET', `/products/${id}/queue/${ticketId}`, undefined, {
+        authorization: `Bearer ${token}`,
+      });
+      expect(own.body).toMatchObject({ id: ticketId, userId: 'tok-1' });
+      // The page polls with the token (a poll without it is 401 with identity on).
+      await page.reload();
+      await waitFor(
+        'the ticket after a reload',
+        async () => (await text(page, 'status'))?.includes('your turn'),
+        30_000,
+      );
+      expect(await page.inputValue('[data-testid="token"]')).toBe(
+        (
+          await request(c.url, 'GET', `/products/${id}/queue/${ticketId}`, undefined, {
+            authorization: `Bearer ${token}`,
+          })
+        ).body.admission,
+      );
+      await page.context().close();
+    } finally {
+      await c.stop();
+    }
+  });
+
+  it('made no request anywhere but the service and the shop, and no page error', () => {
+    expect(foreign).toEqual([]);
+    expect(problems).toEqual([]);
+  });
+});
