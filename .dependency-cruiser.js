@@ -6,8 +6,9 @@
 const LAYERS = [
   ['operator'],
   ['admin', 'health'],
-  ['orders', 'waiting-room'],
+  ['orders', 'waiting-room', 'wait-page'],
   ['door', 'events', 'admissions'],
+  ['proof-of-work'],
   ['inventory'],
   ['database'],
   ['infrastructure', 'logging'],

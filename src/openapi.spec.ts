@@ -16,7 +16,7 @@ import { openApiDocument } from './openapi';
 import { OrdersController } from './orders/orders.controller';
 import { OrdersService } from './orders/orders.service';
 import { ProductCatalogService } from './inventory/product-catalog.service';
-import { ProofOfWorkController } from './proof-of-work/proof-of-work.controller';
+import { ChallengeController } from './waiting-room/challenge.controller';
 import { ProofOfWorkService } from './proof-of-work/proof-of-work.service';
 import { WaitPageController } from './wait-page/wait-page.controller';
 import { WaitingRoomController } from './waiting-room/waiting-room.controller';
@@ -28,7 +28,7 @@ import { WaitingRoomService } from './waiting-room/waiting-room.service';
     AdminController,
     HealthController,
     WaitingRoomController,
-    ProofOfWorkController,
+    ChallengeController,
     WaitPageController,
   ],
   providers: [

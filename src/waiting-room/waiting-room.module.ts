@@ -4,6 +4,7 @@ import { Module } from '@nestjs/common';
 import { AdmissionsModule } from '../admissions/admissions.module';
 import { InventoryModule } from '../inventory/inventory.module';
 import { Admitter } from './admitter.service';
+import { ChallengeController } from './challenge.controller';
 import { QueueStates } from './queue-states.service';
 import { WaitingRoomController } from './waiting-room.controller';
 import { WaitingRoomRepository } from './waiting-room.repository';
@@ -11,7 +12,7 @@ import { WaitingRoomService } from './waiting-room.service';
 
 @Module({
   imports: [InventoryModule, AdmissionsModule],
-  controllers: [WaitingRoomController],
+  controllers: [WaitingRoomController, ChallengeController],
   providers: [WaitingRoomRepository, QueueStates, Admitter, WaitingRoomService],
 })
 export class WaitingRoomModule {}

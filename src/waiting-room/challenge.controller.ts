@@ -9,7 +9,7 @@ import { productIdFromPath } from '../common/ids';
 import { CallerOf } from '../door/caller.decorator';
 import type { Caller } from '../door/door.service';
 import { ProductCatalogService } from '../inventory/product-catalog.service';
-import { IssuedChallenge, ProofOfWorkService } from './proof-of-work.service';
+import { IssuedChallenge, ProofOfWorkService } from '../proof-of-work/proof-of-work.service';
 
 export class ChallengeResponse implements IssuedChallenge {
   @ApiProperty({ example: 'SHA-256' })
@@ -32,7 +32,7 @@ export class ChallengeResponse implements IssuedChallenge {
 
 @ApiTags('waiting room')
 @Controller('products/:id/queue')
-export class ProofOfWorkController {
+export class ChallengeController {
   constructor(
     private readonly pow: ProofOfWorkService,
     private readonly catalog: ProductCatalogService,
