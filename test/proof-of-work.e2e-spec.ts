@@ -236,12 +236,14 @@ describe('proof of work at the queue, across two processes', () => {
     const p = await product({ waitingRoom: true, proofOfWork: true, startsAt, stock: 20 });
     const users = Array.from({ length: 8 }, (_, i) => `lot-${i}`);
     const ids: string[] = [];
+    const lotteryIds: string[] = [];
     for (const [i, u] of users.entries()) {
       const s = await solved(await challenge(i % 2 ? a.url : b.url, p.id));
       const r = await join(i % 2 ? b.url : a.url, p.id, u, s.header);
       expect(r.status).toBe(201);
       expect(r.body.position).toBeNull();
       ids.push(r.body.id);
+      lotteryIds.push(r.body.lotteryId);
     }
     const positions = await waitFor(
       'the draw',
@@ -255,9 +257,9 @@ describe('proof of work at the queue, across two processes', () => {
       200,
     );
     const fairness = await request(a.url, 'GET', `/products/${p.id}/queue/fairness`);
-    const byPosition = ids.map((id, i) => ({ id, pos: positions[i] })).sort((x, y) => x.pos - y.pos);
+    const byPosition = lotteryIds.map((id, i) => ({ id, pos: positions[i] })).sort((x, y) => x.pos - y.pos);
     expect(byPosition.map((x) => x.pos)).toEqual(users.map((_, i) => i + 1));
-    expect(byPosition.map((x) => x.id)).toEqual(recomputeLottery(fairness.body.seed, ids));
+    expect(byPosition.map((x) => x.id)).toEqual(recomputeLottery(fairness.body.seed, lotteryIds));
   });
 
   describe('with a low level of joins per second', () => {

@@ -58,6 +58,7 @@ describe("the buyer's waiting page in a real browser, against two service proces
   };
   const ticket = async (productId: number, id: string) =>
     (await request(b.url, 'GET', `/products/${productId}/queue/${id}`)).body as {
+      lotteryId: string;
       status: string;
       position: number | null;
       ahead: number | null;
@@ -151,23 +152,25 @@ describe("the buyer's waiting page in a real browser, against two service proces
     await shot(page, 'wait-page-phone-before.png');
 
     // The draw: every ticket gets the place the seed gives it.
-    const positions = await waitFor(
+    const placed = await waitFor(
       'the draw',
       async () => {
         const ts = await Promise.all(ids.map((t) => ticket(id, t)));
-        return ts.every((t) => t.position !== null) ? ts.map((t) => t.position as number) : null;
+        return ts.every((t) => t.position !== null) ? ts : null;
       },
       40_000,
       200,
     );
+    const positions = placed.map((t) => t.position as number);
+    const lotteryIds = placed.map((t) => t.lotteryId);
     const fairness = (await request(a.url, 'GET', `/products/${id}/queue/fairness`)).body;
-    const drawn = ids.map((t, i) => ({ t, p: positions[i] })).sort((x, y) => x.p - y.p);
-    expect(drawn.map((x) => x.t)).toEqual(recomputeLottery(fairness.seed, ids));
+    const drawn = ids.map((t, i) => ({ t, i, lotteryId: lotteryIds[i], p: positions[i] })).sort((x, y) => x.p - y.p);
+    expect(drawn.map((x) => x.lotteryId)).toEqual(recomputeLottery(fairness.seed, lotteryIds));
 
     // A waiting user (one unit: the first two places are admitted) opens the page: the page, which
     // must solve again to join, is answered the same ticket, and shows the API's place.
     const waiting = drawn.find((x) => x.p >= 3 && x.t !== early)!;
-    const user = others[ids.indexOf(waiting.t)];
+    const user = others[waiting.i];
     await context.close();
     const theirs = await phone();
     const page2 = watch(await theirs.newPage());
@@ -179,7 +182,9 @@ describe("the buyer's waiting page in a real browser, against two service proces
     expect(await text(page2, 'status')).toBe(
       `You are number ${waiting.p} in the queue, ${api.ahead} ${api.ahead === 1 ? 'person' : 'people'} ahead of you.`,
     );
-    expect(await storedTicket(page2, id, user)).toBe(waiting.t);
+    // The same ticket: the page's join was answered the user's place (its token now carries it).
+    const stored = (await storedTicket(page2, id, user))!;
+    expect(await ticket(id, stored)).toMatchObject({ lotteryId: waiting.lotteryId, position: waiting.p });
     const progress = Number(await page2.getAttribute('[data-testid="progress"]', 'value'));
     expect(progress).toBe(Math.round(((waiting.p - 1 - api.ahead!) / (waiting.p - 1)) * 100));
     await shot(page2, 'wait-page-phone-queue.png');
@@ -200,7 +205,7 @@ describe("the buyer's waiting page in a real browser, against two service proces
     const tab = watch(await theirs.newPage());
     await tab.goto(`${a.url}/products/${id}/wait`);
     await waitFor('the place in a second tab', async () => (await text(tab, 'position')) === String(waiting.p), 30_000);
-    expect(await storedTicket(tab, id, user)).toBe(waiting.t);
+    expect(await storedTicket(tab, id, user)).toBe(stored);
 
     const desktop = watch(await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage());
     await desktop.goto(`${a.url}/products/${id}/wait#user=${user}`);
