@@ -281,6 +281,8 @@ describe('HTTP API', () => {
         paymentTimeoutS: 900,
         waitingRoom: false,
         admissionTtlS: 120,
+        proofOfWork: false,
+        continueUrl: null,
         segmentCount: 4,
         segments: [
           { index: 0, stock: 3 },

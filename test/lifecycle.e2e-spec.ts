@@ -413,10 +413,12 @@ describe('Order lifecycle and sale terms', () => {
       expect(doc.components.schemas.OrderOwnerDto.required).toEqual(['userId']);
       expect(Object.keys(doc.components.schemas.UpdateProductDto.properties).sort()).toEqual([
         'admissionTtlS',
+        'continueUrl',
         'endsAt',
         'limitPerUser',
         'name',
         'paymentTimeoutS',
+        'proofOfWork',
         'startsAt',
         'waitingRoom',
       ]);

@@ -10,6 +10,7 @@ import { InitialSchema1763700000000 } from '../migrations/1763700000000-InitialS
 import { OrderLifecycle1763900000000 } from '../migrations/1763900000000-OrderLifecycle';
 import { WaitingRoom1764000000000 } from '../migrations/1764000000000-WaitingRoom';
 import { OrderEvents1764100000000 } from '../migrations/1764100000000-OrderEvents';
+import { ProofOfWork1764200000000 } from '../migrations/1764200000000-ProofOfWork';
 import { withPg } from './faults/support';
 import { testUrls } from './support/service';
 
@@ -58,6 +59,7 @@ describe('the order lifecycle migration', () => {
       'OrderLifecycle1763900000000',
       'WaitingRoom1764000000000',
       'OrderEvents1764100000000',
+      'ProofOfWork1764200000000',
     ]);
 
     await withPg(url, async (db) => {
@@ -96,11 +98,16 @@ describe('the order lifecycle migration', () => {
       OrderLifecycle1763900000000,
       WaitingRoom1764000000000,
       OrderEvents1764100000000,
+      ProofOfWork1764200000000,
     ]);
     try {
       await withPg(url, async (db) => {
         expect((await db.query('SELECT waiting_room, admission_ttl_s FROM products')).rows).toEqual([
           { waiting_room: false, admission_ttl_s: 120 },
+        ]);
+        // The proof-of-work migration: off, and no shop URL, for the products made before it.
+        expect((await db.query('SELECT proof_of_work, continue_url FROM products')).rows).toEqual([
+          { proof_of_work: false, continue_url: null },
         ]);
         expect((await db.query('SELECT DISTINCT admission_position FROM orders')).rows).toEqual([
           { admission_position: null },
@@ -140,6 +147,13 @@ describe('the order lifecycle migration', () => {
           { type: 'product.sold_out', status: null, user_id: null },
         ]);
         await db.query(`DELETE FROM orders WHERE user_id = 'ev'`);
+      });
+      await ds.undoLastMigration({ transaction: 'each' });
+      await withPg(url, async (db) => {
+        const left = await db.query(
+          `SELECT column_name FROM information_schema.columns WHERE table_name = 'products' AND column_name IN ('proof_of_work', 'continue_url')`,
+        );
+        expect(left.rows).toEqual([]);
       });
       await ds.undoLastMigration({ transaction: 'each' });
       await withPg(url, async (db) => {
