@@ -11,6 +11,7 @@ import { OrderLifecycle1763900000000 } from '../migrations/1763900000000-OrderLi
 import { WaitingRoom1764000000000 } from '../migrations/1764000000000-WaitingRoom';
 import { OrderEvents1764100000000 } from '../migrations/1764100000000-OrderEvents';
 import { QueueInPostgres1764200000000 } from '../migrations/1764200000000-QueueInPostgres';
+import { ProofOfWork1764250000000 } from '../migrations/1764250000000-ProofOfWork';
 import { SoldOutAfterCause1764300000000 } from '../migrations/1764300000000-SoldOutAfterCause';
 import { withPg } from './faults/support';
 import { testUrls } from './support/service';
@@ -61,6 +62,7 @@ describe('the order lifecycle migration', () => {
       'WaitingRoom1764000000000',
       'OrderEvents1764100000000',
       'QueueInPostgres1764200000000',
+      'ProofOfWork1764250000000',
       'SoldOutAfterCause1764300000000',
     ]);
 
@@ -101,12 +103,17 @@ describe('the order lifecycle migration', () => {
       WaitingRoom1764000000000,
       OrderEvents1764100000000,
       QueueInPostgres1764200000000,
+      ProofOfWork1764250000000,
       SoldOutAfterCause1764300000000,
     ]);
     try {
       await withPg(url, async (db) => {
         expect((await db.query('SELECT waiting_room, admission_ttl_s FROM products')).rows).toEqual([
           { waiting_room: false, admission_ttl_s: 120 },
+        ]);
+        // The proof-of-work migration: off, and no shop URL, for the products made before it.
+        expect((await db.query('SELECT proof_of_work, continue_url FROM products')).rows).toEqual([
+          { proof_of_work: false, continue_url: null },
         ]);
         expect((await db.query('SELECT DISTINCT admission_position FROM orders')).rows).toEqual([
           { admission_position: null },
@@ -179,6 +186,13 @@ describe('the order lifecycle migration', () => {
         const triggers = await db.query(`SELECT tgname FROM pg_trigger WHERE tgrelid = 'stock_segments'::regclass`);
         expect(triggers.rows.map((r: { tgname: string }) => r.tgname)).toContain('product_events_on_segments');
         expect(triggers.rows.map((r: { tgname: string }) => r.tgname)).not.toContain('product_sold_out_at_commit');
+      });
+      await ds.undoLastMigration({ transaction: 'each' });
+      await withPg(url, async (db) => {
+        const left = await db.query(
+          `SELECT column_name FROM information_schema.columns WHERE table_name = 'products' AND column_name IN ('proof_of_work', 'continue_url')`,
+        );
+        expect(left.rows).toEqual([]);
       });
       // The queue in PostgreSQL: a room made before it gets its counter row; joins number in the
       // order given, one ticket per user, the draw ranks the pre-queue by lottery key; and back.

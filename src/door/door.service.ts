@@ -129,6 +129,9 @@ export class DoorService {
   private async joining(req: FastifyRequest, reply: FastifyReply): Promise<void> {
     if (this.identity.enabled && (req.body === undefined || req.body === null)) req.body = {};
     const { userId } = this.buyerOfBody(req);
+    // A caller this process already holds over budget is answered from memory before any hashing.
+    const blocked = this.limits.enabled ? this.limits.blockedNow(userId, req.ip) : null;
+    if (blocked) return this.overBudget(reply, blocked);
     let claim = await this.proofs.check(req, userId, true);
     await this.withinBudget(userId, req, reply);
     if (reply.sent) return;

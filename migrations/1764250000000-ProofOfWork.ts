@@ -4,8 +4,8 @@
 // the admission token).
 import { MigrationInterface, QueryRunner } from 'typeorm';
 
-export class ProofOfWork1764200000000 implements MigrationInterface {
-  name = 'ProofOfWork1764200000000';
+export class ProofOfWork1764250000000 implements MigrationInterface {
+  name = 'ProofOfWork1764250000000';
 
   public async up(q: QueryRunner): Promise<void> {
     await q.query(`
