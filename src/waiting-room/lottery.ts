@@ -1,7 +1,7 @@
 // The queue's arithmetic that anyone must be able to redo: a ticket's id, its shard, and the
 // lottery that orders the pre-queue. Kept free of Redis and Nest so that the published algorithm
 // (ALGORITHM below) and this code are one thing, tested against each other.
-import { createHash, createHmac } from 'node:crypto';
+import { createHash, createHmac, createSecretKey, KeyObject } from 'node:crypto';
 
 /** A ticket id: 24 lowercase hex characters. */
 export const TICKET_ID = /^[0-9a-f]{24}$/;
@@ -15,9 +15,17 @@ export function ticketIdFor(productId: number, userId: string): string {
   return createHash('sha256').update(`${productId}:${userId}`).digest('hex').slice(0, 24);
 }
 
+/** The seed as a key object, made once per seed: turning raw bytes into a key on every HMAC costs more than the HMAC. */
+const seedKeys = new WeakMap<Buffer, KeyObject>();
+function keyOf(seed: Buffer): KeyObject {
+  let key = seedKeys.get(seed);
+  if (key === undefined) seedKeys.set(seed, (key = createSecretKey(seed)));
+  return key;
+}
+
 /** A ticket's lottery draw: HMAC-SHA256 of its id under the seed, as lowercase hex. */
 export function lotteryKey(seed: Buffer, ticketId: string): string {
-  return createHmac('sha256', seed).update(ticketId).digest('hex');
+  return createHmac('sha256', keyOf(seed)).update(ticketId).digest('hex');
 }
 
 /**

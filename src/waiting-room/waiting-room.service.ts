@@ -43,6 +43,8 @@ export interface Fairness {
 
 /** What this process remembers of a ticket between polls, to spare PostgreSQL and to measure estimates. */
 interface Known {
+  /** A pre-queue ticket's drawn place, once known (places never change). */
+  drawn?: number;
   /** Ordered or admission lapsed: nothing will change any more. */
   over?: 'ordered' | 'ended';
   /** The first admission time this process estimated for it (epoch ms), to measure the estimate's error. */
@@ -143,8 +145,11 @@ export class WaitingRoomService implements OnModuleInit {
   private async answer(product: ProductInfo, token: string, claims: TicketClaims): Promise<TicketView> {
     const now = Date.now();
     const window = { startsAt: product.startsAt, endsAt: product.endsAt, admissionTtlS: product.admissionTtlS };
-    const position = claims.position ?? (await this.states.drawnPosition(product.id, claims.userId, claims.ticketId));
     const entry = this.remember(claims.ticketId);
+    // A pre-queue ticket's place comes from the draw: found once, then remembered.
+    if (claims.position === null && entry.drawn === undefined)
+      entry.drawn = (await this.states.drawnPosition(product.id, claims.userId, claims.ticketId)) ?? undefined;
+    const position = claims.position ?? entry.drawn ?? null;
     const base = { id: token, lotteryId: claims.ticketId, productId: product.id, userId: claims.userId, position };
     const counted = (t: Omit<TicketView, 'retryAfterS'>): TicketView => {
       this.metrics.queuePolls.inc({ status: t.status });
