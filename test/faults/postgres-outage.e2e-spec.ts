@@ -20,6 +20,7 @@ import {
   stopAll,
   tally,
   waitFor,
+  withPg,
 } from './support';
 
 const DB_TIMEOUT_MS = 800;
@@ -168,5 +169,56 @@ describe('PostgreSQL outage during a sale', () => {
       expect(await placeOrder(a.url, userId, product.id)).toMatchObject({ status: 409, code: 'ALREADY_ORDERED' });
     }
     expect((await audit(pg.url, product.id)).orders).toBe(books.orders);
+  });
+
+  it("should answer the waiting room's joins and polls 503 with Retry-After while PostgreSQL is down, make no ticket half, and keep every place once it is back", async () => {
+    const product = await createProduct(a.url, { stock: 1, segments: 1, waitingRoom: true });
+    const joinOn = (url: string, userId: string) => request(url, 'POST', `/products/${product.id}/queue`, { userId });
+    const before = await Promise.all(['wr-1', 'wr-2', 'wr-3'].map((u, i) => joinOn(i % 2 ? b.url : a.url, u)));
+    expect(before.map((r) => r.status)).toEqual([201, 201, 201]);
+    const placed = await waitFor('the tickets placed', async () => {
+      const polls = await Promise.all(
+        before.map((r) => request(a.url, 'GET', `/products/${product.id}/queue/${r.body.id}`)),
+      );
+      return polls.every((r) => r.status === 200 && r.body.position !== null)
+        ? polls.map((r) => r.body.position)
+        : null;
+    });
+
+    await pg.stop();
+    try {
+      // A join is answered only when its ticket's row commits: while PostgreSQL is down it is 503.
+      const join = await joinOn(b.url, 'wr-down');
+      expect({ status: join.status, code: join.body.code, retryAfter: join.headers['retry-after'] }).toEqual({
+        status: 503,
+        code: 'UNAVAILABLE',
+        retryAfter: '1',
+      });
+      // A poll needs an admission view at most a tick old: 503 too, never a 500 or a hang.
+      const poll = await waitFor('a poll refused', async () => {
+        const r = await request(a.url, 'GET', `/products/${product.id}/queue/${before[2].body.id}`);
+        return r.status === 503 ? r : null;
+      });
+      expect({ code: poll.body.code, retryAfter: poll.headers['retry-after'] }).toEqual({
+        code: 'UNAVAILABLE',
+        retryAfter: '1',
+      });
+    } finally {
+      await pg.start();
+    }
+    // Back: the refused join made nothing; the buyers keep their places; the refused buyer joins now.
+    await waitFor('joins answered again', async () => (await joinOn(a.url, 'wr-1')).status === 200);
+    const after = await Promise.all(
+      before.map((r) => request(b.url, 'GET', `/products/${product.id}/queue/${r.body.id}`)),
+    );
+    expect(after.map((r) => r.body.position)).toEqual(placed);
+    const rows = await withPg(pg.url, async (db) =>
+      (
+        await db.query('SELECT user_id FROM queue_tickets WHERE product_id = $1 ORDER BY user_id', [product.id])
+      ).rows.map((r: { user_id: string }) => r.user_id),
+    );
+    expect(rows).toEqual(['wr-1', 'wr-2', 'wr-3']);
+    const late = await joinOn(b.url, 'wr-down');
+    expect({ status: late.status, position: late.body.position }).toEqual({ status: 201, position: 4 });
   });
 });

@@ -128,6 +128,7 @@ export interface NewTestProduct {
   startsAt?: string | null;
   endsAt?: string | null;
   paymentTimeoutS?: number;
+  waitingRoom?: boolean;
 }
 
 /** Creates a product through the admin API of the service at `to` (its base URL, or how to call it). */
