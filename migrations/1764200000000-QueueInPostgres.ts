@@ -33,11 +33,27 @@ export class QueueInPostgres1764200000000 implements MigrationInterface {
     // at each admission step (for the operator page); this row is the exact count.
     await q.query(`
       CREATE TABLE queue_counts (
-        product_id integer PRIMARY KEY REFERENCES waiting_rooms(product_id) ON DELETE CASCADE,
+        -- No foreign key: a check of it would lock the room's row (FOR KEY SHARE) inside a join, while
+        -- the admission step holds that row and waits for this one: a deadlock. The row is made
+        -- with its room (the trigger below) and never outlives a product (products are not deleted).
+        product_id integer PRIMARY KEY,
         pre_queue  integer,
         arrivals   bigint  NOT NULL DEFAULT 0
       )`);
     await q.query(`INSERT INTO queue_counts (product_id, pre_queue) SELECT product_id, pre_queue FROM waiting_rooms`);
+    // A room's counter row is made with the room, in its transaction (a new room starts from zero):
+    // a join and the draw then only ever lock it.
+    await q.query(`
+      CREATE FUNCTION queue_counts_for_room() RETURNS trigger LANGUAGE plpgsql AS $fn$
+      BEGIN
+        INSERT INTO queue_counts (product_id) VALUES (NEW.product_id)
+          ON CONFLICT (product_id) DO UPDATE SET pre_queue = NULL, arrivals = 0;
+        RETURN NULL;
+      END
+      $fn$`);
+    await q.query(`
+      CREATE TRIGGER queue_counts_for_room AFTER INSERT ON waiting_rooms
+        FOR EACH ROW EXECUTE FUNCTION queue_counts_for_room()`);
     await q.query(`ALTER TABLE waiting_rooms DROP COLUMN epoch, DROP COLUMN position_base`);
     // The draw, once per room, holding the counter row (so between two groups of joins): every
     // pre-queue ticket's place is its rank by lottery key, ties by ticket id, both compared byte
@@ -48,8 +64,6 @@ export class QueueInPostgres1764200000000 implements MigrationInterface {
       DECLARE
         v_pre integer;
       BEGIN
-        INSERT INTO queue_counts (product_id) SELECT w.product_id FROM waiting_rooms w WHERE w.product_id = p_product
-          ON CONFLICT DO NOTHING;
         SELECT c.pre_queue INTO v_pre FROM queue_counts c WHERE c.product_id = p_product FOR UPDATE;
         IF v_pre IS NOT NULL OR NOT FOUND THEN RETURN v_pre; END IF;
         UPDATE queue_tickets t SET position = d.rn
@@ -78,13 +92,7 @@ export class QueueInPostgres1764200000000 implements MigrationInterface {
       BEGIN
         SELECT c.pre_queue, c.arrivals INTO v_pre, v_arrivals
           FROM queue_counts c WHERE c.product_id = p_product FOR UPDATE;
-        IF NOT FOUND THEN
-          INSERT INTO queue_counts (product_id) SELECT w.product_id FROM waiting_rooms w WHERE w.product_id = p_product
-            ON CONFLICT DO NOTHING;
-          SELECT c.pre_queue, c.arrivals INTO v_pre, v_arrivals
-            FROM queue_counts c WHERE c.product_id = p_product FOR UPDATE;
-          IF NOT FOUND THEN RETURN; END IF;
-        END IF;
+        IF NOT FOUND THEN RETURN; END IF;
         IF v_pre IS NULL AND p_arrival THEN
           v_pre := queue_draw(p_product);
         END IF;
@@ -119,6 +127,8 @@ export class QueueInPostgres1764200000000 implements MigrationInterface {
   public async down(q: QueryRunner): Promise<void> {
     await q.query('DROP FUNCTION queue_join(integer, boolean, text[], text[], bytea[])');
     await q.query('DROP FUNCTION queue_draw(integer)');
+    await q.query('DROP TRIGGER queue_counts_for_room ON waiting_rooms');
+    await q.query('DROP FUNCTION queue_counts_for_room()');
     await q.query(
       `ALTER TABLE waiting_rooms ADD COLUMN epoch integer NOT NULL DEFAULT 1, ADD COLUMN position_base bigint NOT NULL DEFAULT 0`,
     );

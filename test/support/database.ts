@@ -20,7 +20,7 @@ export async function withDb<T>(work: (db: Client) => Promise<T>): Promise<T> {
 export async function resetState(): Promise<void> {
   await withDb(async (db) => {
     await db.query(
-      'TRUNCATE orders, stock_segments, products, order_events, webhook_dead_letters, queue_tickets RESTART IDENTITY CASCADE',
+      'TRUNCATE orders, stock_segments, products, order_events, webhook_dead_letters, queue_tickets, queue_counts RESTART IDENTITY CASCADE',
     );
     await db.query(`DELETE FROM event_marks WHERE name <> 'pruned'`);
     await db.query(`UPDATE event_marks SET tx = '0', id = 0`);
