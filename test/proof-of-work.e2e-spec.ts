@@ -5,6 +5,7 @@
 // easier than the difficulty in force) is refused with 403 and changes nothing: no claim is written
 // and the user's later valid join is the one that makes their ticket (201). Solving does not
 // change the pre-queue's lottery: the drawn order is the one recomputed from the seed.
+import type { IssuedChallenge } from '../src/proof-of-work/proof-of-work.service';
 import { createSigner } from 'fast-jwt';
 import Redis from 'ioredis';
 import { createChallenge, solveChallenge } from 'altcha-lib/v1';
@@ -24,16 +25,8 @@ const env = {
   LIVE_STATS_MS: '0',
 };
 
-interface Challenge {
-  algorithm: string;
-  challenge: string;
-  maxnumber: number;
-  salt: string;
-  signature: string;
-  expiresAt: string;
-  step: number;
-  required: boolean;
-}
+/** A challenge as the route answers it: the service's own shape, and whether the product requires one. */
+type Challenge = IssuedChallenge & { required: boolean };
 
 const encode = (c: Pick<Challenge, 'algorithm' | 'challenge' | 'salt' | 'signature'>, number: number) =>
   Buffer.from(
