@@ -7,6 +7,50 @@
 // Redis epochs go.
 import { MigrationInterface, QueryRunner } from 'typeorm';
 
+/** queue_join() as this migration made it (1764350000000-QueueJoinLookups replaces it, and restores this going back). */
+export const QUEUE_JOIN_FIRST = `
+      CREATE FUNCTION queue_join(p_product integer, p_arrival boolean, p_users text[], p_tickets text[], p_keys bytea[])
+      RETURNS TABLE (user_id text, ticket_id text, kind char(1), "position" bigint, created boolean)
+      LANGUAGE plpgsql AS $fn$
+      #variable_conflict use_column
+      DECLARE
+        v_pre integer;
+        v_arrivals bigint;
+        v_made text[];
+      BEGIN
+        SELECT c.pre_queue, c.arrivals INTO v_pre, v_arrivals
+          FROM queue_counts c WHERE c.product_id = p_product FOR UPDATE;
+        IF NOT FOUND THEN RETURN; END IF;
+        IF v_pre IS NULL AND p_arrival THEN
+          v_pre := queue_draw(p_product);
+        END IF;
+        WITH made AS (
+          INSERT INTO queue_tickets (product_id, user_id, ticket_id, kind, lottery_key, position)
+          SELECT p_product, f.u, f.t,
+               CASE WHEN v_pre IS NULL THEN 'p' ELSE 'a' END,
+               CASE WHEN v_pre IS NULL THEN f.k END,
+               CASE WHEN v_pre IS NULL THEN NULL ELSE v_pre + v_arrivals + row_number() OVER (ORDER BY f.o) END
+          FROM (SELECT DISTINCT ON (g.u) g.u, g.t, g.k, g.o
+                  FROM unnest(p_users, p_tickets, p_keys) WITH ORDINALITY AS g(u, t, k, o)
+                 ORDER BY g.u, g.o) f
+         WHERE NOT EXISTS (SELECT 1 FROM queue_tickets x WHERE x.product_id = p_product AND x.user_id = f.u)
+         ORDER BY f.o
+          RETURNING queue_tickets.user_id)
+        SELECT COALESCE(array_agg(m.user_id), '{}') INTO v_made FROM made m;
+        IF v_pre IS NOT NULL AND cardinality(v_made) > 0 THEN
+          UPDATE queue_counts c SET arrivals = c.arrivals + cardinality(v_made) WHERE c.product_id = p_product;
+        END IF;
+        -- Made now: the users this call inserted, the first time each appears in the group.
+        RETURN QUERY
+          SELECT g.u, x.ticket_id::text, x.kind, x.position,
+                 m.u IS NOT NULL AND g.o = min(g.o) OVER (PARTITION BY g.u)
+            FROM unnest(p_users) WITH ORDINALITY AS g(u, o)
+            JOIN queue_tickets x ON x.product_id = p_product AND x.user_id = g.u
+            LEFT JOIN unnest(v_made) AS m(u) ON m.u = g.u
+           ORDER BY g.o;
+      END
+      $fn$`;
+
 export class QueueInPostgres1764200000000 implements MigrationInterface {
   name = 'QueueInPostgres1764200000000';
 
@@ -80,48 +124,7 @@ export class QueueInPostgres1764200000000 implements MigrationInterface {
     // other takes the next arrival position, drawing the pre-queue first if nobody has (so an
     // arrival always has its place at once). A user who has a ticket gets it back (created =
     // false), also when the same user appears twice in one group.
-    await q.query(`
-      CREATE FUNCTION queue_join(p_product integer, p_arrival boolean, p_users text[], p_tickets text[], p_keys bytea[])
-      RETURNS TABLE (user_id text, ticket_id text, kind char(1), "position" bigint, created boolean)
-      LANGUAGE plpgsql AS $fn$
-      #variable_conflict use_column
-      DECLARE
-        v_pre integer;
-        v_arrivals bigint;
-        v_made text[];
-      BEGIN
-        SELECT c.pre_queue, c.arrivals INTO v_pre, v_arrivals
-          FROM queue_counts c WHERE c.product_id = p_product FOR UPDATE;
-        IF NOT FOUND THEN RETURN; END IF;
-        IF v_pre IS NULL AND p_arrival THEN
-          v_pre := queue_draw(p_product);
-        END IF;
-        WITH made AS (
-          INSERT INTO queue_tickets (product_id, user_id, ticket_id, kind, lottery_key, position)
-          SELECT p_product, f.u, f.t,
-               CASE WHEN v_pre IS NULL THEN 'p' ELSE 'a' END,
-               CASE WHEN v_pre IS NULL THEN f.k END,
-               CASE WHEN v_pre IS NULL THEN NULL ELSE v_pre + v_arrivals + row_number() OVER (ORDER BY f.o) END
-          FROM (SELECT DISTINCT ON (g.u) g.u, g.t, g.k, g.o
-                  FROM unnest(p_users, p_tickets, p_keys) WITH ORDINALITY AS g(u, t, k, o)
-                 ORDER BY g.u, g.o) f
-         WHERE NOT EXISTS (SELECT 1 FROM queue_tickets x WHERE x.product_id = p_product AND x.user_id = f.u)
-         ORDER BY f.o
-          RETURNING queue_tickets.user_id)
-        SELECT COALESCE(array_agg(m.user_id), '{}') INTO v_made FROM made m;
-        IF v_pre IS NOT NULL AND cardinality(v_made) > 0 THEN
-          UPDATE queue_counts c SET arrivals = c.arrivals + cardinality(v_made) WHERE c.product_id = p_product;
-        END IF;
-        -- Made now: the users this call inserted, the first time each appears in the group.
-        RETURN QUERY
-          SELECT g.u, x.ticket_id::text, x.kind, x.position,
-                 m.u IS NOT NULL AND g.o = min(g.o) OVER (PARTITION BY g.u)
-            FROM unnest(p_users) WITH ORDINALITY AS g(u, o)
-            JOIN queue_tickets x ON x.product_id = p_product AND x.user_id = g.u
-            LEFT JOIN unnest(v_made) AS m(u) ON m.u = g.u
-           ORDER BY g.o;
-      END
-      $fn$`);
+    await q.query(QUEUE_JOIN_FIRST);
   }
 
   public async down(q: QueryRunner): Promise<void> {

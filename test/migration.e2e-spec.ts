@@ -13,6 +13,7 @@ import { OrderEvents1764100000000 } from '../migrations/1764100000000-OrderEvent
 import { QueueInPostgres1764200000000 } from '../migrations/1764200000000-QueueInPostgres';
 import { ProofOfWork1764250000000 } from '../migrations/1764250000000-ProofOfWork';
 import { SoldOutAfterCause1764300000000 } from '../migrations/1764300000000-SoldOutAfterCause';
+import { QueueJoinLookups1764350000000 } from '../migrations/1764350000000-QueueJoinLookups';
 import { withPg } from './faults/support';
 import { testUrls } from './support/service';
 
@@ -64,6 +65,7 @@ describe('the order lifecycle migration', () => {
       'QueueInPostgres1764200000000',
       'ProofOfWork1764250000000',
       'SoldOutAfterCause1764300000000',
+      'QueueJoinLookups1764350000000',
     ]);
 
     await withPg(url, async (db) => {
@@ -105,8 +107,48 @@ describe('the order lifecycle migration', () => {
       QueueInPostgres1764200000000,
       ProofOfWork1764250000000,
       SoldOutAfterCause1764300000000,
+      QueueJoinLookups1764350000000,
     ]);
     try {
+      // A join looks up only its own users, however many tickets the queue already holds: with
+      // statistics that have not caught up with a queue that filled fast, PostgreSQL had planned
+      // joins that read every ticket of the product on each call.
+      await withPg(url, async (db) => {
+        await db.query(`INSERT INTO waiting_rooms (product_id, seed, seed_hash) VALUES (1, '\\x00', repeat('0', 64))`);
+        const join = (users: string[]) =>
+          db.query(`SELECT count(*)::int AS n FROM queue_join(1, true, $1, $1, $2)`, [
+            users,
+            users.map(() => Buffer.alloc(1)),
+          ]);
+        const crowd = Array.from({ length: 20_000 }, (_, i) => `crowd-${i}`);
+        for (let i = 0; i < crowd.length; i += 2_000) await join(crowd.slice(i, i + 2_000));
+        const ticketsRead = async () => {
+          await db.query('SELECT pg_stat_force_next_flush()');
+          await db.query('SELECT pg_stat_clear_snapshot()');
+          const r = await db.query(
+            `SELECT (COALESCE(idx_tup_fetch, 0) + seq_tup_read)::int AS n FROM pg_stat_user_tables WHERE relname = 'queue_tickets'`,
+          );
+          return r.rows[0].n as number;
+        };
+        // Group after group, as a crowd sends them (the function's plans are made once per session).
+        let read = 0;
+        for (let g = 0; g < 8; g++) {
+          const group = [...crowd.slice(g * 50, g * 50 + 50), ...Array.from({ length: 50 }, (_, i) => `new-${g}-${i}`)];
+          const before = await ticketsRead();
+          expect((await join(group)).rows[0].n).toBe(100);
+          read = Math.max(read, (await ticketsRead()) - before);
+        }
+        // Each of the 100 users is looked up a few times (before the insert, for the answer).
+        expect(read).toBeLessThan(1_000);
+        await db.query('DELETE FROM waiting_rooms');
+        await db.query('DELETE FROM queue_tickets');
+      });
+      await ds.undoLastMigration({ transaction: 'each' });
+      await withPg(url, async (db) => {
+        const source = await db.query(`SELECT prosrc FROM pg_proc WHERE proname = 'queue_join'`);
+        expect(source.rows).toHaveLength(1);
+        expect(source.rows[0].prosrc).toContain('WHERE NOT EXISTS');
+      });
       await withPg(url, async (db) => {
         expect((await db.query('SELECT waiting_room, admission_ttl_s FROM products')).rows).toEqual([
           { waiting_room: false, admission_ttl_s: 120 },

@@ -1,0 +1,72 @@
+// queue_join() looks its group's users up one by one, whatever PostgreSQL believes of the queue's
+// length. Its two lookups (is this user new, and each user's ticket for the answer) were joins, and
+// joins are planned once per session from statistics that lag behind a queue filling at thousands of
+// rows a second: believing a new product had no ticket, PostgreSQL read every ticket of the product
+// on each call (a merge anti join and a hash join; with those turned off, nested loops with the
+// product's tickets outside). A call then cost more the longer the queue grew: 5 ms of a 7 ms call at
+// 15,000 tickets, 110 ms at 6,000 with the joins turned off (auto_explain). Written as a subquery per
+// user, each lookup is one probe of the primary key (product_id, user_id), which no estimate changes.
+import { MigrationInterface, QueryRunner } from 'typeorm';
+import { QUEUE_JOIN_FIRST } from './1764200000000-QueueInPostgres';
+
+const SIGNATURE = 'queue_join(integer, boolean, text[], text[], bytea[])';
+
+export class QueueJoinLookups1764350000000 implements MigrationInterface {
+  name = 'QueueJoinLookups1764350000000';
+
+  public async up(q: QueryRunner): Promise<void> {
+    // The same contract as before (see 1764200000000-QueueInPostgres): one group, in the order
+    // given, holding the counter row; a user with a ticket gets it back (created = false).
+    await q.query(`
+      CREATE OR REPLACE FUNCTION queue_join(p_product integer, p_arrival boolean, p_users text[], p_tickets text[], p_keys bytea[])
+      RETURNS TABLE (user_id text, ticket_id text, kind char(1), "position" bigint, created boolean)
+      LANGUAGE plpgsql AS $fn$
+      #variable_conflict use_column
+      DECLARE
+        v_pre integer;
+        v_arrivals bigint;
+        v_made text[];
+      BEGIN
+        SELECT c.pre_queue, c.arrivals INTO v_pre, v_arrivals
+          FROM queue_counts c WHERE c.product_id = p_product FOR UPDATE;
+        IF NOT FOUND THEN RETURN; END IF;
+        IF v_pre IS NULL AND p_arrival THEN
+          v_pre := queue_draw(p_product);
+        END IF;
+        WITH made AS (
+          INSERT INTO queue_tickets (product_id, user_id, ticket_id, kind, lottery_key, position)
+          SELECT p_product, f.u, f.t,
+               CASE WHEN v_pre IS NULL THEN 'p' ELSE 'a' END,
+               CASE WHEN v_pre IS NULL THEN f.k END,
+               CASE WHEN v_pre IS NULL THEN NULL ELSE v_pre + v_arrivals + row_number() OVER (ORDER BY f.o) END
+          FROM (SELECT DISTINCT ON (g.u) g.u, g.t, g.k, g.o
+                  FROM unnest(p_users, p_tickets, p_keys) WITH ORDINALITY AS g(u, t, k, o)
+                 ORDER BY g.u, g.o) f
+          -- A scalar subquery, not NOT EXISTS: it stays a probe per user (never turned into a join).
+         WHERE (SELECT true FROM queue_tickets x WHERE x.product_id = p_product AND x.user_id = f.u) IS NULL
+         ORDER BY f.o
+          RETURNING queue_tickets.user_id)
+        SELECT COALESCE(array_agg(m.user_id), '{}') INTO v_made FROM made m;
+        IF v_pre IS NOT NULL AND cardinality(v_made) > 0 THEN
+          UPDATE queue_counts c SET arrivals = c.arrivals + cardinality(v_made) WHERE c.product_id = p_product;
+        END IF;
+        -- Each user's ticket by a probe of its own (OFFSET 0 keeps the subquery evaluated once per
+        -- user); made now: the users this call inserted, the first time each appears in the group.
+        RETURN QUERY
+          SELECT s.u, (s.x).ticket_id::text, (s.x).kind, (s.x).position,
+                 s.made AND s.o = min(s.o) OVER (PARTITION BY s.u)
+            FROM (SELECT g.u, g.o, m.u IS NOT NULL AS made,
+                         (SELECT x FROM queue_tickets x WHERE x.product_id = p_product AND x.user_id = g.u) AS x
+                    FROM unnest(p_users) WITH ORDINALITY AS g(u, o)
+                    LEFT JOIN unnest(v_made) AS m(u) ON m.u = g.u
+                  OFFSET 0) s
+           ORDER BY s.o;
+      END
+      $fn$`);
+  }
+
+  public async down(q: QueryRunner): Promise<void> {
+    await q.query(`DROP FUNCTION ${SIGNATURE}`);
+    await q.query(QUEUE_JOIN_FIRST);
+  }
+}
