@@ -4,15 +4,11 @@ describe('GroupedCalls', () => {
   it('should send the joins that wait meanwhile as one call, in the order they came', async () => {
     const calls: number[][] = [];
     let release: () => void = () => undefined;
-    const groups = new GroupedCalls<number, string>(
-      async (_key, inputs) => {
-        calls.push(inputs);
-        if (calls.length === 1) await new Promise<void>((r) => (release = r));
-        return inputs.map((n) => `#${n}`);
-      },
-      2000,
-      1,
-    );
+    const groups = new GroupedCalls<number, string>(async (_key, inputs) => {
+      calls.push(inputs);
+      if (calls.length === 1) await new Promise<void>((r) => (release = r));
+      return inputs.map((n) => `#${n}`);
+    });
     const first = groups.take(7, 1);
     await new Promise((r) => setImmediate(r));
     const rest = [groups.take(7, 2), groups.take(7, 3), groups.take(7, 4)];
@@ -64,31 +60,6 @@ describe('GroupedCalls', () => {
     const b = groups.take(1, 2);
     await expect(a).rejects.toThrow('down');
     await expect(b).resolves.toBe(2);
-  });
-
-  it('should have at most `parallel` calls of a key out at once, the next group waiting for one to end', async () => {
-    const releases: Array<() => void> = [];
-    const calls: number[][] = [];
-    const groups = new GroupedCalls<number, number>(async (_key, inputs) => {
-      calls.push(inputs);
-      await new Promise<void>((r) => releases.push(r));
-      return inputs;
-    });
-    const turn = () => new Promise((r) => setImmediate(r));
-    const a = groups.take(5, 1);
-    await turn();
-    const b = groups.take(5, 2);
-    await turn();
-    const rest = [groups.take(5, 3), groups.take(5, 4)];
-    await turn();
-    expect(calls).toEqual([[1], [2]]);
-    releases[0]();
-    expect(await a).toBe(1);
-    await turn();
-    expect(calls).toEqual([[1], [2], [3, 4]]);
-    releases[1]();
-    releases[2]();
-    expect(await Promise.all([b, ...rest])).toEqual([2, 3, 4]);
   });
 
   it('should refuse an answer that does not have one output per input', async () => {
