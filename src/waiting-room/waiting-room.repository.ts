@@ -22,8 +22,12 @@ export interface RoomRow {
 export interface JoinInput {
   userId: string;
   ticketId: string;
-  /** HMAC-SHA256(seed, ticketId): the ticket's lottery key, used if it joins the pre-queue. */
-  lotteryKey: Buffer;
+  /**
+   * HMAC-SHA256(seed, ticketId): the ticket's lottery key, used if it joins the pre-queue. Null in
+   * a group of arrivals: queue_join() draws before it places an arrival, so no arrival ever joins
+   * the pre-queue.
+   */
+  lotteryKey: Buffer | null;
 }
 
 /** The user's ticket after a join: made now (created) or the one they had. */

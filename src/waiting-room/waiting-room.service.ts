@@ -92,7 +92,7 @@ export class WaitingRoomService implements OnModuleInit {
       .take(productId * 2 + (arrival ? 1 : 0), {
         userId,
         ticketId,
-        lotteryKey: Buffer.from(lotteryKey(room.seed, ticketId), 'hex'),
+        lotteryKey: arrival ? null : Buffer.from(lotteryKey(room.seed, ticketId), 'hex'),
       })
       .catch((err) => {
         this.metrics.dependencyErrors.inc({ dependency: 'postgres' });
