@@ -20,6 +20,7 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
+import { solveChallenge } from 'altcha-lib/v1';
 import { Client } from 'pg';
 import { auditProduct } from '../harness/verify';
 import { launchService, ServiceProcess } from '../harness/launcher';
@@ -40,6 +41,8 @@ export interface QueueOptions {
   workers: number;
   /** The product's admissionTtlS (also what caps Retry-After: a quarter of it). */
   admissionTtlS: number;
+  /** New users a turn of the proof-of-work comparison (default 5000). */
+  powJoins?: number;
   outDir: string;
   log: (line: string) => void;
   /** Flags for the service's node, e.g. --cpu-prof --cpu-prof-dir=/tmp/prof (one profile per process). */
@@ -101,6 +104,11 @@ export interface QueueReport {
    * `group` new users (calls for one product hold its counter row one after the other).
    */
   joinCeiling: { group: number; calls: number; rowsPerS: number; msPerCall: number };
+  /**
+   * Joins of new users at full speed to a product with proof of work and to one without, in turns
+   * (off, on, off, on), every solution solved beforehand; the difficulty held at its first step.
+   */
+  proofOfWork: { joinsEach: number; offPerS: number; onPerS: number; refused: number };
   /** What the measured per-join costs say 1,000,000 joins in one second take. */
   millionJoins: { serviceCores: number | null; redisCommandsPerS: number; controlSlotCallsPerS: number };
 }
@@ -323,6 +331,10 @@ export async function runQueueBenchmark(o: QueueOptions): Promise<QueueReport> {
         LOCK_WAIT_MS: '30000',
         DB_TIMEOUT_MS: '30000',
         ADMISSION_RATIO: String(RATIO),
+        // Proof of work (its products only): a cheap first step the load generator can solve for
+        // thousands of buyers, held there (the crowd never counts as one that raises it).
+        POW_STEPS: String(POW_STEP),
+        POW_JOINS_PER_S: '1000000',
       },
       heapMb: HEAP_MB,
       nodeFlags: o.nodeFlags,
@@ -334,6 +346,7 @@ export async function runQueueBenchmark(o: QueueOptions): Promise<QueueReport> {
     const waitingPollsPerS = await pollCapacity(svc.url, o.connections);
     o.log(`GET of a waiting ticket: ${waitingPollsPerS.toFixed(0)}/s`);
 
+    const proofOfWork = await proofOfWorkJoins(svc.url, o.connections, o.powJoins ?? 5000, o.log);
     const withRoom = await withWaitingRoom(o, svc, db, probe);
     const withoutRoom = await withoutWaitingRoom(o, svc, db, probe);
     const rtt = await roundTripMs(db);
@@ -350,6 +363,7 @@ export async function runQueueBenchmark(o: QueueOptions): Promise<QueueReport> {
       withRoom,
       withoutRoom,
       joinCeiling,
+      proofOfWork,
       millionJoins: millionJoins(withRoom.serviceCpuUsPerJoin, withRoom.redisCommandsPerJoin, 100, rtt),
     };
     mkdirSync(o.outDir, { recursive: true });
@@ -359,6 +373,77 @@ export async function runQueueBenchmark(o: QueueOptions): Promise<QueueReport> {
   } finally {
     while (cleanups.length > 0) await cleanups.pop()!().catch((err: Error) => o.log(`cleanup: ${err.message}`));
   }
+}
+
+// The server checks one hash and one HMAC whatever the difficulty: the least step keeps solving cheap.
+const POW_STEP = 100;
+
+/**
+ * Joins/s with proof of work on against off, in turns: off, on, off, on, POW_JOINS new users each
+ * turn, each on a product of its own (with a waiting room, already started). The challenges are
+ * asked for and solved before a turn begins, so a turn times only the joins: what the door's
+ * verification and single-use claim add to a join.
+ */
+async function proofOfWorkJoins(
+  url: string,
+  connections: number,
+  joins: number,
+  log: (line: string) => void,
+): Promise<QueueReport['proofOfWork']> {
+  const totals = { off: { joins: 0, s: 0 }, on: { joins: 0, s: 0 } };
+  let refused = 0;
+  for (const [turn, pow] of [false, true, false, true].entries()) {
+    const productId = await createProduct(url, {
+      name: `bench proof of work ${turn}`,
+      stock: 1,
+      segments: 1,
+      waitingRoom: true,
+      proofOfWork: pow,
+      startsAt: new Date(Date.now() - 1000).toISOString(),
+    });
+    const headers: Array<Record<string, string>> = [];
+    if (pow) {
+      log(`solving ${joins} challenges ...`);
+      for (let i = 0; i < joins; i++) {
+        const c = (await call(url, 'GET', `/products/${productId}/queue/challenge`)).body;
+        const solved = await solveChallenge(c.challenge, c.salt, c.algorithm, c.maxnumber).promise;
+        if (solved === null) throw new Error('a challenge had no solution');
+        const proof = {
+          algorithm: c.algorithm,
+          challenge: c.challenge,
+          number: solved.number,
+          salt: c.salt,
+          signature: c.signature,
+        };
+        headers.push({ 'x-proof-of-work': Buffer.from(JSON.stringify(proof)).toString('base64') });
+      }
+    }
+    const r = await runLoad({
+      url,
+      post: `/products/${productId}/queue`,
+      amount: joins,
+      connections,
+      timeoutS: 30,
+      okStatus: 201,
+      label: pow ? 'joins with proof of work' : 'joins without proof of work',
+      bodyOf: (n) => JSON.stringify({ userId: `pow-${turn}-${n}` }),
+      ...(pow ? { headersOf: (n: number) => headers[n % joins] } : {}),
+    });
+    refused += joins - r.created;
+    const t = pow ? totals.on : totals.off;
+    t.joins += r.created;
+    t.s += r.elapsedS;
+  }
+  const result = {
+    joinsEach: joins,
+    offPerS: totals.off.joins / totals.off.s,
+    onPerS: totals.on.joins / totals.on.s,
+    refused,
+  };
+  log(
+    `joins/s without proof of work ${result.offPerS.toFixed(0)}, with ${result.onPerS.toFixed(0)} (${refused} refused)`,
+  );
+  return result;
 }
 
 /** queue_join() back to back on one product, 1,000 new users a call: the rows one product's counter row lets through. */
@@ -688,6 +773,10 @@ export function renderQueue(r: QueueReport): string {
   out.push(
     `| polls of a waiting ticket at full speed, /s (/ GET /health/live) | ${f(r.waitingPollsPerS)} (${f(r.waitingPollsPerS / r.healthLivePerS, 2)}) | |`,
   );
+  const pw = r.proofOfWork;
+  out.push(
+    `| joins/s with proof of work on / off (${pw.joinsEach} new users a turn, off-on-off-on; ${pw.refused} refused) | ${f(pw.onPerS)} / ${f(pw.offPerS)} (${f(pw.onPerS / pw.offPerS, 2)}) | |`,
+  );
   out.push(`| orders/s until sold out | | ${f(x.ordersPerS)} |`);
   out.push(`| seconds from the start to sold out | ${f(w.startToSoldOutS, 1)} | ${f(x.startToSoldOutS, 1)} |`);
   out.push(
@@ -742,6 +831,7 @@ async function main(): Promise<void> {
       pollers: { type: 'string' },
       workers: { type: 'string' },
       ttl: { type: 'string' },
+      'pow-joins': { type: 'string' },
       out: { type: 'string' },
       'node-flags': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
@@ -749,7 +839,7 @@ async function main(): Promise<void> {
   });
   if (values.help) {
     process.stdout.write(
-      'npm run bench:queue -- [--buyers N (50000)] [--units N (1000)] [--connections N (200)] [--pollers N (256)] [--workers N (2)] [--ttl S (120)] [--out DIR (bench/results)] [--node-flags "--cpu-prof --cpu-prof-dir=DIR"]\n',
+      'npm run bench:queue -- [--buyers N (50000)] [--units N (1000)] [--connections N (200)] [--pollers N (256)] [--workers N (2)] [--ttl S (120)] [--pow-joins N (5000)] [--out DIR (bench/results)] [--node-flags "--cpu-prof --cpu-prof-dir=DIR"]\n',
     );
     return;
   }
@@ -760,6 +850,7 @@ async function main(): Promise<void> {
     pollersInFlight: Number(values.pollers ?? 256),
     workers: Number(values.workers ?? 2),
     admissionTtlS: Number(values.ttl ?? 120),
+    powJoins: Number(values['pow-joins'] ?? 5000),
     outDir: values.out ?? join(__dirname, '..', '..', 'bench', 'results'),
     log: (line) => process.stderr.write(`${line}\n`),
     nodeFlags: values['node-flags']?.split(' ').filter((x) => x !== ''),

@@ -20,6 +20,7 @@ describe('the waiting-room benchmark (small crowd)', () => {
         pollersInFlight: 32,
         workers: 2,
         admissionTtlS: 10,
+        powJoins: 100,
         outDir,
         log: (line) => lines.push(line),
       });
@@ -46,5 +47,11 @@ describe('the waiting-room benchmark (small crowd)', () => {
     const x = report.withoutRoom;
     for (const n of [x.ordersPerS, x.startToSoldOutS, x.pgTransactionsPerBuyer]) expect(Number.isFinite(n)).toBe(true);
     expect(Number.isFinite(report.healthLivePerS)).toBe(true);
+  });
+
+  it('joins with solved challenges as readily as without: none refused, both rates finite', () => {
+    const p = report.proofOfWork;
+    expect(p.refused).toBe(0);
+    expect(Number.isFinite(p.onPerS) && Number.isFinite(p.offPerS)).toBe(true);
   });
 });
