@@ -41,4 +41,21 @@ describe('ticket tokens', () => {
     const badPos = sign({ sub: 'ann', pid: 7, pos: -1, exp: Math.floor(Date.now() / 1000) + 60 });
     expect(() => tokens.verify(badPos, 7)).toThrow(TicketNotFoundError);
   });
+
+  it('should refuse a token it has verified before once it expires, and for another product', () => {
+    let now = Date.UTC(2026, 0, 1, 12);
+    const clock = jest.spyOn(Date, 'now').mockImplementation(() => now);
+    try {
+      const fresh = new TicketTokens(key);
+      const token = fresh.issue(ann);
+      expect(fresh.verify(token, 7)).toEqual(ann);
+      expect(fresh.verify(token, 7)).toEqual(ann);
+      expect(() => fresh.verify(token, 8)).toThrow(TicketNotFoundError);
+      // A day and an hour later the token has expired: remembered or not, it is refused as expired.
+      now += 25 * 3600 * 1000;
+      expect(() => fresh.verify(token, 7)).toThrow(/expired/);
+    } finally {
+      clock.mockRestore();
+    }
+  });
 });
