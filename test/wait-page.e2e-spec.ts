@@ -6,7 +6,10 @@
 // after the draw it shows the ticket's position and how many are ahead exactly as the API answers
 // them (and the lottery's order is the one recomputed from the seed); a reload and a second tab
 // keep the same ticket; on admission it continues to the shop's URL with an admission that then
-// orders; sold out is said plainly. Every request the page makes goes to the service (or, once
+// orders; sold out is said plainly. With proof of work off it joins without asking for a challenge;
+// a solution the service refuses (altered on its way: PROOF_INVALID) or a product that turns proof
+// of work on while the page joins (PROOF_REQUIRED) makes it solve a new challenge and join.
+// Every request the page makes goes to the service (or, once
 // admitted, the shop). With WAIT_SCREENSHOTS=<dir> it saves phone and desktop screenshots there
 // (docs/images holds the ones the README shows).
 import http from 'node:http';
@@ -68,11 +71,13 @@ describe("the buyer's waiting page in a real browser, against two service proces
     page.evaluate((id) => document.querySelector(`[data-testid="${id}"]`)?.textContent ?? null, testid);
   const storedTicket = (page: Page, productId: number, user: string) =>
     page.evaluate((key) => localStorage.getItem(key), `flashsale-ticket:${productId}:${user}`);
-  const watch = (page: Page) => {
+  /** `refusals`: the test makes the service refuse a join, which Chromium logs as a failed resource load. */
+  const watch = (page: Page, refusals = false) => {
     page.on('request', (r) => {
       if (![a.url, b.url, shopUrl, ...moreOrigins].some((o) => r.url().startsWith(`${o}/`))) foreign.push(r.url());
     });
     page.on('console', (m) => {
+      if (refusals && /responded with a status of 403/.test(m.text())) return;
       if (m.type() === 'error') problems.push(m.text());
     });
     page.on('pageerror', (e) => problems.push(e.message));
@@ -278,6 +283,91 @@ describe("the buyer's waiting page in a real browser, against two service proces
     const t = await ticket(id, (await storedTicket(page, id, 'page-late'))!);
     expect(t.status).toBe('sold_out');
     await page.context().close();
+  });
+
+  it('with proof of work off, joins without asking for a challenge and shows the place the API gives', async () => {
+    const id = await product({ stock: 1, waitingRoom: true, proofOfWork: false });
+    // Three ahead, so the page's buyer waits (two admissions are due for one unit at the ratio of 1.5).
+    for (const u of ['ahead-1', 'ahead-2', 'ahead-3'])
+      expect((await request(b.url, 'POST', `/products/${id}/queue`, { userId: u })).status).toBe(201);
+    const page = watch(await (await phone()).newPage());
+    const asked: string[] = [];
+    page.on('request', (r) => asked.push(`${r.method()} ${new URL(r.url()).pathname}`));
+    await page.goto(`${a.url}/products/${id}/wait#user=page-no-proof`);
+    const stored = await waitFor('the ticket', () => storedTicket(page, id, 'page-no-proof'), 30_000);
+    const t = await ticket(id, stored);
+    await waitFor('the position', async () => (await text(page, 'position')) === String(t.position), 30_000);
+    expect(t).toMatchObject({ status: 'waiting', position: 4, ahead: 3 });
+    expect(asked).toContain(`POST /products/${id}/queue`);
+    expect(asked.filter((r) => r.includes('/queue/challenge'))).toEqual([]);
+    expect(await page.evaluate(() => document.documentElement.dataset.solvedMs)).toBeUndefined();
+    await page.context().close();
+  });
+
+  it('solves a new challenge when the service refuses a solution (altered on its way) or asks for one it did not need before', async () => {
+    // Refused: the first join's solution is altered in flight, so the service answers PROOF_INVALID.
+    const id = await product({ stock: 1, waitingRoom: true, proofOfWork: true });
+    const page = watch(await (await phone()).newPage(), true);
+    let posts = 0;
+    await page.route(`**/products/${id}/queue`, async (route) => {
+      const proof = route.request().headers()['x-proof-of-work'];
+      if (route.request().method() !== 'POST' || ++posts > 1 || proof === undefined) return route.continue();
+      const altered = JSON.parse(Buffer.from(proof, 'base64').toString('utf8')) as { number: number };
+      altered.number += 1;
+      await route.continue({
+        headers: {
+          ...route.request().headers(),
+          'x-proof-of-work': Buffer.from(JSON.stringify(altered)).toString('base64'),
+        },
+      });
+    });
+    const answers: string[] = [];
+    page.on('response', async (r) => {
+      if (r.request().method() === 'POST' && new URL(r.url()).pathname === `/products/${id}/queue`)
+        answers.push(`${r.status()} ${((await r.json().catch(() => ({}))) as { code?: string }).code ?? ''}`.trim());
+    });
+    await page.goto(`${a.url}/products/${id}/wait#user=page-refused`);
+    const stored = await waitFor('the ticket', () => storedTicket(page, id, 'page-refused'), 30_000);
+    expect((await ticket(id, stored)).status).toMatch(/waiting|admitted/);
+    await waitFor('both answers', async () => answers.length >= 2);
+    expect(answers.slice(0, 2)).toEqual(['403 PROOF_INVALID', '201']);
+    await page.context().close();
+
+    // Required since the page looked: the product turns proof of work on while the page's first
+    // join is on its way; the service answers PROOF_REQUIRED and the page solves one.
+    const later = await product({ stock: 1, waitingRoom: true, proofOfWork: false });
+    const second = watch(await (await phone()).newPage(), true);
+    const seen: string[] = [];
+    second.on('response', async (r) => {
+      const path = new URL(r.url()).pathname;
+      if (path.startsWith(`/products/${later}/queue`) && path !== `/products/${later}/queue/fairness`)
+        seen.push(`${r.request().method()} ${path.endsWith('/challenge') ? 'challenge' : 'join'} ${r.status()}`);
+    });
+    let held = false;
+    await second.route(`**/products/${later}/queue`, async (route) => {
+      if (route.request().method() !== 'POST' || held) return route.continue();
+      held = true;
+      const on = await request(a.url, 'PATCH', `/admin/products/${later}`, { proofOfWork: true }, admin);
+      expect(on.status).toBe(200);
+      // Both processes see the change once their product cache renews.
+      await waitFor('proof of work on everywhere', async () => {
+        const tries = await Promise.all(
+          [a.url, b.url].map((u) => request(u, 'POST', `/products/${later}/queue`, { userId: `probe-${Date.now()}` })),
+        );
+        return tries.every((r) => r.status === 403 && r.body?.code === 'PROOF_REQUIRED');
+      });
+      await route.continue();
+    });
+    await second.goto(`${b.url}/products/${later}/wait#user=page-required`);
+    const kept = await waitFor('the ticket', () => storedTicket(second, later, 'page-required'), 30_000);
+    expect((await ticket(later, kept)).status).toMatch(/waiting|admitted/);
+    expect(seen.filter((x) => !x.startsWith('GET join'))).toEqual([
+      'POST join 403',
+      'GET challenge 200',
+      'POST join 201',
+    ]);
+    expect(Number(await second.evaluate(() => document.documentElement.dataset.solvedMs))).toBeGreaterThanOrEqual(0);
+    await second.context().close();
   });
 
   it('with buyer identity on, takes the buyer token from the fragment, keeps it out of the address bar, and joins as its user', async () => {
