@@ -77,6 +77,9 @@ export interface QueueReport {
     fairnessShare: number;
     lotteryShare: number | null;
     etaErrorS: Percentiles;
+    /** The same error as a share of the real wait (from the estimate to the admission). */
+    etaErrorShare: Percentiles;
+    etaSamples: number;
     redisCommandsPerTicket: number;
     pgTransactionsPerBuyer: number;
     pgStatementsPerBuyer: number | null;
@@ -104,6 +107,12 @@ export interface QueueReport {
    * `group` new users (calls for one product hold its counter row one after the other).
    */
   joinCeiling: { group: number; calls: number; rowsPerS: number; msPerCall: number };
+  /**
+   * A second, smaller sale with a waiting room in which every second buyer cancels instead of
+   * paying, so units come back and admissions go on in steps: what the first estimates of the wait
+   * are measured against.
+   */
+  estimate: { buyers: number; units: number; cancelEvery: number; sale: QueueReport['withRoom'] };
   /**
    * Joins of new users at full speed to a product with proof of work and to one without, in turns
    * (off, on, off, on), every solution solved beforehand; the difficulty held at its first step.
@@ -221,9 +230,12 @@ interface Buyer {
   ticketId?: string;
   joinedAt: number;
   due: number;
-  /** The first admission time estimated after the start (epoch ms), and when it was first seen admitted. */
+  /** The first admission time estimated after the start (epoch ms), when it was given, and when it was first seen admitted. */
   eta?: number;
+  etaAt?: number;
   admittedSeenAt?: number;
+  /** The ticket's place, once an answer gave it. */
+  position?: number;
   /** When the buyer first knew the outcome: ordered, or told sold out / ended (epoch ms). */
   knewAt?: number;
   ordered: boolean;
@@ -349,6 +361,14 @@ export async function runQueueBenchmark(o: QueueOptions): Promise<QueueReport> {
     const proofOfWork = await proofOfWorkJoins(svc.url, o.connections, o.powJoins ?? 5000, o.log);
     const withRoom = await withWaitingRoom(o, svc, db, probe);
     const withoutRoom = await withoutWaitingRoom(o, svc, db, probe);
+    const eo = { ...o, buyers: Math.min(o.buyers, 5000), units: Math.max(10, Math.round(o.units / 5)) };
+    o.log(`estimates: ${eo.buyers} buyers, ${eo.units} units, every second order cancelled ...`);
+    const estimate = {
+      buyers: eo.buyers,
+      units: eo.units,
+      cancelEvery: 2,
+      sale: await withWaitingRoom(eo, svc, db, probe, 2),
+    };
     const rtt = await roundTripMs(db);
     const joinCeiling = await measureJoinCeiling(svc.url, db, o.log);
     const report: QueueReport = {
@@ -363,6 +383,7 @@ export async function runQueueBenchmark(o: QueueOptions): Promise<QueueReport> {
       withRoom,
       withoutRoom,
       joinCeiling,
+      estimate,
       proofOfWork,
       millionJoins: millionJoins(withRoom.serviceCpuUsPerJoin, withRoom.redisCommandsPerJoin, 100, rtt),
     };
@@ -482,6 +503,8 @@ async function withWaitingRoom(
   svc: ServiceProcess,
   db: Client,
   probe: CostProbe,
+  /** Every cancelEvery-th buyer cancels the order instead of paying (0: all pay). */
+  cancelEvery = 0,
 ): Promise<QueueReport['withRoom']> {
   const startsAt = Date.now() + 2000;
   const productId = await createProduct(svc.url, {
@@ -508,11 +531,21 @@ async function withWaitingRoom(
     bodyOf: (n) => JSON.stringify({ userId: `q-${n}` }),
     onAnswer: (status, body) => {
       if (status !== 201) return;
-      const t = JSON.parse(body) as { id: string; userId: string; status: string; estimatedWaitS: number | null };
+      const t = JSON.parse(body) as {
+        id: string;
+        userId: string;
+        status: string;
+        position: number | null;
+        estimatedWaitS: number | null;
+      };
       const now = Date.now();
       const b: Buyer = { userId: t.userId, ticketId: t.id, joinedAt: now, due: 0, ordered: false, done: false };
+      if (t.position !== null) b.position = t.position;
       if (t.status === 'sold_out' || t.status === 'ended') b.knewAt = now;
-      if (t.status === 'waiting' && now >= startsAt && t.estimatedWaitS !== null) b.eta = now + t.estimatedWaitS * 1000;
+      if (t.status === 'waiting' && now >= startsAt && t.estimatedWaitS !== null) {
+        b.eta = now + t.estimatedWaitS * 1000;
+        b.etaAt = now;
+      }
       buyers.push(b);
     },
   });
@@ -553,8 +586,11 @@ async function withWaitingRoom(
       return;
     }
     const now = Date.now();
-    if (r.body.status === 'waiting' && b.eta === undefined && now >= startsAt && r.body.estimatedWaitS !== null)
+    if (typeof r.body.position === 'number') b.position = r.body.position;
+    if (r.body.status === 'waiting' && b.eta === undefined && now >= startsAt && r.body.estimatedWaitS !== null) {
       b.eta = now + r.body.estimatedWaitS * 1000;
+      b.etaAt = now;
+    }
     if (r.body.status === 'admitted' && !b.ordered) {
       b.admittedSeenAt ??= now;
       const order = await call(svc.url, 'POST', '/orders', {
@@ -566,6 +602,17 @@ async function withWaitingRoom(
         b.ordered = true;
         b.done = true;
         b.knewAt = Date.now();
+        if (cancelEvery > 0 && Number(b.userId.slice(b.userId.lastIndexOf('-') + 1)) % cancelEvery === 0) {
+          // The units come back on sale: further admissions follow, whose estimates can be checked.
+          await call(
+            svc.url,
+            'POST',
+            `/orders/${order.body.id}/cancel`,
+            { userId: b.userId },
+            { authorization: `Bearer ${BENCH_SHOP_TOKEN}` },
+          );
+          return;
+        }
         const pay = await call(
           svc.url,
           'POST',
@@ -633,9 +680,13 @@ async function withWaitingRoom(
   }
   const knew = buyers.map((b) => b.knewAt);
   const crowdAnsweredS = knew.every((t) => t !== undefined) ? (Math.max(...knew) - joinsStarted) / 1000 : null;
-  const etaErrors = buyers
-    .filter((b) => b.eta !== undefined && b.admittedSeenAt !== undefined)
-    .map((b) => Math.abs((b.admittedSeenAt as number) - (b.eta as number)) / 1000);
+  // A first estimate against the moment PostgreSQL admitted that place (not when its buyer next polled).
+  const admittedAt = (position: number) => batches.find((x) => x.first <= position && position <= x.last)?.admittedAt;
+  const estimated = buyers.flatMap((b) => {
+    const at = b.position === undefined ? undefined : admittedAt(b.position);
+    if (b.eta === undefined || b.etaAt === undefined || at === undefined || at <= b.etaAt) return [];
+    return [{ errorS: Math.abs(at - b.eta) / 1000, share: Math.abs(at - b.eta) / (at - b.etaAt) }];
+  });
 
   const audit = await auditProduct(db, productId);
   const { rows: orderRows } = await db.query(
@@ -678,7 +729,9 @@ async function withWaitingRoom(
     lapsedWhileUnitsLeft,
     fairnessShare: fairnessShare(batches),
     lotteryShare: preTickets.length === 0 ? null : lotteryShare(fairness.body.seed as string, preTickets),
-    etaErrorS: percentiles(etaErrors),
+    etaErrorS: percentiles(estimated.map((e) => e.errorS)),
+    etaErrorShare: percentiles(estimated.map((e) => e.share)),
+    etaSamples: estimated.length,
     redisCommandsPerTicket: per(all, 'redisCommands') ?? 0,
     pgTransactionsPerBuyer: xacts,
     pgStatementsPerBuyer: per(all, 'pgStatements'),
@@ -788,6 +841,10 @@ export function renderQueue(r: QueueReport): string {
   out.push(
     `| error of the first estimated wait, p50 / p90 (s) | ${f(w.etaErrorS.p50, 1)} / ${f(w.etaErrorS.p90, 1)} | |`,
   );
+  const es = r.estimate.sale;
+  out.push(
+    `| the same, in a sale where every second order is cancelled (${r.estimate.buyers} buyers, ${r.estimate.units} units; ${es.etaSamples} estimates checked): seconds, p50 / p90; share of the real wait, p50 / p90 | ${f(es.etaErrorS.p50, 1)} / ${f(es.etaErrorS.p90, 1)} s; ${f(es.etaErrorShare.p50, 2)} / ${f(es.etaErrorShare.p90, 2)} | |`,
+  );
   out.push(
     `| Redis commands per ticket (join, polls, order) / per buyer | ${f(w.redisCommandsPerTicket, 2)} | ${f(x.redisCommandsPerBuyer, 2)} |`,
   );
@@ -807,6 +864,7 @@ export function renderQueue(r: QueueReport): string {
   for (const c of [
     ...w.checks.map((c) => ({ ...c, name: `waiting room: ${c.name}` })),
     ...x.checks.map((c) => ({ ...c, name: `without: ${c.name}` })),
+    ...r.estimate.sale.checks.map((c) => ({ ...c, name: `cancelled orders: ${c.name}` })),
   ])
     out.push(`| ${c.name} | ${c.ok ? 'pass' : 'FAILED'} | ${c.detail.replace(/\|/g, '/')} |`);
   out.push('');
@@ -856,7 +914,9 @@ async function main(): Promise<void> {
     nodeFlags: values['node-flags']?.split(' ').filter((x) => x !== ''),
   });
   process.stdout.write(renderQueue(report));
-  const failed = [...report.withRoom.checks, ...report.withoutRoom.checks].filter((c) => !c.ok);
+  const failed = [...report.withRoom.checks, ...report.withoutRoom.checks, ...report.estimate.sale.checks].filter(
+    (c) => !c.ok,
+  );
   if (failed.length > 0) process.exitCode = 1;
 }
 

@@ -33,7 +33,9 @@ describe('the waiting-room benchmark (small crowd)', () => {
   afterAll(() => rmSync(outDir, { recursive: true, force: true }));
 
   it('verifies both sales: sold out, I1, every order admitted, admissions in queue order, the lottery recomputed', () => {
-    const failed = [...report.withRoom.checks, ...report.withoutRoom.checks].filter((c) => !c.ok);
+    const failed = [...report.withRoom.checks, ...report.withoutRoom.checks, ...report.estimate.sale.checks].filter(
+      (c) => !c.ok,
+    );
     expect(failed).toEqual([]);
     expect(report.withRoom.fairnessShare).toBe(1);
     expect(report.withRoom.preQueue).toBeGreaterThan(0);
@@ -47,6 +49,11 @@ describe('the waiting-room benchmark (small crowd)', () => {
     const x = report.withoutRoom;
     for (const n of [x.ordersPerS, x.startToSoldOutS, x.pgTransactionsPerBuyer]) expect(Number.isFinite(n)).toBe(true);
     expect(Number.isFinite(report.healthLivePerS)).toBe(true);
+  });
+
+  it('checks first estimates of the wait against admissions made in steps, in a sale where every second order is cancelled', () => {
+    expect(report.estimate.sale.etaSamples).toBeGreaterThan(0);
+    expect(Number.isFinite(report.estimate.sale.etaErrorShare.p90)).toBe(true);
   });
 
   it('joins with solved challenges as readily as without: none refused, both rates finite', () => {
