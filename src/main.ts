@@ -39,7 +39,8 @@ export async function createApp(
     // Keep-alive for the proxies in front; headers and body within bounds (infrastructure/connections.ts).
     ...serverOptions(config.http, () => timedOut()),
     // A waiting-room ticket travels in the path (GET /products/:id/queue/:ticket): about 150 characters.
-    maxParamLength: 512,
+    // (A router option: at the top level Fastify 5 warns that it is deprecated, at every start.)
+    routerOptions: { maxParamLength: 512 },
     // request.ip is the socket's address, or X-Forwarded-For's nearest hop that is not one of
     // these proxies (rate limits per address; a forged header from elsewhere changes nothing).
     trustProxy: config.door.trustProxy ?? false,
