@@ -22,4 +22,4 @@ COPY --from=build /app/dist ./dist
 COPY lua ./lua
 USER node
 EXPOSE 3000
-CMD ["node", "--max-old-space-size=128", "--max-semi-space-size=16", "dist/src/main.js"]
+CMD ["node", "--max-old-space-size=128", "--max-semi-space-size=8", "dist/src/main.js"]

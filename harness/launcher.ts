@@ -17,7 +17,7 @@ export interface LaunchOptions {
   env: Record<string, string>;
   /** Listen here instead of on a free port. */
   port?: number;
-  /** --max-old-space-size, as `npm start` sets it (with its young generation bound, --max-semi-space-size=16); unset = Node's defaults. */
+  /** --max-old-space-size, as `npm start` sets it (with its young generation bound, --max-semi-space-size=8); unset = Node's defaults. */
   heapMb?: number;
   /** More Node / V8 flags, after the heap bound (the benchmark's --node-flags). */
   nodeFlags?: string[];
@@ -76,7 +76,7 @@ export async function launchService(options: LaunchOptions): Promise<ServiceProc
     ...options.env,
     PORT: String(port),
   };
-  const heap = options.heapMb ? [`--max-old-space-size=${options.heapMb}`, '--max-semi-space-size=16'] : [];
+  const heap = options.heapMb ? [`--max-old-space-size=${options.heapMb}`, '--max-semi-space-size=8'] : [];
   const flags = [...heap, ...(options.nodeFlags ?? [])];
   const child = spawn(process.execPath, [...flags, main], {
     cwd: root,

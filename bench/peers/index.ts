@@ -66,7 +66,7 @@ export async function startPeer(kind: PeerKind, env: PeerEnv, signal?: AbortSign
   };
   for (const [name, value] of Object.entries(settings)) if (value !== undefined) childEnv[name] = String(value);
   // The same heap bound as the service, so their memory compares.
-  const child = spawn(process.execPath, ['--max-old-space-size=128', '--max-semi-space-size=16', main], {
+  const child = spawn(process.execPath, ['--max-old-space-size=128', '--max-semi-space-size=8', main], {
     cwd: root,
     env: childEnv,
     stdio: ['ignore', 'pipe', 'pipe'],
