@@ -4,6 +4,7 @@
 // with no Redis and no PostgreSQL, and it never depends on what Redis remembers.
 import { createSigner, createVerifier, TokenError } from 'fast-jwt';
 import { TicketNotFoundError } from '../common/domain-errors';
+import { setBounded } from './bounded-map';
 import { ticketIdFor } from './lottery';
 
 /** A ticket token is refused this many characters early: a real one is about 200. */
@@ -81,15 +82,7 @@ export class TicketTokens {
     if (typeof pos !== 'number' || !Number.isSafeInteger(pos) || pos < 0) throw new TicketNotFoundError();
     // The lottery id is derived, not carried: a shorter token, and one fact less to trust.
     const verified = { userId: sub, productId: pid, ticketId: ticketIdFor(pid, sub), position: pos === 0 ? null : pos };
-    this.remember(token, verified, exp * 1000);
+    setBounded(this.verified, token, { claims: verified, expiresMs: exp * 1000 }, VERIFIED_MAX);
     return verified;
-  }
-
-  private remember(token: string, claims: TicketClaims, expiresMs: number): void {
-    if (this.verified.size >= VERIFIED_MAX) {
-      const oldest = this.verified.keys().next().value;
-      if (oldest !== undefined) this.verified.delete(oldest);
-    }
-    this.verified.set(token, { claims, expiresMs });
   }
 }

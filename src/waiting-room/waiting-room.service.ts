@@ -10,6 +10,7 @@ import { HttpConfig, WaitingRoomConfig } from '../config/app-config';
 import { ProductCatalogService } from '../inventory/product-catalog.service';
 import { ProductInfo } from '../inventory/product.types';
 import { MetricsService } from '../metrics/metrics.service';
+import { setBounded } from './bounded-map';
 import { GroupedCalls } from './grouped-calls';
 import { ALGORITHM, lotteryKey, ticketIdFor } from './lottery';
 import { QueueStates } from './queue-states.service';
@@ -194,12 +195,8 @@ export class WaitingRoomService implements OnModuleInit {
   private remember(ticketId: string): Known {
     const had = this.known.get(ticketId);
     if (had) return had;
-    if (this.known.size >= KNOWN_MAX) {
-      const oldest = this.known.keys().next().value;
-      if (oldest !== undefined) this.known.delete(oldest);
-    }
     const entry: Known = {};
-    this.known.set(ticketId, entry);
+    setBounded(this.known, ticketId, entry, KNOWN_MAX);
     return entry;
   }
 }
