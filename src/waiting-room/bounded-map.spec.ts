@@ -1,19 +1,33 @@
-import { setBounded } from './bounded-map';
+import { BoundedMap } from './bounded-map';
 
-describe('setBounded', () => {
-  it('should drop the oldest entry when full, and keep the size when a key is set again', () => {
-    const m = new Map<string, number>();
-    setBounded(m, 'a', 1, 2);
-    setBounded(m, 'b', 2, 2);
-    setBounded(m, 'b', 3, 2);
-    expect([...m]).toEqual([
-      ['a', 1],
-      ['b', 3],
-    ]);
-    setBounded(m, 'c', 4, 2);
-    expect([...m]).toEqual([
-      ['b', 3],
-      ['c', 4],
-    ]);
+describe('BoundedMap', () => {
+  it('should keep at most the bound, dropping the keys set longest ago and not read since', () => {
+    const m = new BoundedMap<string, number>(4);
+    for (const [i, k] of ['a', 'b', 'c', 'd', 'e'].entries()) m.set(k, i);
+    expect(m.size).toBeLessThanOrEqual(4);
+    expect(m.get('a')).toBeUndefined();
+    expect(m.get('e')).toBe(4);
+  });
+
+  it('should keep a key that is read, however many are set after it', () => {
+    const m = new BoundedMap<string, number>(4);
+    m.set('kept', 0);
+    for (let i = 0; i < 100; i++) {
+      m.set(`k${i}`, i);
+      expect(m.get('kept')).toBe(0);
+      expect(m.size).toBeLessThanOrEqual(4);
+    }
+  });
+
+  it('should replace a value without growing, also when the key is in the old generation', () => {
+    const m = new BoundedMap<string, number | undefined>(4);
+    m.set('a', 1);
+    m.set('b', 2);
+    m.set('c', 3); // a and b are now the old generation
+    m.set('a', 10);
+    m.set('u', undefined);
+    expect(m.get('a')).toBe(10);
+    expect(m.get('u')).toBeUndefined();
+    expect(m.size).toBeLessThanOrEqual(4);
   });
 });

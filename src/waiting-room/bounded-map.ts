@@ -1,11 +1,41 @@
-// What a process remembers per ticket is bounded: past `max` entries the oldest set goes first
-// (a Map keeps insertion order). Shared by the ticket tokens and the per-ticket memory of polls.
+// What a process remembers per ticket is bounded. Two generations of a Map: new keys go to the
+// young one; when it holds half the bound it becomes the old one and the previous old one is
+// dropped whole. A hit in the old generation moves the key back to the young one, so what is still
+// read stays. Every operation is O(1): evicting one oldest key at a time through `keys().next()`
+// is not, because V8 leaves deleted slots at the front of a Map's table until it is rebuilt, and
+// each lookup of the oldest key walks over them (a profile of 50,000 joins spent 7 % of the
+// service's CPU there).
 
-/** Sets `key`, first dropping the oldest entry when the map already holds `max`. */
-export function setBounded<K, V>(map: Map<K, V>, key: K, value: V, max: number): void {
-  if (!map.has(key) && map.size >= max) {
-    const oldest = map.keys().next();
-    if (oldest.done !== true) map.delete(oldest.value);
+export class BoundedMap<K, V> {
+  private young = new Map<K, V>();
+  private old = new Map<K, V>();
+  private readonly half: number;
+
+  /** Holds at least `max / 2` and at most `max` keys. */
+  constructor(max: number) {
+    this.half = Math.max(1, Math.floor(max / 2));
   }
-  map.set(key, value);
+
+  get size(): number {
+    return this.young.size + this.old.size;
+  }
+
+  get(key: K): V | undefined {
+    const value = this.young.get(key);
+    if (value !== undefined || this.young.has(key)) return value;
+    if (!this.old.has(key)) return undefined;
+    const kept = this.old.get(key) as V;
+    this.old.delete(key);
+    this.set(key, kept);
+    return kept;
+  }
+
+  set(key: K, value: V): void {
+    if (!this.young.has(key) && this.young.size >= this.half) {
+      this.old = this.young;
+      this.young = new Map();
+    }
+    this.old.delete(key);
+    this.young.set(key, value);
+  }
 }

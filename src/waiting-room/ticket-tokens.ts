@@ -4,7 +4,7 @@
 // with no Redis and no PostgreSQL, and it never depends on what Redis remembers.
 import { createSigner, createVerifier, TokenError } from 'fast-jwt';
 import { TicketNotFoundError } from '../common/domain-errors';
-import { setBounded } from './bounded-map';
+import { BoundedMap } from './bounded-map';
 import { ticketIdFor } from './lottery';
 
 /** A ticket token is refused this many characters early: a real one is about 200. */
@@ -32,7 +32,7 @@ interface Claims {
   exp?: unknown;
 }
 
-/** Tokens remembered once verified; the oldest go first. */
+/** Tokens remembered once verified (at most this many; those not read for longest go first). */
 const VERIFIED_MAX = 100_000;
 
 export class TicketTokens {
@@ -43,7 +43,7 @@ export class TicketTokens {
    * (the lottery id derived already) until it expires, so a poll costs one lookup by the token's
    * text instead of two SHA-256 (fast-jwt's cache key, then the lottery id).
    */
-  private readonly verified = new Map<string, { claims: TicketClaims; expiresMs: number }>();
+  private readonly verified = new BoundedMap<string, { claims: TicketClaims; expiresMs: number }>(VERIFIED_MAX);
 
   constructor(key: Buffer) {
     this.signer = createSigner({ key, algorithm: 'HS256', noTimestamp: true });
@@ -82,7 +82,7 @@ export class TicketTokens {
     if (typeof pos !== 'number' || !Number.isSafeInteger(pos) || pos < 0) throw new TicketNotFoundError();
     // The lottery id is derived, not carried: a shorter token, and one fact less to trust.
     const verified = { userId: sub, productId: pid, ticketId: ticketIdFor(pid, sub), position: pos === 0 ? null : pos };
-    setBounded(this.verified, token, { claims: verified, expiresMs: exp * 1000 }, VERIFIED_MAX);
+    this.verified.set(token, { claims: verified, expiresMs: exp * 1000 });
     return verified;
   }
 }

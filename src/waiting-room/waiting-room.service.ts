@@ -10,7 +10,7 @@ import { HttpConfig, WaitingRoomConfig } from '../config/app-config';
 import { ProductCatalogService } from '../inventory/product-catalog.service';
 import { ProductInfo } from '../inventory/product.types';
 import { MetricsService } from '../metrics/metrics.service';
-import { setBounded } from './bounded-map';
+import { BoundedMap } from './bounded-map';
 import { GroupedCalls } from './grouped-calls';
 import { ALGORITHM, lotteryKey, ticketIdFor } from './lottery';
 import { QueueStates } from './queue-states.service';
@@ -52,13 +52,13 @@ interface Known {
   firstEta?: number;
 }
 
-/** Tickets remembered per process; the oldest go first. */
+/** Tickets remembered per process (at most; those not read for longest go first). */
 const KNOWN_MAX = 50_000;
 
 @Injectable()
 export class WaitingRoomService implements OnModuleInit {
   private tickets: TicketTokens | null = null;
-  private readonly known = new Map<string, Known>();
+  private readonly known = new BoundedMap<string, Known>(KNOWN_MAX);
   private readonly joins: GroupedCalls<JoinInput, JoinedRow>;
 
   constructor(
@@ -196,7 +196,7 @@ export class WaitingRoomService implements OnModuleInit {
     const had = this.known.get(ticketId);
     if (had) return had;
     const entry: Known = {};
-    setBounded(this.known, ticketId, entry, KNOWN_MAX);
+    this.known.set(ticketId, entry);
     return entry;
   }
 }
