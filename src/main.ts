@@ -26,6 +26,8 @@ import { startLinks } from './infrastructure/start-links';
 import { createLogger, nestLogger } from './logging/logger';
 import { MetricsService, serveClusterMetrics } from './metrics/metrics.service';
 import { openApiDocument } from './openapi';
+import { queueAnswers } from './waiting-room/queue-answers';
+import { WaitingRoomService } from './waiting-room/waiting-room.service';
 
 const logger = new Logger('Main');
 
@@ -76,6 +78,8 @@ export async function createApp(
     done();
   });
   fastify.addHook('preHandler', app.get(DoorService).preHandler);
+  // Joins and polls that the door let through are answered here, before Nest's pipeline.
+  fastify.addHook('preHandler', queueAnswers(app.get(WaitingRoomService)));
   app.useGlobalPipes(validationPipe());
   app.useGlobalFilters(
     new AllExceptionsFilter(app.get(HttpAdapterHost), config.http.retryAfterS, {

@@ -1,14 +1,17 @@
 // The waiting room's routes: join a product's queue, read a ticket (Retry-After paces the polls),
 // and the lottery's public record. The door (src/door) has already checked who calls and how often.
+// Well-formed joins and polls are answered before Nest's pipeline by the same service calls
+// (queue-answers.ts); these handlers answer the rest, and document the routes.
 import { Body, Controller, Get, Param, Post, Res } from '@nestjs/common';
 import { ApiBearerAuth, ApiHeader, ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
 import { ProductIdPipe } from '../common/ids';
 import { CallerOf } from '../door/caller.decorator';
 import type { Caller } from '../door/door.service';
-import { FairnessResponse, TicketResponse, toFairnessResponse, toTicketResponse } from './dto/ticket-response.dto';
+import { FairnessResponse, TicketResponse, toFairnessResponse } from './dto/ticket-response.dto';
 import { JoinQueueDto } from './dto/join-queue.dto';
-import { TicketView, WaitingRoomService } from './waiting-room.service';
+import { paced } from './queue-answers';
+import { WaitingRoomService } from './waiting-room.service';
 
 /** `:id` of a queue path; malformed is a bad request (400), as on every product path. */
 function productId(raw: string): number {
@@ -51,7 +54,7 @@ export class WaitingRoomController {
   ): Promise<TicketResponse> {
     const { ticket, created } = await this.room.join(productId(id), dto.userId);
     void reply.code(created ? 201 : 200);
-    return this.paced(reply, ticket);
+    return paced(reply, ticket);
   }
 
   @Get('fairness')
@@ -90,11 +93,6 @@ export class WaitingRoomController {
     @Res({ passthrough: true }) reply: FastifyReply,
   ): Promise<TicketResponse> {
     const owner = caller?.kind === 'buyer' && caller.verified ? caller.userId : undefined;
-    return this.paced(reply, await this.room.ticket(productId(id), ticket, owner));
-  }
-
-  private paced(reply: FastifyReply, ticket: TicketView): TicketResponse {
-    void reply.header('Retry-After', String(ticket.retryAfterS));
-    return toTicketResponse(ticket);
+    return paced(reply, await this.room.ticket(productId(id), ticket, owner));
   }
 }
