@@ -79,6 +79,13 @@ describe('Retry-After of a ticket', () => {
     expect(pollAfterS('waiting', null, window, now)).toBe(2);
   });
 
+  it('paces a waiting ticket behind the reach of the units left as a sold-out one, never slower than its own pace', () => {
+    expect(pollAfterS('waiting', 600, window, now, true)).toBe(5);
+    expect(pollAfterS('waiting', 6, window, now, true)).toBe(2);
+    expect(pollAfterS('waiting', 600, { ...window, admissionTtlS: 8 }, now, true)).toBe(2);
+    expect(pollAfterS('waiting', null, { ...window, startsAt: now + 400_000 }, now, true)).toBe(30);
+  });
+
   it('asks an admitted buyer back at once, a finished one rarely, and a pre-queue ticket at the start', () => {
     expect(pollAfterS('admitted', 0, window, now)).toBe(1);
     expect(pollAfterS('ordered', 0, window, now)).toBe(60);

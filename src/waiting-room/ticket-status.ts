@@ -104,15 +104,23 @@ export function waitingOf(
   return { status: 'waiting', ahead, estimatedWaitS };
 }
 
+/** The pace of a ticket whose answer may change any second: sold out (units may come back), or behind the units left. */
+const LIVELY_S = 5;
+
 /**
  * Seconds until the next poll is useful (Retry-After). Never longer than a quarter of the admission's
  * lifetime, so an admitted buyer learns it with most of the admission left; sooner as the turn nears.
+ * A waiting ticket behind the reach of the units left (`behindUnitsLeft`: were every unit left
+ * offered now, its turn would not come) is most likely to end sold out, which can happen any
+ * second in a flash sale: it polls at the sold-out pace, so its buyer learns the outcome within
+ * seconds rather than at the end of a long wait estimated from the admission rate.
  */
 export function pollAfterS(
   status: TicketStatus,
   estimatedWaitS: number | null,
   window: SaleWindow,
   now: number,
+  behindUnitsLeft = false,
 ): number {
   const longest = Math.max(1, Math.min(30, Math.floor(window.admissionTtlS / 4)));
   switch (status) {
@@ -122,11 +130,13 @@ export function pollAfterS(
     case 'ended':
       return 60;
     case 'sold_out':
-      return Math.min(longest, 5);
-    case 'waiting':
+      return Math.min(longest, LIVELY_S);
+    case 'waiting': {
       if (window.startsAt !== null && now < window.startsAt)
         return Math.max(1, Math.min(longest, Math.ceil((window.startsAt - now) / 1000)));
       if (estimatedWaitS === null) return Math.min(longest, 2);
-      return Math.max(1, Math.min(longest, Math.ceil(estimatedWaitS / 3)));
+      const paced = Math.max(1, Math.min(longest, Math.ceil(estimatedWaitS / 3)));
+      return behindUnitsLeft ? Math.min(paced, LIVELY_S) : paced;
+    }
   }
 }

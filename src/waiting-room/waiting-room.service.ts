@@ -152,9 +152,9 @@ export class WaitingRoomService implements OnModuleInit {
       entry.drawn = (await this.states.drawnPosition(product.id, claims.userId, claims.ticketId)) ?? undefined;
     const position = claims.position ?? entry.drawn ?? null;
     const base = { id: token, lotteryId: claims.ticketId, productId: product.id, userId: claims.userId, position };
-    const counted = (t: Omit<TicketView, 'retryAfterS'>): TicketView => {
+    const counted = (t: Omit<TicketView, 'retryAfterS'>, behindUnitsLeft = false): TicketView => {
       this.metrics.queuePolls.inc({ status: t.status });
-      return { ...t, retryAfterS: pollAfterS(t.status, t.estimatedWaitS, window, now) };
+      return { ...t, retryAfterS: pollAfterS(t.status, t.estimatedWaitS, window, now, behindUnitsLeft) };
     };
 
     if (product.endsAt !== null && now >= product.endsAt)
@@ -189,7 +189,11 @@ export class WaitingRoomService implements OnModuleInit {
     const waiting = waitingOf(position, view, window, now, reach, Math.ceil(this.config.admissionTickMs / 1000));
     if (waiting.status === 'waiting' && waiting.estimatedWaitS !== null && position !== null)
       entry.firstEta ??= now + waiting.estimatedWaitS * 1000;
-    return counted({ ...base, ...waiting });
+    const behindUnitsLeft =
+      position !== null &&
+      view !== null &&
+      position > view.admittedThrough + admissionsDue(this.config.admissionRatio, view.unitsLeft, 0);
+    return counted({ ...base, ...waiting }, behindUnitsLeft);
   }
 
   private remember(ticketId: string): Known {
