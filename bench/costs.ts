@@ -10,14 +10,11 @@
 // a second and an idle backend's last ones after 10 s, so a reading taken when a scenario ends
 // misses part of it; transaction ids and the WAL position have no such delay (read-only
 // statements take no transaction id: their cost shows in PostgreSQL's CPU only).
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import os from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Redis from 'ioredis';
 import { Client } from 'pg';
 import { startEmbeddedPostgres } from '../src/infrastructure/embedded-postgres';
-import { startEmbeddedRedis } from '../src/infrastructure/embedded-redis';
-import { runMigrations } from '../src/infrastructure/migrate';
 import { childrenOf } from '../harness/launcher';
 
 /** Linux reports process times in USER_HZ ticks, 100 per second on every architecture Node runs on. */
@@ -326,32 +323,4 @@ export function startBenchPostgres(dir: string, statementCounts = true): ReturnT
     persistent: false,
     settings: statementCounts ? { shared_preload_libraries: 'pg_stat_statements' } : {},
   });
-}
-
-/**
- * The servers of a benchmark that runs on its own (bench:door, bench:events): a throwaway
- * PostgreSQL (migrated, with pg_stat_statements) and redis-server, a PostgreSQL client and a cost
- * probe on both. Each one's stop goes into `cleanups`, to be run in reverse order.
- */
-export async function startBenchServers(
-  name: string,
-  cleanups: Array<() => Promise<unknown>>,
-  log: (line: string) => void,
-): Promise<{ pg: { url: string }; redis: { url: string }; db: Client; probe: CostProbe }> {
-  const dir = mkdtempSync(join(os.tmpdir(), `flashsale-${name}-`));
-  cleanups.push(() => Promise.resolve(rmSync(dir, { recursive: true, force: true })));
-  log('starting embedded PostgreSQL and redis-server ...');
-  const pg = await startBenchPostgres(dir);
-  cleanups.push(() => pg.stop());
-  const redis = await startEmbeddedRedis();
-  cleanups.push(() => redis.stop());
-  await runMigrations(pg.url);
-  const db = new Client({ connectionString: pg.url });
-  db.on('error', (err) => log(`PostgreSQL connection: ${err.message}`));
-  await db.connect();
-  cleanups.push(() => db.end());
-  await db.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
-  const probe = await CostProbe.open(db, redis.url);
-  cleanups.push(() => Promise.resolve(probe.close()));
-  return { pg, redis, db, probe };
 }

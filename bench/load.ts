@@ -79,6 +79,19 @@ function summarise(h: RecordableHistogram): Latency | null {
   return { p50: ms(h.percentile(50)), p99: ms(h.percentile(99)), max: ms(h.max), mean: ms(h.mean) };
 }
 
+/** Latencies of parts measured at different times: p50 and mean averaged, p99 and max the worst part's. */
+export function mergeLatency(parts: Array<Latency | null>): Latency | null {
+  const l = parts.filter((x): x is Latency => x !== null);
+  if (l.length === 0) return null;
+  const mean = (f: (x: Latency) => number) => l.reduce((n, x) => n + f(x), 0) / l.length;
+  return {
+    p50: mean((x) => x.p50),
+    p99: Math.max(...l.map((x) => x.p99)),
+    max: Math.max(...l.map((x) => x.max)),
+    mean: mean((x) => x.mean),
+  };
+}
+
 export function runLoad(spec: LoadSpec): Promise<LoadResult> {
   return new Promise((resolve, reject) => {
     let issued = 0;

@@ -14,22 +14,18 @@
 // Both are verified in PostgreSQL (I1; on the waiting-room product: every order spent an admission,
 // no position twice, admission batches contiguous and within the ratio).
 import { createHmac } from 'node:crypto';
-import { mkdirSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
-import os from 'node:os';
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { parseArgs } from 'node:util';
 import { solveChallenge } from 'altcha-lib/v1';
 import { Client } from 'pg';
 import { auditProduct } from '../harness/verify';
-import { launchService, ServiceProcess } from '../harness/launcher';
-import { CostProbe, CostSnapshot, costDeltas, ScenarioCosts, startBenchServers } from './costs';
+import type { ServiceProcess } from '../harness/launcher';
+import { CostProbe, CostSnapshot, costDeltas, ScenarioCosts } from './costs';
 import { runLoad } from './load';
 import { BENCH_SHOP_TOKEN } from './service';
+import { machine, readFlags, RESULTS_DIR, runMain, splitFlags, withServers, writeResults } from './standalone';
 
 const ADMIN_TOKEN = 'bench-queue-admin-token-0123456789';
-const HEAP_MB = 128;
 const RATIO = 1.5;
 
 export interface QueueOptions {
@@ -64,44 +60,8 @@ export interface QueueReport {
   healthLivePerS: number;
   /** GET of a waiting ticket at full speed (not paced), the same way as GET /health/live. */
   waitingPollsPerS: number;
-  withRoom: {
-    joinsPerS: number;
-    joinSeconds: number;
-    /** From the first join to the moment the last buyer knew the outcome (ordered or sold out). */
-    crowdAnsweredS: number | null;
-    preQueue: number;
-    pollsPerS: number;
-    polls: number;
-    startToSoldOutS: number | null;
-    lapsedWhileUnitsLeft: number;
-    fairnessShare: number;
-    lotteryShare: number | null;
-    etaErrorS: Percentiles;
-    /** The same error as a share of the real wait (from the estimate to the admission). */
-    etaErrorShare: Percentiles;
-    etaSamples: number;
-    redisCommandsPerTicket: number;
-    pgTransactionsPerBuyer: number;
-    pgStatementsPerBuyer: number | null;
-    serviceCpuUsPerJoin: number | null;
-    redisCommandsPerJoin: number;
-    redisCpuUsPerJoin: number;
-    statusCounts: Record<string, number>;
-    checks: Check[];
-  };
-  withoutRoom: {
-    ordersPerS: number;
-    /** From the first order to the last answer. */
-    crowdAnsweredS: number;
-    startToSoldOutS: number | null;
-    pgTransactionsPerBuyer: number;
-    pgStatementsPerBuyer: number | null;
-    redisCommandsPerBuyer: number;
-    errors5xx: number;
-    timeouts: number;
-    statusCounts: Record<string, number>;
-    checks: Check[];
-  };
+  withRoom: Awaited<ReturnType<typeof withWaitingRoom>>;
+  withoutRoom: Awaited<ReturnType<typeof withoutWaitingRoom>>;
   /**
    * The serial ceiling of one product's joins: queue_join() called back to back with groups of
    * `group` new users (calls for one product hold its counter row one after the other).
@@ -292,6 +252,12 @@ async function createProduct(url: string, body: Record<string, unknown>): Promis
   return r.body.id as number;
 }
 
+/** Answers per second to GET `path` at full speed for 3 s. */
+async function getRate(url: string, path: string, connections: number, label: string): Promise<number> {
+  const r = await runLoad({ url, get: path, okStatus: 200, connections, durationS: 3, timeoutS: 20, label });
+  return r.created / r.elapsedS;
+}
+
 /** Polls of one waiting ticket at full speed, measured as GET /health/live is. */
 async function pollCapacity(url: string, connections: number): Promise<number> {
   const productId = await createProduct(url, { name: 'bench polls', stock: 1, segments: 1, waitingRoom: true });
@@ -302,45 +268,14 @@ async function pollCapacity(url: string, connections: number): Promise<number> {
     await sleep(20);
   }
   if (token === '') throw new Error('no waiting ticket to poll');
-  const r = await runLoad({
-    url,
-    get: `/products/${productId}/queue/${token}`,
-    okStatus: 200,
-    connections,
-    durationS: 3,
-    timeoutS: 20,
-    label: 'GET a waiting ticket',
-  });
-  return r.created / r.elapsedS;
-}
-
-async function healthLive(url: string, connections: number): Promise<number> {
-  const r = await runLoad({
-    url,
-    get: '/health/live',
-    okStatus: 200,
-    connections,
-    durationS: 3,
-    timeoutS: 20,
-    label: 'GET /health/live',
-  });
-  return r.created / r.elapsedS;
+  return getRate(url, `/products/${productId}/queue/${token}`, connections, 'GET a waiting ticket');
 }
 
 export async function runQueueBenchmark(o: QueueOptions): Promise<QueueReport> {
   const startedAt = new Date().toISOString();
-  const cleanups: Array<() => Promise<unknown>> = [];
-  try {
-    const { pg, redis, db, probe } = await startBenchServers('queue', cleanups, o.log);
-    const svc: ServiceProcess = await launchService({
-      env: {
-        DATABASE_URL: pg.url,
-        REDIS_URL: redis.url,
-        ADMIN_TOKEN,
-        SHOP_TOKEN: BENCH_SHOP_TOKEN,
-        RATE_LIMIT_USER: '0',
-        RATE_LIMIT_IP: '0',
-        LOG_LEVEL: 'warn',
+  return withServers('queue', o.log, async ({ db, probe, start }) => {
+    const svc = await start(
+      {
         WORKERS: String(o.workers),
         LOCK_WAIT_MS: '30000',
         DB_TIMEOUT_MS: '30000',
@@ -350,12 +285,11 @@ export async function runQueueBenchmark(o: QueueOptions): Promise<QueueReport> {
         POW_STEPS: String(POW_STEP),
         POW_JOINS_PER_S: '1000000',
       },
-      heapMb: HEAP_MB,
-      nodeFlags: o.nodeFlags,
-    });
-    cleanups.push(() => svc.stop());
-    await healthLive(svc.url, o.connections); // warm-up, not measured
-    const healthLivePerS = await healthLive(svc.url, o.connections);
+      o.nodeFlags,
+    );
+    const healthLive = () => getRate(svc.url, '/health/live', o.connections, 'GET /health/live');
+    await healthLive(); // warm-up, not measured
+    const healthLivePerS = await healthLive();
     o.log(`GET /health/live: ${healthLivePerS.toFixed(0)}/s`);
     const waitingPollsPerS = await pollCapacity(svc.url, o.connections);
     o.log(`GET of a waiting ticket: ${waitingPollsPerS.toFixed(0)}/s`);
@@ -375,7 +309,7 @@ export async function runQueueBenchmark(o: QueueOptions): Promise<QueueReport> {
     const joinCeiling = await measureJoinCeiling(svc.url, db, o.log);
     const report: QueueReport = {
       startedAt,
-      machine: { cores: os.cpus().length, memoryGb: Math.round(os.totalmem() / 2 ** 30), node: process.versions.node },
+      machine: machine(),
       buyers: o.buyers,
       units: o.units,
       workers: o.workers,
@@ -389,13 +323,9 @@ export async function runQueueBenchmark(o: QueueOptions): Promise<QueueReport> {
       proofOfWork,
       millionJoins: millionJoins(withRoom.serviceCpuUsPerJoin, withRoom.redisCommandsPerJoin, 100, rtt),
     };
-    mkdirSync(o.outDir, { recursive: true });
-    writeFileSync(join(o.outDir, 'queue.json'), `${JSON.stringify(report, null, 2)}\n`);
-    writeFileSync(join(o.outDir, 'queue.md'), renderQueue(report));
+    writeResults(o.outDir, 'queue', report, renderQueue(report));
     return report;
-  } finally {
-    while (cleanups.length > 0) await cleanups.pop()!().catch((err: Error) => o.log(`cleanup: ${err.message}`));
-  }
+  });
 }
 
 /** How long a buyer of the estimate sale who cancels holds the order first. */
@@ -510,7 +440,7 @@ async function withWaitingRoom(
   probe: CostProbe,
   /** Every cancelEvery-th buyer cancels the order instead of paying (0: all pay). */
   cancelEvery = 0,
-): Promise<QueueReport['withRoom']> {
+) {
   const startsAt = Date.now() + 2000;
   const productId = await createProduct(svc.url, {
     name: 'bench queued sale',
@@ -742,6 +672,7 @@ async function withWaitingRoom(
   return {
     joinsPerS: joins.created / joins.elapsedS,
     joinSeconds: joins.elapsedS,
+    /** From the first join to the moment the last buyer knew the outcome (ordered or sold out). */
     crowdAnsweredS,
     preQueue,
     pollsPerS: polls / pollSeconds,
@@ -751,6 +682,7 @@ async function withWaitingRoom(
     fairnessShare: fairnessShare(batches),
     lotteryShare: preTickets.length === 0 ? null : lotteryShare(fairness.body.seed as string, preTickets),
     etaErrorS: percentiles(estimated.map((e) => e.errorS)),
+    /** The same error as a share of the real wait (from the estimate to the admission). */
     etaErrorShare: percentiles(estimated.map((e) => e.share)),
     etaSamples: estimated.length,
     redisCommandsPerTicket: per(all, 'redisCommands') ?? 0,
@@ -767,12 +699,7 @@ async function withWaitingRoom(
   };
 }
 
-async function withoutWaitingRoom(
-  o: QueueOptions,
-  svc: ServiceProcess,
-  db: Client,
-  probe: CostProbe,
-): Promise<QueueReport['withoutRoom']> {
+async function withoutWaitingRoom(o: QueueOptions, svc: ServiceProcess, db: Client, probe: CostProbe) {
   const productId = await createProduct(svc.url, { name: 'bench open sale', stock: o.units, segments: 10 });
   const orderIds: Array<[number, string]> = [];
   const before = await probe.snapshot(svc.pid);
@@ -803,6 +730,7 @@ async function withoutWaitingRoom(
     .reduce((n, [, v]) => n + v, 0);
   return {
     ordersPerS: load.created / ((load.lastCreatedAtMs ?? load.elapsedS * 1000) / 1000),
+    /** From the first order to the last answer. */
     crowdAnsweredS: load.elapsedS,
     startToSoldOutS: load.lastCreatedAtMs === null ? null : load.lastCreatedAtMs / 1000,
     pgTransactionsPerBuyer: (after.pgNextXid - before.pgNextXid) / o.buyers,
@@ -902,37 +830,22 @@ export function renderQueue(r: QueueReport): string {
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({
-    options: {
-      buyers: { type: 'string' },
-      units: { type: 'string' },
-      connections: { type: 'string' },
-      pollers: { type: 'string' },
-      workers: { type: 'string' },
-      ttl: { type: 'string' },
-      'pow-joins': { type: 'string' },
-      out: { type: 'string' },
-      'node-flags': { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
-  });
-  if (values.help) {
-    process.stdout.write(
-      'npm run bench:queue -- [--buyers N (50000)] [--units N (1000)] [--connections N (200)] [--pollers N (256)] [--workers N (2)] [--ttl S (120)] [--pow-joins N (5000)] [--out DIR (bench/results)] [--node-flags "--cpu-prof --cpu-prof-dir=DIR"]\n',
-    );
-    return;
-  }
+  const flags = readFlags(
+    ['buyers', 'units', 'connections', 'pollers', 'workers', 'ttl', 'pow-joins', 'out', 'node-flags'],
+    'npm run bench:queue -- [--buyers N (50000)] [--units N (1000)] [--connections N (200)] [--pollers N (256)] [--workers N (2)] [--ttl S (120)] [--pow-joins N (5000)] [--out DIR (bench/results)] [--node-flags "--cpu-prof --cpu-prof-dir=DIR"]',
+  );
+  if (!flags) return;
   const report = await runQueueBenchmark({
-    buyers: Number(values.buyers ?? 50_000),
-    units: Number(values.units ?? 1000),
-    connections: Number(values.connections ?? 200),
-    pollersInFlight: Number(values.pollers ?? 256),
-    workers: Number(values.workers ?? 2),
-    admissionTtlS: Number(values.ttl ?? 120),
-    powJoins: Number(values['pow-joins'] ?? 5000),
-    outDir: values.out ?? join(__dirname, '..', '..', 'bench', 'results'),
+    buyers: Number(flags.buyers ?? 50_000),
+    units: Number(flags.units ?? 1000),
+    connections: Number(flags.connections ?? 200),
+    pollersInFlight: Number(flags.pollers ?? 256),
+    workers: Number(flags.workers ?? 2),
+    admissionTtlS: Number(flags.ttl ?? 120),
+    powJoins: Number(flags['pow-joins'] ?? 5000),
+    outDir: flags.out ?? RESULTS_DIR,
     log: (line) => process.stderr.write(`${line}\n`),
-    nodeFlags: values['node-flags']?.split(' ').filter((x) => x !== ''),
+    nodeFlags: splitFlags(flags['node-flags']),
   });
   process.stdout.write(renderQueue(report));
   const failed = [...report.withRoom.checks, ...report.withoutRoom.checks, ...report.estimate.sale.checks].filter(
@@ -941,9 +854,4 @@ async function main(): Promise<void> {
   if (failed.length > 0) process.exitCode = 1;
 }
 
-if (require.main === module) {
-  main().catch((err: Error) => {
-    process.stderr.write(`bench:queue failed: ${err.stack ?? err.message}\n`);
-    process.exit(1);
-  });
-}
+if (require.main === module) runMain('bench:queue failed: ', main);
