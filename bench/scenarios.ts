@@ -6,7 +6,7 @@
 import { Client } from 'pg';
 import { CostSnapshot, costDeltas, ScenarioCosts } from './costs';
 import { auditLuaPeer, insertProduct } from './peers';
-import { autocannonTimeoutS, runLoad } from './load';
+import { autocannonTimeoutS, LoadResult, runLoad } from './load';
 import { noMetrics, scenarioDeltas, snapshot } from './metrics';
 import { runReturns } from './returns';
 import { auditProduct, Check, Verification, verify, waitQuiet } from '../harness/verify';
@@ -207,6 +207,43 @@ function costsBetween(
   return before && after ? costDeltas(before, after, unit, units) : null;
 }
 
+/** A scenario's result from its main load; `more` overrides what differs by kind. */
+function resultOf(
+  ctx: RunContext,
+  spec: ScenarioSpec,
+  load: LoadResult,
+  r: Pick<ScenarioResult, 'productId' | 'ordersInDb' | 'metrics' | 'costs' | 'verification'>,
+  more: Partial<ScenarioResult> = {},
+): ScenarioResult {
+  return {
+    ...spec,
+    productId: r.productId,
+    connections: ctx.connections,
+    elapsedS: load.elapsedS,
+    responses: load.responses,
+    statusCounts: load.statusCounts,
+    created: load.created,
+    ordersPerSec: load.elapsedS > 0 ? load.created / load.elapsedS : 0,
+    latency201Ms: load.latency201,
+    errors: load.errors,
+    timeouts: load.timeouts,
+    sellOutMs: null,
+    ordersInDb: r.ordersInDb,
+    metrics: r.metrics,
+    costs: r.costs,
+    verification: r.verification,
+    status: r.verification.verified ? 'ok' : 'FAILED',
+    ...more,
+  };
+}
+
+/** The verification with these checks added. */
+export function withChecks(v: Verification, checks: Check[]): Verification {
+  v.checks.push(...checks);
+  v.verified = v.checks.every((c) => c.ok);
+  return v;
+}
+
 /** GET /health/live for the scenario's time: the framework's floor, no order. Verified: every answer 200, nothing dropped. */
 async function runHealth(ctx: RunContext, spec: ScenarioSpec): Promise<ScenarioResult> {
   const costsBefore = await readCosts(ctx);
@@ -235,26 +272,9 @@ async function runHealth(ctx: RunContext, spec: ScenarioSpec): Promise<ScenarioR
     },
   ];
   const costs = costsBetween(costsBefore, await readCosts(ctx), 'answer', load.responses);
-  const verified = checks.every((c) => c.ok);
-  return {
-    ...spec,
-    productId: null,
-    connections: ctx.connections,
-    elapsedS: load.elapsedS,
-    responses: load.responses,
-    statusCounts: load.statusCounts,
-    created: load.created,
-    ordersPerSec: load.elapsedS > 0 ? load.created / load.elapsedS : 0,
-    latency201Ms: load.latency201,
-    errors: load.errors,
-    timeouts: load.timeouts,
-    sellOutMs: null,
-    ordersInDb: 0,
-    metrics: noMetrics('GET /health/live sells nothing'),
-    costs,
-    verification: { verified, checks, audit: null },
-    status: verified ? 'ok' : 'FAILED',
-  };
+  const metrics = noMetrics('GET /health/live sells nothing');
+  const verification = { verified: checks.every((c) => c.ok), checks, audit: null };
+  return resultOf(ctx, spec, load, { productId: null, ordersInDb: 0, metrics, costs, verification });
 }
 
 /** Buyers beyond the stock in the sell-out before the sold-out load: those who find nothing left set the sold-out flag. */
@@ -334,27 +354,8 @@ async function runSoldOut(ctx: RunContext, spec: ScenarioSpec): Promise<Scenario
       detail: `${metrics.soldOutInProcess} of the service's ${metrics.soldOut} SOLD_OUT answers from the process's memory, ${metrics.soldOutShortCircuits ?? 0} from the Redis flag; ${refused} counted here`,
     });
   }
-  verification.checks.push(...checks);
-  verification.verified = verification.checks.every((c) => c.ok);
-  return {
-    ...spec,
-    productId,
-    connections: ctx.connections,
-    elapsedS: load.elapsedS,
-    responses: load.responses,
-    statusCounts: load.statusCounts,
-    created: refused,
-    ordersPerSec: load.elapsedS > 0 ? refused / load.elapsedS : 0,
-    latency201Ms: load.latency201,
-    errors: load.errors,
-    timeouts: load.timeouts,
-    sellOutMs: null,
-    ordersInDb,
-    metrics,
-    costs,
-    verification,
-    status: verification.verified ? 'ok' : 'FAILED',
-  };
+  withChecks(verification, checks);
+  return resultOf(ctx, spec, load, { productId, ordersInDb, metrics, costs, verification });
 }
 
 export async function runScenario(ctx: RunContext, spec: ScenarioSpec): Promise<ScenarioResult> {
@@ -399,8 +400,7 @@ export async function runScenario(ctx: RunContext, spec: ScenarioSpec): Promise<
   if (ctx.target === 'bare-lua') {
     // Its stock lives in Redis and stock_segments are never deducted: what is left comes from Redis.
     const audit = await auditLuaPeer(ctx.db, ctx.redisUrl, productId);
-    verification = verify(audit, seen);
-    verification.checks.push(
+    verification = withChecks(verify(audit, seen), [
       {
         name: 'stock_segments untouched',
         ok: audit.segmentsUntouched,
@@ -411,31 +411,23 @@ export async function runScenario(ctx: RunContext, spec: ScenarioSpec): Promise<
         ok: audit.buyersRecorded,
         detail: audit.buyersRecorded ? 'yes' : 'an order slipped past the script',
       },
-    );
-    verification.verified = verification.checks.every((c) => c.ok);
+    ]);
   } else {
     verification = verify(await auditProduct(ctx.db, productId), seen);
   }
   const sellOutMs = spec.kind === 'sale' ? load.lastCreatedAtMs : null;
   const rateWindowS = spec.kind === 'sale' && sellOutMs ? sellOutMs / 1000 : load.elapsedS;
-  return {
-    ...spec,
-    productId,
-    connections: Math.min(ctx.connections, spec.buyers ?? Infinity),
-    elapsedS: load.elapsedS,
-    responses: load.responses,
-    statusCounts: load.statusCounts,
-    created: load.created,
-    ordersPerSec: rateWindowS > 0 ? load.created / rateWindowS : 0,
-    latency201Ms: load.latency201,
-    errors: load.errors,
-    timeouts: load.timeouts,
-    sellOutMs,
-    ordersInDb,
-    metrics:
-      ctx.target === 'service' ? scenarioDeltas(before, after, ordersInDb) : noMetrics('a peer has no GET /metrics'),
-    costs,
-    verification,
-    status: verification.verified ? 'ok' : 'FAILED',
-  };
+  const metrics =
+    ctx.target === 'service' ? scenarioDeltas(before, after, ordersInDb) : noMetrics('a peer has no GET /metrics');
+  return resultOf(
+    ctx,
+    spec,
+    load,
+    { productId, ordersInDb, metrics, costs, verification },
+    {
+      connections: Math.min(ctx.connections, spec.buyers ?? Infinity),
+      ordersPerSec: rateWindowS > 0 ? load.created / rateWindowS : 0,
+      sellOutMs,
+    },
+  );
 }
