@@ -11,8 +11,8 @@
 //   node dist/bench/scaling-model.js [--results bench/results/latest.json] [--buyers 1000000] [--units 10000] [--seconds 1] ...
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { parseArgs as parseFlags } from 'node:util';
 import { projectRoot } from '../src/infrastructure/project-root';
+import { Flag, HELP, usageText, readFlags, toggle, value } from './cli';
 import type { ScenarioCosts } from './costs';
 import { findFast, findHealth, findSoldOut } from './report';
 import type { BenchmarkReport, ScenarioResult } from './types';
@@ -563,86 +563,40 @@ export function render(report: BenchmarkReport, o: ModelOptions): string {
 // ---- command line ----
 
 const FLAGS = {
-  results: { type: 'string', arg: 'FILE', help: 'benchmark report to read (default bench/results/latest.json)' },
-  buyers: { type: 'string', arg: 'N', help: 'buyers (default 1000000)' },
-  units: { type: 'string', arg: 'N', help: 'units on sale (default 10000)' },
-  seconds: { type: 'string', arg: 'S', help: 'the buyers arrive evenly within this time (default 1)' },
-  'requests-per-buyer': {
-    type: 'string',
-    arg: 'N',
-    help: 'requests each buyer sends (default 1; retries and refreshes multiply it)',
-  },
-  segments: { type: 'string', arg: 'N', help: "the product's segments (default 20)" },
-  'segment-list': {
-    type: 'string',
-    arg: 'LIST',
-    help: 'segment counts of the hot-segment table (default 1,20,100,500)',
-  },
-  batch: {
-    type: 'string',
-    arg: 'group|one',
-    help: "orders' costs with group commit or ORDER_BATCH_MAX=1 (default group)",
-  },
-  'single-redis': {
-    type: 'boolean',
-    help: 'one Redis instead of a Redis Cluster (the order entry is then one call, not two)',
-  },
-  'process-util': {
-    type: 'string',
-    arg: 'F',
-    help: `share of a core per service process (assumed, default ${DEFAULT_CAPACITY.processUtil})`,
-  },
-  'redis-util': {
-    type: 'string',
-    arg: 'F',
-    help: `share of a Redis master's core (assumed, default ${DEFAULT_CAPACITY.redisUtil})`,
-  },
-  'pg-cores': {
-    type: 'string',
-    arg: 'N',
-    help: `cores of the PostgreSQL primary and of each replica (assumed, default ${DEFAULT_CAPACITY.pgCores})`,
-  },
-  'pg-util': {
-    type: 'string',
-    arg: 'F',
-    help: `share of PostgreSQL's cores (assumed, default ${DEFAULT_CAPACITY.pgUtil})`,
-  },
-  'pg-commits': {
-    type: 'string',
-    arg: 'N',
-    help: `commits/s the primary sustains (assumed, default ${DEFAULT_CAPACITY.pgCommitsPerS})`,
-  },
-  'wal-mbps': {
-    type: 'string',
-    arg: 'N',
-    help: `WAL MB/s the primary sustains (assumed, default ${DEFAULT_CAPACITY.walMBps})`,
-  },
-  admit: {
-    type: 'string',
-    arg: 'F',
-    help: `the queue in front admits F x units until sold out, F >= 1 (assumed, default ${DEFAULT_CAPACITY.admitFactor})`,
-  },
-  help: { type: 'boolean', short: 'h', help: 'this text' },
-} as const satisfies Record<string, { type: 'string' | 'boolean'; short?: string; arg?: string; help: string }>;
+  results: value('FILE', 'benchmark report to read (default bench/results/latest.json)'),
+  buyers: value('N', 'buyers (default 1000000)'),
+  units: value('N', 'units on sale (default 10000)'),
+  seconds: value('S', 'the buyers arrive evenly within this time (default 1)'),
+  'requests-per-buyer': value('N', 'requests each buyer sends (default 1; retries and refreshes multiply it)'),
+  segments: value('N', "the product's segments (default 20)"),
+  'segment-list': value('LIST', 'segment counts of the hot-segment table (default 1,20,100,500)'),
+  batch: value('group|one', "orders' costs with group commit or ORDER_BATCH_MAX=1 (default group)"),
+  'single-redis': toggle('one Redis instead of a Redis Cluster (the order entry is then one call, not two)'),
+  'process-util': value('F', `share of a core per service process (assumed, default ${DEFAULT_CAPACITY.processUtil})`),
+  'redis-util': value('F', `share of a Redis master's core (assumed, default ${DEFAULT_CAPACITY.redisUtil})`),
+  'pg-cores': value(
+    'N',
+    `cores of the PostgreSQL primary and of each replica (assumed, default ${DEFAULT_CAPACITY.pgCores})`,
+  ),
+  'pg-util': value('F', `share of PostgreSQL's cores (assumed, default ${DEFAULT_CAPACITY.pgUtil})`),
+  'pg-commits': value('N', `commits/s the primary sustains (assumed, default ${DEFAULT_CAPACITY.pgCommitsPerS})`),
+  'wal-mbps': value('N', `WAL MB/s the primary sustains (assumed, default ${DEFAULT_CAPACITY.walMBps})`),
+  admit: value(
+    'F',
+    `the queue in front admits F x units until sold out, F >= 1 (assumed, default ${DEFAULT_CAPACITY.admitFactor})`,
+  ),
+  help: HELP,
+} satisfies Record<string, Flag>;
 
-function helpText(): string {
-  const rows = Object.entries(FLAGS).map(
-    ([name, f]) =>
-      `  ${`${'short' in f ? `-${f.short}, ` : ''}--${name}${'arg' in f ? ` ${f.arg}` : ''}`.padEnd(28)}${f.help}`,
+const helpText = () =>
+  usageText(
+    'npm run scaling -- [flags]      (or: node dist/bench/scaling-model.js [flags] after npm run bench:build)',
+    FLAGS,
+    28,
   );
-  return `Usage: npm run scaling -- [flags]      (or: node dist/bench/scaling-model.js [flags] after npm run bench:build)\n\n${rows.join('\n')}\n`;
-}
-
-function readFlags(argv: string[]) {
-  try {
-    return parseFlags({ args: argv, options: FLAGS, strict: true, allowPositionals: false }).values;
-  } catch (err) {
-    throw new ModelInputError((err as Error).message);
-  }
-}
 
 export function parseModelArgs(argv: string[], root = projectRoot(__dirname)): ModelOptions & { help?: boolean } {
-  const v = readFlags(argv);
+  const v = readFlags(argv, FLAGS, ModelInputError);
   const n = (flag: keyof typeof FLAGS, x: string | undefined, dflt: number, min: number, max = Infinity) => {
     if (x === undefined) return dflt;
     const y = Number(x);
