@@ -96,34 +96,31 @@ export function speedRatios(report: BenchmarkReport): Array<{ what: string; valu
 /** latest.md's section of the service against the peers. */
 export function speedMarkdown(report: BenchmarkReport): string[] {
   const s = report.settings;
-  const out: string[] = [];
   const speed = speedRows(report);
-  if (speed.length > 0) {
-    out.push(`## The service against the bare peers (hold 0 unless a row says otherwise, ${s.speedSegments} segments)`);
-    out.push('');
-    out.push(
-      `Same load for every row: ${s.connections} connections, ${s.durationS} s, a fresh product of ${s.steadyStock.toLocaleString('en-US')} units in ${s.speedSegments} segments (1 for the one-lock rows), nothing held in the lock (the bare peer's two "lock held" rows hold each lock ${BARE_HELD_MS} ms: the segments-against-one-lock target's floor on this machine). The service runs as WORKERS=${s.speedWorkers}; each peer is one process. ` +
-        "The bare peer is the service's order algorithm (user lock, random segment, fall over, one SQL statement inside a Redis segment lock) on plain node:http, ioredis and pg: the floor of what the service's own code costs. " +
-        'The bare-lua peer holds the stock in Redis, checks and decrements it and records the buyer in one Lua script, then INSERTs the order: the design many shops pick instead. GET /health/live is the service answering with no work at all. ' +
-        `The sold-out row is a product of ${s.speedSegments} units in ${s.speedSegments} segments, sold out (and its sold-out flag set) before the load; every request is a new buyer and every answer must be 410: the refusals that are most of a big sale's traffic, latencies of the 410s.`,
-    );
-    out.push('');
-    out.push('| what | orders/s | p50 | p99 | max | answers | verified |');
-    out.push('|---|--:|--:|--:|--:|---|---|');
-    for (const { what, r, unit } of speed) {
-      const x = r!;
-      out.push(
-        `| ${what} | **${rate(x.ordersPerSec)}**${unit === 'orders/s' ? '' : ` ${unit}`} | ${ms(x.latency201Ms?.p50)} | ${ms(x.latency201Ms?.p99)} | ${ms(x.latency201Ms?.max)} | ${codes(x)}${x.errors ? ` err:${x.errors}` : ''}${x.timeouts ? ` timeouts:${x.timeouts}` : ''} | ${statusWord(x)} |`,
-      );
-    }
-    out.push('');
-    const ratios = speedRatios(report);
-    if (ratios.length > 0) {
-      out.push('| ratio, this run | value |');
-      out.push('|---|--:|');
-      for (const { what, value } of ratios) out.push(`| ${what} | **${value}** |`);
-      out.push('');
-    }
-  }
-  return out;
+  if (speed.length === 0) return [];
+  const ratios = speedRatios(report);
+  return [
+    `## The service against the bare peers (hold 0 unless a row says otherwise, ${s.speedSegments} segments)`,
+    '',
+    `Same load for every row: ${s.connections} connections, ${s.durationS} s, a fresh product of ${s.steadyStock.toLocaleString('en-US')} units in ${s.speedSegments} segments (1 for the one-lock rows), nothing held in the lock (the bare peer's two "lock held" rows hold each lock ${BARE_HELD_MS} ms: the segments-against-one-lock target's floor on this machine). The service runs as WORKERS=${s.speedWorkers}; each peer is one process. ` +
+      "The bare peer is the service's order algorithm (user lock, random segment, fall over, one SQL statement inside a Redis segment lock) on plain node:http, ioredis and pg: the floor of what the service's own code costs. " +
+      'The bare-lua peer holds the stock in Redis, checks and decrements it and records the buyer in one Lua script, then INSERTs the order: the design many shops pick instead. GET /health/live is the service answering with no work at all. ' +
+      `The sold-out row is a product of ${s.speedSegments} units in ${s.speedSegments} segments, sold out (and its sold-out flag set) before the load; every request is a new buyer and every answer must be 410: the refusals that are most of a big sale's traffic, latencies of the 410s.`,
+    '',
+    '| what | orders/s | p50 | p99 | max | answers | verified |',
+    '|---|--:|--:|--:|--:|---|---|',
+    ...speed.map(
+      ({ what, r: x, unit }) =>
+        `| ${what} | **${rate(x!.ordersPerSec)}**${unit === 'orders/s' ? '' : ` ${unit}`} | ${ms(x!.latency201Ms?.p50)} | ${ms(x!.latency201Ms?.p99)} | ${ms(x!.latency201Ms?.max)} | ${codes(x!)}${x!.errors ? ` err:${x!.errors}` : ''}${x!.timeouts ? ` timeouts:${x!.timeouts}` : ''} | ${statusWord(x!)} |`,
+    ),
+    '',
+    ...(ratios.length > 0
+      ? [
+          '| ratio, this run | value |',
+          '|---|--:|',
+          ...ratios.map(({ what, value }) => `| ${what} | **${value}** |`),
+          '',
+        ]
+      : []),
+  ];
 }
