@@ -108,21 +108,7 @@ export interface BenchmarkOptions {
   signal?: AbortSignal;
 }
 
-export type ResolvedOptions = Required<
-  Omit<
-    BenchmarkOptions,
-    'databaseUrl' | 'redisUrl' | 'signal' | 'log' | 'sweep' | 'batchMax' | 'batchSweep' | 'holdsMax'
-  >
-> & {
-  sweep: number[] | null;
-  batchMax: number | null;
-  holdsMax: number | null;
-  batchSweep: number[] | null;
-  databaseUrl?: string;
-  redisUrl?: string;
-};
-
-export function resolveOptions(o: BenchmarkOptions, root = projectRoot(__dirname)): ResolvedOptions {
+export function resolveOptions(o: BenchmarkOptions, root = projectRoot(__dirname)) {
   const quick = o.quick ?? false;
   const sale = o.sale ?? true;
   return {
@@ -494,7 +480,13 @@ interface Started {
 /** The service with this configuration's environment and Redis setup, or the peer (on the one redis-server); the same lock settings for both. */
 function startTarget(
   c: ProcessConfig,
-  x: { databaseUrl: string; redis: ServiceRedis; adminToken: string; opts: ResolvedOptions; signal?: AbortSignal },
+  x: {
+    databaseUrl: string;
+    redis: ServiceRedis;
+    adminToken: string;
+    opts: ReturnType<typeof resolveOptions>;
+    signal?: AbortSignal;
+  },
 ): Promise<Started> {
   const { opts } = x;
   const locks = {

@@ -34,19 +34,6 @@ export interface EventsPart {
   events: number;
 }
 
-export interface EventsRow {
-  mode: Mode;
-  orders: number;
-  elapsedS: number;
-  perSec: number;
-  p50Ms: number | null;
-  p99Ms: number | null;
-  pgCpuUsPerOrder: number | null;
-  pgWalBytesPerOrder: number;
-  serviceCpuUsPerOrder: number | null;
-  eventsPerOrder: number;
-}
-
 export interface EventsReport {
   startedAt: string;
   machine: { cores: number; memoryGb: number; node: string };
@@ -55,13 +42,13 @@ export interface EventsReport {
   connections: number;
   segments: number;
   parts: EventsPart[];
-  rows: EventsRow[];
+  rows: Array<ReturnType<typeof summarise>>;
   ratio: number;
   target: number;
 }
 
 /** The parts of one mode added up: orders and time add up, costs per order weighted by orders. */
-export function summarise(parts: EventsPart[], mode: Mode): EventsRow {
+export function summarise(parts: EventsPart[], mode: Mode) {
   const mine = parts.filter((p) => p.mode === mode);
   const orders = mine.reduce((n, p) => n + p.orders, 0);
   const elapsedS = mine.reduce((n, p) => n + p.elapsedS, 0);

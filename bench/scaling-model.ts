@@ -190,44 +190,18 @@ export type Limit = 'product slot (one Redis master)' | 'PostgreSQL primary CPU'
  */
 const WALLS: Limit[] = ['product slot (one Redis master)', 'PostgreSQL primary CPU'];
 
-export interface Plan {
-  variant: string;
-  requests: number;
-  arrivalPerS: number;
-  /** Orders per second while units last, and what holds it there. */
-  sellPerS: number;
-  sellLimitedBy: 'arrivals' | 'segment locks' | 'PostgreSQL commits/s' | 'WAL MB/s';
-  sellOutS: number;
-  losers: number;
-  refusals: number;
-  serviceCores: number;
-  processes: number;
-  /** Processes if a refusal cost no more than GET /health/live: the least any change of the refusal path can reach. */
-  processesAtFloor: number;
-  /** Cores of the one master that holds the product's slot. */
-  productSlotCores: number;
-  /** Masters for the keys that spread over the cluster (segment locks, user locks); the product's master comes on top. */
-  spreadMasters: number;
-  pgPrimaryCores: number;
-  pgReplicas: number;
-  commits: number;
-  commitsPerS: number;
-  walMB: number;
-  walMBps: number;
-  /** Demand over what one unit of a resource that cannot be split gives: above 1, the plan does not fit. */
-  utilisation: Record<Limit, number>;
-  /** The most used of them: the first to saturate. */
-  firstLimit: Limit;
-}
+type SellLimit = 'arrivals' | 'segment locks' | 'PostgreSQL commits/s' | 'WAL MB/s';
+
+export type Plan = ReturnType<typeof plan>;
 
 const sum = (xs: number[]) => xs.reduce((s, x) => s + x, 0);
 
-export function plan(m: Measured, sale: Sale, cap: Capacity, variant: Variant): Plan {
+export function plan(m: Measured, sale: Sale, cap: Capacity, variant: Variant) {
   const requests = sale.buyers * sale.requestsPerBuyer;
   const arrivalPerS = requests / sale.seconds;
   const order = m.order;
   // Units sell as fast as the slowest of: arrivals, the segment locks, PostgreSQL's commits, its WAL.
-  const rates: Array<[Plan['sellLimitedBy'], number]> = [
+  const rates: Array<[SellLimit, number]> = [
     ['arrivals', arrivalPerS],
     ['segment locks', sale.segments * m.segmentOrdersPerS],
     ['PostgreSQL commits/s', order.pgWriteTransactions > 0 ? cap.pgCommitsPerS / order.pgWriteTransactions : Infinity],
@@ -270,6 +244,7 @@ export function plan(m: Measured, sale: Sale, cap: Capacity, variant: Variant): 
     variant: variant.name,
     requests,
     arrivalPerS,
+    /** Orders per second while units last, and what holds it there. */
     sellPerS,
     sellLimitedBy,
     sellOutS,
@@ -277,8 +252,11 @@ export function plan(m: Measured, sale: Sale, cap: Capacity, variant: Variant): 
     refusals,
     serviceCores,
     processes: Math.ceil(serviceCores / cap.processUtil),
+    /** Processes if a refusal cost no more than GET /health/live: the least any change of the refusal path can reach. */
     processesAtFloor: Math.ceil(floorCores / cap.processUtil),
+    /** Cores of the one master that holds the product's slot. */
     productSlotCores,
+    /** Masters for the keys that spread over the cluster (segment locks, user locks); the product's master comes on top. */
     spreadMasters: Math.ceil(spreadCores / cap.redisUtil),
     pgPrimaryCores,
     pgReplicas: Math.ceil(pgReplicaCores / (cap.pgCores * cap.pgUtil)),
@@ -286,7 +264,9 @@ export function plan(m: Measured, sale: Sale, cap: Capacity, variant: Variant): 
     commitsPerS: commits / sellOutS,
     walMB,
     walMBps: walMB / sellOutS,
+    /** Demand over what one unit of a resource that cannot be split gives: above 1, the plan does not fit. */
     utilisation,
+    /** The most used of them: the first to saturate. */
     firstLimit,
   };
 }

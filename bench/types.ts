@@ -8,6 +8,7 @@ import type { Verification } from '../harness/verify';
 import type { CostProbe, ScenarioCosts } from './costs';
 import type { Latency } from './load';
 import type { MetricDeltas } from './metrics';
+import type { RedisSetupsSection } from './report/redis-setups';
 import type { ProcessPeak } from './service';
 
 // What a run plans and each scenario measures.
@@ -320,34 +321,4 @@ export interface RedisPerOrder {
   /** Every command Redis counted, those run inside scripts included. */
   redisCommands: number;
   redisCpuUs: number;
-}
-
-export interface RedisSetupRow {
-  setup: RedisSetup;
-  id: string;
-  batchMax: number | null;
-  status: ScenarioResult['status'];
-  ordersPerSec: number;
-  p99Ms: number | null;
-  /** Summed over every Redis server of the setup; null when the costs were not read. */
-  perOrder: RedisPerOrder | null;
-  /** Each server of the setup (a quorum's or a cluster's masters, in the setup's order); null for the one redis-server. */
-  perServer: Array<RedisPerOrder & { server: string }> | null;
-  /** This row / the one redis-server's row at the same ORDER_BATCH_MAX; null where either figure is missing. */
-  vsSingle: {
-    ordersPerSec: number | null;
-    p99: number | null;
-    redisScripts: number | null;
-    redisCommands: number | null;
-    redisCpuUs: number | null;
-  };
-}
-
-export interface RedisSetupsSection {
-  /** How the run was started, to repeat it. */
-  command: string;
-  workers: number;
-  segments: number;
-  holdMs: number;
-  rows: RedisSetupRow[];
 }

@@ -1,19 +1,12 @@
 // The same load on one redis-server, a Redlock quorum of three and a 3-master Redis Cluster: the
 // rows with their ratios to the one redis-server (also written into latest.json as redisSetups) and
 // their console and latest.md tables.
-import {
-  BenchmarkReport,
-  REDIS_SETUPS,
-  RedisPerOrder,
-  RedisSetupRow,
-  RedisSetupsSection,
-  ScenarioResult,
-} from '../types';
+import { BenchmarkReport, REDIS_SETUPS, RedisPerOrder, ScenarioResult } from '../types';
 import { inGroup } from './find';
 import { batchName, ms, rate, ratioOf, SETUP_NAME, times } from './format';
 
 /** The Redis setups group as rows (by ORDER_BATCH_MAX, then single, quorum, cluster), with ratios to the one redis-server; null when it did not run. */
-export function redisSetupsSection(report: BenchmarkReport): RedisSetupsSection | null {
+export function redisSetupsSection(report: BenchmarkReport) {
   const found = inGroup(report, 'redis-setups');
   if (found.length === 0) return null;
   const setupOf = (r: ScenarioResult) => r.redis ?? 'single';
@@ -28,22 +21,23 @@ export function redisSetupsSection(report: BenchmarkReport): RedisSetupsSection 
           redisCpuUs: r.costs.perUnit.redisCpuUs,
         }
       : null;
-  const rows: RedisSetupRow[] = [];
-  for (const batchMax of batches) {
+  const rows = batches.flatMap((batchMax) => {
     const single = found.find((r) => r.batchMax === batchMax && setupOf(r) === 'single');
     const base = single ? perOrder(single) : null;
-    for (const setup of REDIS_SETUPS) {
+    return REDIS_SETUPS.flatMap((setup) => {
       const r = found.find((x) => x.batchMax === batchMax && setupOf(x) === setup);
-      if (!r) continue;
+      if (!r) return [];
       const cost = perOrder(r);
-      rows.push({
+      return {
         setup,
         id: r.id,
         batchMax,
         status: r.status,
         ordersPerSec: r.ordersPerSec,
         p99Ms: r.latency201Ms?.p99 ?? null,
+        /** Summed over every Redis server of the setup; null when the costs were not read. */
         perOrder: cost,
+        /** Each server of the setup (a quorum's or a cluster's masters, in the setup's order); null for the one redis-server. */
         perServer:
           r.costs?.redisServers?.map((x) => ({
             server: x.server,
@@ -51,6 +45,7 @@ export function redisSetupsSection(report: BenchmarkReport): RedisSetupsSection 
             redisCommands: x.perUnit.redisCommands,
             redisCpuUs: x.perUnit.redisCpuUs,
           })) ?? null,
+        /** This row / the one redis-server's row at the same ORDER_BATCH_MAX; null where either figure is missing. */
         vsSingle: {
           ordersPerSec: ratioOf(r.ordersPerSec, single?.ordersPerSec),
           p99: ratioOf(r.latency201Ms?.p99, single?.latency201Ms?.p99),
@@ -58,12 +53,16 @@ export function redisSetupsSection(report: BenchmarkReport): RedisSetupsSection 
           redisCommands: ratioOf(cost?.redisCommands, base?.redisCommands),
           redisCpuUs: ratioOf(cost?.redisCpuUs, base?.redisCpuUs),
         },
-      });
-    }
-  }
+      };
+    });
+  });
   const s = report.settings;
+  // command: how the run was started, to repeat it.
   return { command: report.command, workers: s.speedWorkers, segments: s.speedSegments, holdMs: 0, rows };
 }
+
+export type RedisSetupsSection = NonNullable<ReturnType<typeof redisSetupsSection>>;
+type RedisSetupRow = RedisSetupsSection['rows'][number];
 
 /** Per-server calls of a quorum or cluster: round trips (scripts) per order on each, in the setup's order. */
 function perServerCell(r: RedisSetupRow): string {
