@@ -98,39 +98,33 @@ export function doorTargets(rows: DoorRow[]): DoorTarget[] {
 const f = (n: number | null | undefined, digits = 0) => (n == null || !Number.isFinite(n) ? '-' : n.toFixed(digits));
 
 export function renderDoor(r: DoorReport): string {
-  const out: string[] = [];
-  out.push(`# The door: what a "no" costs (${r.startedAt})`);
-  out.push('');
-  out.push(
+  const row = (x: DoorRow) => {
+    const p = x.costs.perUnit;
+    return `| ${x.id} | ${x.start} | ${x.what} | ${x.answers} | ${f(x.perSec)} | ${f(x.latencyMs?.p50, 1)} | ${f(x.latencyMs?.p99, 1)} | ${f(p.pgStatements, 3)} | ${f(p.redisCommands, 3)} | ${f(p.targetCpuUs)} |`;
+  };
+  return [
+    `# The door: what a "no" costs (${r.startedAt})`,
+    '',
     `${r.machine.cores} cores, ${r.machine.memoryGb} GB, Node ${r.machine.node}; ${r.connections} connections, ${r.durationS} s per row; one service process ` +
       `(WORKERS=1, --max-old-space-size=${SERVICE_HEAP_MB}) per start, started in turn; the load generator, PostgreSQL and Redis share the same cores. ` +
       'Rows compared by a target are measured interleaved (A, B, A, B, half the time each) in one process, or (orders with identity off and on) in alternating starts: off, on, off, on. ' +
       'Costs per answer: PostgreSQL statements from pg_stat_statements (read-only ones included; the sold-out board polls once per SOLD_OUT_STALE_MS / 4 whatever the load, and those polls are in), Redis commands from INFO commandstats, service CPU from /proc.',
-  );
-  out.push('');
-  out.push(
+    '',
     '| row | start | what | answers | answers/s | p50 ms | p99 ms | PG statements / answer | Redis commands / answer | service CPU µs / answer |',
-  );
-  out.push('|---|---|---|--:|--:|--:|--:|--:|--:|--:|');
-  for (const x of r.rows) {
-    const p = x.costs.perUnit;
-    out.push(
-      `| ${x.id} | ${x.start} | ${x.what} | ${x.answers} | ${f(x.perSec)} | ${f(x.latencyMs?.p50, 1)} | ${f(x.latencyMs?.p99, 1)} | ${f(p.pgStatements, 3)} | ${f(p.redisCommands, 3)} | ${f(p.targetCpuUs)} |`,
-    );
-  }
-  out.push('');
-  out.push('| target | measured | wanted | |');
-  out.push('|---|--:|--:|---|');
-  for (const t of r.targets)
-    out.push(`| ${t.name} | ${f(t.measured, 3)} | ${t.sense} ${t.target} | ${t.ok ? 'pass' : 'MISSED'} |`);
-  out.push('');
-  out.push(
+    '|---|---|---|--:|--:|--:|--:|--:|--:|--:|',
+    ...r.rows.map(row),
+    '',
+    '| target | measured | wanted | |',
+    '|---|--:|--:|---|',
+    ...r.targets.map(
+      (t) => `| ${t.name} | ${f(t.measured, 3)} | ${t.sense} ${t.target} | ${t.ok ? 'pass' : 'MISSED'} |`,
+    ),
+    '',
     `Memory: a sold-out product with ${r.memory.holders} live orders, learnt by a process in ${f(r.memory.learnMs)} ms (one statement), ` +
       `took its heap from ${f(r.memory.heapBeforeMb, 1)} MB to ${f(r.memory.heapAfterMb, 1)} MB (V8 heap used as the service reports it, garbage included); ` +
       `the entry alone (a Map of ${r.memory.holders} user ids to order ids, between two forced collections in the benchmark's process) is ${f(r.memory.entryMb, 1)} MB.`,
-  );
-  out.push('');
-  return out.join('\n');
+    '',
+  ].join('\n');
 }
 
 interface Ctx {

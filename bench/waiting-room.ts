@@ -755,78 +755,55 @@ const f = (n: number | null | undefined, digits = 0) => (n == null || !Number.is
 export function renderQueue(r: QueueReport): string {
   const w = r.withRoom;
   const x = r.withoutRoom;
-  const out: string[] = [];
-  out.push(`# The waiting room against the same crowd without one (${r.startedAt})`);
-  out.push('');
-  out.push(
+  const pw = r.proofOfWork;
+  const es = r.estimate.sale;
+  const m = r.millionJoins;
+  return [
+    `# The waiting room against the same crowd without one (${r.startedAt})`,
+    '',
     `${r.machine.cores} cores, ${r.machine.memoryGb} GB, Node ${r.machine.node}; one service start (WORKERS=${r.workers}), ` +
       `${r.buyers} buyers, ${r.units} units, 10 segments, ADMISSION_RATIO ${RATIO}, admissionTtlS ${r.admissionTtlS}; the load ` +
       'generator, PostgreSQL and Redis share the same cores. GET /health/live of the same start: ' +
       `${f(r.healthLivePerS)}/s.`,
-  );
-  out.push('');
-  out.push('| measure | with a waiting room | without |');
-  out.push('|---|--:|--:|');
-  out.push(
+    '',
+    '| measure | with a waiting room | without |',
+    '|---|--:|--:|',
     `| joins/s (all ${r.buyers} joined in ${f(w.joinSeconds, 1)} s; ${w.preQueue} before the start) | ${f(w.joinsPerS)} | |`,
-  );
-  out.push(`| joins/s / GET /health/live | ${f(w.joinsPerS / r.healthLivePerS, 2)} | |`);
-  out.push(`| polls/s (${w.polls} polls, paced by Retry-After) | ${f(w.pollsPerS)} | |`);
-  out.push(
+    `| joins/s / GET /health/live | ${f(w.joinsPerS / r.healthLivePerS, 2)} | |`,
+    `| polls/s (${w.polls} polls, paced by Retry-After) | ${f(w.pollsPerS)} | |`,
     `| polls of a waiting ticket at full speed, /s (/ GET /health/live) | ${f(r.waitingPollsPerS)} (${f(r.waitingPollsPerS / r.healthLivePerS, 2)}) | |`,
-  );
-  const pw = r.proofOfWork;
-  out.push(
     `| joins/s with proof of work on / off (${pw.joinsEach} new users a turn, off-on-off-on; ${pw.refused} refused) | ${f(pw.onPerS)} / ${f(pw.offPerS)} (${f(pw.onPerS / pw.offPerS, 2)}) | |`,
-  );
-  out.push(`| orders/s until sold out | | ${f(x.ordersPerS)} |`);
-  out.push(`| seconds from the start to sold out | ${f(w.startToSoldOutS, 1)} | ${f(x.startToSoldOutS, 1)} |`);
-  out.push(
+    `| orders/s until sold out | | ${f(x.ordersPerS)} |`,
+    `| seconds from the start to sold out | ${f(w.startToSoldOutS, 1)} | ${f(x.startToSoldOutS, 1)} |`,
     `| seconds until every buyer knew the outcome (ordered or sold out), from the first call | ${f(w.crowdAnsweredS, 1)} | ${f(x.crowdAnsweredS, 1)} |`,
-  );
-  out.push(`| admissions lapsed unspent while units were left | ${w.lapsedWhileUnitsLeft} | |`);
-  out.push(`| fairness: admissions in exact queue order | ${f(w.fairnessShare, 3)} | |`);
-  out.push(`| pre-queue in the revealed lottery's order (share checked) | ${f(w.lotteryShare, 3)} | |`);
-  out.push(
+    `| admissions lapsed unspent while units were left | ${w.lapsedWhileUnitsLeft} | |`,
+    `| fairness: admissions in exact queue order | ${f(w.fairnessShare, 3)} | |`,
+    `| pre-queue in the revealed lottery's order (share checked) | ${f(w.lotteryShare, 3)} | |`,
     `| error of the first estimated wait, p50 / p90 (s) | ${f(w.etaErrorS.p50, 1)} / ${f(w.etaErrorS.p90, 1)} | |`,
-  );
-  const es = r.estimate.sale;
-  out.push(
     `| the same, in a sale where every second order is cancelled 3 s after it was made (${r.estimate.buyers} buyers, ${r.estimate.units} units; ${es.etaSamples} estimates checked): seconds, p50 / p90; share of the real wait, p50 / p90 | ${f(es.etaErrorS.p50, 1)} / ${f(es.etaErrorS.p90, 1)} s; ${f(es.etaErrorShare.p50, 2)} / ${f(es.etaErrorShare.p90, 2)} | |`,
-  );
-  out.push(
     `| Redis commands per ticket (join, polls, order) / per buyer | ${f(w.redisCommandsPerTicket, 2)} | ${f(x.redisCommandsPerBuyer, 2)} |`,
-  );
-  out.push(
     `| PostgreSQL transactions per buyer | ${f(w.pgTransactionsPerBuyer, 3)} | ${f(x.pgTransactionsPerBuyer, 3)} |`,
-  );
-  out.push(`| PostgreSQL statements per buyer | ${f(w.pgStatementsPerBuyer, 3)} | ${f(x.pgStatementsPerBuyer, 3)} |`);
-  out.push(`| 5xx / timeouts | | ${x.errors5xx} / ${x.timeouts} |`);
-  out.push(`| service CPU per join (µs) | ${f(w.serviceCpuUsPerJoin)} | |`);
-  out.push('');
-  out.push(
+    `| PostgreSQL statements per buyer | ${f(w.pgStatementsPerBuyer, 3)} | ${f(x.pgStatementsPerBuyer, 3)} |`,
+    `| 5xx / timeouts | | ${x.errors5xx} / ${x.timeouts} |`,
+    `| service CPU per join (µs) | ${f(w.serviceCpuUsPerJoin)} | |`,
+    '',
     `Answers with a waiting room: ${JSON.stringify(w.statusCounts)}. Without: ${JSON.stringify(x.statusCounts)}.`,
-  );
-  out.push('');
-  out.push('| check | | detail |');
-  out.push('|---|---|---|');
-  for (const c of [
-    ...w.checks.map((c) => ({ ...c, name: `waiting room: ${c.name}` })),
-    ...x.checks.map((c) => ({ ...c, name: `without: ${c.name}` })),
-    ...r.estimate.sale.checks.map((c) => ({ ...c, name: `cancelled orders: ${c.name}` })),
-  ])
-    out.push(`| ${c.name} | ${c.ok ? 'pass' : 'FAILED'} | ${c.detail.replace(/\|/g, '/')} |`);
-  out.push('');
-  const m = r.millionJoins;
-  out.push(
+    '',
+    '| check | | detail |',
+    '|---|---|---|',
+    ...[
+      ...w.checks.map((c) => ({ ...c, name: `waiting room: ${c.name}` })),
+      ...x.checks.map((c) => ({ ...c, name: `without: ${c.name}` })),
+      ...es.checks.map((c) => ({ ...c, name: `cancelled orders: ${c.name}` })),
+    ].map((c) => `| ${c.name} | ${c.ok ? 'pass' : 'FAILED'} | ${c.detail.replace(/\|/g, '/')} |`),
+    '',
     `**1,000,000 joins in one second**, from these costs: ${f(m.serviceCores)} service cores at ${f(w.serviceCpuUsPerJoin)} µs per join; ` +
       `${f(m.redisCommandsPerS / 1e6, 1)} M Redis commands/s (${f(w.redisCommandsPerJoin, 2)} per join). PostgreSQL: one queue_join call ` +
       `per process per round trip, at most ${f(m.controlSlotCallsPerS)}/s for 100 processes at this machine's idle round trip, each ` +
       `holding the product's counter row while it inserts its group and commits: here ${f(r.joinCeiling.rowsPerS)} joins/s for one ` +
       `product in groups of ${r.joinCeiling.group} (${f(r.joinCeiling.msPerCall, 1)} ms a call), the first limit (\`npm run scaling\`).`,
-  );
-  out.push('');
-  return out.join('\n');
+    '',
+  ].join('\n');
 }
 
 async function main(): Promise<void> {
