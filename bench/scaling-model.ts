@@ -458,86 +458,75 @@ export interface ModelOptions {
 export function render(report: BenchmarkReport, o: ModelOptions): string {
   const m = readMeasured(report, o.batch, o.cluster);
   const { sale, capacity: cap } = o;
-  const out: string[] = [];
-  out.push(
-    `Scaling model: ${num(sale.buyers)} buyers x ${sale.requestsPerBuyer} request(s) in ${sale.seconds} s for ${num(sale.units)} units in ${sale.segments} segments`,
-  );
-  out.push(
-    `Costs from ${o.results}: ${report.settings.quick ? '--quick run (PROVISIONAL)' : 'full run'} of ${report.startedAt}, ${report.machine.cores} cores (${report.machine.cpuModel}); orders with ${o.batch === 'one' ? 'ORDER_BATCH_MAX=1' : 'group commit'}${o.cluster ? ', on a Redis Cluster' : ', on one Redis'}`,
-  );
-  out.push('');
-  out.push('Inputs');
   const capInputs = (Object.keys(CAPACITY_BASIS) as Array<keyof Capacity>).map((k): [string, Input] => [
     k,
     { value: cap[k], unit: CAPACITY_BASIS[k][0], source: 'assumed', basis: CAPACITY_BASIS[k][1] },
   ]);
-  out.push(
-    ...table([
-      ['input', 'value', 'unit', 'source', 'from'],
-      ...[...m.inputs, ...capInputs].map(([name, i]) => [name, num(i.value), i.unit, i.source, i.basis]),
-    ]).map((l) => `  ${l}`),
-  );
-  out.push('');
-
   const plans = VARIANTS.map((v) => plan(m, sale, cap, v));
-  out.push(
-    'What the sale takes, per variant (the first four each add one mitigation to the one before; the last swaps the replicas for Redis)',
-  );
-  for (const v of VARIANTS) out.push(`  ${v.name}: ${v.what}`);
   const row = (what: string, f: (p: Plan, i: number) => string) => [what, ...plans.map(f)];
   const pct = (x: number) => `${Math.round(x * 100)}%`;
-  out.push(
-    ...table([
-      ['', ...plans.map((p) => p.variant)],
-      row('requests per second', (p) => num(p.arrivalPerS)),
-      row('sell-out after (s)', (p) => num(p.sellOutS)),
-      row('  selling held by', (p) => p.sellLimitedBy),
-      row('losers (order path in vain)', (p) => num(p.losers)),
-      row('refusals after the sell-out', (p) => num(p.refusals)),
-      row('service cores', (p) => num(p.serviceCores)),
-      row(`service processes (${pct(cap.processUtil)} of a core)`, (p) => num(p.processes)),
-      row('  if a refusal cost GET /health/live', (p) => num(p.processesAtFloor)),
-      row('Redis: product slot, cores of 1 master', (p) => num(p.productSlotCores)),
-      row(`Redis: masters for locks (${pct(cap.redisUtil)} each)`, (p) => num(p.spreadMasters)),
-      row('PostgreSQL primary cores', (p) => num(p.pgPrimaryCores)),
-      row(`PostgreSQL read replicas (${cap.pgCores} cores)`, (p) => num(p.pgReplicas)),
-      row('commits in all', (p) => num(p.commits)),
-      row('commits/s while selling', (p) => num(p.commitsPerS)),
-      row('WAL MB in all', (p) => num(p.walMB)),
-      row('WAL MB/s while selling', (p) => num(p.walMBps)),
-      ...(Object.keys(plans[0].utilisation) as Limit[]).map((l) => row(`use: ${l}`, (p) => pct(p.utilisation[l]))),
-      row('FIRST LIMIT', (p) => p.firstLimit),
-      row('most buyers/s that fit (slot, primary CPU)', (_, i) => {
-        const b = maxBuyersPerS(m, sale, cap, VARIANTS[i]);
-        return Number.isFinite(b) ? num(b) : 'no bound';
-      }),
-    ]).map((l) => `  ${l}`),
-  );
-  out.push('');
-
-  out.push(
-    `Hot segments: selling ${num(sale.units)} units at ${num(plans[0].arrivalPerS)} requests/s, by segments (variant "${VARIANTS[0].name}")`,
-  );
   const bySegments = o.segmentList.map((segments) => plan(m, { ...sale, segments }, cap, VARIANTS[0]));
-  out.push(
-    ...table([
-      ['segments', 'orders/s', 'held by', 'sell-out s', 'losers', 'commits/s', 'WAL MB/s'],
-      ...bySegments.map((p, i) => [
-        String(o.segmentList[i]),
-        num(p.sellPerS),
-        p.sellLimitedBy,
-        num(p.sellOutS),
-        num(p.losers),
-        num(p.commitsPerS),
-        num(p.walMBps),
+  const indent = (lines: string[]) => lines.map((l) => `  ${l}`);
+  return [
+    `Scaling model: ${num(sale.buyers)} buyers x ${sale.requestsPerBuyer} request(s) in ${sale.seconds} s for ${num(sale.units)} units in ${sale.segments} segments`,
+    `Costs from ${o.results}: ${report.settings.quick ? '--quick run (PROVISIONAL)' : 'full run'} of ${report.startedAt}, ${report.machine.cores} cores (${report.machine.cpuModel}); orders with ${o.batch === 'one' ? 'ORDER_BATCH_MAX=1' : 'group commit'}${o.cluster ? ', on a Redis Cluster' : ', on one Redis'}`,
+    '',
+    'Inputs',
+    ...indent(
+      table([
+        ['input', 'value', 'unit', 'source', 'from'],
+        ...[...m.inputs, ...capInputs].map(([name, i]) => [name, num(i.value), i.unit, i.source, i.basis]),
       ]),
-    ]).map((l) => `  ${l}`),
-  );
-  out.push('');
-  out.push(
+    ),
+    '',
+    'What the sale takes, per variant (the first four each add one mitigation to the one before; the last swaps the replicas for Redis)',
+    ...VARIANTS.map((v) => `  ${v.name}: ${v.what}`),
+    ...indent(
+      table([
+        ['', ...plans.map((p) => p.variant)],
+        row('requests per second', (p) => num(p.arrivalPerS)),
+        row('sell-out after (s)', (p) => num(p.sellOutS)),
+        row('  selling held by', (p) => p.sellLimitedBy),
+        row('losers (order path in vain)', (p) => num(p.losers)),
+        row('refusals after the sell-out', (p) => num(p.refusals)),
+        row('service cores', (p) => num(p.serviceCores)),
+        row(`service processes (${pct(cap.processUtil)} of a core)`, (p) => num(p.processes)),
+        row('  if a refusal cost GET /health/live', (p) => num(p.processesAtFloor)),
+        row('Redis: product slot, cores of 1 master', (p) => num(p.productSlotCores)),
+        row(`Redis: masters for locks (${pct(cap.redisUtil)} each)`, (p) => num(p.spreadMasters)),
+        row('PostgreSQL primary cores', (p) => num(p.pgPrimaryCores)),
+        row(`PostgreSQL read replicas (${cap.pgCores} cores)`, (p) => num(p.pgReplicas)),
+        row('commits in all', (p) => num(p.commits)),
+        row('commits/s while selling', (p) => num(p.commitsPerS)),
+        row('WAL MB in all', (p) => num(p.walMB)),
+        row('WAL MB/s while selling', (p) => num(p.walMBps)),
+        ...(Object.keys(plans[0].utilisation) as Limit[]).map((l) => row(`use: ${l}`, (p) => pct(p.utilisation[l]))),
+        row('FIRST LIMIT', (p) => p.firstLimit),
+        row('most buyers/s that fit (slot, primary CPU)', (_, i) => {
+          const b = maxBuyersPerS(m, sale, cap, VARIANTS[i]);
+          return Number.isFinite(b) ? num(b) : 'no bound';
+        }),
+      ]),
+    ),
+    '',
+    `Hot segments: selling ${num(sale.units)} units at ${num(plans[0].arrivalPerS)} requests/s, by segments (variant "${VARIANTS[0].name}")`,
+    ...indent(
+      table([
+        ['segments', 'orders/s', 'held by', 'sell-out s', 'losers', 'commits/s', 'WAL MB/s'],
+        ...bySegments.map((p, i) => [
+          String(o.segmentList[i]),
+          num(p.sellPerS),
+          p.sellLimitedBy,
+          num(p.sellOutS),
+          num(p.losers),
+          num(p.commitsPerS),
+          num(p.walMBps),
+        ]),
+      ]),
+    ),
+    '',
     `Throughput cross-check: one process gave ${num(m.refusalsPerSProcess)} refusals/s here; ${num(plans[0].arrivalPerS)}/s of them would take ${num(Math.ceil(plans[0].arrivalPerS / m.refusalsPerSProcess))} such processes.`,
-  );
-  return out.join('\n');
+  ].join('\n');
 }
 
 // ---- command line ----
