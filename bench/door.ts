@@ -12,7 +12,7 @@ import { SignJWT } from 'jose';
 import { Client } from 'pg';
 import type { ServiceProcess } from '../harness/launcher';
 import { CostProbe, costDeltas, ScenarioCosts } from './costs';
-import { Latency, LoadSpec, mergeLatency, runLoad } from './load';
+import { addCounts, Latency, LoadSpec, mergeLatency, runLoad } from './load';
 import { createProductViaApi } from './scenarios';
 import { SERVICE_HEAP_MB } from './service';
 import { machine, readFlags, RESULTS_DIR, runMain, splitFlags, withServers, writeResults } from './standalone';
@@ -168,9 +168,7 @@ export function merge(parts: DoorRow[]): DoorRow {
   const answers = parts.reduce((n, p) => n + p.answers, 0);
   const ok = parts.reduce((n, p) => n + (p.statusCounts[String(p.okStatus)] ?? 0), 0);
   const elapsedS = parts.reduce((n, p) => n + p.elapsedS, 0);
-  const statusCounts: Record<string, number> = {};
-  for (const p of parts)
-    for (const [k, v] of Object.entries(p.statusCounts)) statusCounts[k] = (statusCounts[k] ?? 0) + v;
+  const statusCounts = addCounts(...parts.map((p) => p.statusCounts));
   const weighted = (get: (p: DoorRow) => number | null | undefined): number | null => {
     if (parts.some((p) => get(p) == null)) return null;
     return answers === 0 ? 0 : parts.reduce((n, p) => n + (get(p) as number) * p.answers, 0) / answers;

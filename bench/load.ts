@@ -79,6 +79,18 @@ function summarise(h: RecordableHistogram): Latency | null {
   return { p50: ms(h.percentile(50)), p99: ms(h.percentile(99)), max: ms(h.max), mean: ms(h.mean) };
 }
 
+/** Counts one more `key` (an answer's status) in `counts`. */
+export function tally(counts: Record<string, number>, key: string, n = 1): void {
+  counts[key] = (counts[key] ?? 0) + n;
+}
+
+/** Status counts added up. */
+export function addCounts(...all: Array<Record<string, number>>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const c of all) for (const [k, n] of Object.entries(c)) tally(out, k, n);
+  return out;
+}
+
 /** Latencies of parts measured at different times: p50 and mean averaged, p99 and max the worst part's. */
 export function mergeLatency(parts: Array<Latency | null>): Latency | null {
   const l = parts.filter((x): x is Latency => x !== null);
@@ -196,8 +208,7 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
     instance.on('response', (_client, statusCode, _bytes, responseTime) => {
       responses++;
       lastAnswerAt = Date.now();
-      const code = String(statusCode);
-      statusCounts[code] = (statusCounts[code] ?? 0) + 1;
+      tally(statusCounts, String(statusCode));
       if (statusCode === okStatus) {
         created++;
         latencies.record(Math.max(1, Math.round(responseTime * 1000)));

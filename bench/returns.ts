@@ -7,7 +7,7 @@
 // and every fate checked against PostgreSQL.
 import http from 'node:http';
 import { createHistogram } from 'node:perf_hooks';
-import { autocannonTimeoutS, LoadResult, runLoad } from './load';
+import { addCounts, autocannonTimeoutS, LoadResult, runLoad, tally } from './load';
 import { scenarioDeltas, snapshot } from './metrics';
 import { auditProduct, Check, verify, waitQuiet } from '../harness/verify';
 import { BENCH_SHOP_TOKEN } from './service';
@@ -138,7 +138,7 @@ async function calls(
   await Promise.all(
     list.map(async (o) => {
       const a = await backend.post(`/orders/${o.id}/${action}`, { userId: o.userId });
-      statusCounts[String(a.status)] = (statusCounts[String(a.status)] ?? 0) + 1;
+      tally(statusCounts, String(a.status));
       if (a.status === 200) {
         ok.add(o.id);
         latencies.record(Math.max(1, Math.round(a.ms * 1000)));
@@ -176,12 +176,6 @@ function countOf(counts: Record<string, number>, pred: (code: number) => boolean
   return Object.entries(counts)
     .filter(([c]) => pred(Number(c)))
     .reduce((s, [, n]) => s + n, 0);
-}
-
-function addCounts(...all: Array<Record<string, number>>): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const c of all) for (const [k, n] of Object.entries(c)) out[k] = (out[k] ?? 0) + n;
-  return out;
 }
 
 interface OrderFact {
@@ -317,7 +311,7 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
               resold.push(o);
               resalePays.push(
                 backend.post(`/orders/${o.id}/pay`, { userId: o.userId }).then((a) => {
-                  resalePaysStatus[String(a.status)] = (resalePaysStatus[String(a.status)] ?? 0) + 1;
+                  tally(resalePaysStatus, String(a.status));
                   if (a.status === 200) resalePaid.add(o.id);
                   else keep5xx(a.status, `pay: ${a.body}`);
                 }),

@@ -1,18 +1,7 @@
 // `npm run bench:queue` (and the last part of `npm run bench`): the waiting room against the same
-// crowd without one, in one run on this machine.
-// 1. With a waiting room: as many buyers as the machine can drive (50,000 by default) join a
-//    product of 1,000 units within as short a time as autocannon manages, some before startsAt
-//    (the pre-queue) and most after it; then every buyer polls its ticket no sooner than
-//    Retry-After says (a paced poller with a bounded number of requests in flight), orders as soon
-//    as it is admitted, and the benchmark pays every order with the shop's token, until every unit
-//    is paid. Measured: joins/s and polls/s (beside GET /health/live of the same start), the time
-//    from startsAt to sold out, admissions that lapsed unspent while units were left, fairness (the
-//    share of admissions made in exact queue order, and the pre-queue's order recomputed here from
-//    the revealed seed), the error of the first estimated wait (p50/p90), Redis commands per ticket
-//    and PostgreSQL transactions per buyer.
-// 2. The same crowd without a waiting room: every buyer sends POST /orders once, every 201 is paid.
-// Both are verified in PostgreSQL (I1; on the waiting-room product: every order spent an admission,
-// no position twice, admission batches contiguous and within the ratio).
+// crowd without one, in one service start, as bench/README.md describes: joins through autocannon,
+// a paced poller that orders once admitted and pays, the estimates checked in a sale with cancels,
+// proof of work on and off, and every sale verified in PostgreSQL.
 import { createHmac } from 'node:crypto';
 import http from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -21,7 +10,7 @@ import { Client } from 'pg';
 import { auditProduct } from '../harness/verify';
 import type { ServiceProcess } from '../harness/launcher';
 import { CostProbe, CostSnapshot, costDeltas, ScenarioCosts } from './costs';
-import { runLoad } from './load';
+import { runLoad, tally } from './load';
 import { BENCH_SHOP_TOKEN } from './service';
 import { machine, readFlags, RESULTS_DIR, runMain, splitFlags, withServers, writeResults } from './standalone';
 
@@ -244,6 +233,11 @@ function call(
     if (payload) req.write(payload);
     req.end();
   });
+}
+
+/** The shop's backend paying or cancelling an order. */
+function shop(url: string, orderId: number, action: 'pay' | 'cancel', userId: string) {
+  return call(url, 'POST', `/orders/${orderId}/${action}`, { userId }, { authorization: `Bearer ${BENCH_SHOP_TOKEN}` });
 }
 
 async function createProduct(url: string, body: Record<string, unknown>): Promise<number> {
@@ -519,7 +513,7 @@ async function withWaitingRoom(
       return;
     }
     const key = r.status === 200 ? String(r.body.status) : `${r.status} ${r.body?.code}`;
-    statusCounts[key] = (statusCounts[key] ?? 0) + 1;
+    tally(statusCounts, key);
     const wait = (r.retryAfter ?? 1) * 1000;
     if (r.status !== 200) {
       b.due = Date.now() + wait;
@@ -539,7 +533,7 @@ async function withWaitingRoom(
         admission: r.body.admission,
       }).catch(() => null);
       const answered = order === null ? 'order: no answer' : `order ${order.status} ${order.body?.code ?? ''}`.trim();
-      statusCounts[answered] = (statusCounts[answered] ?? 0) + 1;
+      tally(statusCounts, answered);
       if (order?.status === 201) {
         b.ordered = true;
         b.done = true;
@@ -549,26 +543,10 @@ async function withWaitingRoom(
           // then go on for a while, in steps, and the waits an estimate is checked against last
           // seconds, not one tick.
           const orderId = order.body.id as number;
-          cancels.push(
-            sleep(CANCEL_AFTER_MS).then(() =>
-              call(
-                svc.url,
-                'POST',
-                `/orders/${orderId}/cancel`,
-                { userId: b.userId },
-                { authorization: `Bearer ${BENCH_SHOP_TOKEN}` },
-              ).catch(() => null),
-            ),
-          );
+          cancels.push(sleep(CANCEL_AFTER_MS).then(() => shop(svc.url, orderId, 'cancel', b.userId).catch(() => null)));
           return;
         }
-        const pay = await call(
-          svc.url,
-          'POST',
-          `/orders/${order.body.id}/pay`,
-          { userId: b.userId },
-          { authorization: `Bearer ${BENCH_SHOP_TOKEN}` },
-        );
+        const pay = await shop(svc.url, order.body.id as number, 'pay', b.userId);
         if (pay.status === 200 && ++paid === o.units) soldOutAt = Date.now();
         return;
       }
@@ -720,8 +698,7 @@ async function withoutWaitingRoom(o: QueueOptions, svc: ServiceProcess, db: Clie
       }
     },
   });
-  for (const [id, userId] of orderIds)
-    await call(svc.url, 'POST', `/orders/${id}/pay`, { userId }, { authorization: `Bearer ${BENCH_SHOP_TOKEN}` });
+  for (const [id, userId] of orderIds) await shop(svc.url, id, 'pay', userId);
   const after = await probe.snapshot(svc.pid);
   const costs = costDeltas(before, after, 'answer', o.buyers);
   const audit = await auditProduct(db, productId);
