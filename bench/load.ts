@@ -73,7 +73,7 @@ export function autocannonTimeoutS(lockWaitMs: number): number {
 }
 
 /** Node's own HDR histogram holds whole numbers, so latencies are recorded in microseconds. */
-function summarise(h: RecordableHistogram): Latency | null {
+export function latencyOf(h: RecordableHistogram): Latency | null {
   if (h.count === 0) return null;
   const ms = (us: number) => us / 1000;
   return { p50: ms(h.percentile(50)), p99: ms(h.percentile(99)), max: ms(h.max), mean: ms(h.mean) };
@@ -197,7 +197,7 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
           responses,
           created,
           lastCreatedAtMs,
-          latency201: summarise(latencies),
+          latency201: latencyOf(latencies),
           errors: result.errors,
           timeouts: result.timeouts,
           usersIssued: issued,

@@ -1,15 +1,12 @@
-// The sale with returns: the literal sale sells out; the shop's backend pays most reservations at
-// once; the rest come back, part cancelled through POST /orders/:id/cancel and part left to expire
-// past the product's short paymentTimeoutS (the service runs a short EXPIRY_SWEEP_MS for this);
-// new buyers, asking from the first return on and paying each reservation at once, buy the
-// returned units again. What it measures: how long returned units take to sell again (cancels per
-// second, the expiry lag, the time from the first return to the resale's sell-out), every figure
-// and every fate checked against PostgreSQL.
+// The sale with returns (bench/README.md): the sale sells out, the shop pays most reservations at
+// once, cancels some and leaves the rest to expire, and new buyers buy the returned units again;
+// how long that takes, and every figure and every fate checked against PostgreSQL.
 import http from 'node:http';
 import { createHistogram } from 'node:perf_hooks';
-import { addCounts, autocannonTimeoutS, LoadResult, runLoad, tally } from './load';
+import { addCounts, autocannonTimeoutS, latencyOf, LoadResult, runLoad, tally } from './load';
 import { scenarioDeltas, snapshot } from './metrics';
 import { auditProduct, Check, verify, waitQuiet } from '../harness/verify';
+import { resultOf } from './scenario-result';
 import { BENCH_SHOP_TOKEN } from './service';
 import type {
   CallFigures,
@@ -154,15 +151,7 @@ async function calls(
       statusCounts,
       elapsedMs,
       perSec: elapsedMs > 0 ? ok.size / (elapsedMs / 1000) : 0,
-      latencyMs:
-        latencies.count === 0
-          ? null
-          : {
-              p50: latencies.percentile(50) / 1000,
-              p99: latencies.percentile(99) / 1000,
-              max: latencies.max / 1000,
-              mean: latencies.mean / 1000,
-            },
+      latencyMs: latencyOf(latencies),
     },
   };
 }
@@ -190,30 +179,18 @@ interface OrderFact {
 }
 
 /** Every order of the product and its segments, timestamps by PostgreSQL's clock (ms since the epoch). */
-async function facts(
-  ctx: RunContext,
-  productId: number,
-): Promise<{ orders: OrderFact[]; segments: Map<number, number> }> {
-  const { rows } = await ctx.db.query(
-    `SELECT id::text AS id, user_id, quantity, allocations, status,
-            (extract(epoch FROM created_at) * 1000)::float8 AS created_ms,
-            (extract(epoch FROM expires_at) * 1000)::float8 AS expires_ms,
-            (extract(epoch FROM closed_at) * 1000)::float8 AS closed_ms
+async function facts(ctx: RunContext, productId: number) {
+  const { rows } = await ctx.db.query<OrderFact & { id: string }>(
+    `SELECT id::text AS id, user_id AS "userId", quantity, allocations, status,
+            (extract(epoch FROM created_at) * 1000)::float8 AS "createdMs",
+            (extract(epoch FROM expires_at) * 1000)::float8 AS "expiresMs",
+            (extract(epoch FROM closed_at) * 1000)::float8 AS "closedMs"
        FROM orders WHERE product_id = $1`,
     [productId],
   );
   const seg = await ctx.db.query('SELECT idx, stock FROM stock_segments WHERE product_id = $1', [productId]);
   return {
-    orders: rows.map((r) => ({
-      id: Number(r.id),
-      userId: r.user_id,
-      quantity: r.quantity,
-      allocations: r.allocations,
-      status: r.status,
-      createdMs: r.created_ms,
-      expiresMs: r.expires_ms,
-      closedMs: r.closed_ms,
-    })),
+    orders: rows.map((r): OrderFact => ({ ...r, id: Number(r.id) })),
     segments: new Map(seg.rows.map((r) => [Number(r.idx), Number(r.stock)])),
   };
 }
@@ -480,29 +457,25 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
       resold.length === resaleTarget,
       `${resold.length} of ${resaleTarget} returned units sold again within ${resale ? `${resale.elapsedS.toFixed(1)} s` : '0 s'} (cap ${capS} s)`,
     );
-    const verified = checks.every((c) => c.ok);
     const sellOutMs = sale.lastCreatedAtMs;
-    return {
-      ...spec,
-      productId,
-      connections: Math.min(ctx.connections, buyers),
-      elapsedS: (endedAt - sale.startedAtMs) / 1000,
-      responses: sale.responses,
-      statusCounts: sale.statusCounts,
-      created: sale.created,
-      ordersPerSec: sellOutMs ? sale.created / (sellOutMs / 1000) : 0,
-      latency201Ms: sale.latency201,
-      errors: sale.errors + (resale?.errors ?? 0),
-      timeouts: sale.timeouts + (resale?.timeouts ?? 0),
-      sellOutMs,
-      ordersInDb,
-      metrics: scenarioDeltas(before, after, ordersInDb),
-      // Its phases mix orders, pays, cancels and expiries: no one unit to divide by.
-      costs: null,
-      verification: { verified, checks, audit },
-      status: verified ? 'ok' : 'FAILED',
-      returns: figures,
-    };
+    // Its phases mix orders, pays, cancels and expiries: no one unit to divide by, so no costs.
+    const verification = { verified: checks.every((c) => c.ok), checks, audit };
+    const metrics = scenarioDeltas(before, after, ordersInDb);
+    return resultOf(
+      ctx,
+      spec,
+      sale,
+      { productId, ordersInDb, metrics, costs: null, verification },
+      {
+        connections: Math.min(ctx.connections, buyers),
+        elapsedS: (endedAt - sale.startedAtMs) / 1000,
+        ordersPerSec: sellOutMs ? sale.created / (sellOutMs / 1000) : 0,
+        errors: sale.errors + (resale?.errors ?? 0),
+        timeouts: sale.timeouts + (resale?.timeouts ?? 0),
+        sellOutMs,
+        returns: figures,
+      },
+    );
   } finally {
     backend.close();
   }

@@ -6,7 +6,8 @@
 import { Client } from 'pg';
 import { CostSnapshot, costDeltas, ScenarioCosts } from './costs';
 import { auditLuaPeer, insertProduct } from './peers';
-import { autocannonTimeoutS, LoadResult, runLoad } from './load';
+import { autocannonTimeoutS, runLoad } from './load';
+import { resultOf, withChecks } from './scenario-result';
 import { noMetrics, scenarioDeltas, snapshot } from './metrics';
 import { runReturns } from './returns';
 import { auditProduct, Check, Verification, verify, waitQuiet } from '../harness/verify';
@@ -205,43 +206,6 @@ function costsBetween(
   units: number,
 ): ScenarioCosts | null {
   return before && after ? costDeltas(before, after, unit, units) : null;
-}
-
-/** A scenario's result from its main load; `more` overrides what differs by kind. */
-function resultOf(
-  ctx: RunContext,
-  spec: ScenarioSpec,
-  load: LoadResult,
-  r: Pick<ScenarioResult, 'productId' | 'ordersInDb' | 'metrics' | 'costs' | 'verification'>,
-  more: Partial<ScenarioResult> = {},
-): ScenarioResult {
-  return {
-    ...spec,
-    productId: r.productId,
-    connections: ctx.connections,
-    elapsedS: load.elapsedS,
-    responses: load.responses,
-    statusCounts: load.statusCounts,
-    created: load.created,
-    ordersPerSec: load.elapsedS > 0 ? load.created / load.elapsedS : 0,
-    latency201Ms: load.latency201,
-    errors: load.errors,
-    timeouts: load.timeouts,
-    sellOutMs: null,
-    ordersInDb: r.ordersInDb,
-    metrics: r.metrics,
-    costs: r.costs,
-    verification: r.verification,
-    status: r.verification.verified ? 'ok' : 'FAILED',
-    ...more,
-  };
-}
-
-/** The verification with these checks added. */
-export function withChecks(v: Verification, checks: Check[]): Verification {
-  v.checks.push(...checks);
-  v.verified = v.checks.every((c) => c.ok);
-  return v;
 }
 
 /** GET /health/live for the scenario's time: the framework's floor, no order. Verified: every answer 200, nothing dropped. */
