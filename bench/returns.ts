@@ -5,8 +5,8 @@ import http from 'node:http';
 import { createHistogram } from 'node:perf_hooks';
 import { addCounts, autocannonTimeoutS, latencyOf, LoadResult, runLoad, tally } from './load';
 import { scenarioDeltas, snapshot } from './metrics';
-import { auditProduct, Check, verify, waitQuiet } from '../harness/verify';
-import { resultOf } from './scenario-result';
+import { auditProduct, Check, verify } from '../harness/verify';
+import { ordersLoad, quietOrders, resultOf } from './scenario-result';
 import { BENCH_SHOP_TOKEN } from './service';
 import type {
   CallFigures,
@@ -230,15 +230,8 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
       if ((status >= 500 || status === 0) && samples5xx.length < 3) samples5xx.push(`${status} ${body.slice(0, 300)}`);
     };
     const sale = await runLoad({
-      url: ctx.url,
-      productId,
-      userPrefix: `b${productId}-`,
-      connections: ctx.connections,
+      ...ordersLoad(ctx, productId, 'b', `${spec.id} sale`),
       amount: buyers,
-      timeoutS,
-      label: `${spec.id} sale`,
-      progress: ctx.progress,
-      signal: ctx.signal,
       onAnswer: (status, body) => {
         if (status === 201) first.push({ ...parseOrder(body), fate: fateOf(first.length, spec.stock, plan) });
         else keep5xx(status, body);
@@ -273,15 +266,8 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
     const resaleRun: Promise<LoadResult | null> =
       resaleTarget > 0
         ? runLoad({
-            url: ctx.url,
-            productId,
-            userPrefix: `r${productId}-`,
-            connections: ctx.connections,
+            ...ordersLoad(ctx, productId, 'r', `${spec.id} resale`),
             durationS: capS,
-            timeoutS,
-            label: `${spec.id} resale`,
-            progress: ctx.progress,
-            signal: ctx.signal,
             onAnswer: (status, body) => {
               if (status !== 201) return keep5xx(status, body);
               const o = parseOrder(body);
@@ -310,13 +296,7 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
     const endedAt = Date.now();
 
     // Abandoned requests (cut off when the resale stopped) are still served: wait for them as every scenario does.
-    const ordersInDb = await waitQuiet(
-      ctx.db,
-      productId,
-      Math.max(500, spec.holdMs * 10),
-      ctx.lockWaitMs + 10_000,
-      ctx.signal,
-    );
+    const ordersInDb = await quietOrders(ctx, productId, spec.holdMs);
     const after = await snapshot(ctx.url, ctx.workers);
     const audit = await auditProduct(ctx.db, productId);
     const { orders, segments } = await facts(ctx, productId);

@@ -6,8 +6,8 @@
 import { Client } from 'pg';
 import { CostSnapshot, costDeltas, ScenarioCosts } from './costs';
 import { auditLuaPeer, insertProduct } from './peers';
-import { autocannonTimeoutS, runLoad } from './load';
-import { resultOf, withChecks } from './scenario-result';
+import { runLoad } from './load';
+import { ordersLoad, quietOrders, resultOf, withChecks } from './scenario-result';
 import { noMetrics, scenarioDeltas, snapshot } from './metrics';
 import { runReturns } from './returns';
 import { auditProduct, Check, Verification, verify, waitQuiet } from '../harness/verify';
@@ -175,16 +175,7 @@ export function createProductInDb(db: Client): RunContext['createProduct'] {
 /** Load that is not measured: JIT, connection pools and Redis scripts warm before the first figure. */
 export async function warmUp(ctx: RunContext, seconds: number): Promise<void> {
   const productId = await ctx.createProduct({ name: 'bench warm-up', stock: 1_000_000, segments: 20 });
-  await runLoad({
-    url: ctx.url,
-    productId,
-    userPrefix: `w${productId}-`,
-    connections: ctx.connections,
-    durationS: seconds,
-    timeoutS: autocannonTimeoutS(ctx.lockWaitMs),
-    label: 'warm-up',
-    signal: ctx.signal,
-  });
+  await runLoad({ ...ordersLoad(ctx, productId, 'w', 'warm-up'), durationS: seconds, progress: undefined });
   await waitQuiet(ctx.db, productId, 300, ctx.lockWaitMs + 5000, ctx.signal);
 }
 
@@ -253,33 +244,16 @@ const SOLD_OUT_EXTRA_BUYERS = 20;
 async function runSoldOut(ctx: RunContext, spec: ScenarioSpec): Promise<ScenarioResult> {
   if (ctx.target !== 'service') throw new Error('the sold-out scenario measures the service');
   const productId = await ctx.createProduct({ name: `bench ${spec.id}`, stock: spec.stock, segments: spec.segments });
-  const timeoutS = autocannonTimeoutS(ctx.lockWaitMs);
   const presale = await runLoad({
-    url: ctx.url,
-    productId,
-    userPrefix: `p${productId}-`,
-    connections: ctx.connections,
+    ...ordersLoad(ctx, productId, 'p', `${spec.id} sell-out`),
     amount: spec.stock + SOLD_OUT_EXTRA_BUYERS,
-    timeoutS,
-    label: `${spec.id} sell-out`,
-    signal: ctx.signal,
+    progress: undefined,
   });
-  const sold = await waitQuiet(ctx.db, productId, 500, ctx.lockWaitMs + 10_000, ctx.signal);
+  const sold = await quietOrders(ctx, productId, 0);
   const before = await snapshot(ctx.url, ctx.workers);
   const costsBefore = await readCosts(ctx);
-  const load = await runLoad({
-    url: ctx.url,
-    productId,
-    userPrefix: `r${productId}-`,
-    okStatus: 410,
-    connections: ctx.connections,
-    durationS: ctx.durationS,
-    timeoutS,
-    label: spec.id,
-    progress: ctx.progress,
-    signal: ctx.signal,
-  });
-  const ordersInDb = await waitQuiet(ctx.db, productId, 500, ctx.lockWaitMs + 10_000, ctx.signal);
+  const load = await runLoad({ ...ordersLoad(ctx, productId, 'r', spec.id), okStatus: 410, durationS: ctx.durationS });
+  const ordersInDb = await quietOrders(ctx, productId, 0);
   const costsAfter = await readCosts(ctx);
   const metrics = scenarioDeltas(before, await snapshot(ctx.url, ctx.workers), ordersInDb - sold);
   // Requests in flight when the load stopped are still served (autocannon no longer counts them):
@@ -333,25 +307,11 @@ export async function runScenario(ctx: RunContext, spec: ScenarioSpec): Promise<
   const before = ctx.target === 'service' ? await snapshot(ctx.url, ctx.workers) : null;
   const costsBefore = await readCosts(ctx);
   const load = await runLoad({
-    url: ctx.url,
-    productId,
-    userPrefix: `b${productId}-`,
-    connections: ctx.connections,
+    ...ordersLoad(ctx, productId, 'b', spec.id),
     durationS: spec.kind === 'steady' ? ctx.durationS : undefined,
     amount: spec.kind === 'sale' ? spec.buyers : undefined,
-    timeoutS: autocannonTimeoutS(ctx.lockWaitMs),
-    label: spec.id,
-    progress: ctx.progress,
-    signal: ctx.signal,
   });
-  // Quiet = no new order for a few lock holds; capped by the longest a request may wait.
-  const ordersInDb = await waitQuiet(
-    ctx.db,
-    productId,
-    Math.max(500, spec.holdMs * 10),
-    ctx.lockWaitMs + 10_000,
-    ctx.signal,
-  );
+  const ordersInDb = await quietOrders(ctx, productId, spec.holdMs);
   const costs = costsBetween(costsBefore, await readCosts(ctx), 'order', ordersInDb);
   const after = ctx.target === 'service' ? await snapshot(ctx.url, ctx.workers) : null;
   const seen = {
