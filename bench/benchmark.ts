@@ -160,6 +160,10 @@ export interface BenchmarkResult {
   files: { json: string; md: string };
 }
 
+function pick<T, K extends keyof T>(o: T, ...keys: K[]): Pick<T, K> {
+  return Object.fromEntries(keys.map((k) => [k, o[k]])) as Pick<T, K>;
+}
+
 function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T | void> {
   let timer: NodeJS.Timeout | undefined;
   return Promise.race([
@@ -253,11 +257,8 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
     cleanups.push(() => Promise.resolve(costs.close()));
 
     const planOptions: PlanOptions = {
-      holds: opts.holds,
-      segments: opts.segments,
-      sweep: opts.sweep,
-      sweepHold: opts.sweepHold,
-      peer: opts.peer,
+      ...pick(opts, 'holds', 'segments', 'sweep', 'sweepHold', 'peer', 'steadyStock', 'workers', 'speedWorkers'),
+      ...pick(opts, 'speedSegments', 'batchMax', 'peers', 'batch', 'batchSweep', 'soldOut', 'redisSetups'),
       sale: opts.sale
         ? { stock: opts.saleStock, segments: opts.saleSegments, buyers: opts.saleBuyers, holdMs: opts.sweepHold }
         : null,
@@ -273,16 +274,6 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
             expirySweepMs: opts.returnsSweepMs,
           }
         : null,
-      steadyStock: opts.steadyStock,
-      workers: opts.workers,
-      speedWorkers: opts.speedWorkers,
-      speedSegments: opts.speedSegments,
-      batchMax: opts.batchMax,
-      peers: opts.peers,
-      batch: opts.batch,
-      batchSweep: opts.batchSweep,
-      soldOut: opts.soldOut,
-      redisSetups: opts.redisSetups,
     };
     const configs = plan(planOptions);
     const total = configs.reduce((n, c) => n + c.scenarios.length, 0);
@@ -359,16 +350,11 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
           const r = await runScenario(ctx, spec);
           results.push(r);
           const lat = r.latency201Ms;
+          const unit = spec.kind === 'health' ? 'req' : spec.kind === 'soldout' ? '410' : 'orders';
+          const failures = r.verification.checks.filter((c) => !c.ok).map((c) => `${c.name} (${c.detail})`);
           log(
-            `  => ${r.status === 'ok' ? 'ok' : 'FAILED'}  ${r.ordersPerSec.toFixed(1)} ${spec.kind === 'health' ? 'req' : spec.kind === 'soldout' ? '410' : 'orders'}/s  p50 ${lat ? lat.p50.toFixed(1) : '-'} ms  p99 ${lat ? lat.p99.toFixed(1) : '-'} ms  ` +
-              `codes ${JSON.stringify(r.statusCounts)}${
-                r.status === 'ok'
-                  ? ''
-                  : `  FAILED: ${r.verification.checks
-                      .filter((c) => !c.ok)
-                      .map((c) => `${c.name} (${c.detail})`)
-                      .join('; ')}`
-              }`,
+            `  => ${r.status === 'ok' ? 'ok' : 'FAILED'}  ${r.ordersPerSec.toFixed(1)} ${unit}/s  p50 ${lat ? lat.p50.toFixed(1) : '-'} ms  p99 ${lat ? lat.p99.toFixed(1) : '-'} ms  ` +
+              `codes ${JSON.stringify(r.statusCounts)}${r.status === 'ok' ? '' : `  FAILED: ${failures.join('; ')}`}`,
           );
           const x = r.returns;
           if (x) {
@@ -384,13 +370,7 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
         cleanups.splice(cleanups.indexOf(stopIt), 1);
         await stopIt();
         services.push({
-          target: config.target,
-          locking: config.locking,
-          holdMs: config.holdMs,
-          workers: config.workers,
-          batchMax: config.batchMax,
-          expirySweepMs: config.expirySweepMs,
-          redis: config.redis,
+          ...pick(config, 'target', 'locking', 'holdMs', 'workers', 'batchMax', 'expirySweepMs', 'redis'),
           processes: peaks,
           rssSupported: sampler.supported,
         });
@@ -410,24 +390,10 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
       settings: {
         quick: opts.quick,
         durationS: opts.duration,
-        connections: opts.connections,
-        workers: opts.workers,
-        speedWorkers: opts.speedWorkers,
-        speedSegments: opts.speedSegments,
-        batchMax: opts.batchMax,
+        ...pick(opts, 'connections', 'workers', 'speedWorkers', 'speedSegments', 'batchMax'),
         batchMaxRead,
-        holdsMax: opts.holdsMax,
-        nodeFlags: opts.nodeFlags,
-        peers: opts.peers,
-        batch: opts.batch,
-        batchSweep: opts.batchSweep,
-        soldOut: opts.soldOut,
-        redisSetups: opts.redisSetups,
-        holds: opts.holds,
-        segments: opts.segments,
-        sweep: opts.sweep,
-        sweepHold: opts.sweepHold,
-        peer: opts.peer,
+        ...pick(opts, 'holdsMax', 'nodeFlags', 'peers', 'batch', 'batchSweep', 'soldOut', 'redisSetups', 'holds'),
+        ...pick(opts, 'segments', 'sweep', 'sweepHold', 'peer'),
         sale: planOptions.sale,
         returns: planOptions.returns,
         steadyStock: opts.steadyStock,
@@ -489,12 +455,7 @@ function startTarget(
   },
 ): Promise<Started> {
   const { opts } = x;
-  const locks = {
-    lockTtlMs: opts.lockTtlMs,
-    lockWaitMs: opts.lockWaitMs,
-    lockRetryDelayMs: opts.lockRetryDelayMs,
-    lockRetryJitterMs: opts.lockRetryJitterMs,
-  };
+  const locks = pick(opts, 'lockTtlMs', 'lockWaitMs', 'lockRetryDelayMs', 'lockRetryJitterMs');
   if (c.target === 'service') {
     if (c.locking !== 'redlock') throw new Error(`the service has no ${c.locking} mode`);
     return startService(
