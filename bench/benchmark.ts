@@ -1,9 +1,6 @@
-// The whole benchmark as one call, runBenchmark(options): PostgreSQL and Redis (given URLs, or
-// started here the way the service starts them by default), one start of the service (per
-// environment and Redis setup) or of a bare peer per configuration, every scenario, the reports;
-// the Redis setups group's extra servers (bench/redis-setups.ts) only while their starts run;
-// everything it started is stopped again, also on errors and aborts.
-// bench/run.ts is the CLI around it; bench/test/bench.e2e-spec.ts calls it in-process.
+// The whole benchmark as one call, runBenchmark(options): PostgreSQL and Redis, one start of the
+// service or of a peer per configuration, every scenario, the reports; everything it started is
+// stopped again, also on errors and aborts. bench/run.ts is the CLI around it.
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';

@@ -1,15 +1,7 @@
-// What one order (or one refusal) costs the parts it touches, read around a scenario: Redis
-// commands (INFO commandstats) and Redis CPU (INFO cpu); PostgreSQL write transactions (the next
-// transaction id) and WAL bytes (the WAL insert position), both exact at any moment, and
-// PostgreSQL's CPU when it runs on this machine; the CPU of the target's processes. The Redis
-// figures are summed over every server of the Redis setup (a quorum's or a cluster's masters), and
-// kept per server too. The scaling
-// model (bench/scaling-model.ts) reads these figures from latest.json.
-//
-// Not read: pg_stat_database's xact_commit. PostgreSQL publishes a backend's counters at most once
-// a second and an idle backend's last ones after 10 s, so a reading taken when a scenario ends
-// misses part of it; transaction ids and the WAL position have no such delay (read-only
-// statements take no transaction id: their cost shows in PostgreSQL's CPU only).
+// What one order (or one refusal) costs Redis (INFO commandstats, INFO cpu; summed over every server
+// of the Redis setup and kept per server), PostgreSQL (write transactions, WAL bytes, CPU) and the
+// target's processes, read around a scenario. Not read: pg_stat_database's xact_commit, which
+// PostgreSQL publishes up to 10 s late; transaction ids and the WAL position have no such delay.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Redis from 'ioredis';

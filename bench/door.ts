@@ -1,12 +1,6 @@
-// `npm run bench:door`: what the door costs, measured in one run on this machine, each figure
-// beside GET /health/live of the same process (the cost of answering nothing):
-// - refusals of a sold-out product to distinct buyers (410), and holders asking again (409), with
-//   the PostgreSQL statements (pg_stat_statements) and Redis commands (INFO commandstats) each cost;
-// - 429 RATE_LIMITED to one user over budget;
-// - orders/s with buyer identity on (HS256 tokens, one per buyer) against off;
-// - the memory a process spends on knowing a sold-out product of 100,000 holders.
-// It starts its own PostgreSQL and Redis and one service process per configuration, one after the
-// other (never two loads at once), and writes door.md and door.json beside latest.md.
+// `npm run bench:door` (bench/README.md): what a "no" costs (410, 409, 429), orders/s with buyer
+// identity on and off, and the memory of a sold-out product's holders, each beside GET /health/live
+// of the same process; one service start per configuration, one after the other.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { SignJWT } from 'jose';
 import { Client } from 'pg';

@@ -1,11 +1,6 @@
-// `npm run bench:events`: what the order event outbox costs the order path, measured in one run on
-// this machine. One service process, one product of ample stock in 20 segments, POST /orders from
-// distinct buyers at a fixed concurrency; the same load with the outbox's triggers enabled (every
-// order writes its order.reserved event in its own statement's transaction, as in production) and
-// disabled (ALTER TABLE ... DISABLE TRIGGER: the order path of before the outbox), interleaved in
-// rounds (on, off, then off, on, ...) so that a slow moment of this shared machine weighs on both.
-// Checks that every order made with the triggers on has its event and none made with them off has
-// one. Writes events.md and events.json beside latest.md.
+// `npm run bench:events` (bench/README.md): what the order event outbox costs the order path; the
+// same load with the outbox's triggers enabled and disabled, interleaved in rounds (on, off, then
+// off, on, ...) so that a slow moment of this shared machine weighs on both.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from 'pg';
 import { costDeltas, ScenarioCosts } from './costs';

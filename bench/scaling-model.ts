@@ -1,14 +1,7 @@
-// The scaling model of docs/scaling.md: what a sale of U units to N buyers arriving within T seconds
-// takes, from the costs the benchmark measured (bench/results/latest.json, see bench/costs.ts).
-// It is arithmetic, not a simulation: every request is an order (the first U), a loser (it arrived
-// before the sell-out and went through the order path in vain) or a refusal (after the sell-out);
-// each kind costs the service, Redis and PostgreSQL what the benchmark measured per order or per
-// refusal; the totals over T give cores, masters and commits. Every input is printed with where it
-// comes from: measured (a scenario's id), derived (arithmetic on measured ones), extrapolated (a
-// measured figure used beyond what was measured) or assumed (a planning figure nobody measured here).
-//
-//   npm run scaling                  (builds the benchmark, then runs this)
-//   node dist/bench/scaling-model.js [--results bench/results/latest.json] [--buyers 1000000] [--units 10000] [--seconds 1] ...
+// The scaling model of docs/scaling.md (`npm run scaling`): what a sale of U units to N buyers within
+// T seconds takes, from the costs the benchmark measured (latest.json). Arithmetic, not a simulation:
+// every request is an order, a loser (the order path in vain before the sell-out) or a refusal, each
+// costing what the benchmark measured; every input is printed with where it comes from.
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { projectRoot } from '../src/infrastructure/project-root';

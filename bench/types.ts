@@ -1,8 +1,6 @@
-// The shapes the benchmark's modules share: what a run plans (scenarios.ts), what a scenario and
-// the sale with returns measure (scenarios.ts, returns.ts), what a run's report holds (benchmark.ts
-// writes it, report.ts renders it, scaling-model.ts reads it back from latest.json), and the few
-// constants those shapes are made from. Kept apart so that the modules that run scenarios and the
-// ones that render them import these from here and never each other in a circle.
+// The shapes the benchmark's modules share (the plan, a scenario, the sale with returns, a run's
+// report) and the constants they are made from: kept apart so that the modules that run scenarios
+// and the ones that render them never import each other in a circle.
 import type { Client } from 'pg';
 import type { Verification } from '../harness/verify';
 import type { CostProbe, ScenarioCosts } from './costs';

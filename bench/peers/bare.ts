@@ -1,9 +1,7 @@
-// The "bare" benchmark peer: the service's order algorithm on plain node:http, ioredis and pg, so
-// the benchmark can show what the service's own code costs on top of the locks and PostgreSQL.
-// User lock, random segment, fall over past busy and empty ones, one SQL statement per order
-// inside a Redlock segment lock, a bounded jittered wait when all are busy, SOLD_OUT only after
-// reading PostgreSQL. STOCK_LOCKING=database drops the Redis locks (PostgreSQL row locks only).
-// Not here: the service's in-process lock hand-off, Redis hints, several segments for one order.
+// The "bare" benchmark peer: the service's order algorithm (user lock, random segment, fall over, one
+// SQL statement inside a Redlock segment lock, SOLD_OUT only after reading PostgreSQL) on plain
+// node:http, ioredis and pg. STOCK_LOCKING=database drops the Redis locks (row locks only). Not here:
+// the service's in-process lock hand-off, Redis hints, several segments for one order.
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
