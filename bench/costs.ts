@@ -161,27 +161,31 @@ export function sumRedis(readings: RedisServerReading[]): { redisCalls: Record<s
   return { redisCalls, redisCpuS: readings.reduce((s, r) => s + r.redisCpuS, 0) };
 }
 
+/** Redis calls and CPU between two readings of one server, or of a setup's servers summed. */
+function redisDelta(b: Omit<RedisServerReading, 'server'>, a: Omit<RedisServerReading, 'server'>, units: number) {
+  const byCommand = callDelta(b.redisCalls, a.redisCalls);
+  const redisScripts = scriptCalls(byCommand);
+  const redisCommands = allCalls(byCommand);
+  const redisCpuS = a.redisCpuS - b.redisCpuS;
+  return {
+    byCommand,
+    totals: { redisScripts, redisCommands, redisCpuS },
+    perUnit: {
+      redisScripts: per(redisScripts, units),
+      redisCommands: per(redisCommands, units),
+      redisCpuUs: per(redisCpuS * 1e6, units),
+    },
+  };
+}
+
 /** Per server, when both snapshots read the same several servers. */
 function serverDeltas(before: CostSnapshot, after: CostSnapshot, units: number): RedisServerCosts[] | undefined {
   const b = before.redisServers;
   const a = after.redisServers;
   if (!a || !b || a.length < 2 || a.length !== b.length || a.some((x, i) => x.server !== b[i].server)) return undefined;
   return a.map((x, i) => {
-    const byCommand = callDelta(b[i].redisCalls, x.redisCalls);
-    const totals = {
-      redisScripts: scriptCalls(byCommand),
-      redisCommands: allCalls(byCommand),
-      redisCpuS: x.redisCpuS - b[i].redisCpuS,
-    };
-    return {
-      server: x.server,
-      totals,
-      perUnit: {
-        redisScripts: per(totals.redisScripts, units),
-        redisCommands: per(totals.redisCommands, units),
-        redisCpuUs: per(totals.redisCpuS * 1e6, units),
-      },
-    };
+    const { totals, perUnit } = redisDelta(b[i], x, units);
+    return { server: x.server, totals, perUnit };
   });
 }
 
@@ -191,15 +195,14 @@ export function costDeltas(
   unit: ScenarioCosts['unit'],
   units: number,
 ): ScenarioCosts {
-  const byCommand = callDelta(before.redisCalls, after.redisCalls);
-  const redisScripts = scriptCalls(byCommand);
-  const redisCommands = allCalls(byCommand);
+  const redis = redisDelta(before, after, units);
+  const { redisScripts, redisCommands, redisCpuS } = redis.totals;
   const redisServers = serverDeltas(before, after, units);
   const totals = {
     redisScripts,
     redisCommands,
-    redisByCommand: byCommand,
-    redisCpuS: after.redisCpuS - before.redisCpuS,
+    redisByCommand: redis.byCommand,
+    redisCpuS,
     pgWriteTransactions: after.pgNextXid - before.pgNextXid,
     pgStatements:
       after.pgStatements == null || before.pgStatements == null ? null : after.pgStatements - before.pgStatements,
@@ -213,9 +216,7 @@ export function costDeltas(
     windowS: (after.atMs - before.atMs) / 1000,
     totals,
     perUnit: {
-      redisScripts: per(redisScripts, units),
-      redisCommands: per(redisCommands, units),
-      redisCpuUs: per(totals.redisCpuS * 1e6, units),
+      ...redis.perUnit,
       pgWriteTransactions: per(totals.pgWriteTransactions, units),
       pgStatements: totals.pgStatements == null ? null : per(totals.pgStatements, units),
       pgWalBytes: per(totals.pgWalBytes, units),
