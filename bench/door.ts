@@ -50,12 +50,10 @@ export interface DoorReport {
 
 /** The targets of the door, as ratios of rows measured in this run. */
 export function doorTargets(rows: DoorRow[]): DoorTarget[] {
-  const rate = (id: string) => rows.find((r) => r.id === id)?.perSec ?? NaN;
-  const per = (id: string, key: 'pgStatements' | 'redisCommands') => {
-    const p = rows.find((r) => r.id === id)?.costs.perUnit;
-    return p ? ((key === 'pgStatements' ? p.pgStatements : p.redisCommands) ?? NaN) : NaN;
-  };
-  const cpu = (id: string) => rows.find((r) => r.id === id)?.costs.perUnit.targetCpuUs ?? NaN;
+  const row = (id: string) => rows.find((r) => r.id === id);
+  const rate = (id: string) => row(id)?.perSec ?? NaN;
+  const per = (id: string, key: 'pgStatements' | 'redisCommands') => row(id)?.costs.perUnit[key] ?? NaN;
+  const cpu = (id: string) => row(id)?.costs.perUnit.targetCpuUs ?? NaN;
   const t = (name: string, measured: number, target: number, sense: '>=' | '<=' = '>='): DoorTarget => ({
     name,
     measured,
