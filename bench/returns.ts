@@ -3,6 +3,7 @@
 // how long that takes, and every figure and every fate checked against PostgreSQL.
 import http from 'node:http';
 import { createHistogram } from 'node:perf_hooks';
+import { request } from './http';
 import { addCounts, autocannonTimeoutS, latencyOf, LoadResult, runLoad, tally } from './load';
 import { scenarioDeltas, snapshot } from './metrics';
 import { auditProduct, Check, verify } from '../harness/verify';
@@ -76,44 +77,19 @@ class Backend {
     if (this.active >= BACKEND_CONCURRENCY) await new Promise<void>((resolve) => this.waiting.push(resolve));
     this.active++;
     try {
-      return await this.send(path, JSON.stringify(body));
+      return await this.send(path, body);
     } finally {
       this.active--;
       this.waiting.shift()?.();
     }
   }
 
-  private send(path: string, payload: string): Promise<Answer> {
-    return new Promise((resolve) => {
-      const started = process.hrtime.bigint();
-      const chunks: Buffer[] = [];
-      const done = (status: number, err?: Error) =>
-        resolve({
-          status,
-          body: err ? err.message : Buffer.concat(chunks).toString(),
-          ms: Number(process.hrtime.bigint() - started) / 1e6,
-        });
-      const req = http.request(
-        `${this.base}${path}`,
-        {
-          method: 'POST',
-          agent: this.agent,
-          headers: {
-            'content-type': 'application/json',
-            'content-length': Buffer.byteLength(payload),
-            authorization: `Bearer ${BENCH_SHOP_TOKEN}`,
-          },
-        },
-        (res) => {
-          res.on('data', (c: Buffer) => chunks.push(c));
-          res.on('end', () => done(res.statusCode ?? 0));
-          res.on('error', (err) => done(0, err));
-        },
-      );
-      req.setTimeout(this.timeoutMs, () => req.destroy(new Error('timed out')));
-      req.on('error', (err) => done(0, err));
-      req.end(payload);
-    });
+  private send(path: string, body: unknown): Promise<Answer> {
+    const authorization = `Bearer ${BENCH_SHOP_TOKEN}`;
+    return request(this.agent, this.base, 'POST', path, body, { authorization }, this.timeoutMs).then(
+      (r) => ({ status: r.status, body: r.text, ms: r.ms }),
+      (err: Error) => ({ status: 0, body: err.message, ms: 0 }),
+    );
   }
 
   close(): void {

@@ -10,6 +10,7 @@ import { Client } from 'pg';
 import { auditProduct } from '../harness/verify';
 import type { ServiceProcess } from '../harness/launcher';
 import { CostProbe, CostSnapshot, costDeltas, ScenarioCosts } from './costs';
+import { request } from './http';
 import { runLoad, tally } from './load';
 import { BENCH_SHOP_TOKEN } from './service';
 import { machine, readFlags, RESULTS_DIR, runMain, splitFlags, withServers, writeResults } from './standalone';
@@ -195,44 +196,17 @@ interface Buyer {
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 512 });
 
-function call(
-  base: string,
-  method: string,
-  path: string,
-  body?: unknown,
-  headers: Record<string, string> = {},
-): Promise<{ status: number; retryAfter: number | null; body: any }> {
-  return new Promise((resolve, reject) => {
-    const payload = body === undefined ? undefined : JSON.stringify(body);
-    const req = http.request(
-      `${base}${path}`,
-      {
-        method,
-        agent,
-        headers: { ...(payload ? { 'content-type': 'application/json' } : {}), ...headers },
-        timeout: 30_000,
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => {
-          const text = Buffer.concat(chunks).toString();
-          let parsed: unknown = text;
-          try {
-            parsed = JSON.parse(text);
-          } catch {
-            /* keep the text */
-          }
-          const ra = res.headers['retry-after'];
-          resolve({ status: res.statusCode ?? 0, retryAfter: ra ? Number(ra) : null, body: parsed });
-        });
-      },
-    );
-    req.on('timeout', () => req.destroy(new Error(`${method} ${path} timed out`)));
-    req.on('error', reject);
-    if (payload) req.write(payload);
-    req.end();
-  });
+/** A call with its JSON answer (or its text) and Retry-After. */
+async function call(base: string, method: string, path: string, body?: unknown, headers?: Record<string, string>) {
+  const r = await request(agent, base, method, path, body, headers);
+  let parsed: any = r.text;
+  try {
+    parsed = JSON.parse(r.text);
+  } catch {
+    /* keep the text */
+  }
+  const ra = r.headers['retry-after'];
+  return { status: r.status, retryAfter: ra ? Number(ra) : null, body: parsed };
 }
 
 /** The shop's backend paying or cancelling an order. */
