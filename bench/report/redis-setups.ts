@@ -71,30 +71,24 @@ function perServerCell(r: RedisSetupRow): string {
 
 /** latest.md's section of the Redis setups group. */
 function setupsTable(x: RedisSetupsSection): string[] {
-  const out: string[] = [];
-  out.push(`## Redis setups (hold 0, ${x.segments} segments, WORKERS=${x.workers})`);
-  out.push('');
-  out.push(
+  return [
+    `## Redis setups (hold 0, ${x.segments} segments, WORKERS=${x.workers})`,
+    '',
     'The same load on three Redis setups, each its own service start, each verified from PostgreSQL like every other scenario: ' +
       "**one redis-server** (REDIS_URL; every other scenario's setup), a **Redlock quorum of 3** (REDIS_LOCK_URLS: the bench's redis-server and two more started for this group, REDIS_URL the first of them: hints and the user lock stay on one server) and a **Redis Cluster of 3 masters** (REDIS_CLUSTER_NODES alone, started for this group). " +
       'Redis calls and Redis CPU are per order **summed over every server of the setup**: INFO commandstats and INFO cpu of each one. Per server: EVAL/EVALSHA calls (round trips) per order on each master, in the order of REDIS_LOCK_URLS / REDIS_CLUSTER_NODES; on the quorum every lock operation goes to all three, on the cluster a segment lock goes to the master of its slot. ' +
       'Ratios are to the one redis-server at the same ORDER_BATCH_MAX.',
-  );
-  out.push('');
-  out.push(
+    '',
     '| setup | ORDER_BATCH_MAX | orders/s | vs single | p99 | Redis calls (scripts) / order | vs single | Redis commands / order | Redis CPU µs / order | vs single | scripts / order per server | verified |',
-  );
-  out.push('|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|---|');
-  for (const r of x.rows) {
-    const c = r.perOrder;
-    out.push(
-      `| ${SETUP_NAME[r.setup]} (\`${r.id}\`) | ${batchName(r.batchMax)} | **${rate(r.ordersPerSec)}** | ${times(r.vsSingle.ordersPerSec)} | ${ms(r.p99Ms)} ms | ${c ? c.redisScripts.toFixed(2) : '-'} | ${times(r.vsSingle.redisScripts)} | ${c ? c.redisCommands.toFixed(2) : '-'} | ${c ? ms(c.redisCpuUs) : '-'} | ${times(r.vsSingle.redisCpuUs)} | ${perServerCell(r)} | ${r.status === 'ok' ? 'ok' : '**FAILED**'} |`,
-    );
-  }
-  out.push('');
-  out.push(`Command: \`${x.command}\``);
-  out.push('');
-  return out;
+    '|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|---|',
+    ...x.rows.map((r) => {
+      const c = r.perOrder;
+      return `| ${SETUP_NAME[r.setup]} (\`${r.id}\`) | ${batchName(r.batchMax)} | **${rate(r.ordersPerSec)}** | ${times(r.vsSingle.ordersPerSec)} | ${ms(r.p99Ms)} ms | ${c ? c.redisScripts.toFixed(2) : '-'} | ${times(r.vsSingle.redisScripts)} | ${c ? c.redisCommands.toFixed(2) : '-'} | ${c ? ms(c.redisCpuUs) : '-'} | ${times(r.vsSingle.redisCpuUs)} | ${perServerCell(r)} | ${r.status === 'ok' ? 'ok' : '**FAILED**'} |`;
+    }),
+    '',
+    `Command: \`${x.command}\``,
+    '',
+  ];
 }
 
 /** latest.md's section of the Redis setups; none when the group did not run. */
