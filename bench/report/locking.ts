@@ -50,13 +50,6 @@ export function lockingMarkdown(report: BenchmarkReport): string[] {
 
 /** latest.md's account of the lock counters: which scrape each scenario's figures came from. */
 export function lockCountersMarkdown(report: BenchmarkReport): string[] {
-  const out: string[] = [];
-  out.push('## Lock counters');
-  out.push('');
-  out.push(
-    'From GET /metrics deltas around each scenario (flashsale_segment_lock_busy_total, flashsale_segment_fallovers_total, flashsale_lock_wait_seconds), checked against the orders PostgreSQL holds:',
-  );
-  out.push('');
   const sources = new Map<string, string[]>();
   const what: Record<string, string> = {
     'all-workers': 'one scrape covered every worker',
@@ -68,11 +61,14 @@ export function lockCountersMarkdown(report: BenchmarkReport): string[] {
     const key = what[r.metrics.source] ?? `not available (${r.metrics.note})`;
     sources.set(key, [...(sources.get(key) ?? []), r.id]);
   }
-  for (const [why, ids] of sources) out.push(`- ${why}: ${ids.join(', ')}`);
-  out.push('');
-  out.push(
+  return [
+    '## Lock counters',
+    '',
+    'From GET /metrics deltas around each scenario (flashsale_segment_lock_busy_total, flashsale_segment_fallovers_total, flashsale_lock_wait_seconds), checked against the orders PostgreSQL holds:',
+    '',
+    ...[...sources].map(([why, ids]) => `- ${why}: ${ids.join(', ')}`),
+    '',
     '"lock waits" = orders that found every live segment busy and waited, times their mean wait. In the no-lock mode the waiting happens inside PostgreSQL and is not counted.',
-  );
-  out.push('');
-  return out;
+    '',
+  ];
 }

@@ -11,18 +11,9 @@ const RETURNS_MEASURES =
 
 /** latest.md's section of each sale with returns. */
 export function returnsMarkdown(report: BenchmarkReport): string[] {
-  const out: string[] = [];
-  for (const r of returnsOf(report)) {
+  return returnsOf(report).flatMap((r) => {
     const x = r.returns;
     const back = x.returnedUnits.cancelled + x.returnedUnits.expired;
-    out.push(
-      `## The sale with returns: ${r.stock} units as ${layout(r)}, ${r.buyers} buyers, ${back} units back and resold (ORDER_HOLD_MS=${holdName(r.holdMs)}, Redlock, WORKERS=${r.workers}, ORDER_BATCH_MAX ${batchName(r.batchMax)}, EXPIRY_SWEEP_MS=${x.expirySweepMs})`,
-    );
-    out.push('');
-    out.push(
-      `${RETURNS_MEASURES} (b) includes waiting out the ${x.paymentTimeoutS} s payment timeout that the run sets; the service's own share is the expiry lag and the time a returned unit stays on sale. Times marked PG come from PostgreSQL's clock (orders' created_at, expires_at, closed_at).`,
-    );
-    out.push('');
     const pct = (n: number) => (r.created > 0 ? ` (${Math.round((n / r.created) * 100)}%)` : '');
     const rows: Array<[string, string]> = [
       [
@@ -68,10 +59,15 @@ export function returnsMarkdown(report: BenchmarkReport): string[] {
         `${statusWord(r)}: ${r.verification.checks.map((c) => `${c.ok ? '' : '**FAILED** '}${c.name}`).join('; ')}`,
       ],
     ];
-    out.push('| figure | this run |');
-    out.push('|---|---|');
-    for (const [what, value] of rows) out.push(`| ${what} | ${value} |`);
-    out.push('');
-  }
-  return out;
+    return [
+      `## The sale with returns: ${r.stock} units as ${layout(r)}, ${r.buyers} buyers, ${back} units back and resold (ORDER_HOLD_MS=${holdName(r.holdMs)}, Redlock, WORKERS=${r.workers}, ORDER_BATCH_MAX ${batchName(r.batchMax)}, EXPIRY_SWEEP_MS=${x.expirySweepMs})`,
+      '',
+      `${RETURNS_MEASURES} (b) includes waiting out the ${x.paymentTimeoutS} s payment timeout that the run sets; the service's own share is the expiry lag and the time a returned unit stays on sale. Times marked PG come from PostgreSQL's clock (orders' created_at, expires_at, closed_at).`,
+      '',
+      '| figure | this run |',
+      '|---|---|',
+      ...rows.map(([what, value]) => `| ${what} | ${value} |`),
+      '',
+    ];
+  });
 }
