@@ -64,7 +64,6 @@ export interface LoadResult {
   /** Connection errors and timeouts as autocannon counts them. */
   errors: number;
   timeouts: number;
-  usersIssued: number;
 }
 
 /** Longer than the longest an order may wait for a lock, so a slow 201 is not cut off as a timeout. */
@@ -200,7 +199,6 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
           latency201: latencyOf(latencies),
           errors: result.errors,
           timeouts: result.timeouts,
-          usersIssued: issued,
         });
       },
     ));

@@ -18,7 +18,6 @@ import type { BenchmarkReport } from './types';
 export { findFast, findHealth, findSoldOut } from './report/find';
 export { redisSetupsSection } from './report/redis-setups';
 export { targets } from './report/targets';
-export type { TargetRow } from './report/targets';
 
 export function renderMarkdown(report: BenchmarkReport): string {
   return [
