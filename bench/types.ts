@@ -125,37 +125,27 @@ export interface ScenarioResult extends ScenarioSpec {
   returns?: ReturnsFigures;
 }
 
+/** What a run plans: the options of runBenchmark (BenchmarkOptions says what each is), resolved. */
 export interface PlanOptions {
   holds: number[];
   segments: number[];
   sweep: number[] | null;
   sweepHold: number;
-  /** Also run the no-Redis-lock mode (the bare peer with STOCK_LOCKING=database) in the comparison and the sweep. */
   peer: boolean;
   sale: { stock: number; segments: number; buyers: number; holdMs: number } | null;
   /** The sale with returns: the sale's stock, buyers and hold on `segments` segments, and what comes back; null = not run. */
   returns: ({ stock: number; segments: number; buyers: number; holdMs: number } & ReturnsPlan) | null;
   steadyStock: number;
-  /** WORKERS of the comparison, the sweep and the sale. */
   workers: number;
-  /** WORKERS of the service in the peer and group-commit comparisons (the peers are one process each). */
   speedWorkers: number;
-  /** Segments of the peer and group-commit comparisons. */
   speedSegments: number;
-  /** ORDER_BATCH_MAX of every service start but the ORDER_BATCH_MAX=1 and sweep rows; null = the service's default. */
   batchMax: number | null;
-  /** The bare peers to run beside the service; empty = none (and no GET /health/live floor). */
   peers: PeerName[];
-  /** ORDER_BATCH_MAX=1 against group commit at every hold of `holds`. */
   batch: boolean;
-  /** ORDER_BATCH_MAX values swept at every hold of `holds`; null = no sweep. */
   batchSweep: number[] | null;
   /** Refusals of a sold-out product (one unit per segment, sold before the load), beside the group-commit service at hold 0. */
   soldOut: boolean;
-  /**
-   * The speed load (speedWorkers, speedSegments, hold 0; group commit, and ORDER_BATCH_MAX=1 too)
-   * on each Redis setup, each its own service start; false/absent = not run.
-   */
+  /** Absent in reports written before the Redis setups existed. */
   redisSetups?: boolean;
 }
 
