@@ -146,6 +146,12 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
     const onAbort = () => running.instance?.stop();
     spec.signal?.addEventListener('abort', onAbort, { once: true });
 
+    // A fresh object per request template: autocannon may fill in its headers.
+    const post = () => ({
+      method: 'POST' as const,
+      path: spec.post ?? '/orders',
+      headers: { 'content-type': 'application/json' },
+    });
     const instance = (running.instance = autocannon(
       {
         url: spec.url,
@@ -158,17 +164,10 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
         requests: spec.get
           ? [{ method: 'GET', path: spec.get }]
           : spec.bodies
-            ? spec.bodies.map((b) => ({
-                method: 'POST' as const,
-                path: spec.post ?? '/orders',
-                headers: { 'content-type': 'application/json' },
-                body: b,
-              }))
+            ? spec.bodies.map((body) => ({ ...post(), body }))
             : [
                 {
-                  method: 'POST',
-                  path: spec.post ?? '/orders',
-                  headers: { 'content-type': 'application/json' },
+                  ...post(),
                   // Called for every request (not just once per connection), so no userId repeats.
                   setupRequest: (req) => {
                     const n = issued++;

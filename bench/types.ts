@@ -149,12 +149,16 @@ export interface PlanOptions {
   redisSetups?: boolean;
 }
 
-export interface ProcessConfig {
+/** What one process start runs: the service with one environment, or a peer. */
+interface Start {
   target: Target;
   locking: Locking;
   holdMs: number;
   workers: number;
   batchMax: number | null;
+}
+
+export interface ProcessConfig extends Start {
   /** EXPIRY_SWEEP_MS given to the service; null = unset (the service's default). */
   expirySweepMs: number | null;
   /** The Redis the service runs on (a peer: always single). */
@@ -252,13 +256,8 @@ export interface ReturnsFigures {
 
 // The report of a run (latest.json).
 
-/** One process start: the service with one environment, or a peer. */
-export interface ServiceRun {
-  target: Target;
-  locking: Locking;
-  holdMs: number;
-  workers: number;
-  batchMax: number | null;
+/** One process start as it ran. */
+export interface ServiceRun extends Start {
   /** EXPIRY_SWEEP_MS of the start; null/absent = the service's default. */
   expirySweepMs?: number | null;
   /** The Redis it ran on; absent = single. */

@@ -332,13 +332,8 @@ async function proofOfWorkJoins(
         const c = (await call(url, 'GET', `/products/${productId}/queue/challenge`)).body;
         const solved = await solveChallenge(c.challenge, c.salt, c.algorithm, c.maxnumber).promise;
         if (solved === null) throw new Error('a challenge had no solution');
-        const proof = {
-          algorithm: c.algorithm,
-          challenge: c.challenge,
-          number: solved.number,
-          salt: c.salt,
-          signature: c.signature,
-        };
+        const { algorithm, challenge, salt, signature } = c;
+        const proof = { algorithm, challenge, number: solved.number, salt, signature };
         headers.push({ 'x-proof-of-work': Buffer.from(JSON.stringify(proof)).toString('base64') });
       }
     }
