@@ -171,16 +171,8 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T | vo
   ]).finally(() => clearTimeout(timer));
 }
 
-async function machineInfo(databaseUrl: string, redisUrl: string): Promise<BenchmarkReport['machine']> {
-  const db = new Client({ connectionString: databaseUrl });
-  db.on('error', () => undefined);
-  await db.connect();
-  let postgres: string;
-  try {
-    postgres = (await db.query('SELECT version() AS v')).rows[0].v as string;
-  } finally {
-    await db.end();
-  }
+async function machineInfo(db: Client, redisUrl: string): Promise<BenchmarkReport['machine']> {
+  const postgres = (await db.query('SELECT version() AS v')).rows[0].v as string;
   const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
   let redisVersion: string;
   try {
@@ -236,16 +228,16 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
     }
     checkAbort();
     await runMigrations(databaseUrl);
-    const machine = await machineInfo(databaseUrl, redisUrl);
-    log(
-      `machine: ${machine.cores} cores, ${machine.memoryGb} GB, Node ${machine.node}, ${machine.postgres.split(' on ')[0]}, Redis ${machine.redis}`,
-    );
-
     const db = new Client({ connectionString: databaseUrl });
     // Without a listener a server-side disconnect (PostgreSQL stopped by Ctrl-C) would crash the process before cleanup.
     db.on('error', (err) => log(`PostgreSQL connection: ${err.message}`));
     await db.connect();
     cleanups.push(() => withTimeout(db.end(), 5000, 'closing the PostgreSQL connection'));
+    const machine = await machineInfo(db, redisUrl);
+    log(
+      `machine: ${machine.cores} cores, ${machine.memoryGb} GB, Node ${machine.node}, ${machine.postgres.split(' on ')[0]}, Redis ${machine.redis}`,
+    );
+
     // Where the server loads it (the embedded one does), the costs count read-only statements too.
     await db
       .query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements')
