@@ -52,24 +52,15 @@ export interface QueueReport {
   waitingPollsPerS: number;
   withRoom: Awaited<ReturnType<typeof withWaitingRoom>>;
   withoutRoom: Awaited<ReturnType<typeof withoutWaitingRoom>>;
-  /**
-   * The serial ceiling of one product's joins: queue_join() called back to back with groups of
-   * `group` new users (calls for one product hold its counter row one after the other).
-   */
-  joinCeiling: { group: number; calls: number; rowsPerS: number; msPerCall: number };
+  joinCeiling: Awaited<ReturnType<typeof measureJoinCeiling>>;
   /**
    * A second, smaller sale with a waiting room in which every second buyer cancels instead of
    * paying, 3 s after ordering, so units come back over time and admissions go on in steps: what
    * the first estimates of the wait are measured against.
    */
   estimate: { buyers: number; units: number; cancelEvery: number; sale: QueueReport['withRoom'] };
-  /**
-   * Joins of new users at full speed to a product with proof of work and to one without, in turns
-   * (off, on, off, on), every solution solved beforehand; the difficulty held at its first step.
-   */
-  proofOfWork: { joinsEach: number; offPerS: number; onPerS: number; refused: number };
-  /** What the measured per-join costs say 1,000,000 joins in one second take. */
-  millionJoins: { serviceCores: number | null; redisCommandsPerS: number; controlSlotCallsPerS: number };
+  proofOfWork: Awaited<ReturnType<typeof proofOfWorkJoins>>;
+  millionJoins: ReturnType<typeof millionJoins>;
 }
 
 export interface Check {
@@ -165,7 +156,7 @@ export function millionJoins(
   redisCommandsPerJoin: number,
   processes: number,
   roundTripMs: number,
-): QueueReport['millionJoins'] {
+) {
   return {
     serviceCores: cpuUsPerJoin === null ? null : (1_000_000 * cpuUsPerJoin) / 1e6,
     redisCommandsPerS: 1_000_000 * redisCommandsPerJoin,
@@ -304,16 +295,12 @@ const POW_STEP = 100;
 
 /**
  * Joins/s with proof of work on against off, in turns: off, on, off, on, POW_JOINS new users each
- * turn, each on a product of its own (with a waiting room, already started). The challenges are
+ * turn, each on a product of its own (with a waiting room, already started; the difficulty held at
+ * its first step). The challenges are
  * asked for and solved before a turn begins, so a turn times only the joins: what the door's
  * verification and single-use claim add to a join.
  */
-async function proofOfWorkJoins(
-  url: string,
-  connections: number,
-  joins: number,
-  log: (line: string) => void,
-): Promise<QueueReport['proofOfWork']> {
+async function proofOfWorkJoins(url: string, connections: number, joins: number, log: (line: string) => void) {
   const totals = { off: { joins: 0, s: 0 }, on: { joins: 0, s: 0 } };
   let refused = 0;
   for (const [turn, pow] of [false, true, false, true].entries()) {
@@ -365,12 +352,11 @@ async function proofOfWorkJoins(
   return result;
 }
 
-/** queue_join() back to back on one product, 1,000 new users a call: the rows one product's counter row lets through. */
-async function measureJoinCeiling(
-  url: string,
-  db: Client,
-  log: (line: string) => void,
-): Promise<QueueReport['joinCeiling']> {
+/**
+ * The serial ceiling of one product's joins: queue_join() back to back with groups of 1,000 new
+ * users (calls for one product hold its counter row one after the other).
+ */
+async function measureJoinCeiling(url: string, db: Client, log: (line: string) => void) {
   const productId = await createProduct(url, { name: 'bench join ceiling', stock: 1, segments: 1, waitingRoom: true });
   const group = 1000;
   const calls = 20;
