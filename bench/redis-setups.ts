@@ -52,7 +52,6 @@ export class RedisSetups {
     await held.stop();
   }
 
-  /** Stops every extra server still running. */
   async stop(): Promise<void> {
     for (const setup of [...this.held.keys()]) await this.release(setup);
   }

@@ -16,7 +16,6 @@ export function batchRows(report: BenchmarkReport, group: Group): Array<{ r: Sce
     });
 }
 
-/** latest.md's sections of group commit and of the ORDER_BATCH_MAX sweep. */
 export function batchMarkdown(report: BenchmarkReport): string[] {
   const s = report.settings;
   const sections = [

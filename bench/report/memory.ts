@@ -4,7 +4,6 @@ import type { BenchmarkReport, ServiceRun } from '../types';
 import { peakRss } from './find';
 import { batchName, SETUP_NAME } from './format';
 
-/** latest.md's memory section. */
 export function memoryMarkdown(report: BenchmarkReport): string[] {
   const title = ['## Memory (peak RSS per process, sampled every 500 ms)', ''];
   const peak = peakRss(report);

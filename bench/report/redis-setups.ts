@@ -69,7 +69,6 @@ function perServerCell(r: RedisSetupRow): string {
   return r.perServer ? r.perServer.map((x) => x.redisScripts.toFixed(2)).join(' / ') : '-';
 }
 
-/** latest.md's section of the Redis setups group. */
 function setupsTable(x: RedisSetupsSection): string[] {
   return [
     `## Redis setups (hold 0, ${x.segments} segments, WORKERS=${x.workers})`,

@@ -9,7 +9,6 @@ import { batchName, countsText, holdName, layout, ms, rate, seconds, spreadMs, s
 const RETURNS_MEASURES =
   "How long returned units take to sell again. The sale sells out as above; the shop then pays most reservations at once, cancels some (POST /orders/:id/cancel) and leaves the others to expire past the product's short paymentTimeoutS, while new buyers (one request each, paying at once) ask from just before the first cancel until every returned unit is sold again.";
 
-/** latest.md's section of each sale with returns. */
 export function returnsMarkdown(report: BenchmarkReport): string[] {
   return returnsOf(report).flatMap((r) => {
     const x = r.returns;

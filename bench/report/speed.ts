@@ -4,7 +4,6 @@ import { BARE_HELD_MS, BenchmarkReport, ScenarioResult } from '../types';
 import { findFast, findHealth, findPeer, findSoldOut } from './find';
 import { batchName, codes, ms, rate, ratio, statusWord } from './format';
 
-/** One row of the service-against-peers table. */
 export interface SpeedRow {
   what: string;
   r: ScenarioResult | undefined;
@@ -93,7 +92,6 @@ export function speedRatios(report: BenchmarkReport): Array<{ what: string; valu
     .map(([what, a, b]) => ({ what, value: ratio(a!.ordersPerSec, b!.ordersPerSec) }));
 }
 
-/** latest.md's section of the service against the peers. */
 export function speedMarkdown(report: BenchmarkReport): string[] {
   const s = report.settings;
   const speed = speedRows(report);

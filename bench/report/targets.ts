@@ -98,7 +98,6 @@ export function targets(report: BenchmarkReport): TargetRow[] {
   return out;
 }
 
-/** latest.md's table of the targets. */
 export function targetsMarkdown(report: BenchmarkReport): string[] {
   return [
     "## Issue 8's targets, from this run",
