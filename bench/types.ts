@@ -193,6 +193,10 @@ export interface NewProduct {
   paymentTimeoutS?: number;
   /** The sale's start (ISO 8601); unset: open. */
   startsAt?: string;
+  /** A waiting room in front of the sale (bench:queue), its admissions' lifetime, proof of work on its joins. */
+  waitingRoom?: boolean;
+  admissionTtlS?: number;
+  proofOfWork?: boolean;
 }
 
 // The sale with returns.

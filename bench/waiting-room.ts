@@ -9,10 +9,12 @@ import { solveChallenge } from 'altcha-lib/v1';
 import { Client } from 'pg';
 import { auditProduct } from '../harness/verify';
 import type { ServiceProcess } from '../harness/launcher';
-import { CostProbe, CostSnapshot, costDeltas, ScenarioCosts } from './costs';
+import { CostProbe, CostSnapshot, costDeltas } from './costs';
 import { request } from './http';
 import { runLoad, tally } from './load';
+import { createProductViaApi } from './scenarios';
 import { BENCH_SHOP_TOKEN } from './service';
+import type { NewProduct } from './types';
 import { machine, readFlags, RESULTS_DIR, runMain, splitFlags, withServers, writeResults } from './standalone';
 
 const ADMIN_TOKEN = 'bench-queue-admin-token-0123456789';
@@ -205,11 +207,7 @@ function shop(url: string, orderId: number, action: 'pay' | 'cancel', userId: st
   return call(url, 'POST', `/orders/${orderId}/${action}`, { userId }, { authorization: `Bearer ${BENCH_SHOP_TOKEN}` });
 }
 
-async function createProduct(url: string, body: Record<string, unknown>): Promise<number> {
-  const r = await call(url, 'POST', '/admin/products', body, { authorization: `Bearer ${ADMIN_TOKEN}` });
-  if (r.status !== 201) throw new Error(`POST /admin/products answered ${r.status}`);
-  return r.body.id as number;
-}
+const createProduct = (url: string, p: NewProduct) => createProductViaApi(url, ADMIN_TOKEN, p);
 
 /** Answers per second to GET `path` at full speed for 3 s. */
 async function getRate(url: string, path: string, connections: number, label: string): Promise<number> {
@@ -376,10 +374,6 @@ async function roundTripMs(db: Client): Promise<number> {
   const started = process.hrtime.bigint();
   for (let i = 0; i < 200; i++) await db.query('SELECT 1');
   return Number(process.hrtime.bigint() - started) / 1e6 / 200;
-}
-
-function per(costs: ScenarioCosts, key: 'redisCommands' | 'pgStatements'): number | null {
-  return costs.perUnit[key] ?? null;
 }
 
 async function withWaitingRoom(
@@ -618,11 +612,11 @@ async function withWaitingRoom(
     /** The same error as a share of the real wait (from the estimate to the admission). */
     etaErrorShare: percentiles(estimated.map((e) => e.share)),
     etaSamples: estimated.length,
-    redisCommandsPerTicket: per(all, 'redisCommands') ?? 0,
+    redisCommandsPerTicket: all.perUnit.redisCommands,
     pgTransactionsPerBuyer: xacts,
-    pgStatementsPerBuyer: per(all, 'pgStatements'),
+    pgStatementsPerBuyer: all.perUnit.pgStatements ?? null,
     serviceCpuUsPerJoin: joinCosts.perUnit.targetCpuUs ?? null,
-    redisCommandsPerJoin: per(joinCosts, 'redisCommands') ?? 0,
+    redisCommandsPerJoin: joinCosts.perUnit.redisCommands,
     redisCpuUsPerJoin: joinCosts.perUnit.redisCpuUs,
     statusCounts: {
       ...statusCounts,
@@ -666,8 +660,8 @@ async function withoutWaitingRoom(o: QueueOptions, svc: ServiceProcess, db: Clie
     crowdAnsweredS: load.elapsedS,
     startToSoldOutS: load.lastCreatedAtMs === null ? null : load.lastCreatedAtMs / 1000,
     pgTransactionsPerBuyer: (after.pgNextXid - before.pgNextXid) / o.buyers,
-    pgStatementsPerBuyer: per(costs, 'pgStatements'),
-    redisCommandsPerBuyer: per(costs, 'redisCommands') ?? 0,
+    pgStatementsPerBuyer: costs.perUnit.pgStatements ?? null,
+    redisCommandsPerBuyer: costs.perUnit.redisCommands,
     errors5xx,
     timeouts: load.timeouts,
     statusCounts: load.statusCounts,
