@@ -6,7 +6,7 @@ import { batchName, codes, ms, rate, ratio, statusWord } from './format';
 
 export interface SpeedRow {
   what: string;
-  r: ScenarioResult | undefined;
+  r: ScenarioResult;
   unit: 'orders/s' | 'req/s' | '410/s';
 }
 
@@ -14,52 +14,36 @@ export function speedRows(report: BenchmarkReport): SpeedRow[] {
   const s = report.settings;
   const n = s.speedSegments;
   const w = `${s.speedWorkers} process${s.speedWorkers === 1 ? '' : 'es'}`;
-  const rows: SpeedRow[] = [
-    {
-      what: `service (${w}), Redlock segments, ORDER_BATCH_MAX=1`,
-      r: findFast(report, { batchMax: 1 }),
-      unit: 'orders/s',
-    },
-    {
-      what: `service (${w}), Redlock segments, group commit (ORDER_BATCH_MAX ${batchName(s.batchMax)})`,
-      r: findFast(report, { batchMax: s.batchMax }),
-      unit: 'orders/s',
-    },
-    {
-      what: `service (${w}), one lock (1 segment), ORDER_BATCH_MAX=1`,
-      r: findFast(report, { segments: 1, batchMax: 1 }),
-      unit: 'orders/s',
-    },
-    { what: `service (${w}), GET /health/live (no work at all)`, r: findHealth(report), unit: 'req/s' },
-    {
-      what: `service (${w}), sold-out product: refusals (410) to distinct buyers`,
-      r: findSoldOut(report),
-      unit: '410/s',
-    },
-    { what: 'bare peer, Redis segment locks', r: findPeer(report, 'bare', 'redlock', n), unit: 'orders/s' },
-    {
-      what: 'bare peer, no Redis lock (PostgreSQL row locks only)',
-      r: findPeer(report, 'bare', 'database', n),
-      unit: 'orders/s',
-    },
-    { what: 'bare peer, one lock (1 segment)', r: findPeer(report, 'bare', 'redlock', 1), unit: 'orders/s' },
-    {
-      what: 'bare-lua peer: stock in Redis, one Lua script, one INSERT',
-      r: findPeer(report, 'bare-lua', 'lua', n),
-      unit: 'orders/s',
-    },
-    {
-      what: `bare peer, one lock (1 segment), lock held ${BARE_HELD_MS} ms`,
-      r: findPeer(report, 'bare', 'redlock', 1, BARE_HELD_MS),
-      unit: 'orders/s',
-    },
-    {
-      what: `bare peer, Redis segment locks, lock held ${BARE_HELD_MS} ms`,
-      r: findPeer(report, 'bare', 'redlock', n, BARE_HELD_MS),
-      unit: 'orders/s',
-    },
+  const rows: Array<[string, ScenarioResult | undefined, SpeedRow['unit']]> = [
+    [`service (${w}), Redlock segments, ORDER_BATCH_MAX=1`, findFast(report, { batchMax: 1 }), 'orders/s'],
+    [
+      `service (${w}), Redlock segments, group commit (ORDER_BATCH_MAX ${batchName(s.batchMax)})`,
+      findFast(report, { batchMax: s.batchMax }),
+      'orders/s',
+    ],
+    [
+      `service (${w}), one lock (1 segment), ORDER_BATCH_MAX=1`,
+      findFast(report, { segments: 1, batchMax: 1 }),
+      'orders/s',
+    ],
+    [`service (${w}), GET /health/live (no work at all)`, findHealth(report), 'req/s'],
+    [`service (${w}), sold-out product: refusals (410) to distinct buyers`, findSoldOut(report), '410/s'],
+    ['bare peer, Redis segment locks', findPeer(report, 'bare', 'redlock', n), 'orders/s'],
+    ['bare peer, no Redis lock (PostgreSQL row locks only)', findPeer(report, 'bare', 'database', n), 'orders/s'],
+    ['bare peer, one lock (1 segment)', findPeer(report, 'bare', 'redlock', 1), 'orders/s'],
+    ['bare-lua peer: stock in Redis, one Lua script, one INSERT', findPeer(report, 'bare-lua', 'lua', n), 'orders/s'],
+    [
+      `bare peer, one lock (1 segment), lock held ${BARE_HELD_MS} ms`,
+      findPeer(report, 'bare', 'redlock', 1, BARE_HELD_MS),
+      'orders/s',
+    ],
+    [
+      `bare peer, Redis segment locks, lock held ${BARE_HELD_MS} ms`,
+      findPeer(report, 'bare', 'redlock', n, BARE_HELD_MS),
+      'orders/s',
+    ],
   ];
-  return rows.filter((x) => x.r !== undefined);
+  return rows.flatMap(([what, r, unit]) => (r ? [{ what, r, unit }] : []));
 }
 
 /** The service against each peer, as ratios of this run's figures. */
@@ -109,7 +93,7 @@ export function speedMarkdown(report: BenchmarkReport): string[] {
     '|---|--:|--:|--:|--:|---|---|',
     ...speed.map(
       ({ what, r: x, unit }) =>
-        `| ${what} | **${rate(x!.ordersPerSec)}**${unit === 'orders/s' ? '' : ` ${unit}`} | ${ms(x!.latency201Ms?.p50)} | ${ms(x!.latency201Ms?.p99)} | ${ms(x!.latency201Ms?.max)} | ${codes(x!)}${x!.errors ? ` err:${x!.errors}` : ''}${x!.timeouts ? ` timeouts:${x!.timeouts}` : ''} | ${statusWord(x!)} |`,
+        `| ${what} | **${rate(x.ordersPerSec)}**${unit === 'orders/s' ? '' : ` ${unit}`} | ${ms(x.latency201Ms?.p50)} | ${ms(x.latency201Ms?.p99)} | ${ms(x.latency201Ms?.max)} | ${codes(x)}${x.errors ? ` err:${x.errors}` : ''}${x.timeouts ? ` timeouts:${x.timeouts}` : ''} | ${statusWord(x)} |`,
     ),
     '',
     ...(ratios.length > 0
