@@ -1,9 +1,6 @@
-// The whole benchmark as one call, runBenchmark(options): PostgreSQL and Redis (given URLs, or
-// started here the way the service starts them by default), one start of the service (per
-// environment and Redis setup) or of a bare peer per configuration, every scenario, the reports;
-// the Redis setups group's extra servers (bench/redis-setups.ts) only while their starts run;
-// everything it started is stopped again, also on errors and aborts.
-// bench/run.ts is the CLI around it; bench/test/bench.e2e-spec.ts calls it in-process.
+// The whole benchmark as one call, runBenchmark(options): PostgreSQL and Redis, one start of the
+// service or of a peer per configuration, every scenario, the reports; everything it started is
+// stopped again, also on errors and aborts. bench/run.ts is the CLI around it.
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -108,21 +105,7 @@ export interface BenchmarkOptions {
   signal?: AbortSignal;
 }
 
-export type ResolvedOptions = Required<
-  Omit<
-    BenchmarkOptions,
-    'databaseUrl' | 'redisUrl' | 'signal' | 'log' | 'sweep' | 'batchMax' | 'batchSweep' | 'holdsMax'
-  >
-> & {
-  sweep: number[] | null;
-  batchMax: number | null;
-  holdsMax: number | null;
-  batchSweep: number[] | null;
-  databaseUrl?: string;
-  redisUrl?: string;
-};
-
-export function resolveOptions(o: BenchmarkOptions, root = projectRoot(__dirname)): ResolvedOptions {
+export function resolveOptions(o: BenchmarkOptions, root = projectRoot(__dirname)) {
   const quick = o.quick ?? false;
   const sale = o.sale ?? true;
   return {
@@ -174,6 +157,10 @@ export interface BenchmarkResult {
   files: { json: string; md: string };
 }
 
+function pick<T, K extends keyof T>(o: T, ...keys: K[]): Pick<T, K> {
+  return Object.fromEntries(keys.map((k) => [k, o[k]])) as Pick<T, K>;
+}
+
 function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T | void> {
   let timer: NodeJS.Timeout | undefined;
   return Promise.race([
@@ -184,16 +171,8 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T | vo
   ]).finally(() => clearTimeout(timer));
 }
 
-async function machineInfo(databaseUrl: string, redisUrl: string): Promise<BenchmarkReport['machine']> {
-  const db = new Client({ connectionString: databaseUrl });
-  db.on('error', () => undefined);
-  await db.connect();
-  let postgres: string;
-  try {
-    postgres = (await db.query('SELECT version() AS v')).rows[0].v as string;
-  } finally {
-    await db.end();
-  }
+async function machineInfo(db: Client, redisUrl: string): Promise<BenchmarkReport['machine']> {
+  const postgres = (await db.query('SELECT version() AS v')).rows[0].v as string;
   const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
   let redisVersion: string;
   try {
@@ -249,16 +228,16 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
     }
     checkAbort();
     await runMigrations(databaseUrl);
-    const machine = await machineInfo(databaseUrl, redisUrl);
-    log(
-      `machine: ${machine.cores} cores, ${machine.memoryGb} GB, Node ${machine.node}, ${machine.postgres.split(' on ')[0]}, Redis ${machine.redis}`,
-    );
-
     const db = new Client({ connectionString: databaseUrl });
     // Without a listener a server-side disconnect (PostgreSQL stopped by Ctrl-C) would crash the process before cleanup.
     db.on('error', (err) => log(`PostgreSQL connection: ${err.message}`));
     await db.connect();
     cleanups.push(() => withTimeout(db.end(), 5000, 'closing the PostgreSQL connection'));
+    const machine = await machineInfo(db, redisUrl);
+    log(
+      `machine: ${machine.cores} cores, ${machine.memoryGb} GB, Node ${machine.node}, ${machine.postgres.split(' on ')[0]}, Redis ${machine.redis}`,
+    );
+
     // Where the server loads it (the embedded one does), the costs count read-only statements too.
     await db
       .query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements')
@@ -267,11 +246,8 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
     cleanups.push(() => Promise.resolve(costs.close()));
 
     const planOptions: PlanOptions = {
-      holds: opts.holds,
-      segments: opts.segments,
-      sweep: opts.sweep,
-      sweepHold: opts.sweepHold,
-      peer: opts.peer,
+      ...pick(opts, 'holds', 'segments', 'sweep', 'sweepHold', 'peer', 'steadyStock', 'workers', 'speedWorkers'),
+      ...pick(opts, 'speedSegments', 'batchMax', 'peers', 'batch', 'batchSweep', 'soldOut', 'redisSetups'),
       sale: opts.sale
         ? { stock: opts.saleStock, segments: opts.saleSegments, buyers: opts.saleBuyers, holdMs: opts.sweepHold }
         : null,
@@ -287,16 +263,6 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
             expirySweepMs: opts.returnsSweepMs,
           }
         : null,
-      steadyStock: opts.steadyStock,
-      workers: opts.workers,
-      speedWorkers: opts.speedWorkers,
-      speedSegments: opts.speedSegments,
-      batchMax: opts.batchMax,
-      peers: opts.peers,
-      batch: opts.batch,
-      batchSweep: opts.batchSweep,
-      soldOut: opts.soldOut,
-      redisSetups: opts.redisSetups,
     };
     const configs = plan(planOptions);
     const total = configs.reduce((n, c) => n + c.scenarios.length, 0);
@@ -373,16 +339,11 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
           const r = await runScenario(ctx, spec);
           results.push(r);
           const lat = r.latency201Ms;
+          const unit = spec.kind === 'health' ? 'req' : spec.kind === 'soldout' ? '410' : 'orders';
+          const failures = r.verification.checks.filter((c) => !c.ok).map((c) => `${c.name} (${c.detail})`);
           log(
-            `  => ${r.status === 'ok' ? 'ok' : 'FAILED'}  ${r.ordersPerSec.toFixed(1)} ${spec.kind === 'health' ? 'req' : spec.kind === 'soldout' ? '410' : 'orders'}/s  p50 ${lat ? lat.p50.toFixed(1) : '-'} ms  p99 ${lat ? lat.p99.toFixed(1) : '-'} ms  ` +
-              `codes ${JSON.stringify(r.statusCounts)}${
-                r.status === 'ok'
-                  ? ''
-                  : `  FAILED: ${r.verification.checks
-                      .filter((c) => !c.ok)
-                      .map((c) => `${c.name} (${c.detail})`)
-                      .join('; ')}`
-              }`,
+            `  => ${r.status === 'ok' ? 'ok' : 'FAILED'}  ${r.ordersPerSec.toFixed(1)} ${unit}/s  p50 ${lat ? lat.p50.toFixed(1) : '-'} ms  p99 ${lat ? lat.p99.toFixed(1) : '-'} ms  ` +
+              `codes ${JSON.stringify(r.statusCounts)}${r.status === 'ok' ? '' : `  FAILED: ${failures.join('; ')}`}`,
           );
           const x = r.returns;
           if (x) {
@@ -398,13 +359,7 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
         cleanups.splice(cleanups.indexOf(stopIt), 1);
         await stopIt();
         services.push({
-          target: config.target,
-          locking: config.locking,
-          holdMs: config.holdMs,
-          workers: config.workers,
-          batchMax: config.batchMax,
-          expirySweepMs: config.expirySweepMs,
-          redis: config.redis,
+          ...pick(config, 'target', 'locking', 'holdMs', 'workers', 'batchMax', 'expirySweepMs', 'redis'),
           processes: peaks,
           rssSupported: sampler.supported,
         });
@@ -424,24 +379,10 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
       settings: {
         quick: opts.quick,
         durationS: opts.duration,
-        connections: opts.connections,
-        workers: opts.workers,
-        speedWorkers: opts.speedWorkers,
-        speedSegments: opts.speedSegments,
-        batchMax: opts.batchMax,
+        ...pick(opts, 'connections', 'workers', 'speedWorkers', 'speedSegments', 'batchMax'),
         batchMaxRead,
-        holdsMax: opts.holdsMax,
-        nodeFlags: opts.nodeFlags,
-        peers: opts.peers,
-        batch: opts.batch,
-        batchSweep: opts.batchSweep,
-        soldOut: opts.soldOut,
-        redisSetups: opts.redisSetups,
-        holds: opts.holds,
-        segments: opts.segments,
-        sweep: opts.sweep,
-        sweepHold: opts.sweepHold,
-        peer: opts.peer,
+        ...pick(opts, 'holdsMax', 'nodeFlags', 'peers', 'batch', 'batchSweep', 'soldOut', 'redisSetups', 'holds'),
+        ...pick(opts, 'segments', 'sweep', 'sweepHold', 'peer'),
         sale: planOptions.sale,
         returns: planOptions.returns,
         steadyStock: opts.steadyStock,
@@ -494,15 +435,16 @@ interface Started {
 /** The service with this configuration's environment and Redis setup, or the peer (on the one redis-server); the same lock settings for both. */
 function startTarget(
   c: ProcessConfig,
-  x: { databaseUrl: string; redis: ServiceRedis; adminToken: string; opts: ResolvedOptions; signal?: AbortSignal },
+  x: {
+    databaseUrl: string;
+    redis: ServiceRedis;
+    adminToken: string;
+    opts: ReturnType<typeof resolveOptions>;
+    signal?: AbortSignal;
+  },
 ): Promise<Started> {
   const { opts } = x;
-  const locks = {
-    lockTtlMs: opts.lockTtlMs,
-    lockWaitMs: opts.lockWaitMs,
-    lockRetryDelayMs: opts.lockRetryDelayMs,
-    lockRetryJitterMs: opts.lockRetryJitterMs,
-  };
+  const locks = pick(opts, 'lockTtlMs', 'lockWaitMs', 'lockRetryDelayMs', 'lockRetryJitterMs');
   if (c.target === 'service') {
     if (c.locking !== 'redlock') throw new Error(`the service has no ${c.locking} mode`);
     return startService(

@@ -1,23 +1,12 @@
-// What one order (or one refusal) costs the parts it touches, read around a scenario: Redis
-// commands (INFO commandstats) and Redis CPU (INFO cpu); PostgreSQL write transactions (the next
-// transaction id) and WAL bytes (the WAL insert position), both exact at any moment, and
-// PostgreSQL's CPU when it runs on this machine; the CPU of the target's processes. The Redis
-// figures are summed over every server of the Redis setup (a quorum's or a cluster's masters), and
-// kept per server too. The scaling
-// model (bench/scaling-model.ts) reads these figures from latest.json.
-//
-// Not read: pg_stat_database's xact_commit. PostgreSQL publishes a backend's counters at most once
-// a second and an idle backend's last ones after 10 s, so a reading taken when a scenario ends
-// misses part of it; transaction ids and the WAL position have no such delay (read-only
-// statements take no transaction id: their cost shows in PostgreSQL's CPU only).
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import os from 'node:os';
+// What one order (or one refusal) costs Redis (INFO commandstats, INFO cpu; summed over every server
+// of the Redis setup and kept per server), PostgreSQL (write transactions, WAL bytes, CPU) and the
+// target's processes, read around a scenario. Not read: pg_stat_database's xact_commit, which
+// PostgreSQL publishes up to 10 s late; transaction ids and the WAL position have no such delay.
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Redis from 'ioredis';
 import { Client } from 'pg';
 import { startEmbeddedPostgres } from '../src/infrastructure/embedded-postgres';
-import { startEmbeddedRedis } from '../src/infrastructure/embedded-redis';
-import { runMigrations } from '../src/infrastructure/migrate';
 import { childrenOf } from '../harness/launcher';
 
 /** Linux reports process times in USER_HZ ticks, 100 per second on every architecture Node runs on. */
@@ -172,27 +161,31 @@ export function sumRedis(readings: RedisServerReading[]): { redisCalls: Record<s
   return { redisCalls, redisCpuS: readings.reduce((s, r) => s + r.redisCpuS, 0) };
 }
 
+/** Redis calls and CPU between two readings of one server, or of a setup's servers summed. */
+function redisDelta(b: Omit<RedisServerReading, 'server'>, a: Omit<RedisServerReading, 'server'>, units: number) {
+  const byCommand = callDelta(b.redisCalls, a.redisCalls);
+  const redisScripts = scriptCalls(byCommand);
+  const redisCommands = allCalls(byCommand);
+  const redisCpuS = a.redisCpuS - b.redisCpuS;
+  return {
+    byCommand,
+    totals: { redisScripts, redisCommands, redisCpuS },
+    perUnit: {
+      redisScripts: per(redisScripts, units),
+      redisCommands: per(redisCommands, units),
+      redisCpuUs: per(redisCpuS * 1e6, units),
+    },
+  };
+}
+
 /** Per server, when both snapshots read the same several servers. */
 function serverDeltas(before: CostSnapshot, after: CostSnapshot, units: number): RedisServerCosts[] | undefined {
   const b = before.redisServers;
   const a = after.redisServers;
   if (!a || !b || a.length < 2 || a.length !== b.length || a.some((x, i) => x.server !== b[i].server)) return undefined;
   return a.map((x, i) => {
-    const byCommand = callDelta(b[i].redisCalls, x.redisCalls);
-    const totals = {
-      redisScripts: scriptCalls(byCommand),
-      redisCommands: allCalls(byCommand),
-      redisCpuS: x.redisCpuS - b[i].redisCpuS,
-    };
-    return {
-      server: x.server,
-      totals,
-      perUnit: {
-        redisScripts: per(totals.redisScripts, units),
-        redisCommands: per(totals.redisCommands, units),
-        redisCpuUs: per(totals.redisCpuS * 1e6, units),
-      },
-    };
+    const { totals, perUnit } = redisDelta(b[i], x, units);
+    return { server: x.server, totals, perUnit };
   });
 }
 
@@ -202,15 +195,14 @@ export function costDeltas(
   unit: ScenarioCosts['unit'],
   units: number,
 ): ScenarioCosts {
-  const byCommand = callDelta(before.redisCalls, after.redisCalls);
-  const redisScripts = scriptCalls(byCommand);
-  const redisCommands = allCalls(byCommand);
+  const redis = redisDelta(before, after, units);
+  const { redisScripts, redisCommands, redisCpuS } = redis.totals;
   const redisServers = serverDeltas(before, after, units);
   const totals = {
     redisScripts,
     redisCommands,
-    redisByCommand: byCommand,
-    redisCpuS: after.redisCpuS - before.redisCpuS,
+    redisByCommand: redis.byCommand,
+    redisCpuS,
     pgWriteTransactions: after.pgNextXid - before.pgNextXid,
     pgStatements:
       after.pgStatements == null || before.pgStatements == null ? null : after.pgStatements - before.pgStatements,
@@ -224,9 +216,7 @@ export function costDeltas(
     windowS: (after.atMs - before.atMs) / 1000,
     totals,
     perUnit: {
-      redisScripts: per(redisScripts, units),
-      redisCommands: per(redisCommands, units),
-      redisCpuUs: per(totals.redisCpuS * 1e6, units),
+      ...redis.perUnit,
       pgWriteTransactions: per(totals.pgWriteTransactions, units),
       pgStatements: totals.pgStatements == null ? null : per(totals.pgStatements, units),
       pgWalBytes: per(totals.pgWalBytes, units),
@@ -326,32 +316,4 @@ export function startBenchPostgres(dir: string, statementCounts = true): ReturnT
     persistent: false,
     settings: statementCounts ? { shared_preload_libraries: 'pg_stat_statements' } : {},
   });
-}
-
-/**
- * The servers of a benchmark that runs on its own (bench:door, bench:events): a throwaway
- * PostgreSQL (migrated, with pg_stat_statements) and redis-server, a PostgreSQL client and a cost
- * probe on both. Each one's stop goes into `cleanups`, to be run in reverse order.
- */
-export async function startBenchServers(
-  name: string,
-  cleanups: Array<() => Promise<unknown>>,
-  log: (line: string) => void,
-): Promise<{ pg: { url: string }; redis: { url: string }; db: Client; probe: CostProbe }> {
-  const dir = mkdtempSync(join(os.tmpdir(), `flashsale-${name}-`));
-  cleanups.push(() => Promise.resolve(rmSync(dir, { recursive: true, force: true })));
-  log('starting embedded PostgreSQL and redis-server ...');
-  const pg = await startBenchPostgres(dir);
-  cleanups.push(() => pg.stop());
-  const redis = await startEmbeddedRedis();
-  cleanups.push(() => redis.stop());
-  await runMigrations(pg.url);
-  const db = new Client({ connectionString: pg.url });
-  db.on('error', (err) => log(`PostgreSQL connection: ${err.message}`));
-  await db.connect();
-  cleanups.push(() => db.end());
-  await db.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
-  const probe = await CostProbe.open(db, redis.url);
-  cleanups.push(() => Promise.resolve(probe.close()));
-  return { pg, redis, db, probe };
 }

@@ -1,29 +1,18 @@
-// `npm run bench:door`: what the door costs, measured in one run on this machine, each figure
-// beside GET /health/live of the same process (the cost of answering nothing):
-// - refusals of a sold-out product to distinct buyers (410), and holders asking again (409), with
-//   the PostgreSQL statements (pg_stat_statements) and Redis commands (INFO commandstats) each cost;
-// - 429 RATE_LIMITED to one user over budget;
-// - orders/s with buyer identity on (HS256 tokens, one per buyer) against off;
-// - the memory a process spends on knowing a sold-out product of 100,000 holders.
-// It starts its own PostgreSQL and Redis and one service process per configuration, one after the
-// other (never two loads at once), and writes door.md and door.json beside latest.md.
-import { mkdirSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
-import { join } from 'node:path';
+// `npm run bench:door` (bench/README.md): what a "no" costs (410, 409, 429), orders/s with buyer
+// identity on and off, and the memory of a sold-out product's holders, each beside GET /health/live
+// of the same process; one service start per configuration, one after the other.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { parseArgs } from 'node:util';
 import { SignJWT } from 'jose';
 import { Client } from 'pg';
-import { CostProbe, costDeltas, ScenarioCosts, startBenchServers } from './costs';
-import { launchService, ServiceProcess } from '../harness/launcher';
-import { Latency, LoadSpec, runLoad } from './load';
+import type { ServiceProcess } from '../harness/launcher';
+import { CostProbe, costDeltas, ScenarioCosts } from './costs';
+import { addCounts, Latency, LoadSpec, mergeLatency, runLoad } from './load';
 import { createProductViaApi } from './scenarios';
-import { BENCH_SHOP_TOKEN } from './service';
+import { SERVICE_HEAP_MB } from './service';
+import { machine, readFlags, RESULTS_DIR, runMain, splitFlags, withServers, writeResults } from './standalone';
+import type { NewProduct } from './types';
 
-const ADMIN_TOKEN = 'bench-door-admin-token-0123456789';
 const JWT_SECRET = 'bench-door-buyer-secret-0123456789abcdef';
-/** As `npm start`. */
-const HEAP_MB = 128;
 
 export interface DoorRow {
   id: string;
@@ -61,12 +50,10 @@ export interface DoorReport {
 
 /** The targets of the door, as ratios of rows measured in this run. */
 export function doorTargets(rows: DoorRow[]): DoorTarget[] {
-  const rate = (id: string) => rows.find((r) => r.id === id)?.perSec ?? NaN;
-  const per = (id: string, key: 'pgStatements' | 'redisCommands') => {
-    const p = rows.find((r) => r.id === id)?.costs.perUnit;
-    return p ? ((key === 'pgStatements' ? p.pgStatements : p.redisCommands) ?? NaN) : NaN;
-  };
-  const cpu = (id: string) => rows.find((r) => r.id === id)?.costs.perUnit.targetCpuUs ?? NaN;
+  const row = (id: string) => rows.find((r) => r.id === id);
+  const rate = (id: string) => row(id)?.perSec ?? NaN;
+  const per = (id: string, key: 'pgStatements' | 'redisCommands') => row(id)?.costs.perUnit[key] ?? NaN;
+  const cpu = (id: string) => row(id)?.costs.perUnit.targetCpuUs ?? NaN;
   const t = (name: string, measured: number, target: number, sense: '>=' | '<=' = '>='): DoorTarget => ({
     name,
     measured,
@@ -103,55 +90,45 @@ export function doorTargets(rows: DoorRow[]): DoorTarget[] {
 const f = (n: number | null | undefined, digits = 0) => (n == null || !Number.isFinite(n) ? '-' : n.toFixed(digits));
 
 export function renderDoor(r: DoorReport): string {
-  const out: string[] = [];
-  out.push(`# The door: what a "no" costs (${r.startedAt})`);
-  out.push('');
-  out.push(
+  const row = (x: DoorRow) => {
+    const p = x.costs.perUnit;
+    return `| ${x.id} | ${x.start} | ${x.what} | ${x.answers} | ${f(x.perSec)} | ${f(x.latencyMs?.p50, 1)} | ${f(x.latencyMs?.p99, 1)} | ${f(p.pgStatements, 3)} | ${f(p.redisCommands, 3)} | ${f(p.targetCpuUs)} |`;
+  };
+  return [
+    `# The door: what a "no" costs (${r.startedAt})`,
+    '',
     `${r.machine.cores} cores, ${r.machine.memoryGb} GB, Node ${r.machine.node}; ${r.connections} connections, ${r.durationS} s per row; one service process ` +
-      `(WORKERS=1, --max-old-space-size=${HEAP_MB}) per start, started in turn; the load generator, PostgreSQL and Redis share the same cores. ` +
+      `(WORKERS=1, --max-old-space-size=${SERVICE_HEAP_MB}) per start, started in turn; the load generator, PostgreSQL and Redis share the same cores. ` +
       'Rows compared by a target are measured interleaved (A, B, A, B, half the time each) in one process, or (orders with identity off and on) in alternating starts: off, on, off, on. ' +
       'Costs per answer: PostgreSQL statements from pg_stat_statements (read-only ones included; the sold-out board polls once per SOLD_OUT_STALE_MS / 4 whatever the load, and those polls are in), Redis commands from INFO commandstats, service CPU from /proc.',
-  );
-  out.push('');
-  out.push(
+    '',
     '| row | start | what | answers | answers/s | p50 ms | p99 ms | PG statements / answer | Redis commands / answer | service CPU µs / answer |',
-  );
-  out.push('|---|---|---|--:|--:|--:|--:|--:|--:|--:|');
-  for (const x of r.rows) {
-    const p = x.costs.perUnit;
-    out.push(
-      `| ${x.id} | ${x.start} | ${x.what} | ${x.answers} | ${f(x.perSec)} | ${f(x.latencyMs?.p50, 1)} | ${f(x.latencyMs?.p99, 1)} | ${f(p.pgStatements, 3)} | ${f(p.redisCommands, 3)} | ${f(p.targetCpuUs)} |`,
-    );
-  }
-  out.push('');
-  out.push('| target | measured | wanted | |');
-  out.push('|---|--:|--:|---|');
-  for (const t of r.targets)
-    out.push(`| ${t.name} | ${f(t.measured, 3)} | ${t.sense} ${t.target} | ${t.ok ? 'pass' : 'MISSED'} |`);
-  out.push('');
-  out.push(
+    '|---|---|---|--:|--:|--:|--:|--:|--:|--:|',
+    ...r.rows.map(row),
+    '',
+    '| target | measured | wanted | |',
+    '|---|--:|--:|---|',
+    ...r.targets.map(
+      (t) => `| ${t.name} | ${f(t.measured, 3)} | ${t.sense} ${t.target} | ${t.ok ? 'pass' : 'MISSED'} |`,
+    ),
+    '',
     `Memory: a sold-out product with ${r.memory.holders} live orders, learnt by a process in ${f(r.memory.learnMs)} ms (one statement), ` +
       `took its heap from ${f(r.memory.heapBeforeMb, 1)} MB to ${f(r.memory.heapAfterMb, 1)} MB (V8 heap used as the service reports it, garbage included); ` +
       `the entry alone (a Map of ${r.memory.holders} user ids to order ids, between two forced collections in the benchmark's process) is ${f(r.memory.entryMb, 1)} MB.`,
-  );
-  out.push('');
-  return out.join('\n');
+    '',
+  ].join('\n');
 }
 
 interface Ctx {
   db: Client;
+  adminToken: string;
   probe: CostProbe;
   durationS: number;
   connections: number;
   log: (line: string) => void;
 }
 
-async function measure(
-  ctx: Ctx,
-  svc: ServiceProcess,
-  row: Omit<DoorRow, 'answers' | 'elapsedS' | 'perSec' | 'statusCounts' | 'latencyMs' | 'costs'>,
-  load: Partial<LoadSpec>,
-): Promise<DoorRow> {
+async function measure(ctx: Ctx, svc: ServiceProcess, row: RowHead, load: Partial<LoadSpec>): Promise<DoorRow> {
   const before = await ctx.probe.snapshot(svc.pid);
   const result = await runLoad({
     url: svc.url,
@@ -183,9 +160,7 @@ export function merge(parts: DoorRow[]): DoorRow {
   const answers = parts.reduce((n, p) => n + p.answers, 0);
   const ok = parts.reduce((n, p) => n + (p.statusCounts[String(p.okStatus)] ?? 0), 0);
   const elapsedS = parts.reduce((n, p) => n + p.elapsedS, 0);
-  const statusCounts: Record<string, number> = {};
-  for (const p of parts)
-    for (const [k, v] of Object.entries(p.statusCounts)) statusCounts[k] = (statusCounts[k] ?? 0) + v;
+  const statusCounts = addCounts(...parts.map((p) => p.statusCounts));
   const weighted = (get: (p: DoorRow) => number | null | undefined): number | null => {
     if (parts.some((p) => get(p) == null)) return null;
     return answers === 0 ? 0 : parts.reduce((n, p) => n + (get(p) as number) * p.answers, 0) / answers;
@@ -197,22 +172,13 @@ export function merge(parts: DoorRow[]): DoorRow {
     redisScripts: weighted((p) => p.costs.perUnit.redisScripts) ?? 0,
     targetCpuUs: weighted((p) => p.costs.perUnit.targetCpuUs),
   };
-  const latencies = parts.map((p) => p.latencyMs).filter((l): l is Latency => l !== null);
   return {
     ...parts[0],
     answers,
     elapsedS,
     perSec: elapsedS > 0 ? ok / elapsedS : 0,
     statusCounts,
-    latencyMs:
-      latencies.length === 0
-        ? null
-        : {
-            p50: latencies.reduce((n, l) => n + l.p50, 0) / latencies.length,
-            p99: Math.max(...latencies.map((l) => l.p99)),
-            max: Math.max(...latencies.map((l) => l.max)),
-            mean: latencies.reduce((n, l) => n + l.mean, 0) / latencies.length,
-          },
+    latencyMs: mergeLatency(parts.map((p) => p.latencyMs)),
     costs: { ...parts[0].costs, units: answers, perUnit },
   };
 }
@@ -248,16 +214,9 @@ async function untilRefusedFromMemory(svc: ServiceProcess, productId: number, pr
   throw new Error(`product ${productId} was not answered from memory within 30 s`);
 }
 
-async function warmUp(ctx: Ctx, svc: ServiceProcess, seconds: number): Promise<void> {
-  await runLoad({
-    url: svc.url,
-    get: '/health/live',
-    okStatus: 200,
-    connections: ctx.connections,
-    durationS: seconds,
-    timeoutS: 20,
-    label: 'warm-up',
-  });
+/** Unmeasured load for 2 s: JIT-compiled before anything is timed. */
+async function warmUp(ctx: Ctx, svc: ServiceProcess, load: Partial<LoadSpec>, label: string): Promise<void> {
+  await runLoad({ url: svc.url, connections: ctx.connections, durationS: 2, timeoutS: 20, label, ...load });
 }
 
 async function heapUsedMb(svc: ServiceProcess): Promise<number> {
@@ -285,7 +244,7 @@ function entryMb(holders: number): number | null {
 
 /** A product of `holders` units, sold out straight in PostgreSQL (a fixture), then learnt by the process. */
 async function boardMemory(ctx: Ctx, svc: ServiceProcess, holders: number): Promise<DoorReport['memory']> {
-  const productId = await createProductViaApi(svc.url, ADMIN_TOKEN, {
+  const productId = await createProductViaApi(svc.url, ctx.adminToken, {
     name: 'door memory',
     stock: holders,
     segments: 20,
@@ -303,61 +262,35 @@ async function boardMemory(ctx: Ctx, svc: ServiceProcess, holders: number): Prom
   return { holders, heapBeforeMb, heapAfterMb: await heapUsedMb(svc), learnMs, entryMb: entryMb(holders) };
 }
 
+type RowHead = Omit<DoorRow, 'answers' | 'elapsedS' | 'perSec' | 'statusCounts' | 'latencyMs' | 'costs'>;
+
 async function main(): Promise<void> {
-  const { values } = parseArgs({
-    options: {
-      duration: { type: 'string' },
-      connections: { type: 'string' },
-      holders: { type: 'string' },
-      out: { type: 'string' },
-      'node-flags': { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
-  });
-  if (values.help) {
-    process.stdout.write(
-      'npm run bench:door -- [--duration S (8)] [--connections N (100)] [--holders N (100000)] [--out DIR (bench/results)]\n',
-    );
-    return;
-  }
-  const durationS = Number(values.duration ?? 8);
-  const connections = Number(values.connections ?? 100);
-  const holders = Number(values.holders ?? 100_000);
+  const flags = readFlags(
+    ['duration', 'connections', 'holders', 'out', 'node-flags'],
+    'npm run bench:door -- [--duration S (8)] [--connections N (100)] [--holders N (100000)] [--out DIR (bench/results)]',
+  );
+  if (!flags) return;
+  const durationS = Number(flags.duration ?? 8);
+  const connections = Number(flags.connections ?? 100);
+  const holders = Number(flags.holders ?? 100_000);
   // For profiling: --node-flags="--cpu-prof --cpu-prof-dir=/tmp/prof" writes one profile per service start.
-  const nodeFlags = values['node-flags']?.split(' ').filter((x) => x !== '') ?? [];
-  const outDir = values.out ?? join(__dirname, '..', '..', 'bench', 'results');
+  const nodeFlags = splitFlags(flags['node-flags']) ?? [];
   const log = (line: string) => process.stderr.write(`${line}\n`);
   const startedAt = new Date().toISOString();
-  const cleanups: Array<() => Promise<unknown>> = [];
-  try {
-    const { pg, redis, db, probe } = await startBenchServers('door', cleanups, log);
-    const ctx: Ctx = { db, probe, durationS, connections, log };
-    const base = {
-      DATABASE_URL: pg.url,
-      REDIS_URL: redis.url,
-      ADMIN_TOKEN,
-      SHOP_TOKEN: BENCH_SHOP_TOKEN,
-      RATE_LIMIT_USER: '0',
-      RATE_LIMIT_IP: '0',
-      LOG_LEVEL: 'warn',
-      LOCK_WAIT_MS: '30000',
-      DB_TIMEOUT_MS: '30000',
-    };
+  await withServers('door', log, async (servers) => {
+    const { db, probe, adminToken } = servers;
+    const ctx: Ctx = { db, probe, adminToken, durationS, connections, log };
     const start = async (env: Record<string, string>) => {
-      const svc = await launchService({ env: { ...base, ...env }, heapMb: HEAP_MB, nodeFlags });
-      cleanups.push(() => svc.stop());
-      await warmUp(ctx, svc, 2);
+      const svc = await servers.start({ LOCK_WAIT_MS: '30000', DB_TIMEOUT_MS: '30000', ...env }, nodeFlags);
+      await warmUp(ctx, svc, { get: '/health/live', okStatus: 200 }, 'warm-up');
       return svc;
     };
+    const newProduct = (svc: ServiceProcess, p: NewProduct) => createProductViaApi(svc.url, adminToken, p);
     const rows: DoorRow[] = [];
     // Rows compared with each other are measured interleaved (A, B, A, B, half the time each) in the
     // same process, or in alternating starts: a one-off slow second, or a start that lands on a
     // busier moment of this shared machine, then weighs on both sides alike.
-    type Part = [
-      Omit<DoorRow, 'answers' | 'elapsedS' | 'perSec' | 'statusCounts' | 'latencyMs' | 'costs'>,
-      Partial<LoadSpec>,
-    ];
-    const interleaved = async (svc: ServiceProcess, parts: Part[], rounds = 2): Promise<DoorRow[]> => {
+    const interleaved = async (svc: ServiceProcess, parts: Array<[RowHead, Partial<LoadSpec>]>, rounds = 2) => {
       const measured: DoorRow[][] = parts.map(() => []);
       for (let r = 0; r < rounds; r++) {
         for (const [i, [row, load]] of parts.entries())
@@ -365,48 +298,41 @@ async function main(): Promise<void> {
       }
       return measured.map(merge);
     };
+    const head = (start: RowHead['start'], id: string, what: string, okStatus: number) => ({
+      id,
+      start,
+      what,
+      okStatus,
+    });
 
     // 1. Identity off, no limits: the floor and the refusals, interleaved; then the orders.
     let svc = await start({});
-    const soldOut = await createProductViaApi(svc.url, ADMIN_TOKEN, { name: 'door sold out', stock: 20, segments: 20 });
+    const soldOut = await newProduct(svc, { name: 'door sold out', stock: 20, segments: 20 });
     for (let i = 0; i < 20; i++)
       if ((await order(svc, { userId: `holder-${i}`, productId: soldOut })) !== 201)
         throw new Error('the sell-out failed');
     await untilRefusedFromMemory(svc, soldOut, 'teach');
     // Unmeasured: the refusal path compiled by the JIT before it is timed, as the floor's was.
-    await runLoad({
-      url: svc.url,
-      productId: soldOut,
-      userPrefix: 'warm-late-',
-      okStatus: 410,
-      connections,
-      durationS: 2,
-      timeoutS: 20,
-      label: 'warm-up refusals',
-    });
+    await warmUp(ctx, svc, { productId: soldOut, userPrefix: 'warm-late-', okStatus: 410 }, 'warm-up refusals');
     let late = 0;
+    const holderBodies = Array.from({ length: 20 }, (_, i) =>
+      JSON.stringify({ userId: `holder-${i}`, productId: soldOut }),
+    );
     rows.push(
       ...(await interleaved(svc, [
-        [{ id: 'health-live-plain', start: 'plain', what: 'GET /health/live', okStatus: 200 }, { get: '/health/live' }],
+        [head('plain', 'health-live-plain', 'GET /health/live', 200), { get: '/health/live' }],
         [
-          {
-            id: 'sold-out-410',
-            start: 'plain',
-            what: 'POST /orders, sold-out product, distinct buyers (a body per request)',
-            okStatus: 410,
-          },
+          head('plain', 'sold-out-410', 'POST /orders, sold-out product, distinct buyers (a body per request)', 410),
           { bodyOf: () => JSON.stringify({ userId: `late-${late++}`, productId: soldOut }) },
         ],
         [
-          {
-            id: 'already-ordered-409',
-            start: 'plain',
-            what: 'POST /orders, sold-out product, its 20 holders again (20 fixed bodies)',
-            okStatus: 409,
-          },
-          {
-            bodies: Array.from({ length: 20 }, (_, i) => JSON.stringify({ userId: `holder-${i}`, productId: soldOut })),
-          },
+          head(
+            'plain',
+            'already-ordered-409',
+            'POST /orders, sold-out product, its 20 holders again (20 fixed bodies)',
+            409,
+          ),
+          { bodies: holderBodies },
         ],
       ])),
     );
@@ -422,11 +348,7 @@ async function main(): Promise<void> {
     let buyer = 0;
     const ordersOf = async (identity: boolean): Promise<DoorRow> => {
       svc = await start(identity ? { BUYER_JWT_SECRET: JWT_SECRET } : {});
-      const productId = await createProductViaApi(svc.url, ADMIN_TOKEN, {
-        name: 'door orders',
-        stock: 10_000_000,
-        segments: 20,
-      });
+      const productId = await newProduct(svc, { name: 'door orders', stock: 10_000_000, segments: 20 });
       // Every request takes the next buyer (and token): no buyer orders twice, the warm-ups' included.
       const load: Partial<LoadSpec> = identity
         ? {
@@ -437,23 +359,18 @@ async function main(): Promise<void> {
             bodyOf: () => JSON.stringify({ userId: `buyer-${buyer++}`, productId }),
             headersOf: () => ({ authorization: `Bearer ${tokens[buyer % tokens.length]}` }),
           };
-      await runLoad({ url: svc.url, connections, timeoutS: 20, durationS: 2, label: 'warm-up orders', ...load });
+      await warmUp(ctx, svc, load, 'warm-up orders');
       const row = await measure(
         { ...ctx, durationS: durationS / 2 },
         svc,
         identity
-          ? {
-              id: 'orders-hs256',
-              start: 'identity',
-              what: 'POST /orders, distinct buyers each with an HS256 token, 20 segments',
-              okStatus: 201,
-            }
-          : {
-              id: 'orders-plain',
-              start: 'plain',
-              what: 'POST /orders, distinct buyers, 20 segments, identity off (a token header sent and ignored)',
-              okStatus: 201,
-            },
+          ? head('identity', 'orders-hs256', 'POST /orders, distinct buyers each with an HS256 token, 20 segments', 201)
+          : head(
+              'plain',
+              'orders-plain',
+              'POST /orders, distinct buyers, 20 segments, identity off (a token header sent and ignored)',
+              201,
+            ),
         load,
       );
       await svc.stop();
@@ -477,35 +394,15 @@ async function main(): Promise<void> {
     // 3. One user over a budget of 1 call per second, interleaved with the floor.
     svc = await start({ RATE_LIMIT_USER: '1' });
     // A sale that has not started: whatever passes the budget changes nothing (403).
-    const later = await createProductViaApi(svc.url, ADMIN_TOKEN, {
-      name: 'door limited',
-      stock: 10,
-      segments: 2,
-      startsAt: new Date(Date.now() + 3_600_000).toISOString(),
-    });
+    const startsAt = new Date(Date.now() + 3_600_000).toISOString();
+    const later = await newProduct(svc, { name: 'door limited', stock: 10, segments: 2, startsAt });
     const eager = [JSON.stringify({ userId: 'eager', productId: later })];
-    await runLoad({
-      url: svc.url,
-      bodies: eager,
-      okStatus: 429,
-      connections,
-      durationS: 2,
-      timeoutS: 20,
-      label: 'warm-up 429s',
-    });
+    await warmUp(ctx, svc, { bodies: eager, okStatus: 429 }, 'warm-up 429s');
     rows.push(
       ...(await interleaved(svc, [
+        [head('limited', 'health-live-limited', 'GET /health/live', 200), { get: '/health/live' }],
         [
-          { id: 'health-live-limited', start: 'limited', what: 'GET /health/live', okStatus: 200 },
-          { get: '/health/live' },
-        ],
-        [
-          {
-            id: 'rate-limited-429',
-            start: 'limited',
-            what: 'POST /orders, one user over RATE_LIMIT_USER=1 (one fixed body)',
-            okStatus: 429,
-          },
+          head('limited', 'rate-limited-429', 'POST /orders, one user over RATE_LIMIT_USER=1 (one fixed body)', 429),
           { bodies: eager },
         ],
       ])),
@@ -514,26 +411,17 @@ async function main(): Promise<void> {
 
     const report: DoorReport = {
       startedAt,
-      machine: { cores: os.cpus().length, memoryGb: Math.round(os.totalmem() / 2 ** 30), node: process.versions.node },
+      machine: machine(),
       durationS,
       connections,
       rows,
       memory,
       targets: doorTargets(rows),
     };
-    mkdirSync(outDir, { recursive: true });
-    writeFileSync(join(outDir, 'door.json'), `${JSON.stringify(report, null, 2)}\n`);
     const md = renderDoor(report);
-    writeFileSync(join(outDir, 'door.md'), md);
+    writeResults(flags.out ?? RESULTS_DIR, 'door', report, md);
     process.stdout.write(md);
-  } finally {
-    while (cleanups.length > 0) await cleanups.pop()!().catch((err: Error) => log(`cleanup: ${err.message}`));
-  }
-}
-
-if (require.main === module) {
-  main().catch((err: Error) => {
-    process.stderr.write(`bench:door failed: ${err.stack ?? err.message}\n`);
-    process.exit(1);
   });
 }
+
+if (require.main === module) runMain('bench:door failed: ', main);

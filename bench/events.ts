@@ -1,25 +1,13 @@
-// `npm run bench:events`: what the order event outbox costs the order path, measured in one run on
-// this machine. One service process, one product of ample stock in 20 segments, POST /orders from
-// distinct buyers at a fixed concurrency; the same load with the outbox's triggers enabled (every
-// order writes its order.reserved event in its own statement's transaction, as in production) and
-// disabled (ALTER TABLE ... DISABLE TRIGGER: the order path of before the outbox), interleaved in
-// rounds (on, off, then off, on, ...) so that a slow moment of this shared machine weighs on both.
-// Checks that every order made with the triggers on has its event and none made with them off has
-// one. Writes events.md and events.json beside latest.md.
-import { mkdirSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
-import { join } from 'node:path';
+// `npm run bench:events` (bench/README.md): what the order event outbox costs the order path; the
+// same load with the outbox's triggers enabled and disabled, interleaved in rounds (on, off, then
+// off, on, ...) so that a slow moment of this shared machine weighs on both.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { parseArgs } from 'node:util';
 import { Client } from 'pg';
-import { launchService } from '../harness/launcher';
-import { costDeltas, ScenarioCosts, startBenchServers } from './costs';
-import { Latency, runLoad } from './load';
+import { costDeltas, ScenarioCosts } from './costs';
+import { Latency, mergeLatency, runLoad } from './load';
 import { createProductViaApi } from './scenarios';
-import { BENCH_SHOP_TOKEN } from './service';
+import { machine, readFlags, RESULTS_DIR, runMain, withServers, writeResults } from './standalone';
 
-const ADMIN_TOKEN = 'bench-events-admin-token-0123456789';
-const HEAP_MB = 128;
 const TRIGGERS = [
   ['orders', 'order_events_on_insert'],
   ['orders', 'order_events_on_update'],
@@ -41,19 +29,6 @@ export interface EventsPart {
   events: number;
 }
 
-export interface EventsRow {
-  mode: Mode;
-  orders: number;
-  elapsedS: number;
-  perSec: number;
-  p50Ms: number | null;
-  p99Ms: number | null;
-  pgCpuUsPerOrder: number | null;
-  pgWalBytesPerOrder: number;
-  serviceCpuUsPerOrder: number | null;
-  eventsPerOrder: number;
-}
-
 export interface EventsReport {
   startedAt: string;
   machine: { cores: number; memoryGb: number; node: string };
@@ -62,13 +37,13 @@ export interface EventsReport {
   connections: number;
   segments: number;
   parts: EventsPart[];
-  rows: EventsRow[];
+  rows: Array<ReturnType<typeof summarise>>;
   ratio: number;
   target: number;
 }
 
 /** The parts of one mode added up: orders and time add up, costs per order weighted by orders. */
-export function summarise(parts: EventsPart[], mode: Mode): EventsRow {
+export function summarise(parts: EventsPart[], mode: Mode) {
   const mine = parts.filter((p) => p.mode === mode);
   const orders = mine.reduce((n, p) => n + p.orders, 0);
   const elapsedS = mine.reduce((n, p) => n + p.elapsedS, 0);
@@ -76,14 +51,14 @@ export function summarise(parts: EventsPart[], mode: Mode): EventsRow {
     if (mine.some((p) => get(p) === null) || orders === 0) return null;
     return mine.reduce((n, p) => n + (get(p) as number) * p.orders, 0) / orders;
   };
-  const latencies = mine.map((p) => p.latencyMs).filter((l): l is Latency => l !== null);
+  const latency = mergeLatency(mine.map((p) => p.latencyMs));
   return {
     mode,
     orders,
     elapsedS,
     perSec: elapsedS > 0 ? orders / elapsedS : 0,
-    p50Ms: latencies.length === 0 ? null : latencies.reduce((n, l) => n + l.p50, 0) / latencies.length,
-    p99Ms: latencies.length === 0 ? null : Math.max(...latencies.map((l) => l.p99)),
+    p50Ms: latency?.p50 ?? null,
+    p99Ms: latency?.p99 ?? null,
     pgCpuUsPerOrder: weighted((p) => p.costs.perUnit.pgCpuUs),
     pgWalBytesPerOrder: weighted((p) => p.costs.perUnit.pgWalBytes) ?? 0,
     serviceCpuUsPerOrder: weighted((p) => p.costs.perUnit.targetCpuUs),
@@ -126,61 +101,29 @@ async function setTriggers(db: Client, on: boolean): Promise<void> {
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({
-    options: {
-      duration: { type: 'string' },
-      rounds: { type: 'string' },
-      connections: { type: 'string' },
-      out: { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
-  });
-  if (values.help) {
-    process.stdout.write(
-      'npm run bench:events -- [--duration S (40: load seconds in all)] [--rounds N (4)] [--connections N (100)] [--out DIR (bench/results)]\n',
-    );
-    return;
-  }
-  const durationS = Number(values.duration ?? 40);
-  const rounds = Number(values.rounds ?? 4);
-  const connections = Number(values.connections ?? 100);
+  const flags = readFlags(
+    ['duration', 'rounds', 'connections', 'out'],
+    'npm run bench:events -- [--duration S (40: load seconds in all)] [--rounds N (4)] [--connections N (100)] [--out DIR (bench/results)]',
+  );
+  if (!flags) return;
+  const durationS = Number(flags.duration ?? 40);
+  const rounds = Number(flags.rounds ?? 4);
+  const connections = Number(flags.connections ?? 100);
   const segments = 20;
-  const outDir = values.out ?? join(__dirname, '..', '..', 'bench', 'results');
   const log = (line: string) => process.stderr.write(`${line}\n`);
   const startedAt = new Date().toISOString();
-  const cleanups: Array<() => Promise<unknown>> = [];
-  try {
-    const { pg, redis, db, probe } = await startBenchServers('events', cleanups, log);
-    const svc = await launchService({
-      env: {
-        DATABASE_URL: pg.url,
-        REDIS_URL: redis.url,
-        ADMIN_TOKEN,
-        SHOP_TOKEN: BENCH_SHOP_TOKEN,
-        RATE_LIMIT_USER: '0',
-        RATE_LIMIT_IP: '0',
-        LOG_LEVEL: 'warn',
-      },
-      heapMb: HEAP_MB,
-    });
-    cleanups.push(() => svc.stop());
-    const productId = await createProductViaApi(svc.url, ADMIN_TOKEN, {
+  await withServers('events', log, async ({ db, probe, adminToken, start }) => {
+    const svc = await start();
+    const productId = await createProductViaApi(svc.url, adminToken, {
       name: 'events bench',
       stock: 50_000_000,
       segments,
     });
+    const load = { url: svc.url, productId, connections, timeoutS: 30 };
     // Unmeasured: the order path compiled by the JIT, both ways.
     for (const on of [true, false]) {
       await setTriggers(db, on);
-      await runLoad({
-        url: svc.url,
-        productId,
-        userPrefix: `warm-${on}-`,
-        connections,
-        durationS: 2,
-        timeoutS: 30,
-        label: 'warm-up',
-      });
+      await runLoad({ ...load, userPrefix: `warm-${on}-`, durationS: 2, label: 'warm-up' });
     }
     const parts: EventsPart[] = [];
     const partS = durationS / rounds / 2;
@@ -190,16 +133,8 @@ async function main(): Promise<void> {
         await setTriggers(db, mode === 'events');
         const prefix = `r${round}-${mode}-`;
         const before = await probe.snapshot(svc.pid);
-        const result = await runLoad({
-          url: svc.url,
-          productId,
-          userPrefix: prefix,
-          connections,
-          durationS: partS,
-          timeoutS: 30,
-          label: `${mode} round ${round}`,
-          progress: log,
-        });
+        const what = `${mode} round ${round}`;
+        const result = await runLoad({ ...load, userPrefix: prefix, durationS: partS, label: what, progress: log });
         await sleep(200);
         const after = await probe.snapshot(svc.pid);
         const [{ orders, events }] = (
@@ -211,9 +146,9 @@ async function main(): Promise<void> {
         ).rows;
         // The requests in flight when the load stopped were sold but not counted by the load.
         if (orders < result.created || orders > result.created + connections)
-          throw new Error(`${mode} round ${round}: ${result.created} orders answered 201, ${orders} in PostgreSQL`);
+          throw new Error(`${what}: ${result.created} orders answered 201, ${orders} in PostgreSQL`);
         if (events !== (mode === 'events' ? orders : 0))
-          throw new Error(`${mode} round ${round}: ${orders} orders, ${events} order.reserved events`);
+          throw new Error(`${what}: ${orders} orders, ${events} order.reserved events`);
         parts.push({
           mode,
           round,
@@ -225,14 +160,14 @@ async function main(): Promise<void> {
           costs: costDeltas(before, after, 'order', orders),
           events: result.created * (orders === 0 ? 0 : events / orders),
         });
-        log(`${mode} round ${round}: ${(result.created / result.elapsedS).toFixed(0)} orders/s`);
+        log(`${what}: ${(result.created / result.elapsedS).toFixed(0)} orders/s`);
       }
     }
     await setTriggers(db, true);
     const rows = [summarise(parts, 'events'), summarise(parts, 'no-events')];
     const report: EventsReport = {
       startedAt,
-      machine: { cores: os.cpus().length, memoryGb: Math.round(os.totalmem() / 2 ** 30), node: process.version },
+      machine: { ...machine(), node: process.version },
       durationS,
       rounds,
       connections,
@@ -242,18 +177,9 @@ async function main(): Promise<void> {
       ratio: rows[0].perSec / rows[1].perSec,
       target: 0.9,
     };
-    mkdirSync(outDir, { recursive: true });
-    writeFileSync(join(outDir, 'events.json'), `${JSON.stringify(report, null, 2)}\n`);
-    writeFileSync(join(outDir, 'events.md'), renderEvents(report));
+    writeResults(flags.out ?? RESULTS_DIR, 'events', report, renderEvents(report));
     process.stdout.write(renderEvents(report));
-  } finally {
-    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
-  }
-}
-
-if (require.main === module) {
-  main().catch((err: Error) => {
-    process.stderr.write(`${err.stack ?? err.message}\n`);
-    process.exit(1);
   });
 }
+
+if (require.main === module) runMain('', main);

@@ -64,7 +64,6 @@ export interface LoadResult {
   /** Connection errors and timeouts as autocannon counts them. */
   errors: number;
   timeouts: number;
-  usersIssued: number;
 }
 
 /** Longer than the longest an order may wait for a lock, so a slow 201 is not cut off as a timeout. */
@@ -73,10 +72,35 @@ export function autocannonTimeoutS(lockWaitMs: number): number {
 }
 
 /** Node's own HDR histogram holds whole numbers, so latencies are recorded in microseconds. */
-function summarise(h: RecordableHistogram): Latency | null {
+export function latencyOf(h: RecordableHistogram): Latency | null {
   if (h.count === 0) return null;
   const ms = (us: number) => us / 1000;
   return { p50: ms(h.percentile(50)), p99: ms(h.percentile(99)), max: ms(h.max), mean: ms(h.mean) };
+}
+
+/** Counts one more `key` (an answer's status) in `counts`. */
+export function tally(counts: Record<string, number>, key: string, n = 1): void {
+  counts[key] = (counts[key] ?? 0) + n;
+}
+
+/** Status counts added up. */
+export function addCounts(...all: Array<Record<string, number>>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const c of all) for (const [k, n] of Object.entries(c)) tally(out, k, n);
+  return out;
+}
+
+/** Latencies of parts measured at different times: p50 and mean averaged, p99 and max the worst part's. */
+export function mergeLatency(parts: Array<Latency | null>): Latency | null {
+  const l = parts.filter((x): x is Latency => x !== null);
+  if (l.length === 0) return null;
+  const mean = (f: (x: Latency) => number) => l.reduce((n, x) => n + f(x), 0) / l.length;
+  return {
+    p50: mean((x) => x.p50),
+    p99: Math.max(...l.map((x) => x.p99)),
+    max: Math.max(...l.map((x) => x.max)),
+    mean: mean((x) => x.mean),
+  };
 }
 
 export function runLoad(spec: LoadSpec): Promise<LoadResult> {
@@ -122,6 +146,12 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
     const onAbort = () => running.instance?.stop();
     spec.signal?.addEventListener('abort', onAbort, { once: true });
 
+    // A fresh object per request template: autocannon may fill in its headers.
+    const post = () => ({
+      method: 'POST' as const,
+      path: spec.post ?? '/orders',
+      headers: { 'content-type': 'application/json' },
+    });
     const instance = (running.instance = autocannon(
       {
         url: spec.url,
@@ -134,17 +164,10 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
         requests: spec.get
           ? [{ method: 'GET', path: spec.get }]
           : spec.bodies
-            ? spec.bodies.map((b) => ({
-                method: 'POST' as const,
-                path: spec.post ?? '/orders',
-                headers: { 'content-type': 'application/json' },
-                body: b,
-              }))
+            ? spec.bodies.map((body) => ({ ...post(), body }))
             : [
                 {
-                  method: 'POST',
-                  path: spec.post ?? '/orders',
-                  headers: { 'content-type': 'application/json' },
+                  ...post(),
                   // Called for every request (not just once per connection), so no userId repeats.
                   setupRequest: (req) => {
                     const n = issued++;
@@ -172,10 +195,9 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
           responses,
           created,
           lastCreatedAtMs,
-          latency201: summarise(latencies),
+          latency201: latencyOf(latencies),
           errors: result.errors,
           timeouts: result.timeouts,
-          usersIssued: issued,
         });
       },
     ));
@@ -183,8 +205,7 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
     instance.on('response', (_client, statusCode, _bytes, responseTime) => {
       responses++;
       lastAnswerAt = Date.now();
-      const code = String(statusCode);
-      statusCounts[code] = (statusCounts[code] ?? 0) + 1;
+      tally(statusCounts, String(statusCode));
       if (statusCode === okStatus) {
         created++;
         latencies.record(Math.max(1, Math.round(responseTime * 1000)));

@@ -3,6 +3,7 @@
 // reaches one worker, so the deltas are checked against the orders PostgreSQL really holds and
 // labelled with how complete they are.
 import http from 'node:http';
+import { request } from './http';
 
 /** One sample line: name, labels, value. Only what the benchmark reads is kept. */
 export type Samples = Map<string, number>;
@@ -73,30 +74,18 @@ export function parsePrometheus(text: string): Samples {
   return out;
 }
 
-function get(text: string, url: string, timeoutMs: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    // agent:false = a new connection per scrape, so the cluster's round-robin moves to the next worker.
-    const req = http.get(url, { agent: false, headers: { connection: 'close' }, timeout: timeoutMs }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () =>
-        res.statusCode === 200
-          ? resolve(Buffer.concat(chunks).toString())
-          : reject(new Error(`${text}: HTTP ${res.statusCode}`)),
-      );
-      res.on('error', reject);
-    });
-    req.on('timeout', () => req.destroy(new Error(`${text}: timed out`)));
-    req.on('error', reject);
-  });
-}
+// No keep-alive: a new connection per scrape, so the cluster's round-robin moves to the next worker.
+const fresh = new http.Agent({ keepAlive: false });
 
 /** Scrapes /metrics once per worker, one after another, each on a fresh connection. */
 export async function snapshot(baseUrl: string, workers: number): Promise<MetricsSnapshot | null> {
   const scrapes: Samples[] = [];
   try {
-    for (let i = 0; i < workers; i++)
-      scrapes.push(parsePrometheus(await get('GET /metrics', `${baseUrl}/metrics`, 5000)));
+    for (let i = 0; i < workers; i++) {
+      const r = await request(fresh, baseUrl, 'GET', '/metrics', undefined, { connection: 'close' }, 5000);
+      if (r.status !== 200) throw new Error(`GET /metrics: HTTP ${r.status}`);
+      scrapes.push(parsePrometheus(r.text));
+    }
   } catch {
     return null;
   }

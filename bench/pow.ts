@@ -1,13 +1,9 @@
 /// <reference lib="dom" />
 // eslint-disable-next-line @typescript-eslint/triple-slash-reference -- bench/tsconfig.json does not include src/types
 /// <reference path="../src/types/altcha-lib.d.ts" />
-// `npm run bench:pow`: what proof of work costs, measured on this machine, without load on the
-// service. (1) The server's verification of one join's solution, as the door runs it on a join
-// (decode, then altcha-lib's check of the hash and the HMAC, then this service's checks of product,
-// user, expiry and difficulty), in µs per join, and the issue of one challenge; the single-use
-// claim after it is one Redis command (SET NX PX), not timed here. (2) The time the waiting page's
-// own solver (src/wait-page/page/solver.js with altcha-lib's worker, in headless Chromium) takes at
-// each difficulty step, over several challenges each. Writes pow.md and pow.json in bench/results.
+// `npm run bench:pow`: what proof of work costs on this machine, without load on the service: the
+// server's verification of one join's solution and the issue of a challenge (µs each), and the
+// time the waiting page's own solver takes in headless Chromium at each difficulty step.
 import { readFileSync, mkdirSync, writeFileSync, existsSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';

@@ -1,10 +1,7 @@
-// The Redis servers behind each Redis setup of the benchmark (REDIS_SETUPS in bench/types.ts):
-// single is the run's one redis-server; quorum adds two independent redis-servers beside it (the
-// Redlock majority is then 2 of 3); cluster is a 3-master Redis Cluster of its own. The extra
-// servers are started when the first service start on their setup needs them and stopped after
-// the last one (or by stop(), which runBenchmark's cleanup calls on errors and Ctrl-C too). Each
-// setup has a cost probe over all of its servers, so that what an order costs Redis is summed
-// over every server it touches.
+// The Redis servers behind each Redis setup (REDIS_SETUPS in bench/types.ts): single is the run's
+// redis-server; quorum adds two independent ones (a Redlock majority of 2 of 3); cluster is a
+// 3-master Redis Cluster. The extra servers run from the first service start on their setup to the
+// last, each setup with a cost probe summed over all of its servers.
 import { Client } from 'pg';
 import { startEmbeddedRedis } from '../src/infrastructure/embedded-redis';
 import { startEmbeddedRedisCluster } from '../harness/embedded-redis-cluster';
@@ -55,7 +52,6 @@ export class RedisSetups {
     await held.stop();
   }
 
-  /** Stops every extra server still running. */
   async stop(): Promise<void> {
     for (const setup of [...this.held.keys()]) await this.release(setup);
   }

@@ -1,9 +1,5 @@
-// Turns a benchmark run into what people read: latest.md (also printed on the console) (the machine and
-// settings, issue 8's targets computed from this run, the service against the bare peers, group
-// commit, the Redis setups, per-hold locking tables with ratios against the ideal, the sweep with
-// its Mermaid charts, the sale, the sale with returns, memory, the costs per order and per refusal), plus
-// latest.json with every figure for tooling (bench/scaling-model.ts reads it). Each section lives in
-// bench/report/; this file puts them in their order.
+// Turns a run into latest.md (also printed on the console) and latest.json: each section lives in
+// bench/report/, this file puts them in their order.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { batchMarkdown } from './report/batch';
@@ -22,7 +18,6 @@ import type { BenchmarkReport } from './types';
 export { findFast, findHealth, findSoldOut } from './report/find';
 export { redisSetupsSection } from './report/redis-setups';
 export { targets } from './report/targets';
-export type { TargetRow } from './report/targets';
 
 export function renderMarkdown(report: BenchmarkReport): string {
   return [

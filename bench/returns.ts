@@ -1,15 +1,13 @@
-// The sale with returns: the literal sale sells out; the shop's backend pays most reservations at
-// once; the rest come back, part cancelled through POST /orders/:id/cancel and part left to expire
-// past the product's short paymentTimeoutS (the service runs a short EXPIRY_SWEEP_MS for this);
-// new buyers, asking from the first return on and paying each reservation at once, buy the
-// returned units again. What it measures: how long returned units take to sell again (cancels per
-// second, the expiry lag, the time from the first return to the resale's sell-out), every figure
-// and every fate checked against PostgreSQL.
+// The sale with returns (bench/README.md): the sale sells out, the shop pays most reservations at
+// once, cancels some and leaves the rest to expire, and new buyers buy the returned units again;
+// how long that takes, and every figure and every fate checked against PostgreSQL.
 import http from 'node:http';
 import { createHistogram } from 'node:perf_hooks';
-import { autocannonTimeoutS, LoadResult, runLoad } from './load';
+import { request } from './http';
+import { addCounts, autocannonTimeoutS, latencyOf, LoadResult, runLoad, tally } from './load';
 import { scenarioDeltas, snapshot } from './metrics';
-import { auditProduct, Check, verify, waitQuiet } from '../harness/verify';
+import { auditProduct, Check, verify } from '../harness/verify';
+import { ordersLoad, quietOrders, resultOf } from './scenario-result';
 import { BENCH_SHOP_TOKEN } from './service';
 import type {
   CallFigures,
@@ -79,44 +77,19 @@ class Backend {
     if (this.active >= BACKEND_CONCURRENCY) await new Promise<void>((resolve) => this.waiting.push(resolve));
     this.active++;
     try {
-      return await this.send(path, JSON.stringify(body));
+      return await this.send(path, body);
     } finally {
       this.active--;
       this.waiting.shift()?.();
     }
   }
 
-  private send(path: string, payload: string): Promise<Answer> {
-    return new Promise((resolve) => {
-      const started = process.hrtime.bigint();
-      const chunks: Buffer[] = [];
-      const done = (status: number, err?: Error) =>
-        resolve({
-          status,
-          body: err ? err.message : Buffer.concat(chunks).toString(),
-          ms: Number(process.hrtime.bigint() - started) / 1e6,
-        });
-      const req = http.request(
-        `${this.base}${path}`,
-        {
-          method: 'POST',
-          agent: this.agent,
-          headers: {
-            'content-type': 'application/json',
-            'content-length': Buffer.byteLength(payload),
-            authorization: `Bearer ${BENCH_SHOP_TOKEN}`,
-          },
-        },
-        (res) => {
-          res.on('data', (c: Buffer) => chunks.push(c));
-          res.on('end', () => done(res.statusCode ?? 0));
-          res.on('error', (err) => done(0, err));
-        },
-      );
-      req.setTimeout(this.timeoutMs, () => req.destroy(new Error('timed out')));
-      req.on('error', (err) => done(0, err));
-      req.end(payload);
-    });
+  private send(path: string, body: unknown): Promise<Answer> {
+    const authorization = `Bearer ${BENCH_SHOP_TOKEN}`;
+    return request(this.agent, this.base, 'POST', path, body, { authorization }, this.timeoutMs).then(
+      (r) => ({ status: r.status, body: r.text, ms: r.ms }),
+      (err: Error) => ({ status: 0, body: err.message, ms: 0 }),
+    );
   }
 
   close(): void {
@@ -138,7 +111,7 @@ async function calls(
   await Promise.all(
     list.map(async (o) => {
       const a = await backend.post(`/orders/${o.id}/${action}`, { userId: o.userId });
-      statusCounts[String(a.status)] = (statusCounts[String(a.status)] ?? 0) + 1;
+      tally(statusCounts, String(a.status));
       if (a.status === 200) {
         ok.add(o.id);
         latencies.record(Math.max(1, Math.round(a.ms * 1000)));
@@ -154,15 +127,7 @@ async function calls(
       statusCounts,
       elapsedMs,
       perSec: elapsedMs > 0 ? ok.size / (elapsedMs / 1000) : 0,
-      latencyMs:
-        latencies.count === 0
-          ? null
-          : {
-              p50: latencies.percentile(50) / 1000,
-              p99: latencies.percentile(99) / 1000,
-              max: latencies.max / 1000,
-              mean: latencies.mean / 1000,
-            },
+      latencyMs: latencyOf(latencies),
     },
   };
 }
@@ -178,12 +143,6 @@ function countOf(counts: Record<string, number>, pred: (code: number) => boolean
     .reduce((s, [, n]) => s + n, 0);
 }
 
-function addCounts(...all: Array<Record<string, number>>): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const c of all) for (const [k, n] of Object.entries(c)) out[k] = (out[k] ?? 0) + n;
-  return out;
-}
-
 interface OrderFact {
   id: number;
   userId: string;
@@ -196,30 +155,18 @@ interface OrderFact {
 }
 
 /** Every order of the product and its segments, timestamps by PostgreSQL's clock (ms since the epoch). */
-async function facts(
-  ctx: RunContext,
-  productId: number,
-): Promise<{ orders: OrderFact[]; segments: Map<number, number> }> {
-  const { rows } = await ctx.db.query(
-    `SELECT id::text AS id, user_id, quantity, allocations, status,
-            (extract(epoch FROM created_at) * 1000)::float8 AS created_ms,
-            (extract(epoch FROM expires_at) * 1000)::float8 AS expires_ms,
-            (extract(epoch FROM closed_at) * 1000)::float8 AS closed_ms
+async function facts(ctx: RunContext, productId: number) {
+  const { rows } = await ctx.db.query<OrderFact & { id: string }>(
+    `SELECT id::text AS id, user_id AS "userId", quantity, allocations, status,
+            (extract(epoch FROM created_at) * 1000)::float8 AS "createdMs",
+            (extract(epoch FROM expires_at) * 1000)::float8 AS "expiresMs",
+            (extract(epoch FROM closed_at) * 1000)::float8 AS "closedMs"
        FROM orders WHERE product_id = $1`,
     [productId],
   );
   const seg = await ctx.db.query('SELECT idx, stock FROM stock_segments WHERE product_id = $1', [productId]);
   return {
-    orders: rows.map((r) => ({
-      id: Number(r.id),
-      userId: r.user_id,
-      quantity: r.quantity,
-      allocations: r.allocations,
-      status: r.status,
-      createdMs: r.created_ms,
-      expiresMs: r.expires_ms,
-      closedMs: r.closed_ms,
-    })),
+    orders: rows.map((r): OrderFact => ({ ...r, id: Number(r.id) })),
     segments: new Map(seg.rows.map((r) => [Number(r.idx), Number(r.stock)])),
   };
 }
@@ -259,15 +206,8 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
       if ((status >= 500 || status === 0) && samples5xx.length < 3) samples5xx.push(`${status} ${body.slice(0, 300)}`);
     };
     const sale = await runLoad({
-      url: ctx.url,
-      productId,
-      userPrefix: `b${productId}-`,
-      connections: ctx.connections,
+      ...ordersLoad(ctx, productId, 'b', `${spec.id} sale`),
       amount: buyers,
-      timeoutS,
-      label: `${spec.id} sale`,
-      progress: ctx.progress,
-      signal: ctx.signal,
       onAnswer: (status, body) => {
         if (status === 201) first.push({ ...parseOrder(body), fate: fateOf(first.length, spec.stock, plan) });
         else keep5xx(status, body);
@@ -302,22 +242,15 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
     const resaleRun: Promise<LoadResult | null> =
       resaleTarget > 0
         ? runLoad({
-            url: ctx.url,
-            productId,
-            userPrefix: `r${productId}-`,
-            connections: ctx.connections,
+            ...ordersLoad(ctx, productId, 'r', `${spec.id} resale`),
             durationS: capS,
-            timeoutS,
-            label: `${spec.id} resale`,
-            progress: ctx.progress,
-            signal: ctx.signal,
             onAnswer: (status, body) => {
               if (status !== 201) return keep5xx(status, body);
               const o = parseOrder(body);
               resold.push(o);
               resalePays.push(
                 backend.post(`/orders/${o.id}/pay`, { userId: o.userId }).then((a) => {
-                  resalePaysStatus[String(a.status)] = (resalePaysStatus[String(a.status)] ?? 0) + 1;
+                  tally(resalePaysStatus, String(a.status));
                   if (a.status === 200) resalePaid.add(o.id);
                   else keep5xx(a.status, `pay: ${a.body}`);
                 }),
@@ -339,13 +272,7 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
     const endedAt = Date.now();
 
     // Abandoned requests (cut off when the resale stopped) are still served: wait for them as every scenario does.
-    const ordersInDb = await waitQuiet(
-      ctx.db,
-      productId,
-      Math.max(500, spec.holdMs * 10),
-      ctx.lockWaitMs + 10_000,
-      ctx.signal,
-    );
+    const ordersInDb = await quietOrders(ctx, productId, spec.holdMs);
     const after = await snapshot(ctx.url, ctx.workers);
     const audit = await auditProduct(ctx.db, productId);
     const { orders, segments } = await facts(ctx, productId);
@@ -486,29 +413,25 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
       resold.length === resaleTarget,
       `${resold.length} of ${resaleTarget} returned units sold again within ${resale ? `${resale.elapsedS.toFixed(1)} s` : '0 s'} (cap ${capS} s)`,
     );
-    const verified = checks.every((c) => c.ok);
     const sellOutMs = sale.lastCreatedAtMs;
-    return {
-      ...spec,
-      productId,
-      connections: Math.min(ctx.connections, buyers),
-      elapsedS: (endedAt - sale.startedAtMs) / 1000,
-      responses: sale.responses,
-      statusCounts: sale.statusCounts,
-      created: sale.created,
-      ordersPerSec: sellOutMs ? sale.created / (sellOutMs / 1000) : 0,
-      latency201Ms: sale.latency201,
-      errors: sale.errors + (resale?.errors ?? 0),
-      timeouts: sale.timeouts + (resale?.timeouts ?? 0),
-      sellOutMs,
-      ordersInDb,
-      metrics: scenarioDeltas(before, after, ordersInDb),
-      // Its phases mix orders, pays, cancels and expiries: no one unit to divide by.
-      costs: null,
-      verification: { verified, checks, audit },
-      status: verified ? 'ok' : 'FAILED',
-      returns: figures,
-    };
+    // Its phases mix orders, pays, cancels and expiries: no one unit to divide by, so no costs.
+    const verification = { verified: checks.every((c) => c.ok), checks, audit };
+    const metrics = scenarioDeltas(before, after, ordersInDb);
+    return resultOf(
+      ctx,
+      spec,
+      sale,
+      { productId, ordersInDb, metrics, costs: null, verification },
+      {
+        connections: Math.min(ctx.connections, buyers),
+        elapsedS: (endedAt - sale.startedAtMs) / 1000,
+        ordersPerSec: sellOutMs ? sale.created / (sellOutMs / 1000) : 0,
+        errors: sale.errors + (resale?.errors ?? 0),
+        timeouts: sale.timeouts + (resale?.timeouts ?? 0),
+        sellOutMs,
+        returns: figures,
+      },
+    );
   } finally {
     backend.close();
   }

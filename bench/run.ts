@@ -1,8 +1,8 @@
 // CLI entry of `npm run bench`: parses the flags, runs runBenchmark() (bench/benchmark.ts), prints
 // the table, and exits non-zero when a scenario FAILED. Ctrl-C stops the load and everything the
 // benchmark started before exiting; a second Ctrl-C exits at once.
-import { parseArgs as parseFlags } from 'node:util';
 import { BenchmarkOptions, runBenchmark } from './benchmark';
+import { Flag, HELP, usageText, readFlags, toggle, value } from './cli';
 import { dirname, join } from 'node:path';
 import { renderConsole } from './report';
 import { renderQueue, runQueueBenchmark } from './waiting-room';
@@ -10,106 +10,53 @@ import { PEER_NAMES, PeerName } from './types';
 
 // Every flag once: parseArgs reads them, --help prints them.
 const FLAGS = {
-  duration: { type: 'string', arg: 'S', help: 'seconds of load per steady-state scenario (default 10; --quick: 3)' },
-  connections: { type: 'string', arg: 'N', help: 'autocannon connections (default 100)' },
-  workers: {
-    type: 'string',
-    arg: 'N',
-    help: 'WORKERS of the locking comparison, the sweep, the sale and the sale with returns (default 2)',
-  },
-  'speed-workers': {
-    type: 'string',
-    arg: 'N',
-    help: 'WORKERS beside the peers and in the group-commit comparison (default 1, as each peer)',
-  },
-  peers: { type: 'string', arg: 'LIST', help: `bare peers to run (default ${PEER_NAMES.join(',')})` },
-  'no-peers': { type: 'boolean', help: 'skip the bare peers and the GET /health/live floor' },
-  'no-group-commit': { type: 'boolean', help: 'skip ORDER_BATCH_MAX=1 against group commit' },
-  'batch-max': {
-    type: 'string',
-    arg: 'N',
-    help: "ORDER_BATCH_MAX wherever a row names no other (default: unset, the service's default)",
-  },
-  'holds-max': {
-    type: 'string',
-    arg: 'N',
-    help: "ORDER_HOLDS_MAX of every service start (default: unset, the service's default)",
-  },
-  'batch-sweep': {
-    type: 'string',
-    arg: 'LIST',
-    help: 'also sweep these ORDER_BATCH_MAX values at every --hold, e.g. 1,8,32,128 (default: none)',
-  },
-  'no-sold-out': {
-    type: 'boolean',
-    help: 'skip the refusals of a sold-out product (--speed-workers processes, hold 0)',
-  },
-  'no-redis-setups': {
-    type: 'boolean',
-    help: 'skip the Redis setups: the speed load (group commit and ORDER_BATCH_MAX=1) on a Redlock quorum of 3 and a 3-master Redis Cluster, against the one redis-server (starts 2 more redis-servers and a cluster)',
-  },
-  segments: { type: 'string', arg: 'LIST', help: 'segmented layouts compared with 1 segment (default 20)' },
-  hold: {
-    type: 'string',
-    arg: 'LIST',
-    help: 'ORDER_HOLD_MS values of the locking and group-commit comparisons (default 0,20)',
-  },
-  sweep: { type: 'string', arg: 'LIST', help: 'segment counts of the sweep (default 1,2,5,10,20,50; --quick: 1,5,20)' },
-  'sweep-hold': {
-    type: 'string',
-    arg: 'MS',
-    help: 'hold time of the sweep, the sale and the sale with returns (default 20)',
-  },
-  'no-sweep': { type: 'boolean', help: 'skip the sweep' },
-  'no-peer': {
-    type: 'boolean',
-    help: 'skip the no-Redis-lock mode (the bare peer with STOCK_LOCKING=database) in the comparison and the sweep',
-  },
-  'no-sale': { type: 'boolean', help: 'skip the literal sale' },
-  'sale-stock': {
-    type: 'string',
-    arg: 'N',
-    help: 'units of the sale and of the sale with returns (default 1000; --quick: 200)',
-  },
-  buyers: {
-    type: 'string',
-    arg: 'N',
-    help: 'distinct buyers of the sale and of the first sell-out of the sale with returns (default 5000; --quick: 1000)',
-  },
-  'no-returns': { type: 'boolean', help: 'skip the sale with returns' },
-  'no-waiting-room': {
-    type: 'boolean',
-    help: 'skip the waiting room against the same crowd without one (bench/waiting-room.ts, also npm run bench:queue)',
-  },
-  'queue-buyers': {
-    type: 'string',
-    arg: 'N',
-    help: 'buyers of the waiting-room scenario (default 50000; --quick: 5000)',
-  },
-  'warm-up': { type: 'string', arg: 'S', help: 'unmeasured load after each service start (default 3; --quick: 1)' },
-  'lock-wait': {
-    type: 'string',
-    arg: 'MS',
-    help: 'LOCK_WAIT_MS (default 30000, so the single lock queues rather than refuses)',
-  },
-  'database-url': {
-    type: 'string',
-    arg: 'URL',
-    help: 'use this PostgreSQL (default: DATABASE_URL, else an embedded one)',
-  },
-  'redis-url': { type: 'string', arg: 'URL', help: 'use this Redis (default: REDIS_URL, else redis-server from PATH)' },
-  out: { type: 'string', arg: 'DIR', help: 'where latest.md and latest.json go (default bench/results)' },
-  quick: { type: 'boolean', help: 'smoke run: a few seconds per scenario, small sweep and sale' },
-  help: { type: 'boolean', short: 'h', help: 'this text' },
-} as const satisfies Record<string, { type: 'string' | 'boolean'; short?: string; arg?: string; help: string }>;
+  duration: value('S', 'seconds of load per steady-state scenario (default 10; --quick: 3)'),
+  connections: value('N', 'autocannon connections (default 100)'),
+  workers: value('N', 'WORKERS of the locking comparison, the sweep, the sale and the sale with returns (default 2)'),
+  'speed-workers': value('N', 'WORKERS beside the peers and in the group-commit comparison (default 1, as each peer)'),
+  peers: value('LIST', `bare peers to run (default ${PEER_NAMES.join(',')})`),
+  'no-peers': toggle('skip the bare peers and the GET /health/live floor'),
+  'no-group-commit': toggle('skip ORDER_BATCH_MAX=1 against group commit'),
+  'batch-max': value('N', "ORDER_BATCH_MAX wherever a row names no other (default: unset, the service's default)"),
+  'holds-max': value('N', "ORDER_HOLDS_MAX of every service start (default: unset, the service's default)"),
+  'batch-sweep': value(
+    'LIST',
+    'also sweep these ORDER_BATCH_MAX values at every --hold, e.g. 1,8,32,128 (default: none)',
+  ),
+  'no-sold-out': toggle('skip the refusals of a sold-out product (--speed-workers processes, hold 0)'),
+  'no-redis-setups': toggle(
+    'skip the Redis setups: the speed load (group commit and ORDER_BATCH_MAX=1) on a Redlock quorum of 3 and a 3-master Redis Cluster, against the one redis-server (starts 2 more redis-servers and a cluster)',
+  ),
+  segments: value('LIST', 'segmented layouts compared with 1 segment (default 20)'),
+  hold: value('LIST', 'ORDER_HOLD_MS values of the locking and group-commit comparisons (default 0,20)'),
+  sweep: value('LIST', 'segment counts of the sweep (default 1,2,5,10,20,50; --quick: 1,5,20)'),
+  'sweep-hold': value('MS', 'hold time of the sweep, the sale and the sale with returns (default 20)'),
+  'no-sweep': toggle('skip the sweep'),
+  'no-peer': toggle(
+    'skip the no-Redis-lock mode (the bare peer with STOCK_LOCKING=database) in the comparison and the sweep',
+  ),
+  'no-sale': toggle('skip the literal sale'),
+  'sale-stock': value('N', 'units of the sale and of the sale with returns (default 1000; --quick: 200)'),
+  buyers: value(
+    'N',
+    'distinct buyers of the sale and of the first sell-out of the sale with returns (default 5000; --quick: 1000)',
+  ),
+  'no-returns': toggle('skip the sale with returns'),
+  'no-waiting-room': toggle(
+    'skip the waiting room against the same crowd without one (bench/waiting-room.ts, also npm run bench:queue)',
+  ),
+  'queue-buyers': value('N', 'buyers of the waiting-room scenario (default 50000; --quick: 5000)'),
+  'warm-up': value('S', 'unmeasured load after each service start (default 3; --quick: 1)'),
+  'lock-wait': value('MS', 'LOCK_WAIT_MS (default 30000, so the single lock queues rather than refuses)'),
+  'database-url': value('URL', 'use this PostgreSQL (default: DATABASE_URL, else an embedded one)'),
+  'redis-url': value('URL', 'use this Redis (default: REDIS_URL, else redis-server from PATH)'),
+  out: value('DIR', 'where latest.md and latest.json go (default bench/results)'),
+  quick: toggle('smoke run: a few seconds per scenario, small sweep and sale'),
+  help: HELP,
+} satisfies Record<string, Flag>;
 
-function helpText(): string {
-  const rows = Object.entries(FLAGS).map(([name, f]) => {
-    const left = `${'short' in f ? `-${f.short}, ` : ''}--${name}${'arg' in f ? ` ${f.arg}` : ''}`;
-    return `  ${left.padEnd(26)}${f.help}`;
-  });
-  return `Usage: npm run bench -- [flags]      (or: node dist/bench/run.js [flags] after npm run bench:build)\n\n${rows.join('\n')}\n`;
-}
+const helpText = () =>
+  usageText('npm run bench -- [flags]      (or: node dist/bench/run.js [flags] after npm run bench:build)', FLAGS, 26);
 
 class UsageError extends Error {}
 
@@ -141,21 +88,11 @@ function int(flag: string, v: string, min: number): number {
   return n;
 }
 
-function readFlags(argv: string[]) {
-  try {
-    return parseFlags({ args: argv, options: FLAGS, strict: true, allowPositionals: false }).values;
-  } catch (err) {
-    // parseArgs' own messages (unknown flag, missing value) are clear; only their kind changes.
-    if ((err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) throw new UsageError((err as Error).message);
-    throw err;
-  }
-}
-
 export function parseArgs(
   argv: string[],
   env: NodeJS.ProcessEnv = process.env,
 ): BenchmarkOptions & { help?: boolean; waitingRoom?: boolean; queueBuyers?: number } {
-  const v = readFlags(argv);
+  const v = readFlags(argv, FLAGS, UsageError);
   const opt = <T>(x: string | undefined, f: (x: string) => T): T | undefined => (x === undefined ? undefined : f(x));
   if (v.sweep !== undefined && v['no-sweep']) throw new UsageError('--sweep and --no-sweep contradict each other');
   if (v.peers !== undefined && v['no-peers']) throw new UsageError('--peers and --no-peers contradict each other');

@@ -1,18 +1,11 @@
-// The scaling model of docs/scaling.md: what a sale of U units to N buyers arriving within T seconds
-// takes, from the costs the benchmark measured (bench/results/latest.json, see bench/costs.ts).
-// It is arithmetic, not a simulation: every request is an order (the first U), a loser (it arrived
-// before the sell-out and went through the order path in vain) or a refusal (after the sell-out);
-// each kind costs the service, Redis and PostgreSQL what the benchmark measured per order or per
-// refusal; the totals over T give cores, masters and commits. Every input is printed with where it
-// comes from: measured (a scenario's id), derived (arithmetic on measured ones), extrapolated (a
-// measured figure used beyond what was measured) or assumed (a planning figure nobody measured here).
-//
-//   npm run scaling                  (builds the benchmark, then runs this)
-//   node dist/bench/scaling-model.js [--results bench/results/latest.json] [--buyers 1000000] [--units 10000] [--seconds 1] ...
+// The scaling model of docs/scaling.md (`npm run scaling`): what a sale of U units to N buyers within
+// T seconds takes, from the costs the benchmark measured (latest.json). Arithmetic, not a simulation:
+// every request is an order, a loser (the order path in vain before the sell-out) or a refusal, each
+// costing what the benchmark measured; every input is printed with where it comes from.
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { parseArgs as parseFlags } from 'node:util';
 import { projectRoot } from '../src/infrastructure/project-root';
+import { Flag, HELP, usageText, readFlags, toggle, value } from './cli';
 import type { ScenarioCosts } from './costs';
 import { findFast, findHealth, findSoldOut } from './report';
 import type { BenchmarkReport, ScenarioResult } from './types';
@@ -190,44 +183,18 @@ export type Limit = 'product slot (one Redis master)' | 'PostgreSQL primary CPU'
  */
 const WALLS: Limit[] = ['product slot (one Redis master)', 'PostgreSQL primary CPU'];
 
-export interface Plan {
-  variant: string;
-  requests: number;
-  arrivalPerS: number;
-  /** Orders per second while units last, and what holds it there. */
-  sellPerS: number;
-  sellLimitedBy: 'arrivals' | 'segment locks' | 'PostgreSQL commits/s' | 'WAL MB/s';
-  sellOutS: number;
-  losers: number;
-  refusals: number;
-  serviceCores: number;
-  processes: number;
-  /** Processes if a refusal cost no more than GET /health/live: the least any change of the refusal path can reach. */
-  processesAtFloor: number;
-  /** Cores of the one master that holds the product's slot. */
-  productSlotCores: number;
-  /** Masters for the keys that spread over the cluster (segment locks, user locks); the product's master comes on top. */
-  spreadMasters: number;
-  pgPrimaryCores: number;
-  pgReplicas: number;
-  commits: number;
-  commitsPerS: number;
-  walMB: number;
-  walMBps: number;
-  /** Demand over what one unit of a resource that cannot be split gives: above 1, the plan does not fit. */
-  utilisation: Record<Limit, number>;
-  /** The most used of them: the first to saturate. */
-  firstLimit: Limit;
-}
+type SellLimit = 'arrivals' | 'segment locks' | 'PostgreSQL commits/s' | 'WAL MB/s';
+
+export type Plan = ReturnType<typeof plan>;
 
 const sum = (xs: number[]) => xs.reduce((s, x) => s + x, 0);
 
-export function plan(m: Measured, sale: Sale, cap: Capacity, variant: Variant): Plan {
+export function plan(m: Measured, sale: Sale, cap: Capacity, variant: Variant) {
   const requests = sale.buyers * sale.requestsPerBuyer;
   const arrivalPerS = requests / sale.seconds;
   const order = m.order;
   // Units sell as fast as the slowest of: arrivals, the segment locks, PostgreSQL's commits, its WAL.
-  const rates: Array<[Plan['sellLimitedBy'], number]> = [
+  const rates: Array<[SellLimit, number]> = [
     ['arrivals', arrivalPerS],
     ['segment locks', sale.segments * m.segmentOrdersPerS],
     ['PostgreSQL commits/s', order.pgWriteTransactions > 0 ? cap.pgCommitsPerS / order.pgWriteTransactions : Infinity],
@@ -270,6 +237,7 @@ export function plan(m: Measured, sale: Sale, cap: Capacity, variant: Variant): 
     variant: variant.name,
     requests,
     arrivalPerS,
+    /** Orders per second while units last, and what holds it there. */
     sellPerS,
     sellLimitedBy,
     sellOutS,
@@ -277,8 +245,11 @@ export function plan(m: Measured, sale: Sale, cap: Capacity, variant: Variant): 
     refusals,
     serviceCores,
     processes: Math.ceil(serviceCores / cap.processUtil),
+    /** Processes if a refusal cost no more than GET /health/live: the least any change of the refusal path can reach. */
     processesAtFloor: Math.ceil(floorCores / cap.processUtil),
+    /** Cores of the one master that holds the product's slot. */
     productSlotCores,
+    /** Masters for the keys that spread over the cluster (segment locks, user locks); the product's master comes on top. */
     spreadMasters: Math.ceil(spreadCores / cap.redisUtil),
     pgPrimaryCores,
     pgReplicas: Math.ceil(pgReplicaCores / (cap.pgCores * cap.pgUtil)),
@@ -286,7 +257,9 @@ export function plan(m: Measured, sale: Sale, cap: Capacity, variant: Variant): 
     commitsPerS: commits / sellOutS,
     walMB,
     walMBps: walMB / sellOutS,
+    /** Demand over what one unit of a resource that cannot be split gives: above 1, the plan does not fit. */
     utilisation,
+    /** The most used of them: the first to saturate. */
     firstLimit,
   };
 }
@@ -478,171 +451,114 @@ export interface ModelOptions {
 export function render(report: BenchmarkReport, o: ModelOptions): string {
   const m = readMeasured(report, o.batch, o.cluster);
   const { sale, capacity: cap } = o;
-  const out: string[] = [];
-  out.push(
-    `Scaling model: ${num(sale.buyers)} buyers x ${sale.requestsPerBuyer} request(s) in ${sale.seconds} s for ${num(sale.units)} units in ${sale.segments} segments`,
-  );
-  out.push(
-    `Costs from ${o.results}: ${report.settings.quick ? '--quick run (PROVISIONAL)' : 'full run'} of ${report.startedAt}, ${report.machine.cores} cores (${report.machine.cpuModel}); orders with ${o.batch === 'one' ? 'ORDER_BATCH_MAX=1' : 'group commit'}${o.cluster ? ', on a Redis Cluster' : ', on one Redis'}`,
-  );
-  out.push('');
-  out.push('Inputs');
   const capInputs = (Object.keys(CAPACITY_BASIS) as Array<keyof Capacity>).map((k): [string, Input] => [
     k,
     { value: cap[k], unit: CAPACITY_BASIS[k][0], source: 'assumed', basis: CAPACITY_BASIS[k][1] },
   ]);
-  out.push(
-    ...table([
-      ['input', 'value', 'unit', 'source', 'from'],
-      ...[...m.inputs, ...capInputs].map(([name, i]) => [name, num(i.value), i.unit, i.source, i.basis]),
-    ]).map((l) => `  ${l}`),
-  );
-  out.push('');
-
   const plans = VARIANTS.map((v) => plan(m, sale, cap, v));
-  out.push(
-    'What the sale takes, per variant (the first four each add one mitigation to the one before; the last swaps the replicas for Redis)',
-  );
-  for (const v of VARIANTS) out.push(`  ${v.name}: ${v.what}`);
   const row = (what: string, f: (p: Plan, i: number) => string) => [what, ...plans.map(f)];
   const pct = (x: number) => `${Math.round(x * 100)}%`;
-  out.push(
-    ...table([
-      ['', ...plans.map((p) => p.variant)],
-      row('requests per second', (p) => num(p.arrivalPerS)),
-      row('sell-out after (s)', (p) => num(p.sellOutS)),
-      row('  selling held by', (p) => p.sellLimitedBy),
-      row('losers (order path in vain)', (p) => num(p.losers)),
-      row('refusals after the sell-out', (p) => num(p.refusals)),
-      row('service cores', (p) => num(p.serviceCores)),
-      row(`service processes (${pct(cap.processUtil)} of a core)`, (p) => num(p.processes)),
-      row('  if a refusal cost GET /health/live', (p) => num(p.processesAtFloor)),
-      row('Redis: product slot, cores of 1 master', (p) => num(p.productSlotCores)),
-      row(`Redis: masters for locks (${pct(cap.redisUtil)} each)`, (p) => num(p.spreadMasters)),
-      row('PostgreSQL primary cores', (p) => num(p.pgPrimaryCores)),
-      row(`PostgreSQL read replicas (${cap.pgCores} cores)`, (p) => num(p.pgReplicas)),
-      row('commits in all', (p) => num(p.commits)),
-      row('commits/s while selling', (p) => num(p.commitsPerS)),
-      row('WAL MB in all', (p) => num(p.walMB)),
-      row('WAL MB/s while selling', (p) => num(p.walMBps)),
-      ...(Object.keys(plans[0].utilisation) as Limit[]).map((l) => row(`use: ${l}`, (p) => pct(p.utilisation[l]))),
-      row('FIRST LIMIT', (p) => p.firstLimit),
-      row('most buyers/s that fit (slot, primary CPU)', (_, i) => {
-        const b = maxBuyersPerS(m, sale, cap, VARIANTS[i]);
-        return Number.isFinite(b) ? num(b) : 'no bound';
-      }),
-    ]).map((l) => `  ${l}`),
-  );
-  out.push('');
-
-  out.push(
-    `Hot segments: selling ${num(sale.units)} units at ${num(plans[0].arrivalPerS)} requests/s, by segments (variant "${VARIANTS[0].name}")`,
-  );
   const bySegments = o.segmentList.map((segments) => plan(m, { ...sale, segments }, cap, VARIANTS[0]));
-  out.push(
-    ...table([
-      ['segments', 'orders/s', 'held by', 'sell-out s', 'losers', 'commits/s', 'WAL MB/s'],
-      ...bySegments.map((p, i) => [
-        String(o.segmentList[i]),
-        num(p.sellPerS),
-        p.sellLimitedBy,
-        num(p.sellOutS),
-        num(p.losers),
-        num(p.commitsPerS),
-        num(p.walMBps),
+  const indent = (lines: string[]) => lines.map((l) => `  ${l}`);
+  return [
+    `Scaling model: ${num(sale.buyers)} buyers x ${sale.requestsPerBuyer} request(s) in ${sale.seconds} s for ${num(sale.units)} units in ${sale.segments} segments`,
+    `Costs from ${o.results}: ${report.settings.quick ? '--quick run (PROVISIONAL)' : 'full run'} of ${report.startedAt}, ${report.machine.cores} cores (${report.machine.cpuModel}); orders with ${o.batch === 'one' ? 'ORDER_BATCH_MAX=1' : 'group commit'}${o.cluster ? ', on a Redis Cluster' : ', on one Redis'}`,
+    '',
+    'Inputs',
+    ...indent(
+      table([
+        ['input', 'value', 'unit', 'source', 'from'],
+        ...[...m.inputs, ...capInputs].map(([name, i]) => [name, num(i.value), i.unit, i.source, i.basis]),
       ]),
-    ]).map((l) => `  ${l}`),
-  );
-  out.push('');
-  out.push(
+    ),
+    '',
+    'What the sale takes, per variant (the first four each add one mitigation to the one before; the last swaps the replicas for Redis)',
+    ...VARIANTS.map((v) => `  ${v.name}: ${v.what}`),
+    ...indent(
+      table([
+        ['', ...plans.map((p) => p.variant)],
+        row('requests per second', (p) => num(p.arrivalPerS)),
+        row('sell-out after (s)', (p) => num(p.sellOutS)),
+        row('  selling held by', (p) => p.sellLimitedBy),
+        row('losers (order path in vain)', (p) => num(p.losers)),
+        row('refusals after the sell-out', (p) => num(p.refusals)),
+        row('service cores', (p) => num(p.serviceCores)),
+        row(`service processes (${pct(cap.processUtil)} of a core)`, (p) => num(p.processes)),
+        row('  if a refusal cost GET /health/live', (p) => num(p.processesAtFloor)),
+        row('Redis: product slot, cores of 1 master', (p) => num(p.productSlotCores)),
+        row(`Redis: masters for locks (${pct(cap.redisUtil)} each)`, (p) => num(p.spreadMasters)),
+        row('PostgreSQL primary cores', (p) => num(p.pgPrimaryCores)),
+        row(`PostgreSQL read replicas (${cap.pgCores} cores)`, (p) => num(p.pgReplicas)),
+        row('commits in all', (p) => num(p.commits)),
+        row('commits/s while selling', (p) => num(p.commitsPerS)),
+        row('WAL MB in all', (p) => num(p.walMB)),
+        row('WAL MB/s while selling', (p) => num(p.walMBps)),
+        ...(Object.keys(plans[0].utilisation) as Limit[]).map((l) => row(`use: ${l}`, (p) => pct(p.utilisation[l]))),
+        row('FIRST LIMIT', (p) => p.firstLimit),
+        row('most buyers/s that fit (slot, primary CPU)', (_, i) => {
+          const b = maxBuyersPerS(m, sale, cap, VARIANTS[i]);
+          return Number.isFinite(b) ? num(b) : 'no bound';
+        }),
+      ]),
+    ),
+    '',
+    `Hot segments: selling ${num(sale.units)} units at ${num(plans[0].arrivalPerS)} requests/s, by segments (variant "${VARIANTS[0].name}")`,
+    ...indent(
+      table([
+        ['segments', 'orders/s', 'held by', 'sell-out s', 'losers', 'commits/s', 'WAL MB/s'],
+        ...bySegments.map((p, i) => [
+          String(o.segmentList[i]),
+          num(p.sellPerS),
+          p.sellLimitedBy,
+          num(p.sellOutS),
+          num(p.losers),
+          num(p.commitsPerS),
+          num(p.walMBps),
+        ]),
+      ]),
+    ),
+    '',
     `Throughput cross-check: one process gave ${num(m.refusalsPerSProcess)} refusals/s here; ${num(plans[0].arrivalPerS)}/s of them would take ${num(Math.ceil(plans[0].arrivalPerS / m.refusalsPerSProcess))} such processes.`,
-  );
-  return out.join('\n');
+  ].join('\n');
 }
 
 // ---- command line ----
 
 const FLAGS = {
-  results: { type: 'string', arg: 'FILE', help: 'benchmark report to read (default bench/results/latest.json)' },
-  buyers: { type: 'string', arg: 'N', help: 'buyers (default 1000000)' },
-  units: { type: 'string', arg: 'N', help: 'units on sale (default 10000)' },
-  seconds: { type: 'string', arg: 'S', help: 'the buyers arrive evenly within this time (default 1)' },
-  'requests-per-buyer': {
-    type: 'string',
-    arg: 'N',
-    help: 'requests each buyer sends (default 1; retries and refreshes multiply it)',
-  },
-  segments: { type: 'string', arg: 'N', help: "the product's segments (default 20)" },
-  'segment-list': {
-    type: 'string',
-    arg: 'LIST',
-    help: 'segment counts of the hot-segment table (default 1,20,100,500)',
-  },
-  batch: {
-    type: 'string',
-    arg: 'group|one',
-    help: "orders' costs with group commit or ORDER_BATCH_MAX=1 (default group)",
-  },
-  'single-redis': {
-    type: 'boolean',
-    help: 'one Redis instead of a Redis Cluster (the order entry is then one call, not two)',
-  },
-  'process-util': {
-    type: 'string',
-    arg: 'F',
-    help: `share of a core per service process (assumed, default ${DEFAULT_CAPACITY.processUtil})`,
-  },
-  'redis-util': {
-    type: 'string',
-    arg: 'F',
-    help: `share of a Redis master's core (assumed, default ${DEFAULT_CAPACITY.redisUtil})`,
-  },
-  'pg-cores': {
-    type: 'string',
-    arg: 'N',
-    help: `cores of the PostgreSQL primary and of each replica (assumed, default ${DEFAULT_CAPACITY.pgCores})`,
-  },
-  'pg-util': {
-    type: 'string',
-    arg: 'F',
-    help: `share of PostgreSQL's cores (assumed, default ${DEFAULT_CAPACITY.pgUtil})`,
-  },
-  'pg-commits': {
-    type: 'string',
-    arg: 'N',
-    help: `commits/s the primary sustains (assumed, default ${DEFAULT_CAPACITY.pgCommitsPerS})`,
-  },
-  'wal-mbps': {
-    type: 'string',
-    arg: 'N',
-    help: `WAL MB/s the primary sustains (assumed, default ${DEFAULT_CAPACITY.walMBps})`,
-  },
-  admit: {
-    type: 'string',
-    arg: 'F',
-    help: `the queue in front admits F x units until sold out, F >= 1 (assumed, default ${DEFAULT_CAPACITY.admitFactor})`,
-  },
-  help: { type: 'boolean', short: 'h', help: 'this text' },
-} as const satisfies Record<string, { type: 'string' | 'boolean'; short?: string; arg?: string; help: string }>;
+  results: value('FILE', 'benchmark report to read (default bench/results/latest.json)'),
+  buyers: value('N', 'buyers (default 1000000)'),
+  units: value('N', 'units on sale (default 10000)'),
+  seconds: value('S', 'the buyers arrive evenly within this time (default 1)'),
+  'requests-per-buyer': value('N', 'requests each buyer sends (default 1; retries and refreshes multiply it)'),
+  segments: value('N', "the product's segments (default 20)"),
+  'segment-list': value('LIST', 'segment counts of the hot-segment table (default 1,20,100,500)'),
+  batch: value('group|one', "orders' costs with group commit or ORDER_BATCH_MAX=1 (default group)"),
+  'single-redis': toggle('one Redis instead of a Redis Cluster (the order entry is then one call, not two)'),
+  'process-util': value('F', `share of a core per service process (assumed, default ${DEFAULT_CAPACITY.processUtil})`),
+  'redis-util': value('F', `share of a Redis master's core (assumed, default ${DEFAULT_CAPACITY.redisUtil})`),
+  'pg-cores': value(
+    'N',
+    `cores of the PostgreSQL primary and of each replica (assumed, default ${DEFAULT_CAPACITY.pgCores})`,
+  ),
+  'pg-util': value('F', `share of PostgreSQL's cores (assumed, default ${DEFAULT_CAPACITY.pgUtil})`),
+  'pg-commits': value('N', `commits/s the primary sustains (assumed, default ${DEFAULT_CAPACITY.pgCommitsPerS})`),
+  'wal-mbps': value('N', `WAL MB/s the primary sustains (assumed, default ${DEFAULT_CAPACITY.walMBps})`),
+  admit: value(
+    'F',
+    `the queue in front admits F x units until sold out, F >= 1 (assumed, default ${DEFAULT_CAPACITY.admitFactor})`,
+  ),
+  help: HELP,
+} satisfies Record<string, Flag>;
 
-function helpText(): string {
-  const rows = Object.entries(FLAGS).map(
-    ([name, f]) =>
-      `  ${`${'short' in f ? `-${f.short}, ` : ''}--${name}${'arg' in f ? ` ${f.arg}` : ''}`.padEnd(28)}${f.help}`,
+const helpText = () =>
+  usageText(
+    'npm run scaling -- [flags]      (or: node dist/bench/scaling-model.js [flags] after npm run bench:build)',
+    FLAGS,
+    28,
   );
-  return `Usage: npm run scaling -- [flags]      (or: node dist/bench/scaling-model.js [flags] after npm run bench:build)\n\n${rows.join('\n')}\n`;
-}
-
-function readFlags(argv: string[]) {
-  try {
-    return parseFlags({ args: argv, options: FLAGS, strict: true, allowPositionals: false }).values;
-  } catch (err) {
-    throw new ModelInputError((err as Error).message);
-  }
-}
 
 export function parseModelArgs(argv: string[], root = projectRoot(__dirname)): ModelOptions & { help?: boolean } {
-  const v = readFlags(argv);
+  const v = readFlags(argv, FLAGS, ModelInputError);
   const n = (flag: keyof typeof FLAGS, x: string | undefined, dflt: number, min: number, max = Infinity) => {
     if (x === undefined) return dflt;
     const y = Number(x);

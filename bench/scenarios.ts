@@ -6,7 +6,8 @@
 import { Client } from 'pg';
 import { CostSnapshot, costDeltas, ScenarioCosts } from './costs';
 import { auditLuaPeer, insertProduct } from './peers';
-import { autocannonTimeoutS, runLoad } from './load';
+import { runLoad } from './load';
+import { ordersLoad, quietOrders, resultOf, withChecks } from './scenario-result';
 import { noMetrics, scenarioDeltas, snapshot } from './metrics';
 import { runReturns } from './returns';
 import { auditProduct, Check, Verification, verify, waitQuiet } from '../harness/verify';
@@ -174,16 +175,7 @@ export function createProductInDb(db: Client): RunContext['createProduct'] {
 /** Load that is not measured: JIT, connection pools and Redis scripts warm before the first figure. */
 export async function warmUp(ctx: RunContext, seconds: number): Promise<void> {
   const productId = await ctx.createProduct({ name: 'bench warm-up', stock: 1_000_000, segments: 20 });
-  await runLoad({
-    url: ctx.url,
-    productId,
-    userPrefix: `w${productId}-`,
-    connections: ctx.connections,
-    durationS: seconds,
-    timeoutS: autocannonTimeoutS(ctx.lockWaitMs),
-    label: 'warm-up',
-    signal: ctx.signal,
-  });
+  await runLoad({ ...ordersLoad(ctx, productId, 'w', 'warm-up'), durationS: seconds, progress: undefined });
   await waitQuiet(ctx.db, productId, 300, ctx.lockWaitMs + 5000, ctx.signal);
 }
 
@@ -235,26 +227,9 @@ async function runHealth(ctx: RunContext, spec: ScenarioSpec): Promise<ScenarioR
     },
   ];
   const costs = costsBetween(costsBefore, await readCosts(ctx), 'answer', load.responses);
-  const verified = checks.every((c) => c.ok);
-  return {
-    ...spec,
-    productId: null,
-    connections: ctx.connections,
-    elapsedS: load.elapsedS,
-    responses: load.responses,
-    statusCounts: load.statusCounts,
-    created: load.created,
-    ordersPerSec: load.elapsedS > 0 ? load.created / load.elapsedS : 0,
-    latency201Ms: load.latency201,
-    errors: load.errors,
-    timeouts: load.timeouts,
-    sellOutMs: null,
-    ordersInDb: 0,
-    metrics: noMetrics('GET /health/live sells nothing'),
-    costs,
-    verification: { verified, checks, audit: null },
-    status: verified ? 'ok' : 'FAILED',
-  };
+  const metrics = noMetrics('GET /health/live sells nothing');
+  const verification = { verified: checks.every((c) => c.ok), checks, audit: null };
+  return resultOf(ctx, spec, load, { productId: null, ordersInDb: 0, metrics, costs, verification });
 }
 
 /** Buyers beyond the stock in the sell-out before the sold-out load: those who find nothing left set the sold-out flag. */
@@ -269,33 +244,16 @@ const SOLD_OUT_EXTRA_BUYERS = 20;
 async function runSoldOut(ctx: RunContext, spec: ScenarioSpec): Promise<ScenarioResult> {
   if (ctx.target !== 'service') throw new Error('the sold-out scenario measures the service');
   const productId = await ctx.createProduct({ name: `bench ${spec.id}`, stock: spec.stock, segments: spec.segments });
-  const timeoutS = autocannonTimeoutS(ctx.lockWaitMs);
   const presale = await runLoad({
-    url: ctx.url,
-    productId,
-    userPrefix: `p${productId}-`,
-    connections: ctx.connections,
+    ...ordersLoad(ctx, productId, 'p', `${spec.id} sell-out`),
     amount: spec.stock + SOLD_OUT_EXTRA_BUYERS,
-    timeoutS,
-    label: `${spec.id} sell-out`,
-    signal: ctx.signal,
+    progress: undefined,
   });
-  const sold = await waitQuiet(ctx.db, productId, 500, ctx.lockWaitMs + 10_000, ctx.signal);
+  const sold = await quietOrders(ctx, productId, 0);
   const before = await snapshot(ctx.url, ctx.workers);
   const costsBefore = await readCosts(ctx);
-  const load = await runLoad({
-    url: ctx.url,
-    productId,
-    userPrefix: `r${productId}-`,
-    okStatus: 410,
-    connections: ctx.connections,
-    durationS: ctx.durationS,
-    timeoutS,
-    label: spec.id,
-    progress: ctx.progress,
-    signal: ctx.signal,
-  });
-  const ordersInDb = await waitQuiet(ctx.db, productId, 500, ctx.lockWaitMs + 10_000, ctx.signal);
+  const load = await runLoad({ ...ordersLoad(ctx, productId, 'r', spec.id), okStatus: 410, durationS: ctx.durationS });
+  const ordersInDb = await quietOrders(ctx, productId, 0);
   const costsAfter = await readCosts(ctx);
   const metrics = scenarioDeltas(before, await snapshot(ctx.url, ctx.workers), ordersInDb - sold);
   // Requests in flight when the load stopped are still served (autocannon no longer counts them):
@@ -334,27 +292,8 @@ async function runSoldOut(ctx: RunContext, spec: ScenarioSpec): Promise<Scenario
       detail: `${metrics.soldOutInProcess} of the service's ${metrics.soldOut} SOLD_OUT answers from the process's memory, ${metrics.soldOutShortCircuits ?? 0} from the Redis flag; ${refused} counted here`,
     });
   }
-  verification.checks.push(...checks);
-  verification.verified = verification.checks.every((c) => c.ok);
-  return {
-    ...spec,
-    productId,
-    connections: ctx.connections,
-    elapsedS: load.elapsedS,
-    responses: load.responses,
-    statusCounts: load.statusCounts,
-    created: refused,
-    ordersPerSec: load.elapsedS > 0 ? refused / load.elapsedS : 0,
-    latency201Ms: load.latency201,
-    errors: load.errors,
-    timeouts: load.timeouts,
-    sellOutMs: null,
-    ordersInDb,
-    metrics,
-    costs,
-    verification,
-    status: verification.verified ? 'ok' : 'FAILED',
-  };
+  withChecks(verification, checks);
+  return resultOf(ctx, spec, load, { productId, ordersInDb, metrics, costs, verification });
 }
 
 export async function runScenario(ctx: RunContext, spec: ScenarioSpec): Promise<ScenarioResult> {
@@ -368,25 +307,11 @@ export async function runScenario(ctx: RunContext, spec: ScenarioSpec): Promise<
   const before = ctx.target === 'service' ? await snapshot(ctx.url, ctx.workers) : null;
   const costsBefore = await readCosts(ctx);
   const load = await runLoad({
-    url: ctx.url,
-    productId,
-    userPrefix: `b${productId}-`,
-    connections: ctx.connections,
+    ...ordersLoad(ctx, productId, 'b', spec.id),
     durationS: spec.kind === 'steady' ? ctx.durationS : undefined,
     amount: spec.kind === 'sale' ? spec.buyers : undefined,
-    timeoutS: autocannonTimeoutS(ctx.lockWaitMs),
-    label: spec.id,
-    progress: ctx.progress,
-    signal: ctx.signal,
   });
-  // Quiet = no new order for a few lock holds; capped by the longest a request may wait.
-  const ordersInDb = await waitQuiet(
-    ctx.db,
-    productId,
-    Math.max(500, spec.holdMs * 10),
-    ctx.lockWaitMs + 10_000,
-    ctx.signal,
-  );
+  const ordersInDb = await quietOrders(ctx, productId, spec.holdMs);
   const costs = costsBetween(costsBefore, await readCosts(ctx), 'order', ordersInDb);
   const after = ctx.target === 'service' ? await snapshot(ctx.url, ctx.workers) : null;
   const seen = {
@@ -399,8 +324,7 @@ export async function runScenario(ctx: RunContext, spec: ScenarioSpec): Promise<
   if (ctx.target === 'bare-lua') {
     // Its stock lives in Redis and stock_segments are never deducted: what is left comes from Redis.
     const audit = await auditLuaPeer(ctx.db, ctx.redisUrl, productId);
-    verification = verify(audit, seen);
-    verification.checks.push(
+    verification = withChecks(verify(audit, seen), [
       {
         name: 'stock_segments untouched',
         ok: audit.segmentsUntouched,
@@ -411,31 +335,23 @@ export async function runScenario(ctx: RunContext, spec: ScenarioSpec): Promise<
         ok: audit.buyersRecorded,
         detail: audit.buyersRecorded ? 'yes' : 'an order slipped past the script',
       },
-    );
-    verification.verified = verification.checks.every((c) => c.ok);
+    ]);
   } else {
     verification = verify(await auditProduct(ctx.db, productId), seen);
   }
   const sellOutMs = spec.kind === 'sale' ? load.lastCreatedAtMs : null;
   const rateWindowS = spec.kind === 'sale' && sellOutMs ? sellOutMs / 1000 : load.elapsedS;
-  return {
-    ...spec,
-    productId,
-    connections: Math.min(ctx.connections, spec.buyers ?? Infinity),
-    elapsedS: load.elapsedS,
-    responses: load.responses,
-    statusCounts: load.statusCounts,
-    created: load.created,
-    ordersPerSec: rateWindowS > 0 ? load.created / rateWindowS : 0,
-    latency201Ms: load.latency201,
-    errors: load.errors,
-    timeouts: load.timeouts,
-    sellOutMs,
-    ordersInDb,
-    metrics:
-      ctx.target === 'service' ? scenarioDeltas(before, after, ordersInDb) : noMetrics('a peer has no GET /metrics'),
-    costs,
-    verification,
-    status: verification.verified ? 'ok' : 'FAILED',
-  };
+  const metrics =
+    ctx.target === 'service' ? scenarioDeltas(before, after, ordersInDb) : noMetrics('a peer has no GET /metrics');
+  return resultOf(
+    ctx,
+    spec,
+    load,
+    { productId, ordersInDb, metrics, costs, verification },
+    {
+      connections: Math.min(ctx.connections, spec.buyers ?? Infinity),
+      ordersPerSec: rateWindowS > 0 ? load.created / rateWindowS : 0,
+      sellOutMs,
+    },
+  );
 }

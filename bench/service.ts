@@ -15,11 +15,6 @@ export interface ServiceEnv {
   databaseUrl: string;
   redis: ServiceRedis;
   adminToken: string;
-  /** RATE_LIMIT_USER / RATE_LIMIT_IP; unset: off ('0'). */
-  rateLimitUser?: string;
-  rateLimitIp?: string;
-  /** BUYER_JWT_SECRET; unset: buyer identity off. */
-  buyerJwtSecret?: string;
   workers: number;
   holdMs: number;
   /** ORDER_BATCH_MAX; null leaves it unset (the service's default). */
@@ -36,10 +31,10 @@ export interface ServiceEnv {
   lockRetryJitterMs: number;
 }
 
-/** One benchmark configuration of the service, through the launcher the e2e tests use too. */
 /** The shop's token of every service the benchmark starts (pay and cancel calls carry it). */
 export const BENCH_SHOP_TOKEN = 'bench-shop-token-0123456789abcdef';
 
+/** One benchmark configuration of the service, through the launcher the e2e tests use too. */
 export function startService(env: ServiceEnv, signal?: AbortSignal): Promise<ServiceProcess> {
   return launchService({
     heapMb: SERVICE_HEAP_MB,
@@ -59,9 +54,8 @@ export function startService(env: ServiceEnv, signal?: AbortSignal): Promise<Ser
       SHOP_TOKEN: BENCH_SHOP_TOKEN,
       // The order path is measured without the door's budgets (one address, many buyers); the
       // door's own scenarios set them.
-      RATE_LIMIT_USER: env.rateLimitUser ?? '0',
-      RATE_LIMIT_IP: env.rateLimitIp ?? '0',
-      ...(env.buyerJwtSecret ? { BUYER_JWT_SECRET: env.buyerJwtSecret } : {}),
+      RATE_LIMIT_USER: '0',
+      RATE_LIMIT_IP: '0',
       WORKERS: String(env.workers),
       ORDER_HOLD_MS: String(env.holdMs),
       ...(env.batchMax !== null ? { ORDER_BATCH_MAX: String(env.batchMax) } : {}),

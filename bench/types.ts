@@ -1,13 +1,12 @@
-// The shapes the benchmark's modules share: what a run plans (scenarios.ts), what a scenario and
-// the sale with returns measure (scenarios.ts, returns.ts), what a run's report holds (benchmark.ts
-// writes it, report.ts renders it, scaling-model.ts reads it back from latest.json), and the few
-// constants those shapes are made from. Kept apart so that the modules that run scenarios and the
-// ones that render them import these from here and never each other in a circle.
+// The shapes the benchmark's modules share (the plan, a scenario, the sale with returns, a run's
+// report) and the constants they are made from: kept apart so that the modules that run scenarios
+// and the ones that render them never import each other in a circle.
 import type { Client } from 'pg';
 import type { Verification } from '../harness/verify';
 import type { CostProbe, ScenarioCosts } from './costs';
 import type { Latency } from './load';
 import type { MetricDeltas } from './metrics';
+import type { RedisSetupsSection } from './report/redis-setups';
 import type { ProcessPeak } from './service';
 
 // What a run plans and each scenario measures.
@@ -126,46 +125,40 @@ export interface ScenarioResult extends ScenarioSpec {
   returns?: ReturnsFigures;
 }
 
+/** What a run plans: the options of runBenchmark (BenchmarkOptions says what each is), resolved. */
 export interface PlanOptions {
   holds: number[];
   segments: number[];
   sweep: number[] | null;
   sweepHold: number;
-  /** Also run the no-Redis-lock mode (the bare peer with STOCK_LOCKING=database) in the comparison and the sweep. */
   peer: boolean;
   sale: { stock: number; segments: number; buyers: number; holdMs: number } | null;
   /** The sale with returns: the sale's stock, buyers and hold on `segments` segments, and what comes back; null = not run. */
   returns: ({ stock: number; segments: number; buyers: number; holdMs: number } & ReturnsPlan) | null;
   steadyStock: number;
-  /** WORKERS of the comparison, the sweep and the sale. */
   workers: number;
-  /** WORKERS of the service in the peer and group-commit comparisons (the peers are one process each). */
   speedWorkers: number;
-  /** Segments of the peer and group-commit comparisons. */
   speedSegments: number;
-  /** ORDER_BATCH_MAX of every service start but the ORDER_BATCH_MAX=1 and sweep rows; null = the service's default. */
   batchMax: number | null;
-  /** The bare peers to run beside the service; empty = none (and no GET /health/live floor). */
   peers: PeerName[];
-  /** ORDER_BATCH_MAX=1 against group commit at every hold of `holds`. */
   batch: boolean;
-  /** ORDER_BATCH_MAX values swept at every hold of `holds`; null = no sweep. */
   batchSweep: number[] | null;
   /** Refusals of a sold-out product (one unit per segment, sold before the load), beside the group-commit service at hold 0. */
   soldOut: boolean;
-  /**
-   * The speed load (speedWorkers, speedSegments, hold 0; group commit, and ORDER_BATCH_MAX=1 too)
-   * on each Redis setup, each its own service start; false/absent = not run.
-   */
+  /** Absent in reports written before the Redis setups existed. */
   redisSetups?: boolean;
 }
 
-export interface ProcessConfig {
+/** What one process start runs: the service with one environment, or a peer. */
+interface Start {
   target: Target;
   locking: Locking;
   holdMs: number;
   workers: number;
   batchMax: number | null;
+}
+
+export interface ProcessConfig extends Start {
   /** EXPIRY_SWEEP_MS given to the service; null = unset (the service's default). */
   expirySweepMs: number | null;
   /** The Redis the service runs on (a peer: always single). */
@@ -200,6 +193,10 @@ export interface NewProduct {
   paymentTimeoutS?: number;
   /** The sale's start (ISO 8601); unset: open. */
   startsAt?: string;
+  /** A waiting room in front of the sale (bench:queue), its admissions' lifetime, proof of work on its joins. */
+  waitingRoom?: boolean;
+  admissionTtlS?: number;
+  proofOfWork?: boolean;
 }
 
 // The sale with returns.
@@ -263,13 +260,8 @@ export interface ReturnsFigures {
 
 // The report of a run (latest.json).
 
-/** One process start: the service with one environment, or a peer. */
-export interface ServiceRun {
-  target: Target;
-  locking: Locking;
-  holdMs: number;
-  workers: number;
-  batchMax: number | null;
+/** One process start as it ran. */
+export interface ServiceRun extends Start {
   /** EXPIRY_SWEEP_MS of the start; null/absent = the service's default. */
   expirySweepMs?: number | null;
   /** The Redis it ran on; absent = single. */
@@ -320,34 +312,4 @@ export interface RedisPerOrder {
   /** Every command Redis counted, those run inside scripts included. */
   redisCommands: number;
   redisCpuUs: number;
-}
-
-export interface RedisSetupRow {
-  setup: RedisSetup;
-  id: string;
-  batchMax: number | null;
-  status: ScenarioResult['status'];
-  ordersPerSec: number;
-  p99Ms: number | null;
-  /** Summed over every Redis server of the setup; null when the costs were not read. */
-  perOrder: RedisPerOrder | null;
-  /** Each server of the setup (a quorum's or a cluster's masters, in the setup's order); null for the one redis-server. */
-  perServer: Array<RedisPerOrder & { server: string }> | null;
-  /** This row / the one redis-server's row at the same ORDER_BATCH_MAX; null where either figure is missing. */
-  vsSingle: {
-    ordersPerSec: number | null;
-    p99: number | null;
-    redisScripts: number | null;
-    redisCommands: number | null;
-    redisCpuUs: number | null;
-  };
-}
-
-export interface RedisSetupsSection {
-  /** How the run was started, to repeat it. */
-  command: string;
-  workers: number;
-  segments: number;
-  holdMs: number;
-  rows: RedisSetupRow[];
 }

@@ -1,35 +1,23 @@
 // `npm run bench:queue` (and the last part of `npm run bench`): the waiting room against the same
-// crowd without one, in one run on this machine.
-// 1. With a waiting room: as many buyers as the machine can drive (50,000 by default) join a
-//    product of 1,000 units within as short a time as autocannon manages, some before startsAt
-//    (the pre-queue) and most after it; then every buyer polls its ticket no sooner than
-//    Retry-After says (a paced poller with a bounded number of requests in flight), orders as soon
-//    as it is admitted, and the benchmark pays every order with the shop's token, until every unit
-//    is paid. Measured: joins/s and polls/s (beside GET /health/live of the same start), the time
-//    from startsAt to sold out, admissions that lapsed unspent while units were left, fairness (the
-//    share of admissions made in exact queue order, and the pre-queue's order recomputed here from
-//    the revealed seed), the error of the first estimated wait (p50/p90), Redis commands per ticket
-//    and PostgreSQL transactions per buyer.
-// 2. The same crowd without a waiting room: every buyer sends POST /orders once, every 201 is paid.
-// Both are verified in PostgreSQL (I1; on the waiting-room product: every order spent an admission,
-// no position twice, admission batches contiguous and within the ratio).
+// crowd without one, in one service start, as bench/README.md describes: joins through autocannon,
+// a paced poller that orders once admitted and pays, the estimates checked in a sale with cancels,
+// proof of work on and off, and every sale verified in PostgreSQL.
 import { createHmac } from 'node:crypto';
-import { mkdirSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
-import os from 'node:os';
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { parseArgs } from 'node:util';
 import { solveChallenge } from 'altcha-lib/v1';
 import { Client } from 'pg';
 import { auditProduct } from '../harness/verify';
-import { launchService, ServiceProcess } from '../harness/launcher';
-import { CostProbe, CostSnapshot, costDeltas, ScenarioCosts, startBenchServers } from './costs';
-import { runLoad } from './load';
+import type { ServiceProcess } from '../harness/launcher';
+import { CostProbe, CostSnapshot, costDeltas } from './costs';
+import { request } from './http';
+import { runLoad, tally } from './load';
+import { createProductViaApi } from './scenarios';
 import { BENCH_SHOP_TOKEN } from './service';
+import type { NewProduct } from './types';
+import { machine, readFlags, RESULTS_DIR, runMain, splitFlags, withServers, writeResults } from './standalone';
 
 const ADMIN_TOKEN = 'bench-queue-admin-token-0123456789';
-const HEAP_MB = 128;
 const RATIO = 1.5;
 
 export interface QueueOptions {
@@ -64,62 +52,17 @@ export interface QueueReport {
   healthLivePerS: number;
   /** GET of a waiting ticket at full speed (not paced), the same way as GET /health/live. */
   waitingPollsPerS: number;
-  withRoom: {
-    joinsPerS: number;
-    joinSeconds: number;
-    /** From the first join to the moment the last buyer knew the outcome (ordered or sold out). */
-    crowdAnsweredS: number | null;
-    preQueue: number;
-    pollsPerS: number;
-    polls: number;
-    startToSoldOutS: number | null;
-    lapsedWhileUnitsLeft: number;
-    fairnessShare: number;
-    lotteryShare: number | null;
-    etaErrorS: Percentiles;
-    /** The same error as a share of the real wait (from the estimate to the admission). */
-    etaErrorShare: Percentiles;
-    etaSamples: number;
-    redisCommandsPerTicket: number;
-    pgTransactionsPerBuyer: number;
-    pgStatementsPerBuyer: number | null;
-    serviceCpuUsPerJoin: number | null;
-    redisCommandsPerJoin: number;
-    redisCpuUsPerJoin: number;
-    statusCounts: Record<string, number>;
-    checks: Check[];
-  };
-  withoutRoom: {
-    ordersPerS: number;
-    /** From the first order to the last answer. */
-    crowdAnsweredS: number;
-    startToSoldOutS: number | null;
-    pgTransactionsPerBuyer: number;
-    pgStatementsPerBuyer: number | null;
-    redisCommandsPerBuyer: number;
-    errors5xx: number;
-    timeouts: number;
-    statusCounts: Record<string, number>;
-    checks: Check[];
-  };
-  /**
-   * The serial ceiling of one product's joins: queue_join() called back to back with groups of
-   * `group` new users (calls for one product hold its counter row one after the other).
-   */
-  joinCeiling: { group: number; calls: number; rowsPerS: number; msPerCall: number };
+  withRoom: Awaited<ReturnType<typeof withWaitingRoom>>;
+  withoutRoom: Awaited<ReturnType<typeof withoutWaitingRoom>>;
+  joinCeiling: Awaited<ReturnType<typeof measureJoinCeiling>>;
   /**
    * A second, smaller sale with a waiting room in which every second buyer cancels instead of
    * paying, 3 s after ordering, so units come back over time and admissions go on in steps: what
    * the first estimates of the wait are measured against.
    */
   estimate: { buyers: number; units: number; cancelEvery: number; sale: QueueReport['withRoom'] };
-  /**
-   * Joins of new users at full speed to a product with proof of work and to one without, in turns
-   * (off, on, off, on), every solution solved beforehand; the difficulty held at its first step.
-   */
-  proofOfWork: { joinsEach: number; offPerS: number; onPerS: number; refused: number };
-  /** What the measured per-join costs say 1,000,000 joins in one second take. */
-  millionJoins: { serviceCores: number | null; redisCommandsPerS: number; controlSlotCallsPerS: number };
+  proofOfWork: Awaited<ReturnType<typeof proofOfWorkJoins>>;
+  millionJoins: ReturnType<typeof millionJoins>;
 }
 
 export interface Check {
@@ -215,7 +158,7 @@ export function millionJoins(
   redisCommandsPerJoin: number,
   processes: number,
   roundTripMs: number,
-): QueueReport['millionJoins'] {
+) {
   return {
     serviceCores: cpuUsPerJoin === null ? null : (1_000_000 * cpuUsPerJoin) / 1e6,
     redisCommandsPerS: 1_000_000 * redisCommandsPerJoin,
@@ -246,50 +189,30 @@ interface Buyer {
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 512 });
 
-function call(
-  base: string,
-  method: string,
-  path: string,
-  body?: unknown,
-  headers: Record<string, string> = {},
-): Promise<{ status: number; retryAfter: number | null; body: any }> {
-  return new Promise((resolve, reject) => {
-    const payload = body === undefined ? undefined : JSON.stringify(body);
-    const req = http.request(
-      `${base}${path}`,
-      {
-        method,
-        agent,
-        headers: { ...(payload ? { 'content-type': 'application/json' } : {}), ...headers },
-        timeout: 30_000,
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => {
-          const text = Buffer.concat(chunks).toString();
-          let parsed: unknown = text;
-          try {
-            parsed = JSON.parse(text);
-          } catch {
-            /* keep the text */
-          }
-          const ra = res.headers['retry-after'];
-          resolve({ status: res.statusCode ?? 0, retryAfter: ra ? Number(ra) : null, body: parsed });
-        });
-      },
-    );
-    req.on('timeout', () => req.destroy(new Error(`${method} ${path} timed out`)));
-    req.on('error', reject);
-    if (payload) req.write(payload);
-    req.end();
-  });
+/** A call with its JSON answer (or its text) and Retry-After. */
+async function call(base: string, method: string, path: string, body?: unknown, headers?: Record<string, string>) {
+  const r = await request(agent, base, method, path, body, headers);
+  let parsed: any = r.text;
+  try {
+    parsed = JSON.parse(r.text);
+  } catch {
+    /* keep the text */
+  }
+  const ra = r.headers['retry-after'];
+  return { status: r.status, retryAfter: ra ? Number(ra) : null, body: parsed };
 }
 
-async function createProduct(url: string, body: Record<string, unknown>): Promise<number> {
-  const r = await call(url, 'POST', '/admin/products', body, { authorization: `Bearer ${ADMIN_TOKEN}` });
-  if (r.status !== 201) throw new Error(`POST /admin/products answered ${r.status}`);
-  return r.body.id as number;
+/** The shop's backend paying or cancelling an order. */
+function shop(url: string, orderId: number, action: 'pay' | 'cancel', userId: string) {
+  return call(url, 'POST', `/orders/${orderId}/${action}`, { userId }, { authorization: `Bearer ${BENCH_SHOP_TOKEN}` });
+}
+
+const createProduct = (url: string, p: NewProduct) => createProductViaApi(url, ADMIN_TOKEN, p);
+
+/** Answers per second to GET `path` at full speed for 3 s. */
+async function getRate(url: string, path: string, connections: number, label: string): Promise<number> {
+  const r = await runLoad({ url, get: path, okStatus: 200, connections, durationS: 3, timeoutS: 20, label });
+  return r.created / r.elapsedS;
 }
 
 /** Polls of one waiting ticket at full speed, measured as GET /health/live is. */
@@ -302,45 +225,14 @@ async function pollCapacity(url: string, connections: number): Promise<number> {
     await sleep(20);
   }
   if (token === '') throw new Error('no waiting ticket to poll');
-  const r = await runLoad({
-    url,
-    get: `/products/${productId}/queue/${token}`,
-    okStatus: 200,
-    connections,
-    durationS: 3,
-    timeoutS: 20,
-    label: 'GET a waiting ticket',
-  });
-  return r.created / r.elapsedS;
-}
-
-async function healthLive(url: string, connections: number): Promise<number> {
-  const r = await runLoad({
-    url,
-    get: '/health/live',
-    okStatus: 200,
-    connections,
-    durationS: 3,
-    timeoutS: 20,
-    label: 'GET /health/live',
-  });
-  return r.created / r.elapsedS;
+  return getRate(url, `/products/${productId}/queue/${token}`, connections, 'GET a waiting ticket');
 }
 
 export async function runQueueBenchmark(o: QueueOptions): Promise<QueueReport> {
   const startedAt = new Date().toISOString();
-  const cleanups: Array<() => Promise<unknown>> = [];
-  try {
-    const { pg, redis, db, probe } = await startBenchServers('queue', cleanups, o.log);
-    const svc: ServiceProcess = await launchService({
-      env: {
-        DATABASE_URL: pg.url,
-        REDIS_URL: redis.url,
-        ADMIN_TOKEN,
-        SHOP_TOKEN: BENCH_SHOP_TOKEN,
-        RATE_LIMIT_USER: '0',
-        RATE_LIMIT_IP: '0',
-        LOG_LEVEL: 'warn',
+  return withServers('queue', o.log, async ({ db, probe, start }) => {
+    const svc = await start(
+      {
         WORKERS: String(o.workers),
         LOCK_WAIT_MS: '30000',
         DB_TIMEOUT_MS: '30000',
@@ -350,12 +242,11 @@ export async function runQueueBenchmark(o: QueueOptions): Promise<QueueReport> {
         POW_STEPS: String(POW_STEP),
         POW_JOINS_PER_S: '1000000',
       },
-      heapMb: HEAP_MB,
-      nodeFlags: o.nodeFlags,
-    });
-    cleanups.push(() => svc.stop());
-    await healthLive(svc.url, o.connections); // warm-up, not measured
-    const healthLivePerS = await healthLive(svc.url, o.connections);
+      o.nodeFlags,
+    );
+    const healthLive = () => getRate(svc.url, '/health/live', o.connections, 'GET /health/live');
+    await healthLive(); // warm-up, not measured
+    const healthLivePerS = await healthLive();
     o.log(`GET /health/live: ${healthLivePerS.toFixed(0)}/s`);
     const waitingPollsPerS = await pollCapacity(svc.url, o.connections);
     o.log(`GET of a waiting ticket: ${waitingPollsPerS.toFixed(0)}/s`);
@@ -375,7 +266,7 @@ export async function runQueueBenchmark(o: QueueOptions): Promise<QueueReport> {
     const joinCeiling = await measureJoinCeiling(svc.url, db, o.log);
     const report: QueueReport = {
       startedAt,
-      machine: { cores: os.cpus().length, memoryGb: Math.round(os.totalmem() / 2 ** 30), node: process.versions.node },
+      machine: machine(),
       buyers: o.buyers,
       units: o.units,
       workers: o.workers,
@@ -389,13 +280,9 @@ export async function runQueueBenchmark(o: QueueOptions): Promise<QueueReport> {
       proofOfWork,
       millionJoins: millionJoins(withRoom.serviceCpuUsPerJoin, withRoom.redisCommandsPerJoin, 100, rtt),
     };
-    mkdirSync(o.outDir, { recursive: true });
-    writeFileSync(join(o.outDir, 'queue.json'), `${JSON.stringify(report, null, 2)}\n`);
-    writeFileSync(join(o.outDir, 'queue.md'), renderQueue(report));
+    writeResults(o.outDir, 'queue', report, renderQueue(report));
     return report;
-  } finally {
-    while (cleanups.length > 0) await cleanups.pop()!().catch((err: Error) => o.log(`cleanup: ${err.message}`));
-  }
+  });
 }
 
 /** How long a buyer of the estimate sale who cancels holds the order first. */
@@ -406,16 +293,12 @@ const POW_STEP = 100;
 
 /**
  * Joins/s with proof of work on against off, in turns: off, on, off, on, POW_JOINS new users each
- * turn, each on a product of its own (with a waiting room, already started). The challenges are
+ * turn, each on a product of its own (with a waiting room, already started; the difficulty held at
+ * its first step). The challenges are
  * asked for and solved before a turn begins, so a turn times only the joins: what the door's
  * verification and single-use claim add to a join.
  */
-async function proofOfWorkJoins(
-  url: string,
-  connections: number,
-  joins: number,
-  log: (line: string) => void,
-): Promise<QueueReport['proofOfWork']> {
+async function proofOfWorkJoins(url: string, connections: number, joins: number, log: (line: string) => void) {
   const totals = { off: { joins: 0, s: 0 }, on: { joins: 0, s: 0 } };
   let refused = 0;
   for (const [turn, pow] of [false, true, false, true].entries()) {
@@ -434,13 +317,8 @@ async function proofOfWorkJoins(
         const c = (await call(url, 'GET', `/products/${productId}/queue/challenge`)).body;
         const solved = await solveChallenge(c.challenge, c.salt, c.algorithm, c.maxnumber).promise;
         if (solved === null) throw new Error('a challenge had no solution');
-        const proof = {
-          algorithm: c.algorithm,
-          challenge: c.challenge,
-          number: solved.number,
-          salt: c.salt,
-          signature: c.signature,
-        };
+        const { algorithm, challenge, salt, signature } = c;
+        const proof = { algorithm, challenge, number: solved.number, salt, signature };
         headers.push({ 'x-proof-of-work': Buffer.from(JSON.stringify(proof)).toString('base64') });
       }
     }
@@ -472,12 +350,11 @@ async function proofOfWorkJoins(
   return result;
 }
 
-/** queue_join() back to back on one product, 1,000 new users a call: the rows one product's counter row lets through. */
-async function measureJoinCeiling(
-  url: string,
-  db: Client,
-  log: (line: string) => void,
-): Promise<QueueReport['joinCeiling']> {
+/**
+ * The serial ceiling of one product's joins: queue_join() back to back with groups of 1,000 new
+ * users (calls for one product hold its counter row one after the other).
+ */
+async function measureJoinCeiling(url: string, db: Client, log: (line: string) => void) {
   const productId = await createProduct(url, { name: 'bench join ceiling', stock: 1, segments: 1, waitingRoom: true });
   const group = 1000;
   const calls = 20;
@@ -499,10 +376,6 @@ async function roundTripMs(db: Client): Promise<number> {
   return Number(process.hrtime.bigint() - started) / 1e6 / 200;
 }
 
-function per(costs: ScenarioCosts, key: 'redisCommands' | 'pgStatements'): number | null {
-  return costs.perUnit[key] ?? null;
-}
-
 async function withWaitingRoom(
   o: QueueOptions,
   svc: ServiceProcess,
@@ -510,7 +383,7 @@ async function withWaitingRoom(
   probe: CostProbe,
   /** Every cancelEvery-th buyer cancels the order instead of paying (0: all pay). */
   cancelEvery = 0,
-): Promise<QueueReport['withRoom']> {
+) {
   const startsAt = Date.now() + 2000;
   const productId = await createProduct(svc.url, {
     name: 'bench queued sale',
@@ -589,7 +462,7 @@ async function withWaitingRoom(
       return;
     }
     const key = r.status === 200 ? String(r.body.status) : `${r.status} ${r.body?.code}`;
-    statusCounts[key] = (statusCounts[key] ?? 0) + 1;
+    tally(statusCounts, key);
     const wait = (r.retryAfter ?? 1) * 1000;
     if (r.status !== 200) {
       b.due = Date.now() + wait;
@@ -609,7 +482,7 @@ async function withWaitingRoom(
         admission: r.body.admission,
       }).catch(() => null);
       const answered = order === null ? 'order: no answer' : `order ${order.status} ${order.body?.code ?? ''}`.trim();
-      statusCounts[answered] = (statusCounts[answered] ?? 0) + 1;
+      tally(statusCounts, answered);
       if (order?.status === 201) {
         b.ordered = true;
         b.done = true;
@@ -619,26 +492,10 @@ async function withWaitingRoom(
           // then go on for a while, in steps, and the waits an estimate is checked against last
           // seconds, not one tick.
           const orderId = order.body.id as number;
-          cancels.push(
-            sleep(CANCEL_AFTER_MS).then(() =>
-              call(
-                svc.url,
-                'POST',
-                `/orders/${orderId}/cancel`,
-                { userId: b.userId },
-                { authorization: `Bearer ${BENCH_SHOP_TOKEN}` },
-              ).catch(() => null),
-            ),
-          );
+          cancels.push(sleep(CANCEL_AFTER_MS).then(() => shop(svc.url, orderId, 'cancel', b.userId).catch(() => null)));
           return;
         }
-        const pay = await call(
-          svc.url,
-          'POST',
-          `/orders/${order.body.id}/pay`,
-          { userId: b.userId },
-          { authorization: `Bearer ${BENCH_SHOP_TOKEN}` },
-        );
+        const pay = await shop(svc.url, order.body.id as number, 'pay', b.userId);
         if (pay.status === 200 && ++paid === o.units) soldOutAt = Date.now();
         return;
       }
@@ -742,6 +599,7 @@ async function withWaitingRoom(
   return {
     joinsPerS: joins.created / joins.elapsedS,
     joinSeconds: joins.elapsedS,
+    /** From the first join to the moment the last buyer knew the outcome (ordered or sold out). */
     crowdAnsweredS,
     preQueue,
     pollsPerS: polls / pollSeconds,
@@ -751,13 +609,14 @@ async function withWaitingRoom(
     fairnessShare: fairnessShare(batches),
     lotteryShare: preTickets.length === 0 ? null : lotteryShare(fairness.body.seed as string, preTickets),
     etaErrorS: percentiles(estimated.map((e) => e.errorS)),
+    /** The same error as a share of the real wait (from the estimate to the admission). */
     etaErrorShare: percentiles(estimated.map((e) => e.share)),
     etaSamples: estimated.length,
-    redisCommandsPerTicket: per(all, 'redisCommands') ?? 0,
+    redisCommandsPerTicket: all.perUnit.redisCommands,
     pgTransactionsPerBuyer: xacts,
-    pgStatementsPerBuyer: per(all, 'pgStatements'),
+    pgStatementsPerBuyer: all.perUnit.pgStatements ?? null,
     serviceCpuUsPerJoin: joinCosts.perUnit.targetCpuUs ?? null,
-    redisCommandsPerJoin: per(joinCosts, 'redisCommands') ?? 0,
+    redisCommandsPerJoin: joinCosts.perUnit.redisCommands,
     redisCpuUsPerJoin: joinCosts.perUnit.redisCpuUs,
     statusCounts: {
       ...statusCounts,
@@ -767,12 +626,7 @@ async function withWaitingRoom(
   };
 }
 
-async function withoutWaitingRoom(
-  o: QueueOptions,
-  svc: ServiceProcess,
-  db: Client,
-  probe: CostProbe,
-): Promise<QueueReport['withoutRoom']> {
+async function withoutWaitingRoom(o: QueueOptions, svc: ServiceProcess, db: Client, probe: CostProbe) {
   const productId = await createProduct(svc.url, { name: 'bench open sale', stock: o.units, segments: 10 });
   const orderIds: Array<[number, string]> = [];
   const before = await probe.snapshot(svc.pid);
@@ -793,8 +647,7 @@ async function withoutWaitingRoom(
       }
     },
   });
-  for (const [id, userId] of orderIds)
-    await call(svc.url, 'POST', `/orders/${id}/pay`, { userId }, { authorization: `Bearer ${BENCH_SHOP_TOKEN}` });
+  for (const [id, userId] of orderIds) await shop(svc.url, id, 'pay', userId);
   const after = await probe.snapshot(svc.pid);
   const costs = costDeltas(before, after, 'answer', o.buyers);
   const audit = await auditProduct(db, productId);
@@ -803,11 +656,12 @@ async function withoutWaitingRoom(
     .reduce((n, [, v]) => n + v, 0);
   return {
     ordersPerS: load.created / ((load.lastCreatedAtMs ?? load.elapsedS * 1000) / 1000),
+    /** From the first order to the last answer. */
     crowdAnsweredS: load.elapsedS,
     startToSoldOutS: load.lastCreatedAtMs === null ? null : load.lastCreatedAtMs / 1000,
     pgTransactionsPerBuyer: (after.pgNextXid - before.pgNextXid) / o.buyers,
-    pgStatementsPerBuyer: per(costs, 'pgStatements'),
-    redisCommandsPerBuyer: per(costs, 'redisCommands') ?? 0,
+    pgStatementsPerBuyer: costs.perUnit.pgStatements ?? null,
+    redisCommandsPerBuyer: costs.perUnit.redisCommands,
     errors5xx,
     timeouts: load.timeouts,
     statusCounts: load.statusCounts,
@@ -827,112 +681,74 @@ const f = (n: number | null | undefined, digits = 0) => (n == null || !Number.is
 export function renderQueue(r: QueueReport): string {
   const w = r.withRoom;
   const x = r.withoutRoom;
-  const out: string[] = [];
-  out.push(`# The waiting room against the same crowd without one (${r.startedAt})`);
-  out.push('');
-  out.push(
+  const pw = r.proofOfWork;
+  const es = r.estimate.sale;
+  const m = r.millionJoins;
+  return [
+    `# The waiting room against the same crowd without one (${r.startedAt})`,
+    '',
     `${r.machine.cores} cores, ${r.machine.memoryGb} GB, Node ${r.machine.node}; one service start (WORKERS=${r.workers}), ` +
       `${r.buyers} buyers, ${r.units} units, 10 segments, ADMISSION_RATIO ${RATIO}, admissionTtlS ${r.admissionTtlS}; the load ` +
       'generator, PostgreSQL and Redis share the same cores. GET /health/live of the same start: ' +
       `${f(r.healthLivePerS)}/s.`,
-  );
-  out.push('');
-  out.push('| measure | with a waiting room | without |');
-  out.push('|---|--:|--:|');
-  out.push(
+    '',
+    '| measure | with a waiting room | without |',
+    '|---|--:|--:|',
     `| joins/s (all ${r.buyers} joined in ${f(w.joinSeconds, 1)} s; ${w.preQueue} before the start) | ${f(w.joinsPerS)} | |`,
-  );
-  out.push(`| joins/s / GET /health/live | ${f(w.joinsPerS / r.healthLivePerS, 2)} | |`);
-  out.push(`| polls/s (${w.polls} polls, paced by Retry-After) | ${f(w.pollsPerS)} | |`);
-  out.push(
+    `| joins/s / GET /health/live | ${f(w.joinsPerS / r.healthLivePerS, 2)} | |`,
+    `| polls/s (${w.polls} polls, paced by Retry-After) | ${f(w.pollsPerS)} | |`,
     `| polls of a waiting ticket at full speed, /s (/ GET /health/live) | ${f(r.waitingPollsPerS)} (${f(r.waitingPollsPerS / r.healthLivePerS, 2)}) | |`,
-  );
-  const pw = r.proofOfWork;
-  out.push(
     `| joins/s with proof of work on / off (${pw.joinsEach} new users a turn, off-on-off-on; ${pw.refused} refused) | ${f(pw.onPerS)} / ${f(pw.offPerS)} (${f(pw.onPerS / pw.offPerS, 2)}) | |`,
-  );
-  out.push(`| orders/s until sold out | | ${f(x.ordersPerS)} |`);
-  out.push(`| seconds from the start to sold out | ${f(w.startToSoldOutS, 1)} | ${f(x.startToSoldOutS, 1)} |`);
-  out.push(
+    `| orders/s until sold out | | ${f(x.ordersPerS)} |`,
+    `| seconds from the start to sold out | ${f(w.startToSoldOutS, 1)} | ${f(x.startToSoldOutS, 1)} |`,
     `| seconds until every buyer knew the outcome (ordered or sold out), from the first call | ${f(w.crowdAnsweredS, 1)} | ${f(x.crowdAnsweredS, 1)} |`,
-  );
-  out.push(`| admissions lapsed unspent while units were left | ${w.lapsedWhileUnitsLeft} | |`);
-  out.push(`| fairness: admissions in exact queue order | ${f(w.fairnessShare, 3)} | |`);
-  out.push(`| pre-queue in the revealed lottery's order (share checked) | ${f(w.lotteryShare, 3)} | |`);
-  out.push(
+    `| admissions lapsed unspent while units were left | ${w.lapsedWhileUnitsLeft} | |`,
+    `| fairness: admissions in exact queue order | ${f(w.fairnessShare, 3)} | |`,
+    `| pre-queue in the revealed lottery's order (share checked) | ${f(w.lotteryShare, 3)} | |`,
     `| error of the first estimated wait, p50 / p90 (s) | ${f(w.etaErrorS.p50, 1)} / ${f(w.etaErrorS.p90, 1)} | |`,
-  );
-  const es = r.estimate.sale;
-  out.push(
     `| the same, in a sale where every second order is cancelled 3 s after it was made (${r.estimate.buyers} buyers, ${r.estimate.units} units; ${es.etaSamples} estimates checked): seconds, p50 / p90; share of the real wait, p50 / p90 | ${f(es.etaErrorS.p50, 1)} / ${f(es.etaErrorS.p90, 1)} s; ${f(es.etaErrorShare.p50, 2)} / ${f(es.etaErrorShare.p90, 2)} | |`,
-  );
-  out.push(
     `| Redis commands per ticket (join, polls, order) / per buyer | ${f(w.redisCommandsPerTicket, 2)} | ${f(x.redisCommandsPerBuyer, 2)} |`,
-  );
-  out.push(
     `| PostgreSQL transactions per buyer | ${f(w.pgTransactionsPerBuyer, 3)} | ${f(x.pgTransactionsPerBuyer, 3)} |`,
-  );
-  out.push(`| PostgreSQL statements per buyer | ${f(w.pgStatementsPerBuyer, 3)} | ${f(x.pgStatementsPerBuyer, 3)} |`);
-  out.push(`| 5xx / timeouts | | ${x.errors5xx} / ${x.timeouts} |`);
-  out.push(`| service CPU per join (µs) | ${f(w.serviceCpuUsPerJoin)} | |`);
-  out.push('');
-  out.push(
+    `| PostgreSQL statements per buyer | ${f(w.pgStatementsPerBuyer, 3)} | ${f(x.pgStatementsPerBuyer, 3)} |`,
+    `| 5xx / timeouts | | ${x.errors5xx} / ${x.timeouts} |`,
+    `| service CPU per join (µs) | ${f(w.serviceCpuUsPerJoin)} | |`,
+    '',
     `Answers with a waiting room: ${JSON.stringify(w.statusCounts)}. Without: ${JSON.stringify(x.statusCounts)}.`,
-  );
-  out.push('');
-  out.push('| check | | detail |');
-  out.push('|---|---|---|');
-  for (const c of [
-    ...w.checks.map((c) => ({ ...c, name: `waiting room: ${c.name}` })),
-    ...x.checks.map((c) => ({ ...c, name: `without: ${c.name}` })),
-    ...r.estimate.sale.checks.map((c) => ({ ...c, name: `cancelled orders: ${c.name}` })),
-  ])
-    out.push(`| ${c.name} | ${c.ok ? 'pass' : 'FAILED'} | ${c.detail.replace(/\|/g, '/')} |`);
-  out.push('');
-  const m = r.millionJoins;
-  out.push(
+    '',
+    '| check | | detail |',
+    '|---|---|---|',
+    ...[
+      ...w.checks.map((c) => ({ ...c, name: `waiting room: ${c.name}` })),
+      ...x.checks.map((c) => ({ ...c, name: `without: ${c.name}` })),
+      ...es.checks.map((c) => ({ ...c, name: `cancelled orders: ${c.name}` })),
+    ].map((c) => `| ${c.name} | ${c.ok ? 'pass' : 'FAILED'} | ${c.detail.replace(/\|/g, '/')} |`),
+    '',
     `**1,000,000 joins in one second**, from these costs: ${f(m.serviceCores)} service cores at ${f(w.serviceCpuUsPerJoin)} µs per join; ` +
       `${f(m.redisCommandsPerS / 1e6, 1)} M Redis commands/s (${f(w.redisCommandsPerJoin, 2)} per join). PostgreSQL: one queue_join call ` +
       `per process per round trip, at most ${f(m.controlSlotCallsPerS)}/s for 100 processes at this machine's idle round trip, each ` +
       `holding the product's counter row while it inserts its group and commits: here ${f(r.joinCeiling.rowsPerS)} joins/s for one ` +
       `product in groups of ${r.joinCeiling.group} (${f(r.joinCeiling.msPerCall, 1)} ms a call), the first limit (\`npm run scaling\`).`,
-  );
-  out.push('');
-  return out.join('\n');
+    '',
+  ].join('\n');
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({
-    options: {
-      buyers: { type: 'string' },
-      units: { type: 'string' },
-      connections: { type: 'string' },
-      pollers: { type: 'string' },
-      workers: { type: 'string' },
-      ttl: { type: 'string' },
-      'pow-joins': { type: 'string' },
-      out: { type: 'string' },
-      'node-flags': { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
-  });
-  if (values.help) {
-    process.stdout.write(
-      'npm run bench:queue -- [--buyers N (50000)] [--units N (1000)] [--connections N (200)] [--pollers N (256)] [--workers N (2)] [--ttl S (120)] [--pow-joins N (5000)] [--out DIR (bench/results)] [--node-flags "--cpu-prof --cpu-prof-dir=DIR"]\n',
-    );
-    return;
-  }
+  const flags = readFlags(
+    ['buyers', 'units', 'connections', 'pollers', 'workers', 'ttl', 'pow-joins', 'out', 'node-flags'],
+    'npm run bench:queue -- [--buyers N (50000)] [--units N (1000)] [--connections N (200)] [--pollers N (256)] [--workers N (2)] [--ttl S (120)] [--pow-joins N (5000)] [--out DIR (bench/results)] [--node-flags "--cpu-prof --cpu-prof-dir=DIR"]',
+  );
+  if (!flags) return;
   const report = await runQueueBenchmark({
-    buyers: Number(values.buyers ?? 50_000),
-    units: Number(values.units ?? 1000),
-    connections: Number(values.connections ?? 200),
-    pollersInFlight: Number(values.pollers ?? 256),
-    workers: Number(values.workers ?? 2),
-    admissionTtlS: Number(values.ttl ?? 120),
-    powJoins: Number(values['pow-joins'] ?? 5000),
-    outDir: values.out ?? join(__dirname, '..', '..', 'bench', 'results'),
+    buyers: Number(flags.buyers ?? 50_000),
+    units: Number(flags.units ?? 1000),
+    connections: Number(flags.connections ?? 200),
+    pollersInFlight: Number(flags.pollers ?? 256),
+    workers: Number(flags.workers ?? 2),
+    admissionTtlS: Number(flags.ttl ?? 120),
+    powJoins: Number(flags['pow-joins'] ?? 5000),
+    outDir: flags.out ?? RESULTS_DIR,
     log: (line) => process.stderr.write(`${line}\n`),
-    nodeFlags: values['node-flags']?.split(' ').filter((x) => x !== ''),
+    nodeFlags: splitFlags(flags['node-flags']),
   });
   process.stdout.write(renderQueue(report));
   const failed = [...report.withRoom.checks, ...report.withoutRoom.checks, ...report.estimate.sale.checks].filter(
@@ -941,9 +757,4 @@ async function main(): Promise<void> {
   if (failed.length > 0) process.exitCode = 1;
 }
 
-if (require.main === module) {
-  main().catch((err: Error) => {
-    process.stderr.write(`bench:queue failed: ${err.stack ?? err.message}\n`);
-    process.exit(1);
-  });
-}
+if (require.main === module) runMain('bench:queue failed: ', main);

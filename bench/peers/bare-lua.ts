@@ -5,18 +5,19 @@
 // ORDER_HOLD_MS is slept between the script and the INSERT: there is no lock to hold it in.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import Redis, { Result } from 'ioredis';
-import { Pool } from 'pg';
+import type { Result } from 'ioredis';
 import { projectRoot } from '../../src/infrastructure/project-root';
 import {
   alreadyOrdered,
   busy,
   env,
   fromPostgres,
+  memo,
+  notFound,
   OrderRequest,
-  PeerError,
-  REDIS_OPTIONS,
-  required,
+  overLimit,
+  peerPool,
+  peerRedis,
   serve,
   sleep,
   soldOut,
@@ -38,15 +39,8 @@ declare module 'ioredis' {
 }
 
 const HOLD_MS = env('ORDER_HOLD_MS', 0);
-// A bare peer has no event stream: its sessions tell the schema's outbox triggers to write nothing.
-const pool = new Pool({
-  connectionString: required('DATABASE_URL'),
-  max: env('DB_POOL_SIZE', 20),
-  options: '-c flashsale.events=off',
-});
-const redis = new Redis(required('REDIS_URL'), REDIS_OPTIONS).on('error', (err: Error) =>
-  console.error(`redis: ${err.message}`),
-);
+const pool = peerPool();
+const redis = peerRedis();
 // Its scripts sit beside the peers' sources (bench/peers/lua/), not in lua/, which ships with the service.
 const lua = (name: string) => readFileSync(join(projectRoot(__dirname), 'bench', 'peers', 'lua', name), 'utf8');
 redis.defineCommand('peerTakeStock', { numberOfKeys: 2, lua: lua('peer-take-stock.lua') });
@@ -56,48 +50,35 @@ const fromRedis = () => Promise.reject(unavailable('redis'));
 const fromPg = (err: unknown) => Promise.reject(fromPostgres(err));
 
 /** limit_per_user of each product, read once; the first read also puts the product's stock into Redis. */
-const products = new Map<number, Promise<number>>();
-
-function load(id: number): Promise<number> {
-  let p = products.get(id);
-  if (!p) {
-    // What is left = what the segments were stocked with (never deducted here) - what orders hold.
-    // SET NX: the first process to load wins, a later load never overwrites a live count.
-    p = pool
-      .query(
-        `SELECT limit_per_user,
-                (SELECT COALESCE(sum(stock), 0) FROM stock_segments WHERE product_id = $1)
-                  - (SELECT COALESCE(sum(quantity), 0) FROM orders WHERE product_id = $1) AS left_units
-           FROM products WHERE id = $1`,
-        [id],
-      )
-      .catch(fromPg)
-      .then(async ({ rows }) => {
-        if (rows.length === 0) throw new PeerError(404, 'PRODUCT_NOT_FOUND', `product ${id} does not exist`);
-        await redis.set(luaPeerKeys.stock(id), String(rows[0].left_units), 'NX').catch(fromRedis);
-        return rows[0].limit_per_user as number;
-      });
-    products.set(id, p);
-    p.catch(() => products.delete(id));
-  }
-  return p;
-}
+const products = memo((id) =>
+  // What is left = what the segments were stocked with (never deducted here) - what orders hold.
+  // SET NX: the first process to load wins, a later load never overwrites a live count.
+  pool
+    .query(
+      `SELECT limit_per_user,
+              (SELECT COALESCE(sum(stock), 0) FROM stock_segments WHERE product_id = $1)
+                - (SELECT COALESCE(sum(quantity), 0) FROM orders WHERE product_id = $1) AS left_units
+         FROM products WHERE id = $1`,
+      [id],
+    )
+    .catch(fromPg)
+    .then(async ({ rows }) => {
+      if (rows.length === 0) throw notFound(id);
+      await redis.set(luaPeerKeys.stock(id), String(rows[0].left_units), 'NX').catch(fromRedis);
+      return rows[0].limit_per_user as number;
+    }),
+);
 
 async function place(req: OrderRequest): Promise<object> {
   const { userId, productId, quantity } = req;
-  const limitPerUser = await load(productId);
-  if (quantity > limitPerUser)
-    throw new PeerError(
-      400,
-      'QUANTITY_OVER_LIMIT',
-      `quantity is over this product's limit of ${limitPerUser} per user`,
-    );
+  const limitPerUser = await products.get(productId);
+  if (quantity > limitPerUser) throw overLimit(limitPerUser);
   const keys = [luaPeerKeys.stock(productId), luaPeerKeys.buyers(productId)] as const;
   let taken = await redis.peerTakeStock(...keys, userId, quantity).catch(fromRedis);
   if (taken === -2) {
     // Redis lost the count since this process loaded it: load again, once.
-    products.delete(productId);
-    await load(productId);
+    products.forget(productId);
+    await products.get(productId);
     taken = await redis.peerTakeStock(...keys, userId, quantity).catch(fromRedis);
   }
   if (taken === -1) throw alreadyOrdered();

@@ -1,15 +1,12 @@
-// The "bare" benchmark peer: the service's order algorithm on plain node:http, ioredis and pg, so
-// the benchmark can show what the service's own code costs on top of the locks and PostgreSQL.
-// User lock, random segment, fall over past busy and empty ones, one SQL statement per order
-// inside a Redlock segment lock, a bounded jittered wait when all are busy, SOLD_OUT only after
-// reading PostgreSQL. STOCK_LOCKING=database drops the Redis locks (PostgreSQL row locks only).
-// Not here: the service's in-process lock hand-off, Redis hints, several segments for one order.
+// The "bare" benchmark peer: the service's order algorithm (user lock, random segment, fall over, one
+// SQL statement inside a Redlock segment lock, SOLD_OUT only after reading PostgreSQL) on plain
+// node:http, ioredis and pg. STOCK_LOCKING=database drops the Redis locks (row locks only). Not here:
+// the service's in-process lock hand-off, Redis hints, several segments for one order.
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ExecutionError, Lock, Redlock, ResourceLockedError } from '@sesamecare-oss/redlock';
-import Redis, { Result } from 'ioredis';
-import { Pool } from 'pg';
+import type { Result } from 'ioredis';
 import { projectRoot } from '../../src/infrastructure/project-root';
 import { SCRIPTS, scriptFile } from '../../src/infrastructure/redis-scripts';
 import {
@@ -17,10 +14,13 @@ import {
   busy,
   env,
   fromPostgres,
+  memo,
+  notFound,
   OrderRequest,
+  overLimit,
   PeerError,
-  REDIS_OPTIONS,
-  required,
+  peerPool,
+  peerRedis,
   serve,
   sleep,
   soldOut,
@@ -43,18 +43,8 @@ const retryDelay = () => RETRY_DELAY_MS + Math.floor(Math.random() * (RETRY_JITT
 
 if (![undefined, 'redlock', 'database'].includes(process.env.STOCK_LOCKING))
   throw new Error(`STOCK_LOCKING must be redlock or database, not ${process.env.STOCK_LOCKING}`);
-// A bare peer has no event stream: its sessions tell the schema's outbox triggers to write nothing.
-const pool = new Pool({
-  connectionString: required('DATABASE_URL'),
-  max: env('DB_POOL_SIZE', 20),
-  options: '-c flashsale.events=off',
-});
-const redis =
-  process.env.STOCK_LOCKING === 'database'
-    ? null
-    : new Redis(required('REDIS_URL'), REDIS_OPTIONS).on('error', (err: Error) =>
-        console.error(`redis: ${err.message}`),
-      );
+const pool = peerPool();
+const redis = process.env.STOCK_LOCKING === 'database' ? null : peerRedis();
 // The service's own script, found through its registry (file name and key count declared there once).
 redis?.defineCommand('peerReleaseUserLock', {
   numberOfKeys: SCRIPTS.endOrder.keys as number,
@@ -83,34 +73,22 @@ interface Product {
   /** Segments seen empty; stock never comes back in a benchmark, and SOLD_OUT still reads PostgreSQL. */
   empty: Set<number>;
 }
-const products = new Map<number, Promise<Product>>();
-
-function product(id: number): Promise<Product> {
-  let p = products.get(id);
-  if (!p) {
-    p = pool
-      .query(
-        'SELECT limit_per_user, (SELECT count(*) FROM stock_segments WHERE product_id = $1)::int AS n FROM products WHERE id = $1',
-        [id],
-      )
-      .then(
-        ({ rows }) => {
-          if (rows.length === 0) throw new PeerError(404, 'PRODUCT_NOT_FOUND', `product ${id} does not exist`);
-          return {
-            segments: rows[0].n as number,
-            limitPerUser: rows[0].limit_per_user as number,
-            empty: new Set<number>(),
-          };
-        },
-        (err) => {
-          throw fromPostgres(err);
-        },
-      );
-    products.set(id, p);
-    p.catch(() => products.delete(id));
-  }
-  return p;
-}
+const products = memo((id): Promise<Product> =>
+  pool
+    .query(
+      'SELECT limit_per_user, (SELECT count(*) FROM stock_segments WHERE product_id = $1)::int AS n FROM products WHERE id = $1',
+      [id],
+    )
+    .then(
+      ({ rows }) => {
+        if (rows.length === 0) throw notFound(id);
+        return { segments: rows[0].n as number, limitPerUser: rows[0].limit_per_user as number, empty: new Set() };
+      },
+      (err) => {
+        throw fromPostgres(err);
+      },
+    ),
+);
 
 /** One attempt on one segment: the order, 'empty' (fall over) or 'busy' (locked elsewhere). */
 async function attempt(p: Product, idx: number, req: OrderRequest): Promise<object | 'empty' | 'busy'> {
@@ -173,13 +151,8 @@ async function trySegments(p: Product, req: OrderRequest, skip: ReadonlySet<numb
 
 /** Segments first; when none sold, PostgreSQL says whether the stock is gone or which segments to retry. */
 async function sell(req: OrderRequest): Promise<object> {
-  const p = await product(req.productId);
-  if (req.quantity > p.limitPerUser)
-    throw new PeerError(
-      400,
-      'QUANTITY_OVER_LIMIT',
-      `quantity is over this product's limit of ${p.limitPerUser} per user`,
-    );
+  const p = await products.get(req.productId);
+  if (req.quantity > p.limitPerUser) throw overLimit(p.limitPerUser);
   let skip: ReadonlySet<number> = p.empty;
   for (let round = 0; round < 4; round++) {
     const order = await trySegments(p, req, skip);

@@ -2,9 +2,8 @@
 // the service's error shape ({ statusCode, code, message }, Retry-After on 503) and a bare
 // node:http server with GET /health/live. No framework, on purpose: the peers are the floor.
 import http from 'node:http';
-import type Redis from 'ioredis';
-import type { RedisOptions } from 'ioredis';
-import type { DatabaseError } from 'pg';
+import Redis, { RedisOptions } from 'ioredis';
+import { DatabaseError, Pool } from 'pg';
 
 export function env(name: string, fallback: number): number {
   const value = process.env[name] === undefined || process.env[name] === '' ? fallback : Number(process.env[name]);
@@ -30,6 +29,34 @@ export function required(name: string): string {
   return value;
 }
 
+// A bare peer has no event stream: its sessions tell the schema's outbox triggers to write nothing.
+export const peerPool = () =>
+  new Pool({
+    connectionString: required('DATABASE_URL'),
+    max: env('DB_POOL_SIZE', 20),
+    options: '-c flashsale.events=off',
+  });
+
+export const peerRedis = () =>
+  new Redis(required('REDIS_URL'), REDIS_OPTIONS).on('error', (err: Error) => console.error(`redis: ${err.message}`));
+
+/** `load(id)` once per id; a failure is forgotten, so that the next call tries again. */
+export function memo<T>(load: (id: number) => Promise<T>): { get(id: number): Promise<T>; forget(id: number): void } {
+  const seen = new Map<number, Promise<T>>();
+  return {
+    get(id) {
+      let p = seen.get(id);
+      if (!p) {
+        p = load(id);
+        seen.set(id, p);
+        p.catch(() => seen.delete(id));
+      }
+      return p;
+    },
+    forget: (id) => seen.delete(id),
+  };
+}
+
 /** An answer other than 201, with the service's status for its code. */
 export class PeerError extends Error {
   constructor(
@@ -50,6 +77,9 @@ export const unavailable = (what: 'redis' | 'postgres') =>
 export const alreadyOrdered = () =>
   new PeerError(409, 'ALREADY_ORDERED', 'this user already has an order for this product');
 export const soldOut = () => new PeerError(410, 'SOLD_OUT', 'sold out');
+export const notFound = (id: number) => new PeerError(404, 'PRODUCT_NOT_FOUND', `product ${id} does not exist`);
+export const overLimit = (limit: number) =>
+  new PeerError(400, 'QUANTITY_OVER_LIMIT', `quantity is over this product's limit of ${limit} per user`);
 
 /** A PostgreSQL failure as the service maps it: the unique index is a fact, a contention is BUSY, the rest an outage. */
 export function fromPostgres(err: unknown): PeerError {

@@ -27,8 +27,6 @@ export interface PeerEnv {
   lockWaitMs?: number;
   lockRetryDelayMs?: number;
   lockRetryJitterMs?: number;
-  /** pg pool size, as the service's DB_POOL_SIZE (20). */
-  dbPoolSize?: number;
 }
 
 export interface RunningPeer {
@@ -56,7 +54,6 @@ export async function startPeer(kind: PeerKind, env: PeerEnv, signal?: AbortSign
     LOCK_WAIT_MS: env.lockWaitMs,
     LOCK_RETRY_DELAY_MS: env.lockRetryDelayMs,
     LOCK_RETRY_JITTER_MS: env.lockRetryJitterMs,
-    DB_POOL_SIZE: env.dbPoolSize,
   };
   const childEnv: NodeJS.ProcessEnv = {
     PATH: process.env.PATH,

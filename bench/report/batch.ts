@@ -16,37 +16,31 @@ export function batchRows(report: BenchmarkReport, group: Group): Array<{ r: Sce
     });
 }
 
-/** latest.md's sections of group commit and of the ORDER_BATCH_MAX sweep. */
 export function batchMarkdown(report: BenchmarkReport): string[] {
   const s = report.settings;
-  const out: string[] = [];
-  for (const [group, title] of [
+  const sections = [
     ['batch', 'Group commit: ORDER_BATCH_MAX=1 against many orders per lock hold'],
     ['batch-sweep', 'ORDER_BATCH_MAX sweep'],
-  ] as const) {
+  ] as const;
+  return sections.flatMap(([group, title]) => {
     const rows = batchRows(report, group);
-    if (rows.length === 0) continue;
-    out.push(`## ${title}`);
-    out.push('');
-    out.push(
+    if (rows.length === 0) return [];
+    return [
+      `## ${title}`,
+      '',
       `The service, WORKERS=${s.speedWorkers}, Redlock segments, ${s.connections} connections, ${s.durationS} s per row. ORDER_BATCH_MAX=1 is the one-order-per-lock-hold design; above 1 the orders of one process waiting for one segment are sold in one lock hold and one SQL statement. ` +
         '**ORDER_HOLD_MS is spent once per lock hold, not once per order**: at 20 ms a single lock gets at most 50 holds per second, each selling one order with ORDER_BATCH_MAX=1 and up to ORDER_BATCH_MAX orders with group commit.',
-    );
-    if (!s.batchMaxRead) {
-      out.push('');
-      out.push('> The built service does not read ORDER_BATCH_MAX: these rows differ only in name.');
-    }
-    out.push('');
-    out.push(
+      ...(s.batchMaxRead
+        ? []
+        : ['', '> The built service does not read ORDER_BATCH_MAX: these rows differ only in name.']),
+      '',
       '| ORDER_HOLD_MS | segments | ORDER_BATCH_MAX | orders/s | vs ORDER_BATCH_MAX=1 | p50 | p99 | max | answers | lock waits (n x mean) | verified |',
-    );
-    out.push('|---|--:|---|--:|--:|--:|--:|--:|---|--:|---|');
-    for (const { r, vsOne } of rows) {
-      out.push(
-        `| ${holdName(r.holdMs)} | ${r.segments} | ${batchName(r.batchMax)} | **${rate(r.ordersPerSec)}** | ${vsOne} | ${ms(r.latency201Ms?.p50)} | ${ms(r.latency201Ms?.p99)} | ${ms(r.latency201Ms?.max)} | ${codes(r)}${r.timeouts ? ` timeouts:${r.timeouts}` : ''} | ${metricCell(r).wait} | ${statusWord(r)} |`,
-      );
-    }
-    out.push('');
-  }
-  return out;
+      '|---|--:|---|--:|--:|--:|--:|--:|---|--:|---|',
+      ...rows.map(
+        ({ r, vsOne }) =>
+          `| ${holdName(r.holdMs)} | ${r.segments} | ${batchName(r.batchMax)} | **${rate(r.ordersPerSec)}** | ${vsOne} | ${ms(r.latency201Ms?.p50)} | ${ms(r.latency201Ms?.p99)} | ${ms(r.latency201Ms?.max)} | ${codes(r)}${r.timeouts ? ` timeouts:${r.timeouts}` : ''} | ${metricCell(r).wait} | ${statusWord(r)} |`,
+      ),
+      '',
+    ];
+  });
 }

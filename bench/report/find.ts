@@ -9,6 +9,24 @@ export function returnsOf(report: BenchmarkReport): Array<ScenarioResult & { ret
   );
 }
 
+/** The service's steady-state scenario on the one redis-server with these settings. */
+function findService(
+  report: BenchmarkReport,
+  w: { workers: number; batchMax: number | null; locking: StockLocking; holdMs: number; segments: number },
+): ScenarioResult | undefined {
+  return report.scenarios.find(
+    (r) =>
+      r.kind === 'steady' &&
+      r.target === 'service' &&
+      (r.redis ?? 'single') === 'single' &&
+      r.workers === w.workers &&
+      r.batchMax === w.batchMax &&
+      r.locking === w.locking &&
+      r.holdMs === w.holdMs &&
+      r.segments === w.segments,
+  );
+}
+
 /**
  * A scenario of the locking comparison, the sweep or the sale: the service at --workers and
  * --batch-max, or for 'database' the bare peer's no-lock mode.
@@ -20,18 +38,8 @@ export function find(
   segments: number,
 ): ScenarioResult | undefined {
   if (locking === 'database') return findPeer(report, 'bare', 'database', segments, holdMs);
-  const s = report.settings;
-  return report.scenarios.find(
-    (r) =>
-      r.kind === 'steady' &&
-      r.target === 'service' &&
-      (r.redis ?? 'single') === 'single' &&
-      r.workers === s.workers &&
-      r.batchMax === s.batchMax &&
-      r.locking === locking &&
-      r.holdMs === holdMs &&
-      r.segments === segments,
-  );
+  const { workers, batchMax } = report.settings;
+  return findService(report, { workers, batchMax, locking, holdMs, segments });
 }
 /** The service beside the peers and in the group-commit comparison (--speed-workers processes). */
 export function findFast(
@@ -40,17 +48,7 @@ export function findFast(
 ): ScenarioResult | undefined {
   const s = report.settings;
   const { locking = 'redlock', holdMs = 0, segments = s.speedSegments, batchMax } = w;
-  return report.scenarios.find(
-    (r) =>
-      r.kind === 'steady' &&
-      r.target === 'service' &&
-      (r.redis ?? 'single') === 'single' &&
-      r.workers === s.speedWorkers &&
-      r.batchMax === batchMax &&
-      r.locking === locking &&
-      r.holdMs === holdMs &&
-      r.segments === segments,
-  );
+  return findService(report, { workers: s.speedWorkers, batchMax, locking, holdMs, segments });
 }
 export function findPeer(
   report: BenchmarkReport,

@@ -8,18 +8,13 @@ export const MODE_NAME: Record<StockLocking, string> = {
   database: 'bare peer, no lock (PG row lock)',
 };
 
-export function rate(n: number): string {
-  if (!Number.isFinite(n)) return '-';
-  return n >= 100 ? n.toFixed(0) : n.toFixed(1);
-}
 export function ms(n: number | undefined | null): string {
   if (n === undefined || n === null || !Number.isFinite(n)) return '-';
   return n >= 100 ? n.toFixed(0) : n.toFixed(1);
 }
-export function ratio(a: number | undefined, b: number | undefined): string {
-  if (a === undefined || b === undefined || !(b > 0) || !Number.isFinite(a)) return '-';
-  return `${(a / b).toFixed(2)}x`;
-}
+/** A figure per second: as `ms` writes a time. */
+export const rate = (n: number) => ms(n);
+export const ratio = (a: number | undefined, b: number | undefined) => times(ratioOf(a, b));
 /** `20 x 50` for an even split; the service spreads any remainder, so just the count otherwise. */
 export function layout(r: { segments: number; stock: number }): string {
   return r.stock % r.segments === 0

@@ -1,19 +1,12 @@
 // The same load on one redis-server, a Redlock quorum of three and a 3-master Redis Cluster: the
 // rows with their ratios to the one redis-server (also written into latest.json as redisSetups) and
 // their console and latest.md tables.
-import {
-  BenchmarkReport,
-  REDIS_SETUPS,
-  RedisPerOrder,
-  RedisSetupRow,
-  RedisSetupsSection,
-  ScenarioResult,
-} from '../types';
+import { BenchmarkReport, REDIS_SETUPS, RedisPerOrder, ScenarioResult } from '../types';
 import { inGroup } from './find';
 import { batchName, ms, rate, ratioOf, SETUP_NAME, times } from './format';
 
 /** The Redis setups group as rows (by ORDER_BATCH_MAX, then single, quorum, cluster), with ratios to the one redis-server; null when it did not run. */
-export function redisSetupsSection(report: BenchmarkReport): RedisSetupsSection | null {
+export function redisSetupsSection(report: BenchmarkReport) {
   const found = inGroup(report, 'redis-setups');
   if (found.length === 0) return null;
   const setupOf = (r: ScenarioResult) => r.redis ?? 'single';
@@ -28,22 +21,23 @@ export function redisSetupsSection(report: BenchmarkReport): RedisSetupsSection 
           redisCpuUs: r.costs.perUnit.redisCpuUs,
         }
       : null;
-  const rows: RedisSetupRow[] = [];
-  for (const batchMax of batches) {
+  const rows = batches.flatMap((batchMax) => {
     const single = found.find((r) => r.batchMax === batchMax && setupOf(r) === 'single');
     const base = single ? perOrder(single) : null;
-    for (const setup of REDIS_SETUPS) {
+    return REDIS_SETUPS.flatMap((setup) => {
       const r = found.find((x) => x.batchMax === batchMax && setupOf(x) === setup);
-      if (!r) continue;
+      if (!r) return [];
       const cost = perOrder(r);
-      rows.push({
+      return {
         setup,
         id: r.id,
         batchMax,
         status: r.status,
         ordersPerSec: r.ordersPerSec,
         p99Ms: r.latency201Ms?.p99 ?? null,
+        /** Summed over every Redis server of the setup; null when the costs were not read. */
         perOrder: cost,
+        /** Each server of the setup (a quorum's or a cluster's masters, in the setup's order); null for the one redis-server. */
         perServer:
           r.costs?.redisServers?.map((x) => ({
             server: x.server,
@@ -51,6 +45,7 @@ export function redisSetupsSection(report: BenchmarkReport): RedisSetupsSection 
             redisCommands: x.perUnit.redisCommands,
             redisCpuUs: x.perUnit.redisCpuUs,
           })) ?? null,
+        /** This row / the one redis-server's row at the same ORDER_BATCH_MAX; null where either figure is missing. */
         vsSingle: {
           ordersPerSec: ratioOf(r.ordersPerSec, single?.ordersPerSec),
           p99: ratioOf(r.latency201Ms?.p99, single?.latency201Ms?.p99),
@@ -58,44 +53,41 @@ export function redisSetupsSection(report: BenchmarkReport): RedisSetupsSection 
           redisCommands: ratioOf(cost?.redisCommands, base?.redisCommands),
           redisCpuUs: ratioOf(cost?.redisCpuUs, base?.redisCpuUs),
         },
-      });
-    }
-  }
+      };
+    });
+  });
   const s = report.settings;
+  // command: how the run was started, to repeat it.
   return { command: report.command, workers: s.speedWorkers, segments: s.speedSegments, holdMs: 0, rows };
 }
+
+export type RedisSetupsSection = NonNullable<ReturnType<typeof redisSetupsSection>>;
+type RedisSetupRow = RedisSetupsSection['rows'][number];
 
 /** Per-server calls of a quorum or cluster: round trips (scripts) per order on each, in the setup's order. */
 function perServerCell(r: RedisSetupRow): string {
   return r.perServer ? r.perServer.map((x) => x.redisScripts.toFixed(2)).join(' / ') : '-';
 }
 
-/** latest.md's section of the Redis setups group. */
 function setupsTable(x: RedisSetupsSection): string[] {
-  const out: string[] = [];
-  out.push(`## Redis setups (hold 0, ${x.segments} segments, WORKERS=${x.workers})`);
-  out.push('');
-  out.push(
+  return [
+    `## Redis setups (hold 0, ${x.segments} segments, WORKERS=${x.workers})`,
+    '',
     'The same load on three Redis setups, each its own service start, each verified from PostgreSQL like every other scenario: ' +
       "**one redis-server** (REDIS_URL; every other scenario's setup), a **Redlock quorum of 3** (REDIS_LOCK_URLS: the bench's redis-server and two more started for this group, REDIS_URL the first of them: hints and the user lock stay on one server) and a **Redis Cluster of 3 masters** (REDIS_CLUSTER_NODES alone, started for this group). " +
       'Redis calls and Redis CPU are per order **summed over every server of the setup**: INFO commandstats and INFO cpu of each one. Per server: EVAL/EVALSHA calls (round trips) per order on each master, in the order of REDIS_LOCK_URLS / REDIS_CLUSTER_NODES; on the quorum every lock operation goes to all three, on the cluster a segment lock goes to the master of its slot. ' +
       'Ratios are to the one redis-server at the same ORDER_BATCH_MAX.',
-  );
-  out.push('');
-  out.push(
+    '',
     '| setup | ORDER_BATCH_MAX | orders/s | vs single | p99 | Redis calls (scripts) / order | vs single | Redis commands / order | Redis CPU µs / order | vs single | scripts / order per server | verified |',
-  );
-  out.push('|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|---|');
-  for (const r of x.rows) {
-    const c = r.perOrder;
-    out.push(
-      `| ${SETUP_NAME[r.setup]} (\`${r.id}\`) | ${batchName(r.batchMax)} | **${rate(r.ordersPerSec)}** | ${times(r.vsSingle.ordersPerSec)} | ${ms(r.p99Ms)} ms | ${c ? c.redisScripts.toFixed(2) : '-'} | ${times(r.vsSingle.redisScripts)} | ${c ? c.redisCommands.toFixed(2) : '-'} | ${c ? ms(c.redisCpuUs) : '-'} | ${times(r.vsSingle.redisCpuUs)} | ${perServerCell(r)} | ${r.status === 'ok' ? 'ok' : '**FAILED**'} |`,
-    );
-  }
-  out.push('');
-  out.push(`Command: \`${x.command}\``);
-  out.push('');
-  return out;
+    '|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|---|',
+    ...x.rows.map((r) => {
+      const c = r.perOrder;
+      return `| ${SETUP_NAME[r.setup]} (\`${r.id}\`) | ${batchName(r.batchMax)} | **${rate(r.ordersPerSec)}** | ${times(r.vsSingle.ordersPerSec)} | ${ms(r.p99Ms)} ms | ${c ? c.redisScripts.toFixed(2) : '-'} | ${times(r.vsSingle.redisScripts)} | ${c ? c.redisCommands.toFixed(2) : '-'} | ${c ? ms(c.redisCpuUs) : '-'} | ${times(r.vsSingle.redisCpuUs)} | ${perServerCell(r)} | ${r.status === 'ok' ? 'ok' : '**FAILED**'} |`;
+    }),
+    '',
+    `Command: \`${x.command}\``,
+    '',
+  ];
 }
 
 /** latest.md's section of the Redis setups; none when the group did not run. */

@@ -9,20 +9,10 @@ import { batchName, countsText, holdName, layout, ms, rate, seconds, spreadMs, s
 const RETURNS_MEASURES =
   "How long returned units take to sell again. The sale sells out as above; the shop then pays most reservations at once, cancels some (POST /orders/:id/cancel) and leaves the others to expire past the product's short paymentTimeoutS, while new buyers (one request each, paying at once) ask from just before the first cancel until every returned unit is sold again.";
 
-/** latest.md's section of each sale with returns. */
 export function returnsMarkdown(report: BenchmarkReport): string[] {
-  const out: string[] = [];
-  for (const r of returnsOf(report)) {
+  return returnsOf(report).flatMap((r) => {
     const x = r.returns;
     const back = x.returnedUnits.cancelled + x.returnedUnits.expired;
-    out.push(
-      `## The sale with returns: ${r.stock} units as ${layout(r)}, ${r.buyers} buyers, ${back} units back and resold (ORDER_HOLD_MS=${holdName(r.holdMs)}, Redlock, WORKERS=${r.workers}, ORDER_BATCH_MAX ${batchName(r.batchMax)}, EXPIRY_SWEEP_MS=${x.expirySweepMs})`,
-    );
-    out.push('');
-    out.push(
-      `${RETURNS_MEASURES} (b) includes waiting out the ${x.paymentTimeoutS} s payment timeout that the run sets; the service's own share is the expiry lag and the time a returned unit stays on sale. Times marked PG come from PostgreSQL's clock (orders' created_at, expires_at, closed_at).`,
-    );
-    out.push('');
     const pct = (n: number) => (r.created > 0 ? ` (${Math.round((n / r.created) * 100)}%)` : '');
     const rows: Array<[string, string]> = [
       [
@@ -68,10 +58,15 @@ export function returnsMarkdown(report: BenchmarkReport): string[] {
         `${statusWord(r)}: ${r.verification.checks.map((c) => `${c.ok ? '' : '**FAILED** '}${c.name}`).join('; ')}`,
       ],
     ];
-    out.push('| figure | this run |');
-    out.push('|---|---|');
-    for (const [what, value] of rows) out.push(`| ${what} | ${value} |`);
-    out.push('');
-  }
-  return out;
+    return [
+      `## The sale with returns: ${r.stock} units as ${layout(r)}, ${r.buyers} buyers, ${back} units back and resold (ORDER_HOLD_MS=${holdName(r.holdMs)}, Redlock, WORKERS=${r.workers}, ORDER_BATCH_MAX ${batchName(r.batchMax)}, EXPIRY_SWEEP_MS=${x.expirySweepMs})`,
+      '',
+      `${RETURNS_MEASURES} (b) includes waiting out the ${x.paymentTimeoutS} s payment timeout that the run sets; the service's own share is the expiry lag and the time a returned unit stays on sale. Times marked PG come from PostgreSQL's clock (orders' created_at, expires_at, closed_at).`,
+      '',
+      '| figure | this run |',
+      '|---|---|',
+      ...rows.map(([what, value]) => `| ${what} | ${value} |`),
+      '',
+    ];
+  });
 }

@@ -4,10 +4,9 @@ import { BARE_HELD_MS, BenchmarkReport, ScenarioResult } from '../types';
 import { findFast, findHealth, findPeer, findSoldOut } from './find';
 import { batchName, codes, ms, rate, ratio, statusWord } from './format';
 
-/** One row of the service-against-peers table. */
 export interface SpeedRow {
   what: string;
-  r: ScenarioResult | undefined;
+  r: ScenarioResult;
   unit: 'orders/s' | 'req/s' | '410/s';
 }
 
@@ -15,52 +14,36 @@ export function speedRows(report: BenchmarkReport): SpeedRow[] {
   const s = report.settings;
   const n = s.speedSegments;
   const w = `${s.speedWorkers} process${s.speedWorkers === 1 ? '' : 'es'}`;
-  const rows: SpeedRow[] = [
-    {
-      what: `service (${w}), Redlock segments, ORDER_BATCH_MAX=1`,
-      r: findFast(report, { batchMax: 1 }),
-      unit: 'orders/s',
-    },
-    {
-      what: `service (${w}), Redlock segments, group commit (ORDER_BATCH_MAX ${batchName(s.batchMax)})`,
-      r: findFast(report, { batchMax: s.batchMax }),
-      unit: 'orders/s',
-    },
-    {
-      what: `service (${w}), one lock (1 segment), ORDER_BATCH_MAX=1`,
-      r: findFast(report, { segments: 1, batchMax: 1 }),
-      unit: 'orders/s',
-    },
-    { what: `service (${w}), GET /health/live (no work at all)`, r: findHealth(report), unit: 'req/s' },
-    {
-      what: `service (${w}), sold-out product: refusals (410) to distinct buyers`,
-      r: findSoldOut(report),
-      unit: '410/s',
-    },
-    { what: 'bare peer, Redis segment locks', r: findPeer(report, 'bare', 'redlock', n), unit: 'orders/s' },
-    {
-      what: 'bare peer, no Redis lock (PostgreSQL row locks only)',
-      r: findPeer(report, 'bare', 'database', n),
-      unit: 'orders/s',
-    },
-    { what: 'bare peer, one lock (1 segment)', r: findPeer(report, 'bare', 'redlock', 1), unit: 'orders/s' },
-    {
-      what: 'bare-lua peer: stock in Redis, one Lua script, one INSERT',
-      r: findPeer(report, 'bare-lua', 'lua', n),
-      unit: 'orders/s',
-    },
-    {
-      what: `bare peer, one lock (1 segment), lock held ${BARE_HELD_MS} ms`,
-      r: findPeer(report, 'bare', 'redlock', 1, BARE_HELD_MS),
-      unit: 'orders/s',
-    },
-    {
-      what: `bare peer, Redis segment locks, lock held ${BARE_HELD_MS} ms`,
-      r: findPeer(report, 'bare', 'redlock', n, BARE_HELD_MS),
-      unit: 'orders/s',
-    },
+  const rows: Array<[string, ScenarioResult | undefined, SpeedRow['unit']]> = [
+    [`service (${w}), Redlock segments, ORDER_BATCH_MAX=1`, findFast(report, { batchMax: 1 }), 'orders/s'],
+    [
+      `service (${w}), Redlock segments, group commit (ORDER_BATCH_MAX ${batchName(s.batchMax)})`,
+      findFast(report, { batchMax: s.batchMax }),
+      'orders/s',
+    ],
+    [
+      `service (${w}), one lock (1 segment), ORDER_BATCH_MAX=1`,
+      findFast(report, { segments: 1, batchMax: 1 }),
+      'orders/s',
+    ],
+    [`service (${w}), GET /health/live (no work at all)`, findHealth(report), 'req/s'],
+    [`service (${w}), sold-out product: refusals (410) to distinct buyers`, findSoldOut(report), '410/s'],
+    ['bare peer, Redis segment locks', findPeer(report, 'bare', 'redlock', n), 'orders/s'],
+    ['bare peer, no Redis lock (PostgreSQL row locks only)', findPeer(report, 'bare', 'database', n), 'orders/s'],
+    ['bare peer, one lock (1 segment)', findPeer(report, 'bare', 'redlock', 1), 'orders/s'],
+    ['bare-lua peer: stock in Redis, one Lua script, one INSERT', findPeer(report, 'bare-lua', 'lua', n), 'orders/s'],
+    [
+      `bare peer, one lock (1 segment), lock held ${BARE_HELD_MS} ms`,
+      findPeer(report, 'bare', 'redlock', 1, BARE_HELD_MS),
+      'orders/s',
+    ],
+    [
+      `bare peer, Redis segment locks, lock held ${BARE_HELD_MS} ms`,
+      findPeer(report, 'bare', 'redlock', n, BARE_HELD_MS),
+      'orders/s',
+    ],
   ];
-  return rows.filter((x) => x.r !== undefined);
+  return rows.flatMap(([what, r, unit]) => (r ? [{ what, r, unit }] : []));
 }
 
 /** The service against each peer, as ratios of this run's figures. */
@@ -93,37 +76,33 @@ export function speedRatios(report: BenchmarkReport): Array<{ what: string; valu
     .map(([what, a, b]) => ({ what, value: ratio(a!.ordersPerSec, b!.ordersPerSec) }));
 }
 
-/** latest.md's section of the service against the peers. */
 export function speedMarkdown(report: BenchmarkReport): string[] {
   const s = report.settings;
-  const out: string[] = [];
   const speed = speedRows(report);
-  if (speed.length > 0) {
-    out.push(`## The service against the bare peers (hold 0 unless a row says otherwise, ${s.speedSegments} segments)`);
-    out.push('');
-    out.push(
-      `Same load for every row: ${s.connections} connections, ${s.durationS} s, a fresh product of ${s.steadyStock.toLocaleString('en-US')} units in ${s.speedSegments} segments (1 for the one-lock rows), nothing held in the lock (the bare peer's two "lock held" rows hold each lock ${BARE_HELD_MS} ms: the segments-against-one-lock target's floor on this machine). The service runs as WORKERS=${s.speedWorkers}; each peer is one process. ` +
-        "The bare peer is the service's order algorithm (user lock, random segment, fall over, one SQL statement inside a Redis segment lock) on plain node:http, ioredis and pg: the floor of what the service's own code costs. " +
-        'The bare-lua peer holds the stock in Redis, checks and decrements it and records the buyer in one Lua script, then INSERTs the order: the design many shops pick instead. GET /health/live is the service answering with no work at all. ' +
-        `The sold-out row is a product of ${s.speedSegments} units in ${s.speedSegments} segments, sold out (and its sold-out flag set) before the load; every request is a new buyer and every answer must be 410: the refusals that are most of a big sale's traffic, latencies of the 410s.`,
-    );
-    out.push('');
-    out.push('| what | orders/s | p50 | p99 | max | answers | verified |');
-    out.push('|---|--:|--:|--:|--:|---|---|');
-    for (const { what, r, unit } of speed) {
-      const x = r!;
-      out.push(
+  if (speed.length === 0) return [];
+  const ratios = speedRatios(report);
+  return [
+    `## The service against the bare peers (hold 0 unless a row says otherwise, ${s.speedSegments} segments)`,
+    '',
+    `Same load for every row: ${s.connections} connections, ${s.durationS} s, a fresh product of ${s.steadyStock.toLocaleString('en-US')} units in ${s.speedSegments} segments (1 for the one-lock rows), nothing held in the lock (the bare peer's two "lock held" rows hold each lock ${BARE_HELD_MS} ms: the segments-against-one-lock target's floor on this machine). The service runs as WORKERS=${s.speedWorkers}; each peer is one process. ` +
+      "The bare peer is the service's order algorithm (user lock, random segment, fall over, one SQL statement inside a Redis segment lock) on plain node:http, ioredis and pg: the floor of what the service's own code costs. " +
+      'The bare-lua peer holds the stock in Redis, checks and decrements it and records the buyer in one Lua script, then INSERTs the order: the design many shops pick instead. GET /health/live is the service answering with no work at all. ' +
+      `The sold-out row is a product of ${s.speedSegments} units in ${s.speedSegments} segments, sold out (and its sold-out flag set) before the load; every request is a new buyer and every answer must be 410: the refusals that are most of a big sale's traffic, latencies of the 410s.`,
+    '',
+    '| what | orders/s | p50 | p99 | max | answers | verified |',
+    '|---|--:|--:|--:|--:|---|---|',
+    ...speed.map(
+      ({ what, r: x, unit }) =>
         `| ${what} | **${rate(x.ordersPerSec)}**${unit === 'orders/s' ? '' : ` ${unit}`} | ${ms(x.latency201Ms?.p50)} | ${ms(x.latency201Ms?.p99)} | ${ms(x.latency201Ms?.max)} | ${codes(x)}${x.errors ? ` err:${x.errors}` : ''}${x.timeouts ? ` timeouts:${x.timeouts}` : ''} | ${statusWord(x)} |`,
-      );
-    }
-    out.push('');
-    const ratios = speedRatios(report);
-    if (ratios.length > 0) {
-      out.push('| ratio, this run | value |');
-      out.push('|---|--:|');
-      for (const { what, value } of ratios) out.push(`| ${what} | **${value}** |`);
-      out.push('');
-    }
-  }
-  return out;
+    ),
+    '',
+    ...(ratios.length > 0
+      ? [
+          '| ratio, this run | value |',
+          '|---|--:|',
+          ...ratios.map(({ what, value }) => `| ${what} | **${value}** |`),
+          '',
+        ]
+      : []),
+  ];
 }

@@ -7,32 +7,28 @@ import { batchName, holdName, MODE_NAME, rate, ratio, statusWord } from './forma
 /** latest.md's section of the sweep; none when the run had no sweep. */
 export function sweepMarkdown(report: BenchmarkReport): string[] {
   const s = report.settings;
-  const out: string[] = [];
-  if (s.sweep) {
-    out.push(
-      `## Segment sweep (ORDER_HOLD_MS=${holdName(s.sweepHold)}, WORKERS=${s.workers}, ORDER_BATCH_MAX ${batchName(s.batchMax)})`,
-    );
-    out.push('');
-    const modes: StockLocking[] = s.peer ? ['redlock', 'database'] : ['redlock'];
-    out.push(...sweepCharts(report, modes));
-    out.push(
-      `| segments | ${modes.map((mo) => `${MODE_NAME[mo]} orders/s | vs 1 segment`).join(' | ')} | ideal | verified |`,
-    );
-    out.push(`|--:|${modes.map(() => '--:|--:').join('|')}|--:|---|`);
-    for (const n of s.sweep) {
-      const cells: string[] = [];
-      const verdicts: string[] = [];
-      for (const mo of modes) {
-        const r = find(report, mo, s.sweepHold, n);
-        const one = find(report, mo, s.sweepHold, 1);
-        cells.push(r ? `**${rate(r.ordersPerSec)}**` : '-', r ? ratio(r.ordersPerSec, one?.ordersPerSec) : '-');
-        if (r) verdicts.push(statusWord(r));
-      }
-      out.push(`| ${n} | ${cells.join(' | ')} | ${n}x | ${verdicts.join(' / ')} |`);
+  if (!s.sweep) return [];
+  const modes: StockLocking[] = s.peer ? ['redlock', 'database'] : ['redlock'];
+  const row = (n: number) => {
+    const cells: string[] = [];
+    const verdicts: string[] = [];
+    for (const mo of modes) {
+      const r = find(report, mo, s.sweepHold, n);
+      const one = find(report, mo, s.sweepHold, 1);
+      cells.push(r ? `**${rate(r.ordersPerSec)}**` : '-', r ? ratio(r.ordersPerSec, one?.ordersPerSec) : '-');
+      if (r) verdicts.push(statusWord(r));
     }
-    out.push('');
-  }
-  return out;
+    return `| ${n} | ${cells.join(' | ')} | ${n}x | ${verdicts.join(' / ')} |`;
+  };
+  return [
+    `## Segment sweep (ORDER_HOLD_MS=${holdName(s.sweepHold)}, WORKERS=${s.workers}, ORDER_BATCH_MAX ${batchName(s.batchMax)})`,
+    '',
+    ...sweepCharts(report, modes),
+    `| segments | ${modes.map((mo) => `${MODE_NAME[mo]} orders/s | vs 1 segment`).join(' | ')} | ideal | verified |`,
+    `|--:|${modes.map(() => '--:|--:').join('|')}|--:|---|`,
+    ...s.sweep.map(row),
+    '',
+  ];
 }
 
 /** A round top for an axis: `v` rounded up to a step of 1, 2 or 5 times a power of ten, about a fifth of `v`. */
@@ -66,28 +62,26 @@ function sweepCharts(report: BenchmarkReport, modes: StockLocking[]): string[] {
   });
   // One y scale for every chart, so the modes compare by eye.
   const top = axisTop(Math.max(1, ...charts.flatMap((c) => [...c.measured, ...c.ideal])) * 1.05);
-  const out: string[] = [];
-  for (const { mode, points, measured, ideal } of charts) {
-    if (points.length === 0) continue;
+  return charts.flatMap(({ mode, points, measured, ideal }) => {
+    if (points.length === 0) return [];
     const failedAt = points.filter((p) => p.r.status !== 'ok').map((p) => p.n);
-    out.push('```mermaid');
-    out.push('---');
-    out.push('config:');
-    out.push('  xyChart: { width: 720, height: 360, showLegend: true }');
-    out.push('  themeVariables: { xyChart: { plotColorPalette: "#4e79a7, #e15759" } }');
-    out.push('---');
-    out.push('xychart-beta');
-    out.push(`  title "${MODE_NAME[mode]}, hold ${s.sweepHold} ms per lock hold"`);
-    out.push(`  x-axis "segments" [${points.map((p) => p.n).join(', ')}]`);
-    out.push(`  y-axis "orders/s" 0 --> ${top}`);
-    out.push(`  bar "measured" [${measured.join(', ')}]`);
-    if (ideal.length > 0) out.push(`  line "ideal (N x 1 segment)" [${ideal.join(', ')}]`);
-    out.push('```');
-    out.push('');
-    out.push(
+    return [
+      '```mermaid',
+      '---',
+      'config:',
+      '  xyChart: { width: 720, height: 360, showLegend: true }',
+      '  themeVariables: { xyChart: { plotColorPalette: "#4e79a7, #e15759" } }',
+      '---',
+      'xychart-beta',
+      `  title "${MODE_NAME[mode]}, hold ${s.sweepHold} ms per lock hold"`,
+      `  x-axis "segments" [${points.map((p) => p.n).join(', ')}]`,
+      `  y-axis "orders/s" 0 --> ${top}`,
+      `  bar "measured" [${measured.join(', ')}]`,
+      ...(ideal.length > 0 ? [`  line "ideal (N x 1 segment)" [${ideal.join(', ')}]`] : []),
+      '```',
+      '',
       `*${MODE_NAME[mode]}: blue bars = orders/s measured (201s only, ${s.connections} connections, ${s.workers} worker(s)); red line = the ideal, N x its own 1-segment rate.${failedAt.length > 0 ? ` **FAILED at ${failedAt.join(', ')} segments.**` : ''}*`,
-    );
-    out.push('');
-  }
-  return out;
+      '',
+    ];
+  });
 }

@@ -98,15 +98,13 @@ export function targets(report: BenchmarkReport): TargetRow[] {
   return out;
 }
 
-/** latest.md's table of the targets. */
 export function targetsMarkdown(report: BenchmarkReport): string[] {
-  const out: string[] = [];
-  const tg = targets(report);
-  out.push("## Issue 8's targets, from this run");
-  out.push('');
-  out.push('| target | measured | result |');
-  out.push('|---|---|---|');
-  for (const t of tg) out.push(`| ${t.target} | ${t.measured} | ${t.result === 'miss' ? '**miss**' : t.result} |`);
-  out.push('');
-  return out;
+  return [
+    "## Issue 8's targets, from this run",
+    '',
+    '| target | measured | result |',
+    '|---|---|---|',
+    ...targets(report).map((t) => `| ${t.target} | ${t.measured} | ${t.result === 'miss' ? '**miss**' : t.result} |`),
+    '',
+  ];
 }

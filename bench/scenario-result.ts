@@ -1,0 +1,64 @@
+// What the scenarios' runs (scenarios.ts, returns.ts) share: the load of orders on a product, the
+// wait until it went quiet, the result built from the load, and the verification with checks added.
+import { Check, Verification, waitQuiet } from '../harness/verify';
+import { autocannonTimeoutS, LoadResult, LoadSpec } from './load';
+import type { RunContext, ScenarioResult, ScenarioSpec } from './types';
+
+/** POST /orders of distinct buyers `<prefix><productId>-<n>` to the product, at the run's connections. */
+export function ordersLoad(ctx: RunContext, productId: number, prefix: string, label: string) {
+  return {
+    url: ctx.url,
+    productId,
+    userPrefix: `${prefix}${productId}-`,
+    connections: ctx.connections,
+    timeoutS: autocannonTimeoutS(ctx.lockWaitMs),
+    label,
+    progress: ctx.progress,
+    signal: ctx.signal,
+  } satisfies LoadSpec;
+}
+
+/**
+ * The product's orders once no new one came for a few lock holds (abandoned requests are still
+ * served), capped by the longest a request may wait.
+ */
+export function quietOrders(ctx: RunContext, productId: number, holdMs: number): Promise<number> {
+  return waitQuiet(ctx.db, productId, Math.max(500, holdMs * 10), ctx.lockWaitMs + 10_000, ctx.signal);
+}
+
+/** A scenario's result from its main load; `more` overrides what differs by kind. */
+export function resultOf(
+  ctx: RunContext,
+  spec: ScenarioSpec,
+  load: LoadResult,
+  r: Pick<ScenarioResult, 'productId' | 'ordersInDb' | 'metrics' | 'costs' | 'verification'>,
+  more: Partial<ScenarioResult> = {},
+): ScenarioResult {
+  return {
+    ...spec,
+    productId: r.productId,
+    connections: ctx.connections,
+    elapsedS: load.elapsedS,
+    responses: load.responses,
+    statusCounts: load.statusCounts,
+    created: load.created,
+    ordersPerSec: load.elapsedS > 0 ? load.created / load.elapsedS : 0,
+    latency201Ms: load.latency201,
+    errors: load.errors,
+    timeouts: load.timeouts,
+    sellOutMs: null,
+    ordersInDb: r.ordersInDb,
+    metrics: r.metrics,
+    costs: r.costs,
+    verification: r.verification,
+    status: r.verification.verified ? 'ok' : 'FAILED',
+    ...more,
+  };
+}
+
+/** The verification with these checks added. */
+export function withChecks(v: Verification, checks: Check[]): Verification {
+  v.checks.push(...checks);
+  v.verified = v.checks.every((c) => c.ok);
+  return v;
+}

@@ -1,0 +1,101 @@
+// What the benchmarks that run on their own (bench:door, bench:events, bench:queue) share: a
+// throwaway PostgreSQL (migrated, with pg_stat_statements) and redis-server with a client and a cost
+// probe on both, service starts with the settings they all use, their flags, the machine line, the
+// result files and the exit code.
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { Client } from 'pg';
+import { startEmbeddedRedis } from '../src/infrastructure/embedded-redis';
+import { runMigrations } from '../src/infrastructure/migrate';
+import { launchService, ServiceProcess } from '../harness/launcher';
+import { CostProbe, startBenchPostgres } from './costs';
+import { BENCH_SHOP_TOKEN, SERVICE_HEAP_MB } from './service';
+
+export const RESULTS_DIR = join(__dirname, '..', '..', 'bench', 'results');
+
+export interface Servers {
+  db: Client;
+  probe: CostProbe;
+  adminToken: string;
+  /** A service process on these servers, no rate limits, warnings only; `env` adds to or overrides that. */
+  start: (env?: Record<string, string>, nodeFlags?: string[]) => Promise<ServiceProcess>;
+}
+
+/** Runs `fn` on servers of its own; everything started is stopped in reverse order, however it ends. */
+export async function withServers<T>(
+  name: string,
+  log: (line: string) => void,
+  fn: (servers: Servers) => Promise<T>,
+): Promise<T> {
+  const cleanups: Array<() => Promise<unknown>> = [];
+  try {
+    const dir = mkdtempSync(join(os.tmpdir(), `flashsale-${name}-`));
+    cleanups.push(() => Promise.resolve(rmSync(dir, { recursive: true, force: true })));
+    log('starting embedded PostgreSQL and redis-server ...');
+    const pg = await startBenchPostgres(dir);
+    cleanups.push(() => pg.stop());
+    const redis = await startEmbeddedRedis();
+    cleanups.push(() => redis.stop());
+    await runMigrations(pg.url);
+    const db = new Client({ connectionString: pg.url });
+    db.on('error', (err) => log(`PostgreSQL connection: ${err.message}`));
+    await db.connect();
+    cleanups.push(() => db.end());
+    await db.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
+    const probe = await CostProbe.open(db, redis.url);
+    cleanups.push(() => Promise.resolve(probe.close()));
+    const adminToken = `bench-${name}-admin-token-0123456789`;
+    const base = {
+      DATABASE_URL: pg.url,
+      REDIS_URL: redis.url,
+      ADMIN_TOKEN: adminToken,
+      SHOP_TOKEN: BENCH_SHOP_TOKEN,
+      RATE_LIMIT_USER: '0',
+      RATE_LIMIT_IP: '0',
+      LOG_LEVEL: 'warn',
+    };
+    const start = async (env: Record<string, string> = {}, nodeFlags?: string[]) => {
+      const svc = await launchService({ env: { ...base, ...env }, heapMb: SERVICE_HEAP_MB, nodeFlags });
+      cleanups.push(() => svc.stop());
+      return svc;
+    };
+    return await fn({ db, probe, adminToken, start });
+  } finally {
+    while (cleanups.length > 0) await cleanups.pop()!().catch((err: Error) => log(`cleanup: ${err.message}`));
+  }
+}
+
+/** The string flags named (and -h, --help); null once `usage` is printed for --help. */
+export function readFlags<K extends string>(names: readonly K[], usage: string): Partial<Record<K, string>> | null {
+  const options = Object.fromEntries(names.map((n) => [n, { type: 'string' as const }]));
+  const { values } = parseArgs({ options: { ...options, help: { type: 'boolean', short: 'h' } } });
+  if (!values.help) return values as Partial<Record<K, string>>;
+  process.stdout.write(`${usage}\n`);
+  return null;
+}
+
+/** `--node-flags "--cpu-prof --cpu-prof-dir=DIR"` as a list. */
+export const splitFlags = (v: string | undefined) => v?.split(' ').filter((x) => x !== '');
+
+export const machine = () => ({
+  cores: os.cpus().length,
+  memoryGb: Math.round(os.totalmem() / 2 ** 30),
+  node: process.versions.node,
+});
+
+/** `<name>.json` and `<name>.md` in `outDir`. */
+export function writeResults(outDir: string, name: string, report: unknown, md: string): void {
+  mkdirSync(outDir, { recursive: true });
+  writeFileSync(join(outDir, `${name}.json`), `${JSON.stringify(report, null, 2)}\n`);
+  writeFileSync(join(outDir, `${name}.md`), md);
+}
+
+/** Runs a benchmark's main; on a failure prints `prefix` and the stack, and exits 1. */
+export function runMain(prefix: string, main: () => Promise<void>): void {
+  main().catch((err: Error) => {
+    process.stderr.write(`${prefix}${err.stack ?? err.message}\n`);
+    process.exit(1);
+  });
+}
