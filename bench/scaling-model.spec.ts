@@ -300,7 +300,8 @@ describe('scaling model', () => {
 describe('the waiting room in the scaling model', () => {
   it("turns the measured per-join costs into cores, and names one product's counter row when the crowd passes its ceiling", () => {
     const queue = {
-      withRoom: { serviceCpuUsPerJoin: 50, redisCommandsPerJoin: 0, redisCpuUsPerJoin: 0 },
+      withRoom: { serviceCpuUsPerJoin: 70, redisCommandsPerJoin: 0, redisCpuUsPerJoin: 0 },
+      capacity: { join: { perS: 9000, cpuUs: 50 }, poll: { perS: 20_000, cpuUs: 30 } },
       joinCeiling: { group: 1000, calls: 20, rowsPerS: 40_000, msPerCall: 25 },
     } as unknown as QueueReport;
     const o = {
@@ -310,6 +311,8 @@ describe('the waiting room in the scaling model', () => {
     expect(joinPlan(queue, o)).toEqual({
       joinsPerS: 1_000_000,
       serviceCores: 100,
+      pollsPerS: 200_000,
+      pollCores: 12,
       redisCommandsPerS: 0,
       pgCallsPerS: 100_000,
       oneProductCeilingPerS: 40_000,
@@ -318,5 +321,8 @@ describe('the waiting room in the scaling model', () => {
     });
     const small = { ...o, sale: { ...o.sale, buyers: 20_000 } };
     expect(joinPlan(queue, small)).toMatchObject({ fits: true, firstLimit: 'service cores' });
+    // A report written before joins were measured at full speed: the sale's joining, and no poll cost.
+    const older = { ...queue, capacity: undefined } as unknown as QueueReport;
+    expect(joinPlan(older, o)).toMatchObject({ serviceCores: 140, pollCores: null });
   });
 });

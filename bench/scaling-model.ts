@@ -9,7 +9,7 @@ import { Flag, HELP, usageText, readFlags, toggle, value } from './cli';
 import type { ScenarioCosts } from './costs';
 import { findFast, findHealth, findSoldOut } from './report';
 import type { BenchmarkReport, ScenarioResult } from './types';
-import type { QueueReport } from './waiting-room';
+import { BEHIND_UNITS_POLL_S, type QueueReport } from './waiting-room';
 
 export type Source = 'measured' | 'derived' | 'extrapolated' | 'assumed';
 
@@ -606,14 +606,19 @@ export function parseModelArgs(argv: string[], root = projectRoot(__dirname)): M
 export function joinPlan(q: QueueReport, o: Pick<ModelOptions, 'sale' | 'capacity'>) {
   const perS = o.sale.buyers / o.sale.seconds;
   const w = q.withRoom;
-  const serviceCores =
-    w.serviceCpuUsPerJoin === null ? null : (perS * w.serviceCpuUsPerJoin) / 1e6 / o.capacity.processUtil;
+  const cpuUs = joinCpuUs(q);
+  const serviceCores = cpuUs === null ? null : (perS * cpuUs) / 1e6 / o.capacity.processUtil;
   // One process per core, each sending at most one queue_join call per round trip (1 ms assumed under load).
   const processes = serviceCores === null ? null : Math.ceil(serviceCores);
   const ceiling = q.joinCeiling?.rowsPerS ?? null;
+  // The crowd then waits, nearly all of it behind the units left: a poll each BEHIND_UNITS_POLL_S seconds.
+  const pollsPerS = o.sale.buyers / BEHIND_UNITS_POLL_S;
+  const pollCpuUs = q.capacity?.poll.cpuUs ?? null;
   return {
     joinsPerS: perS,
     serviceCores,
+    pollsPerS,
+    pollCores: pollCpuUs === null ? null : (pollsPerS * pollCpuUs) / 1e6 / o.capacity.processUtil,
     redisCommandsPerS: perS * w.redisCommandsPerJoin,
     pgCallsPerS: processes === null ? null : Math.min(perS, processes * 1000),
     oneProductCeilingPerS: ceiling,
@@ -625,6 +630,11 @@ export function joinPlan(q: QueueReport, o: Pick<ModelOptions, 'sale' | 'capacit
   };
 }
 
+/** Service CPU per join: joins of new users at full speed where the report has them, else the sale's joining. */
+function joinCpuUs(q: QueueReport): number | null {
+  return q.capacity?.join.cpuUs ?? q.withRoom.serviceCpuUsPerJoin;
+}
+
 export function renderJoins(q: QueueReport, o: Pick<ModelOptions, 'sale' | 'capacity'>): string {
   const p = joinPlan(q, o);
   const w = q.withRoom;
@@ -634,8 +644,13 @@ export function renderJoins(q: QueueReport, o: Pick<ModelOptions, 'sale' | 'capa
     '',
     ...table([
       ['input', 'value', 'source'],
-      ['service CPU per join', `${num(w.serviceCpuUsPerJoin ?? NaN)} µs`, 'measured (bench:queue, joins)'],
+      ['service CPU per join', `${num(joinCpuUs(q) ?? NaN)} µs`, 'measured (bench:queue, joins at full speed)'],
       ['Redis commands per join', num(w.redisCommandsPerJoin), 'measured'],
+      [
+        'service CPU per poll of a waiting ticket',
+        `${num(q.capacity?.poll.cpuUs ?? NaN)} µs`,
+        'measured (bench:queue)',
+      ],
       [
         "one product's joins per second, queue_join back to back",
         num(q.joinCeiling?.rowsPerS ?? NaN),
@@ -648,6 +663,8 @@ export function renderJoins(q: QueueReport, o: Pick<ModelOptions, 'sale' | 'capa
       ['needs', 'value'],
       ['joins per second', num(p.joinsPerS)],
       ['service cores', num(p.serviceCores ?? NaN)],
+      [`then polls per second while the crowd waits (one each ${BEHIND_UNITS_POLL_S} s)`, num(p.pollsPerS)],
+      ['service cores for those polls', num(p.pollCores ?? NaN)],
       ['Redis commands per second', num(p.redisCommandsPerS)],
       [
         'PostgreSQL queue_join calls per second, at most (a process per core, a 1 ms round trip: assumed)',

@@ -43,8 +43,10 @@ describe("the waiting room benchmark's arithmetic", () => {
   });
 
   it('scales the per-join costs to a million joins a second, the control slot by processes and round trips', () => {
-    expect(millionJoins(40, 3, 100, 0.2)).toEqual({
+    expect(millionJoins(40, 3, 100, 0.2, 30)).toEqual({
       serviceCores: 40,
+      pollsPerS: 200_000,
+      pollCores: 6,
       redisCommandsPerS: 3_000_000,
       controlSlotCallsPerS: 500_000,
     });

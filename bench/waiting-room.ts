@@ -8,10 +8,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { solveChallenge } from 'altcha-lib/v1';
 import { Client } from 'pg';
 import { auditProduct } from '../harness/verify';
+import { LIVELY_S } from '../src/waiting-room/ticket-status';
 import type { ServiceProcess } from '../harness/launcher';
 import { CostProbe, CostSnapshot, costDeltas } from './costs';
 import { request } from './http';
-import { runLoad, tally } from './load';
+import { LoadSpec, runLoad, tally } from './load';
 import { createProductViaApi } from './scenarios';
 import { BENCH_SHOP_TOKEN } from './service';
 import type { NewProduct } from './types';
@@ -52,6 +53,8 @@ export interface QueueReport {
   healthLivePerS: number;
   /** GET of a waiting ticket at full speed (not paced), the same way as GET /health/live. */
   waitingPollsPerS: number;
+  /** GET /health/live, a waiting ticket's poll and joins of new users, each at full speed for 3 s: rate and service CPU. */
+  capacity: Awaited<ReturnType<typeof capacities>>;
   withRoom: Awaited<ReturnType<typeof withWaitingRoom>>;
   withoutRoom: Awaited<ReturnType<typeof withoutWaitingRoom>>;
   joinCeiling: Awaited<ReturnType<typeof measureJoinCeiling>>;
@@ -152,15 +155,24 @@ export class DueHeap<T extends { due: number }> {
   }
 }
 
-/** 1,000,000 joins in one second, from the measured per-join costs. */
+/** How often a waiting ticket behind the units left polls: its Retry-After, the service's own constant. */
+export const BEHIND_UNITS_POLL_S = LIVELY_S;
+
+/**
+ * 1,000,000 joins in one second, from the measured per-join costs, and the polls of that crowd
+ * while it waits: each ticket every BEHIND_UNITS_POLL_S seconds (almost all of it is behind the units).
+ */
 export function millionJoins(
   cpuUsPerJoin: number | null,
   redisCommandsPerJoin: number,
   processes: number,
   roundTripMs: number,
+  cpuUsPerPoll: number | null = null,
 ) {
   return {
     serviceCores: cpuUsPerJoin === null ? null : (1_000_000 * cpuUsPerJoin) / 1e6,
+    pollsPerS: 1_000_000 / BEHIND_UNITS_POLL_S,
+    pollCores: cpuUsPerPoll === null ? null : (1_000_000 / BEHIND_UNITS_POLL_S) * (cpuUsPerPoll / 1e6),
     redisCommandsPerS: 1_000_000 * redisCommandsPerJoin,
     // PostgreSQL sees at most one queue_join call per process per round trip, and never more than
     // one per join: each call takes every join that came while the last was out.
@@ -209,23 +221,54 @@ function shop(url: string, orderId: number, action: 'pay' | 'cancel', userId: st
 
 const createProduct = (url: string, p: NewProduct) => createProductViaApi(url, ADMIN_TOKEN, p);
 
-/** Answers per second to GET `path` at full speed for 3 s. */
-async function getRate(url: string, path: string, connections: number, label: string): Promise<number> {
-  const r = await runLoad({ url, get: path, okStatus: 200, connections, durationS: 3, timeoutS: 20, label });
-  return r.created / r.elapsedS;
+/** A call at full speed for 3 s: answers per second, and the service's CPU per answer (µs). */
+interface Rate {
+  perS: number;
+  cpuUs: number | null;
 }
 
-/** Polls of one waiting ticket at full speed, measured as GET /health/live is. */
-async function pollCapacity(url: string, connections: number): Promise<number> {
-  const productId = await createProduct(url, { name: 'bench polls', stock: 1, segments: 1, waitingRoom: true });
+/** One kind of call at full speed for 3 s (a GET, or POSTs with a body each), with the service's CPU read around it. */
+async function rateOf(
+  svc: ServiceProcess,
+  probe: CostProbe,
+  load: Pick<LoadSpec, 'get' | 'post' | 'bodyOf' | 'okStatus' | 'label' | 'connections'>,
+): Promise<Rate> {
+  const before = await probe.snapshot(svc.pid);
+  const r = await runLoad({ url: svc.url, durationS: 3, timeoutS: 20, ...load });
+  const after = await probe.snapshot(svc.pid);
+  return { perS: r.created / r.elapsedS, cpuUs: costDeltas(before, after, 'answer', r.created).perUnit.targetCpuUs };
+}
+
+/**
+ * The crowd's three calls at full speed, each measured the same way (3 s, the same connections):
+ * GET /health/live (the floor), a poll of one waiting ticket, and joins of new users to an open
+ * product's waiting room (each join a user of its own, so each makes a ticket).
+ */
+async function capacities(svc: ServiceProcess, probe: CostProbe, connections: number) {
+  const healthLive = () =>
+    rateOf(svc, probe, { get: '/health/live', okStatus: 200, connections, label: 'GET /health/live' });
+  await healthLive(); // warm-up, not measured
+  const health = await healthLive();
+  const productId = await createProduct(svc.url, { name: 'bench polls', stock: 1, segments: 1, waitingRoom: true });
   let token = '';
   for (let i = 0; i < 50 && token === ''; i++) {
-    const r = await call(url, 'POST', `/products/${productId}/queue`, { userId: `poll-${i}` });
+    const r = await call(svc.url, 'POST', `/products/${productId}/queue`, { userId: `poll-${i}` });
     if (i >= 5 && r.body.status === 'waiting' && r.body.position !== null) token = r.body.id as string;
     await sleep(20);
   }
   if (token === '') throw new Error('no waiting ticket to poll');
-  return getRate(url, `/products/${productId}/queue/${token}`, connections, 'GET a waiting ticket');
+  const get = `/products/${productId}/queue/${token}`;
+  const poll = await rateOf(svc, probe, { get, okStatus: 200, connections, label: 'GET a waiting ticket' });
+  const joinAs = (prefix: string) =>
+    rateOf(svc, probe, {
+      post: `/products/${productId}/queue`,
+      bodyOf: (n) => JSON.stringify({ userId: `${prefix}-${n}` }),
+      okStatus: 201,
+      connections,
+      label: 'joins of new users',
+    });
+  await joinAs('warm'); // warm-up, not measured
+  return { health, poll, join: await joinAs('full') };
 }
 
 export async function runQueueBenchmark(o: QueueOptions): Promise<QueueReport> {
@@ -244,12 +287,11 @@ export async function runQueueBenchmark(o: QueueOptions): Promise<QueueReport> {
       },
       o.nodeFlags,
     );
-    const healthLive = () => getRate(svc.url, '/health/live', o.connections, 'GET /health/live');
-    await healthLive(); // warm-up, not measured
-    const healthLivePerS = await healthLive();
-    o.log(`GET /health/live: ${healthLivePerS.toFixed(0)}/s`);
-    const waitingPollsPerS = await pollCapacity(svc.url, o.connections);
-    o.log(`GET of a waiting ticket: ${waitingPollsPerS.toFixed(0)}/s`);
+    const capacity = await capacities(svc, probe, o.connections);
+    const healthLivePerS = capacity.health.perS;
+    const waitingPollsPerS = capacity.poll.perS;
+    for (const [what, r] of Object.entries(capacity))
+      o.log(`${what} at full speed: ${r.perS.toFixed(0)}/s, ${r.cpuUs?.toFixed(0) ?? '-'} µs of service CPU each`);
 
     const proofOfWork = await proofOfWorkJoins(svc.url, o.connections, o.powJoins ?? 5000, o.log);
     const withRoom = await withWaitingRoom(o, svc, db, probe);
@@ -273,12 +315,13 @@ export async function runQueueBenchmark(o: QueueOptions): Promise<QueueReport> {
       admissionTtlS: o.admissionTtlS,
       healthLivePerS,
       waitingPollsPerS,
+      capacity,
       withRoom,
       withoutRoom,
       joinCeiling,
       estimate,
       proofOfWork,
-      millionJoins: millionJoins(withRoom.serviceCpuUsPerJoin, withRoom.redisCommandsPerJoin, 100, rtt),
+      millionJoins: millionJoins(capacity.join.cpuUs, withRoom.redisCommandsPerJoin, 100, rtt, capacity.poll.cpuUs),
     };
     writeResults(o.outDir, 'queue', report, renderQueue(report));
     return report;
@@ -395,43 +438,6 @@ async function withWaitingRoom(
   });
   const buyers: Buyer[] = [];
   const before: CostSnapshot = await probe.snapshot(svc.pid);
-  o.log(`joining ${o.buyers} buyers ...`);
-  const joinsStarted = Date.now();
-  const joins = await runLoad({
-    url: svc.url,
-    post: `/products/${productId}/queue`,
-    amount: o.buyers,
-    connections: o.connections,
-    timeoutS: 30,
-    okStatus: 201,
-    label: 'joins',
-    progress: o.log,
-    bodyOf: (n) => JSON.stringify({ userId: `q-${n}` }),
-    onAnswer: (status, body) => {
-      if (status !== 201) return;
-      const t = JSON.parse(body) as {
-        id: string;
-        userId: string;
-        status: string;
-        position: number | null;
-        estimatedWaitS: number | null;
-      };
-      const now = Date.now();
-      const b: Buyer = { userId: t.userId, ticketId: t.id, joinedAt: now, due: 0, ordered: false, done: false };
-      if (t.position !== null) b.position = t.position;
-      if (t.status === 'sold_out' || t.status === 'ended') b.knewAt = now;
-      if (t.status === 'waiting' && now >= startsAt && t.estimatedWaitS !== null) {
-        b.eta = now + t.estimatedWaitS * 1000;
-        b.etaAt = now;
-      }
-      buyers.push(b);
-    },
-  });
-  const afterJoins = await probe.snapshot(svc.pid);
-  const joinCosts = costDeltas(before, afterJoins, 'answer', joins.created);
-  const preQueue = buyers.filter((b) => b.joinedAt < startsAt).length;
-  o.log(`${joins.created} joins in ${joins.elapsedS.toFixed(1)} s (${preQueue} before the start)`);
-
   // The paced poller: every buyer due now is polled, never more than pollersInFlight at once.
   let paid = 0;
   let polls = 0;
@@ -440,11 +446,9 @@ async function withWaitingRoom(
   const statusCounts: Record<string, number> = {};
   const pollStarted = Date.now();
   const deadline = pollStarted + 300_000;
+  // A buyer polls from a second after its join (never before the start), while others still join.
   const queue = new DueHeap<Buyer>();
-  for (const b of buyers) {
-    b.due = Math.max(startsAt, b.joinedAt + 1000);
-    queue.push(b);
-  }
+  let joining = true;
   /**
    * Polls one buyer and puts it back in the heap unless it is done. A buyer told sold out while
    * units may still come back (some not yet paid) polls on as Retry-After says: a cancel or an
@@ -505,12 +509,16 @@ async function withWaitingRoom(
     b.soldOut = r.body.status === 'sold_out';
     b.due = now + wait;
   };
-  // Until every buyer knows the outcome (a buyer told sold out is not polled again).
-  await Promise.all(
+  // The pollers start with the joins, as a crowd's early joiners poll while the rest still join.
+  const pollers = Promise.all(
     Array.from({ length: o.pollersInFlight }, async () => {
       while (Date.now() < deadline) {
         const next = queue.peek();
-        if (next === undefined) return;
+        if (next === undefined) {
+          if (!joining) return;
+          await sleep(50);
+          continue;
+        }
         if (next.due > Date.now()) {
           await sleep(Math.min(50, next.due - Date.now()));
           continue;
@@ -519,6 +527,47 @@ async function withWaitingRoom(
       }
     }),
   );
+  o.log(`joining ${o.buyers} buyers ...`);
+  const joinsStarted = Date.now();
+  const joins = await runLoad({
+    url: svc.url,
+    post: `/products/${productId}/queue`,
+    amount: o.buyers,
+    connections: o.connections,
+    timeoutS: 30,
+    okStatus: 201,
+    label: 'joins',
+    progress: o.log,
+    bodyOf: (n) => JSON.stringify({ userId: `q-${n}` }),
+    onAnswer: (status, body) => {
+      if (status !== 201) return;
+      const t = JSON.parse(body) as {
+        id: string;
+        userId: string;
+        status: string;
+        position: number | null;
+        estimatedWaitS: number | null;
+      };
+      const now = Date.now();
+      const b: Buyer = { userId: t.userId, ticketId: t.id, joinedAt: now, due: 0, ordered: false, done: false };
+      if (t.position !== null) b.position = t.position;
+      if (t.status === 'sold_out' || t.status === 'ended') b.knewAt = now;
+      if (t.status === 'waiting' && now >= startsAt && t.estimatedWaitS !== null) {
+        b.eta = now + t.estimatedWaitS * 1000;
+        b.etaAt = now;
+      }
+      b.due = Math.max(startsAt, now + 1000);
+      buyers.push(b);
+      queue.push(b);
+    },
+  }).finally(() => (joining = false));
+  const afterJoins = await probe.snapshot(svc.pid);
+  const joinCosts = costDeltas(before, afterJoins, 'answer', joins.created);
+  const preQueue = buyers.filter((b) => b.joinedAt < startsAt).length;
+  o.log(`${joins.created} joins in ${joins.elapsedS.toFixed(1)} s (${preQueue} before the start)`);
+
+  // Until every buyer knows the outcome (a buyer told sold out is not polled again).
+  await pollers;
   await Promise.all(cancels);
   const pollSeconds = (Date.now() - pollStarted) / 1000;
   const after = await probe.snapshot(svc.pid);
@@ -677,6 +726,7 @@ async function withoutWaitingRoom(o: QueueOptions, svc: ServiceProcess, db: Clie
 }
 
 const f = (n: number | null | undefined, digits = 0) => (n == null || !Number.isFinite(n) ? '-' : n.toFixed(digits));
+const ratio = (a: number | null, b: number | null) => (a === null || b === null ? null : a / b);
 
 export function renderQueue(r: QueueReport): string {
   const w = r.withRoom;
@@ -684,6 +734,7 @@ export function renderQueue(r: QueueReport): string {
   const pw = r.proofOfWork;
   const es = r.estimate.sale;
   const m = r.millionJoins;
+  const c = r.capacity;
   return [
     `# The waiting room against the same crowd without one (${r.startedAt})`,
     '',
@@ -694,10 +745,11 @@ export function renderQueue(r: QueueReport): string {
     '',
     '| measure | with a waiting room | without |',
     '|---|--:|--:|',
-    `| joins/s (all ${r.buyers} joined in ${f(w.joinSeconds, 1)} s; ${w.preQueue} before the start) | ${f(w.joinsPerS)} | |`,
-    `| joins/s / GET /health/live | ${f(w.joinsPerS / r.healthLivePerS, 2)} | |`,
+    `| joins of new users at full speed, /s (/ GET /health/live) | ${f(c.join.perS)} (${f(c.join.perS / c.health.perS, 2)}) | |`,
+    `| polls of a waiting ticket at full speed, /s (/ GET /health/live) | ${f(c.poll.perS)} (${f(c.poll.perS / c.health.perS, 2)}) | |`,
+    `| service CPU per call at full speed, µs: GET /health/live / a poll / a join (join / health) | ${f(c.health.cpuUs)} / ${f(c.poll.cpuUs)} / ${f(c.join.cpuUs)} (${f(ratio(c.join.cpuUs, c.health.cpuUs), 2)}) | |`,
+    `| the sale's joins/s (all ${r.buyers} joined in ${f(w.joinSeconds, 1)} s, polls and orders of those in meanwhile; ${w.preQueue} before the start) | ${f(w.joinsPerS)} | |`,
     `| polls/s (${w.polls} polls, paced by Retry-After) | ${f(w.pollsPerS)} | |`,
-    `| polls of a waiting ticket at full speed, /s (/ GET /health/live) | ${f(r.waitingPollsPerS)} (${f(r.waitingPollsPerS / r.healthLivePerS, 2)}) | |`,
     `| joins/s with proof of work on / off (${pw.joinsEach} new users a turn, off-on-off-on; ${pw.refused} refused) | ${f(pw.onPerS)} / ${f(pw.offPerS)} (${f(pw.onPerS / pw.offPerS, 2)}) | |`,
     `| orders/s until sold out | | ${f(x.ordersPerS)} |`,
     `| seconds from the start to sold out | ${f(w.startToSoldOutS, 1)} | ${f(x.startToSoldOutS, 1)} |`,
@@ -711,7 +763,7 @@ export function renderQueue(r: QueueReport): string {
     `| PostgreSQL transactions per buyer | ${f(w.pgTransactionsPerBuyer, 3)} | ${f(x.pgTransactionsPerBuyer, 3)} |`,
     `| PostgreSQL statements per buyer | ${f(w.pgStatementsPerBuyer, 3)} | ${f(x.pgStatementsPerBuyer, 3)} |`,
     `| 5xx / timeouts | | ${x.errors5xx} / ${x.timeouts} |`,
-    `| service CPU per join (µs) | ${f(w.serviceCpuUsPerJoin)} | |`,
+    `| service CPU over the sale's joining, per join (µs; polls and orders of those in included) | ${f(w.serviceCpuUsPerJoin)} | |`,
     '',
     `Answers with a waiting room: ${JSON.stringify(w.statusCounts)}. Without: ${JSON.stringify(x.statusCounts)}.`,
     '',
@@ -723,7 +775,8 @@ export function renderQueue(r: QueueReport): string {
       ...es.checks.map((c) => ({ ...c, name: `cancelled orders: ${c.name}` })),
     ].map((c) => `| ${c.name} | ${c.ok ? 'pass' : 'FAILED'} | ${c.detail.replace(/\|/g, '/')} |`),
     '',
-    `**1,000,000 joins in one second**, from these costs: ${f(m.serviceCores)} service cores at ${f(w.serviceCpuUsPerJoin)} µs per join; ` +
+    `**1,000,000 joins in one second**, from these costs: ${f(m.serviceCores)} service cores at ${f(c.join.cpuUs)} µs per join, ` +
+      `and ${f(m.pollCores)} more for the crowd's ${f(m.pollsPerS)} polls/s while it waits (every ${BEHIND_UNITS_POLL_S} s, ${f(c.poll.cpuUs)} µs each); ` +
       `${f(m.redisCommandsPerS / 1e6, 1)} M Redis commands/s (${f(w.redisCommandsPerJoin, 2)} per join). PostgreSQL: one queue_join call ` +
       `per process per round trip, at most ${f(m.controlSlotCallsPerS)}/s for 100 processes at this machine's idle round trip, each ` +
       `holding the product's counter row while it inserts its group and commits: here ${f(r.joinCeiling.rowsPerS)} joins/s for one ` +

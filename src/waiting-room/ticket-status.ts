@@ -105,7 +105,7 @@ export function waitingOf(
 }
 
 /** The pace of a ticket whose answer may change any second: sold out (units may come back), or behind the units left. */
-const LIVELY_S = 5;
+export const LIVELY_S = 5;
 
 /**
  * Seconds until the next poll is useful (Retry-After). Never longer than a quarter of the admission's
