@@ -227,9 +227,11 @@ export class WaitingRoomRepository {
   async view(productId: number): Promise<AdmissionView | null> {
     const rows: ViewRow[] = await this.db.query(
       `${CLOCK} WITH ${LIVE_ADMISSIONS},
+       opened AS (SELECT min(admitted_at) AS at FROM admission_batches WHERE product_id = $1),
        recent AS (SELECT COALESCE(sum(last_position - first_position + 1), 0)::bigint AS n,
-                         extract(epoch FROM now() - min(admitted_at)) AS span
-                    FROM admission_batches WHERE product_id = $1 AND admitted_at > now() - interval '30 seconds')
+                         extract(epoch FROM now() - GREATEST((SELECT at FROM opened), now() - interval '30 seconds')) AS span
+                    FROM admission_batches
+                   WHERE product_id = $1 AND admitted_at > now() - interval '30 seconds' AND first_position > 1)
        SELECT (SELECT c.pre_queue FROM queue_counts c WHERE c.product_id = $1) AS pre_queue,
               ${HANDED_OUT} AS high_water, w.admitted_through,
               (SELECT COALESCE(sum(stock), 0) FROM stock_segments WHERE product_id = $1)::bigint AS units_left,
@@ -244,7 +246,11 @@ export class WaitingRoomRepository {
     );
     if (rows.length === 0) return null;
     const r = rows[0];
-    // Early in a sale the window is shorter than 30 s: the rate is over what has passed (at least 1 s).
+    // The rate of the admissions that follow the opening one: that first batch (from place 1) hands
+    // out what the stock allows at once, and counted in, it made the first estimates of a sale fed
+    // by returns far too short (the real wait was about ten times longer at the median). Over the
+    // last 30 s, or since the opening when that is shorter (at least 1 s), not since the first batch
+    // in the window: a burst just admitted is not a pace.
     const span = Math.min(30, Math.max(1, Number(r.span ?? 0)));
     return {
       preQueue: r.pre_queue,
