@@ -301,7 +301,10 @@ describe('the waiting room in the scaling model', () => {
   it("turns the measured per-join costs into cores, and names one product's counter row when the crowd passes its ceiling", () => {
     const queue = {
       withRoom: { serviceCpuUsPerJoin: 70, redisCommandsPerJoin: 0, redisCpuUsPerJoin: 0 },
-      capacity: { join: { perS: 9000, cpuUs: 50 }, poll: { perS: 20_000, cpuUs: 30 } },
+      capacity: {
+        join: { perS: 9000, cpuUs: 50, redisCommands: 0 },
+        poll: { perS: 20_000, cpuUs: 30, redisCommands: 0 },
+      },
       joinCeiling: { group: 1000, calls: 20, rowsPerS: 40_000, msPerCall: 25 },
     } as unknown as QueueReport;
     const o = {

@@ -619,7 +619,7 @@ export function joinPlan(q: QueueReport, o: Pick<ModelOptions, 'sale' | 'capacit
     serviceCores,
     pollsPerS,
     pollCores: pollCpuUs === null ? null : (pollsPerS * pollCpuUs) / 1e6 / o.capacity.processUtil,
-    redisCommandsPerS: perS * w.redisCommandsPerJoin,
+    redisCommandsPerS: perS * (q.capacity?.join.redisCommands ?? w.redisCommandsPerJoin),
     pgCallsPerS: processes === null ? null : Math.min(perS, processes * 1000),
     oneProductCeilingPerS: ceiling,
     fits: ceiling === null ? null : perS <= ceiling,
@@ -645,7 +645,7 @@ export function renderJoins(q: QueueReport, o: Pick<ModelOptions, 'sale' | 'capa
     ...table([
       ['input', 'value', 'source'],
       ['service CPU per join', `${num(joinCpuUs(q) ?? NaN)} µs`, 'measured (bench:queue, joins at full speed)'],
-      ['Redis commands per join', num(w.redisCommandsPerJoin), 'measured'],
+      ['Redis commands per join', num(q.capacity?.join.redisCommands ?? w.redisCommandsPerJoin), 'measured'],
       [
         'service CPU per poll of a waiting ticket',
         `${num(q.capacity?.poll.cpuUs ?? NaN)} µs`,

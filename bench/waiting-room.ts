@@ -221,10 +221,11 @@ function shop(url: string, orderId: number, action: 'pay' | 'cancel', userId: st
 
 const createProduct = (url: string, p: NewProduct) => createProductViaApi(url, ADMIN_TOKEN, p);
 
-/** A call at full speed for 3 s: answers per second, and the service's CPU per answer (µs). */
+/** A call at full speed for 3 s: answers per second, the service's CPU (µs) and Redis commands per answer. */
 interface Rate {
   perS: number;
   cpuUs: number | null;
+  redisCommands: number;
 }
 
 /** One kind of call at full speed for 3 s (a GET, or POSTs with a body each), with the service's CPU read around it. */
@@ -236,7 +237,8 @@ async function rateOf(
   const before = await probe.snapshot(svc.pid);
   const r = await runLoad({ url: svc.url, durationS: 3, timeoutS: 20, ...load });
   const after = await probe.snapshot(svc.pid);
-  return { perS: r.created / r.elapsedS, cpuUs: costDeltas(before, after, 'answer', r.created).perUnit.targetCpuUs };
+  const { perUnit } = costDeltas(before, after, 'answer', r.created);
+  return { perS: r.created / r.elapsedS, cpuUs: perUnit.targetCpuUs, redisCommands: perUnit.redisCommands };
 }
 
 /**
@@ -321,7 +323,7 @@ export async function runQueueBenchmark(o: QueueOptions): Promise<QueueReport> {
       joinCeiling,
       estimate,
       proofOfWork,
-      millionJoins: millionJoins(capacity.join.cpuUs, withRoom.redisCommandsPerJoin, 100, rtt, capacity.poll.cpuUs),
+      millionJoins: millionJoins(capacity.join.cpuUs, capacity.join.redisCommands, 100, rtt, capacity.poll.cpuUs),
     };
     writeResults(o.outDir, 'queue', report, renderQueue(report));
     return report;
@@ -777,7 +779,7 @@ export function renderQueue(r: QueueReport): string {
     '',
     `**1,000,000 joins in one second**, from these costs: ${f(m.serviceCores)} service cores at ${f(c.join.cpuUs)} µs per join, ` +
       `and ${f(m.pollCores)} more for the crowd's ${f(m.pollsPerS)} polls/s while it waits (every ${BEHIND_UNITS_POLL_S} s, ${f(c.poll.cpuUs)} µs each); ` +
-      `${f(m.redisCommandsPerS / 1e6, 1)} M Redis commands/s (${f(w.redisCommandsPerJoin, 2)} per join). PostgreSQL: one queue_join call ` +
+      `${f(m.redisCommandsPerS / 1e6, 1)} M Redis commands/s (${f(c.join.redisCommands, 2)} per join). PostgreSQL: one queue_join call ` +
       `per process per round trip, at most ${f(m.controlSlotCallsPerS)}/s for 100 processes at this machine's idle round trip, each ` +
       `holding the product's counter row while it inserts its group and commits: here ${f(r.joinCeiling.rowsPerS)} joins/s for one ` +
       `product in groups of ${r.joinCeiling.group} (${f(r.joinCeiling.msPerCall, 1)} ms a call), the first limit (\`npm run scaling\`).`,
