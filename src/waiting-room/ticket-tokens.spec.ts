@@ -6,20 +6,27 @@ import { TicketTokens } from './ticket-tokens';
 
 const key = randomBytes(32);
 const tokens = new TicketTokens(key);
+/** Another process with the same key: it has not issued the token, so it verifies it. */
+const other = new TicketTokens(key);
 const ann = { userId: 'ann', productId: 7, ticketId: ticketIdFor(7, 'ann'), position: 12 };
 
 describe('ticket tokens', () => {
-  it('should carry the user, product, lottery id and place through a round trip', () => {
-    expect(tokens.verify(tokens.issue(ann), 7)).toEqual(ann);
+  it('should carry the user, product, lottery id and place through a round trip, on the issuing process and another', () => {
+    const token = tokens.issue(ann);
+    expect(other.verify(token, 7)).toEqual(ann);
+    expect(tokens.verify(token, 7)).toEqual(ann);
   });
 
   it('should carry a pre-queue ticket as having no place yet', () => {
-    expect(tokens.verify(tokens.issue({ ...ann, position: null }), 7).position).toBeNull();
+    const token = tokens.issue({ ...ann, position: null });
+    expect(other.verify(token, 7).position).toBeNull();
+    expect(tokens.verify(token, 7).position).toBeNull();
   });
 
   it("should refuse another product's ticket, a forged one, and one signed with another key", () => {
     const token = tokens.issue(ann);
     expect(() => tokens.verify(token, 8)).toThrow(TicketNotFoundError);
+    expect(() => other.verify(token, 8)).toThrow(TicketNotFoundError);
     const [h, , sig] = token.split('.');
     const raised = Buffer.from(JSON.stringify({ sub: 'ann', pid: 7, pos: 1, exp: 9e9 })).toString('base64url');
     expect(() => tokens.verify(`${h}.${raised}.${sig}`, 7)).toThrow(TicketNotFoundError);
@@ -47,13 +54,20 @@ describe('ticket tokens', () => {
     const clock = jest.spyOn(Date, 'now').mockImplementation(() => now);
     try {
       const fresh = new TicketTokens(key);
-      const token = fresh.issue(ann);
+      const token = new TicketTokens(key).issue(ann);
       expect(fresh.verify(token, 7)).toEqual(ann);
       expect(fresh.verify(token, 7)).toEqual(ann);
       expect(() => fresh.verify(token, 8)).toThrow(TicketNotFoundError);
       // A day and an hour later the token has expired: remembered or not, it is refused as expired.
       now += 25 * 3600 * 1000;
       expect(() => fresh.verify(token, 7)).toThrow(/expired/);
+      // The same on the process that issued it and remembers it.
+      const issuer = new TicketTokens(key);
+      now -= 25 * 3600 * 1000;
+      const own = issuer.issue(ann);
+      expect(issuer.verify(own, 7)).toEqual(ann);
+      now += 25 * 3600 * 1000;
+      expect(() => issuer.verify(own, 7)).toThrow(TicketNotFoundError);
     } finally {
       clock.mockRestore();
     }

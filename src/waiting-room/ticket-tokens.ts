@@ -51,12 +51,12 @@ export class TicketTokens {
   }
 
   issue(t: TicketClaims): string {
-    return this.signer({
-      sub: t.userId,
-      pid: t.productId,
-      pos: t.position ?? 0,
-      exp: Math.ceil((Date.now() + TICKET_TTL_MS) / 1000 / HOUR_S) * HOUR_S,
-    });
+    const exp = Math.ceil((Date.now() + TICKET_TTL_MS) / 1000 / HOUR_S) * HOUR_S;
+    const token = this.signer({ sub: t.userId, pid: t.productId, pos: t.position ?? 0, exp });
+    // Remembered as verified: the buyer's first poll that reaches this process needs no HMAC either.
+    const claims = { userId: t.userId, productId: t.productId, ticketId: t.ticketId, position: t.position };
+    this.verified.set(token, { claims, expiresMs: exp * 1000 });
+    return token;
   }
 
   /** The ticket a token carries for this product; TICKET_NOT_FOUND for anything else (forged, expired, another product's). */
