@@ -1,5 +1,5 @@
 // The SQL behind admissions: the signing key every process shares when the operator set none, and
-// whether an order already spent an admitted position.
+// whether an order already spent an admitted position (asked for many positions at once).
 import { randomBytes } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
@@ -20,12 +20,17 @@ export class AdmissionsRepository {
     return rows[0].value;
   }
 
-  /** The order that spent an admission (any status), or null: an admission is spent once, by its order. */
-  async spentBy(productId: number, position: number): Promise<string | null> {
-    const rows: Array<{ id: string }> = await this.db.query(
-      `SELECT id FROM orders WHERE product_id = $1 AND admission_position = $2`,
-      [productId, position],
+  /**
+   * For each position, the order that spent its admission (any status), or null: an admission is
+   * spent once, by its order. One statement for a group of positions of one product.
+   */
+  async spentBy(productId: number, positions: readonly number[]): Promise<Array<string | null>> {
+    const rows: Array<{ position: string; id: string }> = await this.db.query(
+      `SELECT admission_position::text AS position, id::text AS id FROM orders
+        WHERE product_id = $1 AND admission_position = ANY($2::bigint[])`,
+      [productId, positions],
     );
-    return rows.length === 0 ? null : String(rows[0].id);
+    const spent = new Map(rows.map((r) => [Number(r.position), r.id]));
+    return positions.map((p) => spent.get(p) ?? null);
   }
 }

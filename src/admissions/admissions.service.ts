@@ -5,6 +5,7 @@
 import { createHmac } from 'node:crypto';
 import { Injectable, OnModuleInit } from '@nestjs/common';
 import { AdmissionInvalidError, AdmissionRequiredError, UnavailableError } from '../common/domain-errors';
+import { GroupedCalls } from '../common/grouped-calls';
 import { HttpConfig, WaitingRoomConfig } from '../config/app-config';
 import { Admission, AdmissionTokens } from './admission-tokens';
 import { AdmissionsRepository } from './admissions.repository';
@@ -13,6 +14,9 @@ import { AdmissionsRepository } from './admissions.repository';
 export class AdmissionsService implements OnModuleInit {
   private tokens: AdmissionTokens | null = null;
   private key: Buffer | null = null;
+  private readonly lookups = new GroupedCalls<number, string | null>((productId, positions) =>
+    this.repo.spentBy(productId, positions),
+  );
 
   constructor(
     private readonly config: WaitingRoomConfig,
@@ -49,9 +53,13 @@ export class AdmissionsService implements OnModuleInit {
     return a.position;
   }
 
-  /** The order that spent an admitted position, or null; UNAVAILABLE when PostgreSQL cannot say. */
+  /**
+   * The order that spent an admitted position, or null; UNAVAILABLE when PostgreSQL cannot say.
+   * Asked by every admitted buyer's poll and order: the lookups of one product that come while one
+   * is out go together in the next statement.
+   */
   spentBy(productId: number, position: number): Promise<string | null> {
-    return this.repo.spentBy(productId, position).catch((err) => {
+    return this.lookups.take(productId, position).catch((err) => {
       throw new UnavailableError('postgres', this.http.retryAfterS, err);
     });
   }

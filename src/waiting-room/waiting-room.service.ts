@@ -11,7 +11,7 @@ import { ProductCatalogService } from '../inventory/product-catalog.service';
 import { ProductInfo } from '../inventory/product.types';
 import { MetricsService } from '../metrics/metrics.service';
 import { BoundedMap } from './bounded-map';
-import { GroupedCalls } from './grouped-calls';
+import { GroupedCalls } from '../common/grouped-calls';
 import { ALGORITHM, lotteryKey, ticketIdFor } from './lottery';
 import { QueueStates } from './queue-states.service';
 import { TicketClaims, TicketTokens } from './ticket-tokens';

@@ -1,12 +1,14 @@
-// Joins taken in groups: while one call for a product is in flight, the joins that come meanwhile
-// wait and go together in the next one. PostgreSQL then sees one call per process per round trip
-// instead of one per buyer, and the order inside a group is the order the joins came in; a join
-// answered before another began was in an earlier call, so it has the smaller position.
-// With no call in flight, a join does not go alone at once: the group leaves at the end of the
-// event loop's turn (setImmediate), with every join whose request was read in that turn. Sent at
+// Calls taken in groups: while one call for a key (a product) is in flight, the calls that come
+// meanwhile wait and go together in the next one. PostgreSQL then sees one statement per process
+// per round trip instead of one per buyer. Used for the waiting room's joins, where the order
+// inside a group is the order the joins came in (a join answered before another began was in an
+// earlier call, so it has the smaller position), and for the lookups of whether an admission was
+// spent, which every admitted buyer's poll and order makes.
+// With no call in flight, a call does not go alone at once: the group leaves at the end of the
+// event loop's turn (setImmediate), with every call whose request was read in that turn. Sent at
 // once, the first of a burst went alone and the rest of the burst waited for it: a crowd's groups
 // alternated 1, 99, 1, 99, each group of one costing a round trip.
-// (Two calls out at once per product were tried: no faster, with more statements; so one.)
+// (Two calls out at once per product were tried for joins: no faster, with more statements; so one.)
 
 interface Waiter<Out> {
   resolve: (out: Out) => void;
