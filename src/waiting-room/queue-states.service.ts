@@ -51,9 +51,13 @@ export class QueueStates {
    * shorter (the admitter refreshes it every tick; a poll refreshes it in between).
    */
   async view(productId: number): Promise<AdmissionView | null> {
+    return this.freshView(productId) ?? this.refreshView(productId);
+  }
+
+  /** The admission view when this process holds a fresh one, else undefined (then `view` reads it). */
+  freshView(productId: number): AdmissionView | undefined {
     const known = this.views.get(productId);
-    if (known && Date.now() - known.at < this.freshForMs) return known;
-    return this.refreshView(productId);
+    return known && Date.now() - known.at < this.freshForMs ? known : undefined;
   }
 
   /** One read per product at a time, shared by every poll that asks meanwhile. */
