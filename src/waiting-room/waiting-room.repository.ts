@@ -227,7 +227,7 @@ export class WaitingRoomRepository {
   async view(productId: number): Promise<AdmissionView | null> {
     const rows: ViewRow[] = await this.db.query(
       `${CLOCK} WITH ${LIVE_ADMISSIONS},
-       opened AS (SELECT min(admitted_at) AS at FROM admission_batches WHERE product_id = $1),
+       opened AS (SELECT admitted_at AS at FROM admission_batches WHERE product_id = $1 ORDER BY first_position LIMIT 1),
        recent AS (SELECT COALESCE(sum(last_position - first_position + 1), 0)::bigint AS n,
                          extract(epoch FROM now() - GREATEST((SELECT at FROM opened), now() - interval '30 seconds')) AS span
                     FROM admission_batches
