@@ -248,7 +248,7 @@ export class IdentityConfig {
 export class WaitingRoomConfig {
   /** Admissions outstanding (admitted, not ordered, not expired) stay below ceil(ratio x units left). */
   @Env('ADMISSION_RATIO') @Transform(toNumber) @IsNumber() @Min(1) @Max(100) admissionRatio = 1.5;
-  /** How often a process looks for tickets to admit (and refreshes what it knows of each queue). */
+  /** How often a process looks for an admission step to make, and the oldest admission view a poll is answered from. */
   @Env('ADMISSION_TICK_MS') @Transform(toInt) @IsInt() @Min(10) @Max(10_000) admissionTickMs = 100;
   /** HS256 key of admission tokens; unset: one made once and kept in PostgreSQL, shared by every process. */
   @Env('ADMISSION_SECRET')

@@ -1,20 +1,25 @@
 // The waiting room's clock: every ADMISSION_TICK_MS each process looks at the products with a
 // waiting room and, for each, (1) once the sale has started draws the pre-queue if nobody has,
-// (2) while the sale is open makes one admission step, and (3) refreshes what its polls read. The
-// draw and the admission steps hold the room's PostgreSQL row (FOR UPDATE SKIP LOCKED): one
-// process at a time makes them, the others skip; a process that dies mid-step leaves nothing half made.
+// (2) while the sale is open makes one admission step when one is due, and (3) keeps what its polls
+// read fresh. The draw and the admission steps hold the room's PostgreSQL row (FOR UPDATE SKIP
+// LOCKED): one process at a time makes them, the others skip; a process that dies mid-step leaves
+// nothing half made. A quiet room (nobody waiting, or no admission due) is read once a second, not
+// every tick: only a return or a lapsed admission makes one due there, and polls read it sooner.
 import { Injectable, Logger, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { WaitingRoomConfig } from '../config/app-config';
 import { MetricsService } from '../metrics/metrics.service';
 import { QueueStates } from './queue-states.service';
 import { admissionsDue } from './ticket-status';
-import { ActiveRoom, WaitingRoomRepository } from './waiting-room.repository';
+import { ActiveRoom, AdmissionView, WaitingRoomRepository } from './waiting-room.repository';
 
 /**
  * How often a process asks PostgreSQL which products have a waiting room: a new room (or a changed
  * window) is taken up within this time, and a deployment without rooms pays one query a second.
  */
 const ROOMS_EVERY_MS = 1000;
+
+/** How old the admission view of a quiet room may be when a tick looks at it. */
+const QUIET_EVERY_MS = 1000;
 
 @Injectable()
 export class Admitter implements OnModuleInit, OnModuleDestroy {
@@ -80,10 +85,11 @@ export class Admitter implements OnModuleInit, OnModuleDestroy {
     const now = Date.now();
     const started = room.startsAt === null || now >= room.startsAt;
     const open = started && (room.endsAt === null || now < room.endsAt);
-    if (row !== null && started && row.preQueue === null) await this.draw(room.productId);
+    const drew = row !== null && started && row.preQueue === null && (await this.draw(room.productId));
     // The first admission in the same tick as the draw: the pre-queue's first buyers wait one tick, not two.
-    if (row !== null && open) await this.admit(room);
-    const view = await this.states.refreshView(room.productId);
+    let view = drew ? await this.states.refreshView(room.productId) : await this.current(room.productId, now);
+    if (row !== null && open && view !== null && this.due(view) > 0 && (await this.admit(room)))
+      view = await this.states.refreshView(room.productId);
     if (view) {
       const label = String(room.productId);
       this.metrics.queueWaiting.set({ product: label }, Math.max(0, view.highWater - view.admittedThrough));
@@ -93,23 +99,32 @@ export class Admitter implements OnModuleInit, OnModuleDestroy {
     }
   }
 
-  private async admit(room: ActiveRoom): Promise<void> {
-    // Nothing to admit by what this process read last (nobody waiting, or the budget spent): no lock
-    // and no write. The step itself decides again under the room's row.
-    const view = await this.states.view(room.productId);
-    if (
-      view !== null &&
-      (view.highWater <= view.admittedThrough ||
-        admissionsDue(this.config.admissionRatio, view.unitsLeft, view.outstanding) === 0)
-    )
-      return;
+  /**
+   * The admission view to decide on: a fresh one (a poll may have just read it), the last one of a
+   * quiet room while it is younger than QUIET_EVERY_MS, else read now.
+   */
+  private current(productId: number, now: number): Promise<AdmissionView | null> | AdmissionView {
+    const fresh = this.states.freshView(productId);
+    if (fresh) return fresh;
+    const last = this.states.lastView(productId);
+    return last && this.due(last) === 0 && now - last.at < QUIET_EVERY_MS ? last : this.states.refreshView(productId);
+  }
+
+  /** Admissions due by a view: none when nobody waits beyond the cursor. */
+  private due(view: AdmissionView): number {
+    if (view.highWater <= view.admittedThrough) return 0;
+    return admissionsDue(this.config.admissionRatio, view.unitsLeft, view.outstanding);
+  }
+
+  /** One admission step under the room's row; true when it admitted anyone. */
+  private async admit(room: ActiveRoom): Promise<boolean> {
     const step = await this.repo.exclusively(room.productId, (row, q) =>
       this.repo.admit(q, row, this.config.admissionRatio, room.admissionTtlS),
     );
-    if (step?.batch) {
-      const n = step.batch.last - step.batch.first + 1;
-      this.metrics.queueAdmitted.inc({ product: String(room.productId) }, n);
-    }
+    if (!step?.batch) return false;
+    const n = step.batch.last - step.batch.first + 1;
+    this.metrics.queueAdmitted.inc({ product: String(room.productId) }, n);
+    return true;
   }
 
   /**
@@ -117,13 +132,19 @@ export class Admitter implements OnModuleInit, OnModuleDestroy {
    * every group of joins takes too, so the pre-queue closes at one moment for every process; then
    * the room's row records it and the seed is published.
    */
-  private async draw(productId: number): Promise<void> {
+  private async draw(productId: number): Promise<boolean> {
     const started = Date.now();
     const drawn = await this.repo.exclusively(productId, async (row, q) =>
       row.preQueue !== null ? null : this.repo.draw(q, productId),
     );
-    if (drawn === null) return;
+    // Drawn already (by another process) or being drawn: this process's copy of the row learns it,
+    // or it would come back here every tick.
+    if (drawn === null) {
+      await this.states.refreshRoom(productId);
+      return false;
+    }
     this.log.log(`product ${productId}: pre-queue of ${drawn} drawn in ${Date.now() - started} ms`);
     await this.states.refreshRoom(productId);
+    return true;
   }
 }

@@ -1,6 +1,6 @@
 // What this process knows of each waiting room, so that a join and a poll need no extra round
 // trip: the room's row (its seed), the admission view (cursor, outstanding admissions, units left,
-// measured rate, positions handed out), refreshed every tick by the Admitter, and after the draw
+// measured rate, positions handed out), kept fresh by the Admitter's ticks and by polls, and after the draw
 // the drawn pre-queue's lottery keys, which place any pre-queue ticket without a statement.
 import { Injectable } from '@nestjs/common';
 import { UnavailableError } from '../common/domain-errors';
@@ -48,7 +48,7 @@ export class QueueStates {
 
   /**
    * The admission view, read again when older than the tick or SOLD_OUT_STALE_MS, whichever is
-   * shorter (the admitter refreshes it every tick; a poll refreshes it in between).
+   * shorter (the admitter's ticks read it in busy rooms; a poll refreshes it in between).
    */
   async view(productId: number): Promise<AdmissionView | null> {
     return this.freshView(productId) ?? this.refreshView(productId);
@@ -58,6 +58,11 @@ export class QueueStates {
   freshView(productId: number): AdmissionView | undefined {
     const known = this.views.get(productId);
     return known && Date.now() - known.at < this.freshForMs ? known : undefined;
+  }
+
+  /** The last admission view this process read, however old; undefined before the first. */
+  lastView(productId: number): AdmissionView | undefined {
+    return this.views.get(productId);
   }
 
   /** One read per product at a time, shared by every poll that asks meanwhile. */

@@ -1,0 +1,98 @@
+import { DoorConfig, HttpConfig, WaitingRoomConfig } from '../config/app-config';
+import { MetricsService } from '../metrics/metrics.service';
+import { Admitter } from './admitter.service';
+import { QueueStates } from './queue-states.service';
+import { ActiveRoom, AdmissionView, RoomRow, WaitingRoomRepository } from './waiting-room.repository';
+
+const room: ActiveRoom = { productId: 7, startsAt: null, endsAt: null, admissionTtlS: 120 };
+const roomRow = (preQueue: number | null): RoomRow => ({
+  productId: 7,
+  seed: Buffer.alloc(32),
+  seedHash: 'h',
+  preQueue,
+  highWater: 0,
+  admittedThrough: 0,
+});
+const viewOf = (over: Partial<AdmissionView>): AdmissionView => ({
+  preQueue: 0,
+  highWater: 500,
+  admittedThrough: 100,
+  outstanding: 0,
+  unitsLeft: 0,
+  live: [],
+  ratePerS: 0,
+  at: 0,
+  ...over,
+});
+
+/** The admitter over the real QueueStates, with the repository's PostgreSQL calls counted. */
+function admitterOver(view: () => AdmissionView, rows: Array<RoomRow>) {
+  const repo = {
+    room: jest.fn(async () => rows.shift() ?? roomRow(3)),
+    view: jest.fn(async () => view()),
+    exclusively: jest.fn(async (_: number, work: (r: RoomRow, q: unknown) => Promise<unknown>) =>
+      work(roomRow(3), null),
+    ),
+    admit: jest.fn(async () => ({
+      batch: { first: 101, last: 101, admittedAt: 0, expiresAt: 1 },
+      unitsLeft: 1,
+      outstandingBefore: 0,
+    })),
+    draw: jest.fn(async () => 3),
+  };
+  const config = Object.assign(new WaitingRoomConfig(), { admissionTickMs: 100 });
+  const states = new QueueStates(
+    repo as unknown as WaitingRoomRepository,
+    config,
+    new HttpConfig(),
+    Object.assign(new DoorConfig(), { soldOutStaleMs: 100 }),
+  );
+  const admitter = new Admitter(config, repo as unknown as WaitingRoomRepository, states, new MetricsService());
+  return { admitter, repo };
+}
+
+describe('the admitter tick', () => {
+  beforeEach(() => jest.useFakeTimers({ now: 1_000_000, doNotFake: ['nextTick', 'setImmediate'] }));
+  afterEach(() => jest.useRealTimers());
+
+  /** `ticks` steps of the room, one every 100 ms (the tick). */
+  async function tick(admitter: Admitter, ticks: number) {
+    for (let i = 0; i < ticks; i++) {
+      await admitter.step(room);
+      jest.advanceTimersByTime(100);
+    }
+  }
+
+  it('reads a quiet room (people waiting, no admission due) once a second, not every tick, and makes no step there', async () => {
+    const { admitter, repo } = admitterOver(() => viewOf({ unitsLeft: 0, outstanding: 0 }), []);
+    await tick(admitter, 30);
+    expect(repo.view.mock.calls.length).toBeGreaterThanOrEqual(3);
+    expect(repo.view.mock.calls.length).toBeLessThanOrEqual(4);
+    expect(repo.exclusively).not.toHaveBeenCalled();
+  });
+
+  it('reads a room with admissions due every tick and steps it, reading the view again after each batch', async () => {
+    const { admitter, repo } = admitterOver(() => viewOf({ unitsLeft: 10, outstanding: 2 }), []);
+    await tick(admitter, 10);
+    expect(repo.admit).toHaveBeenCalledTimes(10);
+    // Once to decide (the view read after the last batch is a tick old by then), once after the batch.
+    expect(repo.view).toHaveBeenCalledTimes(20);
+  });
+
+  it('steps a quiet room within a second of a unit coming back', async () => {
+    let unitsLeft = 0;
+    const { admitter, repo } = admitterOver(() => viewOf({ unitsLeft, outstanding: 0 }), []);
+    await tick(admitter, 5);
+    unitsLeft = 1;
+    await tick(admitter, 10);
+    expect(repo.admit).toHaveBeenCalled();
+  });
+
+  it('learns that another process drew the pre-queue from one read of the room, and does not try the draw again', async () => {
+    const { admitter, repo } = admitterOver(() => viewOf({}), [roomRow(null), roomRow(3)]);
+    await tick(admitter, 10);
+    expect(repo.exclusively).toHaveBeenCalledTimes(1);
+    expect(repo.draw).not.toHaveBeenCalled();
+    expect(repo.room).toHaveBeenCalledTimes(2);
+  });
+});
