@@ -27,129 +27,99 @@ import {
   ServiceRun,
 } from './types';
 
-export interface BenchmarkOptions {
-  /** Seconds of load per steady-state scenario. */
-  duration?: number;
-  connections?: number;
-  /** WORKERS of the locking comparison, the segment sweep and the sale. */
-  workers?: number;
-  /** WORKERS of the service beside the peers and in the group-commit comparison (default 1: a peer is one process). */
-  speedWorkers?: number;
-  /** Segments of the peer and group-commit comparisons (default 20). */
-  speedSegments?: number;
-  /** The bare peers run beside the service (default all); [] = none, and no GET /health/live floor. */
-  peers?: PeerName[];
-  /** ORDER_BATCH_MAX=1 against group commit at every hold time (default true). */
-  batch?: boolean;
-  /** ORDER_BATCH_MAX of every service start but the ORDER_BATCH_MAX=1 and batch-sweep rows; null/unset = the service's default. */
-  batchMax?: number | null;
-  /** ORDER_BATCH_MAX values swept at every hold time, to choose the default; null/unset = no sweep. */
-  batchSweep?: number[] | null;
-  /** ORDER_HOLDS_MAX of every service start; null/unset = the service's default. */
-  holdsMax?: number | null;
-  /** Node / V8 flags of every service start, beside `npm start`'s heap bound (default none). */
-  nodeFlags?: string[];
-  /** Refusals of a sold-out product to distinct buyers, at --speed-workers (default true). */
-  soldOut?: boolean;
-  /** Load pg_stat_statements into the embedded PostgreSQL (default true). */
-  statementCounts?: boolean;
-  /**
-   * The speed load (--speed-workers, hold 0, --speed-segments; group commit and ORDER_BATCH_MAX=1)
-   * on one redis-server, on a Redlock quorum of three and on a 3-master Redis Cluster (default true).
-   */
-  redisSetups?: boolean;
-  /** Segmented layouts compared against the single lock at every hold time. */
-  segments?: number[];
-  /** ORDER_HOLD_MS values of the comparison. */
-  holds?: number[];
-  /** Segment counts of the sweep; null = no sweep. */
-  sweep?: number[] | null;
-  sweepHold?: number;
-  /** Also run the no-Redis-lock peer (STOCK_LOCKING=database). */
-  peer?: boolean;
-  /** The literal sale (e.g. 1000 units, 20 x 50, 5000 buyers, and as 1 segment); false = skip. */
-  sale?: boolean;
-  saleStock?: number;
-  saleSegments?: number;
-  saleBuyers?: number;
-  /**
-   * The sale with returns (the sale's stock, segments and buyers; then part of it cancelled or
-   * expired and resold), in a service start of its own; false = skip.
-   */
-  returns?: boolean;
-  /** Share of the reservations that come back (default 0.3). */
-  returnsShare?: number;
-  /** Share of those cancelled through POST /orders/:id/cancel; the rest expire (default 0.5). */
-  returnsCancelShare?: number;
-  /** The product's paymentTimeoutS: when the unpaid reservations expire (default 10; the first sell-out, the pays and the cancels must fit in it). */
-  returnsTimeoutS?: number;
-  /** EXPIRY_SWEEP_MS of the service start of the sale with returns (default 100). */
-  returnsSweepMs?: number;
-  /** Steady-state stock: large enough that no scenario sells out. */
-  steadyStock?: number;
-  /** Seconds of unmeasured load after each service start. */
-  warmUp?: number;
-  /** A smoke run: short scenarios, a small sweep, a small sale. Explicit options still win. */
+/**
+ * runBenchmark's options, each at its default; `quick` (a smoke run: short scenarios, a small sweep,
+ * a small sale) lowers some of them, and an option given explicitly still wins.
+ */
+function defaults(quick: boolean) {
+  return {
+    /** Seconds of load per steady-state scenario. */
+    duration: quick ? 3 : 10,
+    connections: 100,
+    /** WORKERS of the locking comparison, the segment sweep and the sale. */
+    workers: 2,
+    /** WORKERS of the service beside the peers and in the group-commit comparison (a peer is one process). */
+    speedWorkers: 1,
+    /** Segments of the peer and group-commit comparisons. */
+    speedSegments: 20,
+    /** The bare peers run beside the service; [] = none, and no GET /health/live floor. */
+    peers: [...PEER_NAMES] as PeerName[],
+    /** ORDER_BATCH_MAX=1 against group commit at every hold time. */
+    batch: true,
+    /** ORDER_BATCH_MAX of every service start but the ORDER_BATCH_MAX=1 and batch-sweep rows; null = the service's default. */
+    batchMax: null as number | null,
+    /** ORDER_BATCH_MAX values swept at every hold time, to choose the default; null = no sweep. */
+    batchSweep: null as number[] | null,
+    /** ORDER_HOLDS_MAX of every service start; null = the service's default. */
+    holdsMax: null as number | null,
+    /** Node / V8 flags of every service start, beside `npm start`'s heap bound. */
+    nodeFlags: [] as string[],
+    /** Refusals of a sold-out product to distinct buyers, at speedWorkers. */
+    soldOut: true,
+    /** Load pg_stat_statements into the embedded PostgreSQL. */
+    statementCounts: true,
+    /**
+     * The speed load (speedWorkers, hold 0, speedSegments; group commit and ORDER_BATCH_MAX=1) on
+     * one redis-server, on a Redlock quorum of three and on a 3-master Redis Cluster.
+     */
+    redisSetups: true,
+    /** Segmented layouts compared against the single lock at every hold time. */
+    segments: [20],
+    /** ORDER_HOLD_MS values of the comparison. */
+    holds: [0, 20],
+    /** Segment counts of the sweep; null = no sweep. */
+    sweep: (quick ? [1, 5, 20] : [1, 2, 5, 10, 20, 50]) as number[] | null,
+    sweepHold: 20,
+    /** Also run the no-Redis-lock peer (STOCK_LOCKING=database). */
+    peer: true,
+    /** The literal sale (e.g. 1000 units, 20 x 50, 5000 buyers, and as 1 segment); false = skip. */
+    sale: true,
+    saleStock: quick ? 200 : 1000,
+    saleSegments: 20,
+    saleBuyers: quick ? 1000 : 5000,
+    /**
+     * The sale with returns (the sale's stock, segments and buyers; then part of it cancelled or
+     * expired and resold), in a service start of its own; false = skip.
+     */
+    returns: true,
+    /** Share of the reservations that come back. */
+    returnsShare: 0.3,
+    /** Share of those cancelled through POST /orders/:id/cancel; the rest expire. */
+    returnsCancelShare: 0.5,
+    /** The product's paymentTimeoutS: when the unpaid reservations expire (the first sell-out, the pays and the cancels must fit in it). */
+    returnsTimeoutS: 10,
+    /** EXPIRY_SWEEP_MS of the service start of the sale with returns. */
+    returnsSweepMs: 100,
+    /** Steady-state stock: large enough that no scenario sells out. */
+    steadyStock: 1_000_000,
+    /** Seconds of unmeasured load after each service start. */
+    warmUp: quick ? 1 : 3,
+    lockTtlMs: 2000,
+    // Long enough that the single-lock baseline queues rather than refuses under 100 connections
+    // (it can sell only ~1/hold per second); every scenario gets the same value.
+    lockWaitMs: 30_000,
+    lockRetryDelayMs: 4,
+    lockRetryJitterMs: 8,
+    /** Use these instead of starting PostgreSQL / Redis. */
+    databaseUrl: undefined as string | undefined,
+    redisUrl: undefined as string | undefined,
+    /** Where latest.json and latest.md go (default bench/results). */
+    outDir: undefined as string | undefined,
+  };
+}
+
+export type BenchmarkOptions = Partial<ReturnType<typeof defaults>> & {
   quick?: boolean;
-  lockTtlMs?: number;
-  lockWaitMs?: number;
-  lockRetryDelayMs?: number;
-  lockRetryJitterMs?: number;
-  /** Use these instead of starting PostgreSQL / Redis. */
-  databaseUrl?: string;
-  redisUrl?: string;
-  /** Where latest.json and latest.md go (default bench/results). */
-  outDir?: string;
   /** Progress lines (default: stderr). */
   log?: (line: string) => void;
   signal?: AbortSignal;
-}
+};
 
 export function resolveOptions(o: BenchmarkOptions, root = projectRoot(__dirname)) {
   const quick = o.quick ?? false;
-  const sale = o.sale ?? true;
-  return {
-    quick,
-    duration: o.duration ?? (quick ? 3 : 10),
-    connections: o.connections ?? 100,
-    workers: o.workers ?? 2,
-    speedWorkers: o.speedWorkers ?? 1,
-    speedSegments: o.speedSegments ?? 20,
-    peers: o.peers ?? [...PEER_NAMES],
-    batch: o.batch ?? true,
-    batchMax: o.batchMax ?? null,
-    batchSweep: o.batchSweep ?? null,
-    holdsMax: o.holdsMax ?? null,
-    nodeFlags: o.nodeFlags ?? [],
-    soldOut: o.soldOut ?? true,
-    statementCounts: o.statementCounts ?? true,
-    redisSetups: o.redisSetups ?? true,
-    segments: o.segments ?? [20],
-    holds: o.holds ?? [0, 20],
-    sweep: o.sweep === undefined ? (quick ? [1, 5, 20] : [1, 2, 5, 10, 20, 50]) : o.sweep,
-    sweepHold: o.sweepHold ?? 20,
-    peer: o.peer ?? true,
-    sale,
-    saleStock: o.saleStock ?? (quick ? 200 : 1000),
-    saleSegments: o.saleSegments ?? 20,
-    saleBuyers: o.saleBuyers ?? (quick ? 1000 : 5000),
-    returns: o.returns ?? true,
-    returnsShare: o.returnsShare ?? 0.3,
-    returnsCancelShare: o.returnsCancelShare ?? 0.5,
-    returnsTimeoutS: o.returnsTimeoutS ?? 10,
-    returnsSweepMs: o.returnsSweepMs ?? 100,
-    steadyStock: o.steadyStock ?? 1_000_000,
-    warmUp: o.warmUp ?? (quick ? 1 : 3),
-    lockTtlMs: o.lockTtlMs ?? 2000,
-    // Long enough that the single-lock baseline queues rather than refuses under 100 connections
-    // (it can sell only ~1/hold per second); every scenario gets the same value.
-    lockWaitMs: o.lockWaitMs ?? 30_000,
-    lockRetryDelayMs: o.lockRetryDelayMs ?? 4,
-    lockRetryJitterMs: o.lockRetryJitterMs ?? 8,
-    databaseUrl: o.databaseUrl,
-    redisUrl: o.redisUrl,
-    outDir: resolve(o.outDir ?? join(root, 'bench', 'results')),
-  };
+  const given = Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as BenchmarkOptions;
+  const all = { ...defaults(quick), ...given, quick };
+  return { ...all, outDir: resolve(all.outDir ?? join(root, 'bench', 'results')) };
 }
 
 export interface BenchmarkResult {

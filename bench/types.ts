@@ -3,7 +3,7 @@
 // and the ones that render them never import each other in a circle.
 import type { Client } from 'pg';
 import type { Verification } from '../harness/verify';
-import type { CostProbe, ScenarioCosts } from './costs';
+import type { CostProbe, RedisServerCosts, ScenarioCosts } from './costs';
 import type { Latency } from './load';
 import type { MetricDeltas } from './metrics';
 import type { RedisSetupsSection } from './report/redis-setups';
@@ -306,10 +306,4 @@ export interface BenchmarkReport {
 }
 
 /** Redis figures per order of one setup: summed over its servers, or of one of them. */
-export interface RedisPerOrder {
-  /** EVAL/EVALSHA calls: round trips. */
-  redisScripts: number;
-  /** Every command Redis counted, those run inside scripts included. */
-  redisCommands: number;
-  redisCpuUs: number;
-}
+export type RedisPerOrder = RedisServerCosts['perUnit'];

@@ -7,7 +7,7 @@ import http from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { solveChallenge } from 'altcha-lib/v1';
 import { Client } from 'pg';
-import { auditProduct } from '../harness/verify';
+import { Audit, auditProduct, Check } from '../harness/verify';
 import { LIVELY_S } from '../src/waiting-room/ticket-status';
 import type { ServiceProcess } from '../harness/launcher';
 import { CostProbe, CostSnapshot, costDeltas } from './costs';
@@ -38,11 +38,6 @@ export interface QueueOptions {
   nodeFlags?: string[];
 }
 
-export interface Percentiles {
-  p50: number | null;
-  p90: number | null;
-}
-
 export interface QueueReport {
   startedAt: string;
   machine: { cores: number; memoryGb: number; node: string };
@@ -68,14 +63,8 @@ export interface QueueReport {
   millionJoins: ReturnType<typeof millionJoins>;
 }
 
-export interface Check {
-  name: string;
-  ok: boolean;
-  detail: string;
-}
-
 /** The p50 and p90 of a list (nearest rank); null for an empty one. */
-export function percentiles(values: number[]): Percentiles {
+export function percentiles(values: number[]): { p50: number | null; p90: number | null } {
   if (values.length === 0) return { p50: null, p90: null };
   const sorted = [...values].sort((a, b) => a - b);
   const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
@@ -625,11 +614,7 @@ async function withWaitingRoom(
   );
   const o0 = orderRows[0] as { n: number; admitted: number; distinct: number };
   const checks: Check[] = [
-    {
-      name: 'I1: stock + live orders = stocked, no segment below 0',
-      ok: audit.remaining + audit.ordered === audit.totalStock && audit.negativeSegments === 0,
-      detail: JSON.stringify(audit),
-    },
+    stockCheck(audit),
     { name: 'sold out, every unit paid', ok: soldOutAt !== null, detail: `${paid} paid` },
     { name: 'every order spent an admission', ok: o0.admitted === o0.n, detail: `${o0.admitted} of ${o0.n}` },
     { name: 'no admission spent twice', ok: o0.distinct === o0.admitted, detail: `${o0.distinct} distinct` },
@@ -677,6 +662,12 @@ async function withWaitingRoom(
   };
 }
 
+const stockCheck = (audit: Audit): Check => ({
+  name: 'I1: stock + live orders = stocked, no segment below 0',
+  ok: audit.remaining + audit.ordered === audit.totalStock && audit.negativeSegments === 0,
+  detail: JSON.stringify(audit),
+});
+
 async function withoutWaitingRoom(o: QueueOptions, svc: ServiceProcess, db: Client, probe: CostProbe) {
   const productId = await createProduct(svc.url, { name: 'bench open sale', stock: o.units, segments: 10 });
   const orderIds: Array<[number, string]> = [];
@@ -716,14 +707,7 @@ async function withoutWaitingRoom(o: QueueOptions, svc: ServiceProcess, db: Clie
     errors5xx,
     timeouts: load.timeouts,
     statusCounts: load.statusCounts,
-    checks: [
-      {
-        name: 'I1: stock + live orders = stocked, no segment below 0',
-        ok: audit.remaining + audit.ordered === audit.totalStock && audit.negativeSegments === 0,
-        detail: JSON.stringify(audit),
-      },
-      { name: 'sold out', ok: audit.remaining === 0, detail: `${load.created} orders` },
-    ],
+    checks: [stockCheck(audit), { name: 'sold out', ok: audit.remaining === 0, detail: `${load.created} orders` }],
   };
 }
 

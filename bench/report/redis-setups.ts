@@ -13,14 +13,12 @@ export function redisSetupsSection(report: BenchmarkReport) {
   const batches = [...new Set(found.map((r) => r.batchMax))]
     .sort((a, b) => (a ?? Infinity) - (b ?? Infinity))
     .reverse();
-  const perOrder = (r: ScenarioResult): RedisPerOrder | null =>
-    r.costs
-      ? {
-          redisScripts: r.costs.perUnit.redisScripts,
-          redisCommands: r.costs.perUnit.redisCommands,
-          redisCpuUs: r.costs.perUnit.redisCpuUs,
-        }
-      : null;
+  const redisOf = (p: RedisPerOrder): RedisPerOrder => ({
+    redisScripts: p.redisScripts,
+    redisCommands: p.redisCommands,
+    redisCpuUs: p.redisCpuUs,
+  });
+  const perOrder = (r: ScenarioResult) => (r.costs ? redisOf(r.costs.perUnit) : null);
   const rows = batches.flatMap((batchMax) => {
     const single = found.find((r) => r.batchMax === batchMax && setupOf(r) === 'single');
     const base = single ? perOrder(single) : null;
@@ -38,13 +36,7 @@ export function redisSetupsSection(report: BenchmarkReport) {
         /** Summed over every Redis server of the setup; null when the costs were not read. */
         perOrder: cost,
         /** Each server of the setup (a quorum's or a cluster's masters, in the setup's order); null for the one redis-server. */
-        perServer:
-          r.costs?.redisServers?.map((x) => ({
-            server: x.server,
-            redisScripts: x.perUnit.redisScripts,
-            redisCommands: x.perUnit.redisCommands,
-            redisCpuUs: x.perUnit.redisCpuUs,
-          })) ?? null,
+        perServer: r.costs?.redisServers?.map((x) => ({ server: x.server, ...redisOf(x.perUnit) })) ?? null,
         /** This row / the one redis-server's row at the same ORDER_BATCH_MAX; null where either figure is missing. */
         vsSingle: {
           ordersPerSec: ratioOf(r.ordersPerSec, single?.ordersPerSec),
@@ -69,7 +61,10 @@ function perServerCell(r: RedisSetupRow): string {
   return r.perServer ? r.perServer.map((x) => x.redisScripts.toFixed(2)).join(' / ') : '-';
 }
 
-function setupsTable(x: RedisSetupsSection): string[] {
+/** latest.md's section of the Redis setups; none when the group did not run. */
+export function redisSetupsMarkdown(report: BenchmarkReport): string[] {
+  const x = redisSetupsSection(report);
+  if (!x) return [];
   return [
     `## Redis setups (hold 0, ${x.segments} segments, WORKERS=${x.workers})`,
     '',
@@ -88,10 +83,4 @@ function setupsTable(x: RedisSetupsSection): string[] {
     `Command: \`${x.command}\``,
     '',
   ];
-}
-
-/** latest.md's section of the Redis setups; none when the group did not run. */
-export function redisSetupsMarkdown(report: BenchmarkReport): string[] {
-  const setups = redisSetupsSection(report);
-  return setups ? setupsTable(setups) : [];
 }
