@@ -52,11 +52,9 @@ export class TicketTokens {
 
   issue(t: TicketClaims): string {
     const exp = Math.ceil((Date.now() + TICKET_TTL_MS) / 1000 / HOUR_S) * HOUR_S;
-    const token = this.signer({ sub: t.userId, pid: t.productId, pos: t.position ?? 0, exp });
-    // Remembered as verified: the buyer's first poll that reaches this process needs no HMAC either.
-    const claims = { userId: t.userId, productId: t.productId, ticketId: t.ticketId, position: t.position };
-    this.verified.set(token, { claims, expiresMs: exp * 1000 });
-    return token;
+    // Not remembered as verified here: a join would pay a map entry for each ticket of the crowd
+    // (held until evicted), to spare one HMAC at the first poll, which may reach another process.
+    return this.signer({ sub: t.userId, pid: t.productId, pos: t.position ?? 0, exp });
   }
 
   /** The ticket a token carries for this product; TICKET_NOT_FOUND for anything else (forged, expired, another product's). */

@@ -151,11 +151,18 @@ export class WaitingRoomService implements OnModuleInit {
   /** The ticket's answer, from its claims and what this process knows. */
   private async answer(product: ProductInfo, token: string, claims: TicketClaims): Promise<TicketView> {
     const now = Date.now();
-    const entry = this.remember(claims.ticketId);
+    // What this process remembers of the ticket, made only when there is something to remember.
+    let entry = this.known.get(claims.ticketId);
+    const remember = (): Known => {
+      if (entry === undefined) this.known.set(claims.ticketId, (entry = {}));
+      return entry;
+    };
     // A pre-queue ticket's place comes from the draw: found once, then remembered.
-    if (claims.position === null && entry.drawn === undefined)
-      entry.drawn = (await this.states.drawnPosition(product.id, claims.userId, claims.ticketId)) ?? undefined;
-    const position = claims.position ?? entry.drawn ?? null;
+    let position = claims.position ?? entry?.drawn ?? null;
+    if (position === null) {
+      position = await this.states.drawnPosition(product.id, claims.userId, claims.ticketId);
+      if (position !== null) remember().drawn = position;
+    }
     // Every answer is built by this one function: a poll is the crowd's commonest call, so no
     // intermediate objects (it was a tenth of a poll's CPU in the garbage collector).
     const told = (
@@ -179,7 +186,7 @@ export class WaitingRoomService implements OnModuleInit {
     };
 
     if (product.endsAt !== null && now >= product.endsAt) return told('ended', null, null);
-    if (entry.over) return told(entry.over, 0, 0);
+    if (entry?.over) return told(entry.over, 0, 0);
     const view = position === null ? null : (this.states.freshView(product.id) ?? (await this.states.view(product.id)));
     if (position !== null && view !== null) {
       const standing = standingOf(position, view, now);
@@ -187,12 +194,13 @@ export class WaitingRoomService implements OnModuleInit {
         // Admitted: has an order spent it? (one index lookup, then remembered once it has)
         const spent = (await this.admissions.spentBy(product.id, position)) !== null;
         if (spent || standing.kind === 'admissionOver') {
-          entry.over = spent ? 'ordered' : 'ended';
-          return told(entry.over, 0, 0);
+          const over = spent ? 'ordered' : 'ended';
+          remember().over = over;
+          return told(over, 0, 0);
         }
         // Admitted, but nothing is left to buy: said plainly (the admission is handed out again if units come back).
         if (view.unitsLeft === 0) return told('sold_out', 0, null);
-        if (entry.firstEta !== undefined) {
+        if (entry?.firstEta !== undefined) {
           this.metrics.queueEtaError.observe(Math.abs(standing.batch.admittedAt - entry.firstEta) / 1000);
           entry.firstEta = undefined;
         }
@@ -209,8 +217,13 @@ export class WaitingRoomService implements OnModuleInit {
         ? 0
         : view.admittedThrough + admissionsDue(this.config.admissionRatio, view.unitsLeft, view.outstanding);
     const waiting = waitingOf(position, view, product, now, reach, Math.ceil(this.config.admissionTickMs / 1000));
-    if (waiting.status === 'waiting' && waiting.estimatedWaitS !== null && position !== null)
-      entry.firstEta ??= now + waiting.estimatedWaitS * 1000;
+    if (
+      waiting.status === 'waiting' &&
+      waiting.estimatedWaitS !== null &&
+      position !== null &&
+      entry?.firstEta === undefined
+    )
+      remember().firstEta = now + waiting.estimatedWaitS * 1000;
     const behindUnitsLeft =
       position !== null &&
       view !== null &&
@@ -223,13 +236,5 @@ export class WaitingRoomService implements OnModuleInit {
     let counter = this.pollCounters.get(status);
     if (counter === undefined) this.pollCounters.set(status, (counter = this.metrics.queuePolls.labels(status)));
     return counter;
-  }
-
-  private remember(ticketId: string): Known {
-    const had = this.known.get(ticketId);
-    if (had) return had;
-    const entry: Known = {};
-    this.known.set(ticketId, entry);
-    return entry;
   }
 }
