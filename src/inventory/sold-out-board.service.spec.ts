@@ -171,11 +171,15 @@ describe('SoldOutBoardService', () => {
     board.onApplicationShutdown();
   });
 
-  it('should forget at once when this process returns units', async () => {
+  it('should forget at once when this process returns units, and say when it last did (the admitter asks)', async () => {
     const { board } = world(soldOut);
     board.learn(P);
     await board.settled();
+    expect(board.returnedAt(P)).toBe(0);
+    const before = Date.now();
     board.forget(P);
     expect(board.refusal(P, 'alice')).toBeNull();
+    expect(board.returnedAt(P)).toBeGreaterThanOrEqual(before);
+    expect(board.returnedAt(P + 1)).toBe(0);
   });
 });

@@ -29,6 +29,9 @@ export const BOARD_MAX_PRODUCTS = 256;
  */
 export const BOARD_MAX_HOLDERS = 250_000;
 
+/** Products whose last return is remembered; past this the record starts again (a return then only waits for a quiet room's next read). */
+const RETURNS_MAX = 10_000;
+
 interface Entry {
   /** userId -> id of the live order it holds. */
   holders: Map<string, number>;
@@ -45,6 +48,8 @@ const SOLD_OUT: Refusal = { kind: 'sold_out' };
 export class SoldOutBoardService implements OnApplicationShutdown {
   private readonly logger = new Logger('SoldOutBoardService');
   private readonly entries = new Map<number, Entry>();
+  /** productId -> when this process last returned units of it (the waiting room's admitter asks). */
+  private readonly returns = new Map<number, number>();
   /** Learning in flight, one per product. */
   private readonly learning = new Map<number, Promise<void>>();
   /** A product found with units left is not looked at again before this (epoch ms). */
@@ -145,6 +150,13 @@ export class SoldOutBoardService implements OnApplicationShutdown {
     this.entries.delete(productId);
     this.quietUntil.delete(productId);
     this.metrics.soldOutBoardProducts.set(this.entries.size);
+    if (this.returns.size >= RETURNS_MAX) this.returns.clear();
+    this.returns.set(productId, Date.now());
+  }
+
+  /** When this process last returned units of the product (epoch ms; 0: not since it started, or forgotten). */
+  returnedAt(productId: number): number {
+    return this.returns.get(productId) ?? 0;
   }
 
   /** Resolves once every learn in flight has finished (tests). */

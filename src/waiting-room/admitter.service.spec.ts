@@ -1,4 +1,5 @@
 import { DoorConfig, HttpConfig, WaitingRoomConfig } from '../config/app-config';
+import { SoldOutBoardService } from '../inventory/sold-out-board.service';
 import { MetricsService } from '../metrics/metrics.service';
 import { Admitter } from './admitter.service';
 import { QueueStates } from './queue-states.service';
@@ -26,7 +27,7 @@ const viewOf = (over: Partial<AdmissionView>): AdmissionView => ({
 });
 
 /** The admitter over the real QueueStates, with the repository's PostgreSQL calls counted. */
-function admitterOver(view: () => AdmissionView, rows: Array<RoomRow>) {
+function admitterOver(view: () => AdmissionView, rows: Array<RoomRow>, returnedAt = () => 0) {
   const repo = {
     room: jest.fn(async () => rows.shift() ?? roomRow(3)),
     view: jest.fn(async () => view()),
@@ -47,7 +48,8 @@ function admitterOver(view: () => AdmissionView, rows: Array<RoomRow>) {
     new HttpConfig(),
     Object.assign(new DoorConfig(), { soldOutStaleMs: 100 }),
   );
-  const admitter = new Admitter(config, repo as unknown as WaitingRoomRepository, states, new MetricsService());
+  const board = { returnedAt: jest.fn((_: number) => returnedAt()) } as unknown as SoldOutBoardService;
+  const admitter = new Admitter(config, repo as unknown as WaitingRoomRepository, states, new MetricsService(), board);
   return { admitter, repo };
 }
 
@@ -79,13 +81,49 @@ describe('the admitter tick', () => {
     expect(repo.view).toHaveBeenCalledTimes(20);
   });
 
-  it('steps a quiet room within a second of a unit coming back', async () => {
+  it('steps a quiet room within a second of a unit coming back through another process', async () => {
     let unitsLeft = 0;
     const { admitter, repo } = admitterOver(() => viewOf({ unitsLeft, outstanding: 0 }), []);
     await tick(admitter, 5);
     unitsLeft = 1;
     await tick(admitter, 10);
     expect(repo.admit).toHaveBeenCalled();
+  });
+
+  it('reads a quiet room at its next tick after this process returned units of it', async () => {
+    let unitsLeft = 0;
+    let returned = 0;
+    const { admitter, repo } = admitterOver(
+      () => viewOf({ unitsLeft, outstanding: 0 }),
+      [],
+      () => returned,
+    );
+    await tick(admitter, 3);
+    unitsLeft = 1;
+    returned = Date.now();
+    await tick(admitter, 1);
+    expect(repo.admit).toHaveBeenCalledTimes(1);
+  });
+
+  it('reads a quiet room at its next tick once one of its admissions has lapsed', async () => {
+    const expiresAt = Date.now() + 250;
+    let outstanding = 2;
+    const { admitter, repo } = admitterOver(
+      () =>
+        viewOf({
+          unitsLeft: 1,
+          outstanding,
+          live: outstanding ? [{ first: 1, last: 2, admittedAt: 0, expiresAt }] : [],
+        }),
+      [],
+    );
+    await tick(admitter, 2);
+    outstanding = 0;
+    const reads = repo.view.mock.calls.length;
+    await tick(admitter, 1); // 200 ms in: the admissions still live, the view still holds
+    expect(repo.view.mock.calls.length).toBe(reads);
+    await tick(admitter, 1); // 300 ms in: lapsed
+    expect(repo.admit).toHaveBeenCalledTimes(1);
   });
 
   it('learns that another process drew the pre-queue from one read of the room, and does not try the draw again', async () => {

@@ -4,9 +4,11 @@
 // read fresh. The draw and the admission steps hold the room's PostgreSQL row (FOR UPDATE SKIP
 // LOCKED): one process at a time makes them, the others skip; a process that dies mid-step leaves
 // nothing half made. A quiet room (nobody waiting, or no admission due) is read once a second, not
-// every tick: only a return or a lapsed admission makes one due there, and polls read it sooner.
+// every tick: only a return of units or a lapsed admission makes one due there, and the process
+// that returns units, or sees an admission's expiry pass, reads it at its next tick.
 import { Injectable, Logger, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { WaitingRoomConfig } from '../config/app-config';
+import { SoldOutBoardService } from '../inventory/sold-out-board.service';
 import { MetricsService } from '../metrics/metrics.service';
 import { QueueStates } from './queue-states.service';
 import { admissionsDue } from './ticket-status';
@@ -35,6 +37,7 @@ export class Admitter implements OnModuleInit, OnModuleDestroy {
     private readonly repo: WaitingRoomRepository,
     private readonly states: QueueStates,
     private readonly metrics: MetricsService,
+    private readonly board: SoldOutBoardService,
   ) {}
 
   onModuleInit(): void {
@@ -107,7 +110,20 @@ export class Admitter implements OnModuleInit, OnModuleDestroy {
     const fresh = this.states.freshView(productId);
     if (fresh) return fresh;
     const last = this.states.lastView(productId);
-    return last && this.due(last) === 0 && now - last.at < QUIET_EVERY_MS ? last : this.states.refreshView(productId);
+    return last && this.quiet(last, productId, now) ? last : this.states.refreshView(productId);
+  }
+
+  /**
+   * Whether a view read less than QUIET_EVERY_MS ago still holds for deciding: no admission due by
+   * it, none of its admissions lapsed since, and no units returned by this process in the last
+   * QUIET_EVERY_MS (a return counts from before the read, which may have missed it). A return made
+   * by another process is taken up by that process's admitter, or by this one within a second.
+   */
+  private quiet(view: AdmissionView, productId: number, now: number): boolean {
+    if (now - view.at >= QUIET_EVERY_MS || this.due(view) > 0) return false;
+    if (now - this.board.returnedAt(productId) < QUIET_EVERY_MS) return false;
+    for (const batch of view.live) if (batch.expiresAt <= now) return false;
+    return true;
   }
 
   /** Admissions due by a view: none when nobody waits beyond the cursor. */
