@@ -80,10 +80,10 @@ describe('Retry-After of a ticket', () => {
   });
 
   it('paces a waiting ticket behind the reach of the units left as a sold-out one, never slower than its own pace', () => {
-    expect(pollAfterS('waiting', 600, window, now, true)).toBe(5);
-    expect(pollAfterS('waiting', 6, window, now, true)).toBe(2);
-    expect(pollAfterS('waiting', 600, { ...window, admissionTtlS: 8 }, now, true)).toBe(2);
-    expect(pollAfterS('waiting', null, { ...window, startsAt: now + 400_000 }, now, true)).toBe(30);
+    expect(pollAfterS('waiting', 600, window, now, 'behindUnitsLeft')).toBe(5);
+    expect(pollAfterS('waiting', 6, window, now, 'behindUnitsLeft')).toBe(2);
+    expect(pollAfterS('waiting', 600, { ...window, admissionTtlS: 8 }, now, 'behindUnitsLeft')).toBe(2);
+    expect(pollAfterS('waiting', null, { ...window, startsAt: now + 400_000 }, now, 'behindUnitsLeft')).toBe(30);
   });
 
   it('asks an admitted buyer back at once, a finished one rarely, and a pre-queue ticket at the start', () => {
@@ -93,6 +93,12 @@ describe('Retry-After of a ticket', () => {
     expect(pollAfterS('sold_out', null, window, now)).toBe(5);
     expect(pollAfterS('waiting', null, { ...window, startsAt: now + 4200 }, now)).toBe(5);
     expect(pollAfterS('waiting', null, { ...window, startsAt: now + 400_000 }, now)).toBe(30);
+  });
+
+  it('asks a pre-queue ticket back in a second once the sale has started and the draw has yet to place it', () => {
+    expect(pollAfterS('waiting', null, { ...window, startsAt: now - 10 }, now, 'awaitingDraw')).toBe(1);
+    expect(pollAfterS('waiting', null, { ...window, startsAt: now + 4200 }, now, 'awaitingDraw')).toBe(5);
+    expect(pollAfterS('waiting', null, { ...window, startsAt: now - 10 }, now)).toBe(2);
   });
 });
 

@@ -108,19 +108,26 @@ export function waitingOf(
 export const LIVELY_S = 5;
 
 /**
+ * What else paces a waiting ticket's polls: `behindUnitsLeft` (were every unit left offered now,
+ * its turn would not come), `awaitingDraw` (a pre-queue ticket the draw has not placed yet).
+ */
+export type Pace = 'behindUnitsLeft' | 'awaitingDraw' | null;
+
+/**
  * Seconds until the next poll is useful (Retry-After). Never longer than a quarter of the admission's
  * lifetime, so an admitted buyer learns it with most of the admission left; sooner as the turn nears.
- * A waiting ticket behind the reach of the units left (`behindUnitsLeft`: were every unit left
- * offered now, its turn would not come) is most likely to end sold out, which can happen any
- * second in a flash sale: it polls at the sold-out pace, so its buyer learns the outcome within
- * seconds rather than at the end of a long wait estimated from the admission rate.
+ * A waiting ticket behind the reach of the units left is most likely to end sold out, which can
+ * happen any second in a flash sale: it polls at the sold-out pace, so its buyer learns the outcome
+ * within seconds rather than at the end of a long wait estimated from the admission rate. A
+ * pre-queue ticket after the start polls again in a second: the draw that places it (and admits
+ * the first of the pre-queue) is made at the next tick.
  */
 export function pollAfterS(
   status: TicketStatus,
   estimatedWaitS: number | null,
   window: SaleWindow,
   now: number,
-  behindUnitsLeft = false,
+  pace: Pace = null,
 ): number {
   const longest = Math.max(1, Math.min(30, Math.floor(window.admissionTtlS / 4)));
   switch (status) {
@@ -134,9 +141,10 @@ export function pollAfterS(
     case 'waiting': {
       if (window.startsAt !== null && now < window.startsAt)
         return Math.max(1, Math.min(longest, Math.ceil((window.startsAt - now) / 1000)));
+      if (pace === 'awaitingDraw') return 1;
       if (estimatedWaitS === null) return Math.min(longest, 2);
       const paced = Math.max(1, Math.min(longest, Math.ceil(estimatedWaitS / 3)));
-      return behindUnitsLeft ? Math.min(paced, LIVELY_S) : paced;
+      return pace === 'behindUnitsLeft' ? Math.min(paced, LIVELY_S) : paced;
     }
   }
 }

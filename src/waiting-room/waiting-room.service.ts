@@ -15,7 +15,7 @@ import { GroupedCalls } from '../common/grouped-calls';
 import { ALGORITHM, lotteryKey, ticketIdFor } from './lottery';
 import { QueueStates } from './queue-states.service';
 import { TicketClaims, TicketTokens } from './ticket-tokens';
-import { admissionsDue, pollAfterS, standingOf, TicketStatus, waitingOf } from './ticket-status';
+import { admissionsDue, Pace, pollAfterS, standingOf, TicketStatus, waitingOf } from './ticket-status';
 import { JoinedRow, JoinInput, WaitingRoomRepository } from './waiting-room.repository';
 
 export interface TicketView {
@@ -169,7 +169,7 @@ export class WaitingRoomService implements OnModuleInit {
       status: TicketStatus,
       ahead: number | null,
       estimatedWaitS: number | null,
-      behindUnitsLeft = false,
+      pace: Pace = null,
     ): TicketView => {
       this.pollsAnswered(status).inc();
       return {
@@ -181,7 +181,7 @@ export class WaitingRoomService implements OnModuleInit {
         position,
         ahead,
         estimatedWaitS,
-        retryAfterS: pollAfterS(status, estimatedWaitS, product, now, behindUnitsLeft),
+        retryAfterS: pollAfterS(status, estimatedWaitS, product, now, pace),
       };
     };
 
@@ -224,11 +224,14 @@ export class WaitingRoomService implements OnModuleInit {
       entry?.firstEta === undefined
     )
       remember().firstEta = now + waiting.estimatedWaitS * 1000;
-    const behindUnitsLeft =
-      position !== null &&
-      view !== null &&
-      position > view.admittedThrough + admissionsDue(this.config.admissionRatio, view.unitsLeft, 0);
-    return told(waiting.status, waiting.ahead, waiting.estimatedWaitS, behindUnitsLeft);
+    const pace: Pace =
+      position === null
+        ? 'awaitingDraw'
+        : view !== null &&
+            position > view.admittedThrough + admissionsDue(this.config.admissionRatio, view.unitsLeft, 0)
+          ? 'behindUnitsLeft'
+          : null;
+    return told(waiting.status, waiting.ahead, waiting.estimatedWaitS, pace);
   }
 
   /** The poll counter of one status, its label looked up once. */
