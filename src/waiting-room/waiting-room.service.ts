@@ -163,6 +163,12 @@ export class WaitingRoomService implements OnModuleInit {
       position = await this.states.drawnPosition(product.id, claims.userId, claims.ticketId);
       if (position !== null) remember().drawn = position;
     }
+    const ended = product.endsAt !== null && now >= product.endsAt;
+    // The admission view, from memory when fresh (not needed once the ticket's outcome is settled).
+    const view =
+      position === null || ended || entry?.over
+        ? null
+        : (this.states.freshView(product.id) ?? (await this.states.view(product.id)));
     // Every answer is built by this one function: a poll is the crowd's commonest call, so no
     // intermediate objects (it was a tenth of a poll's CPU in the garbage collector).
     const told = (
@@ -185,9 +191,8 @@ export class WaitingRoomService implements OnModuleInit {
       };
     };
 
-    if (product.endsAt !== null && now >= product.endsAt) return told('ended', null, null);
+    if (ended) return told('ended', null, null);
     if (entry?.over) return told(entry.over, 0, 0);
-    const view = position === null ? null : (this.states.freshView(product.id) ?? (await this.states.view(product.id)));
     if (position !== null && view !== null) {
       const standing = standingOf(position, view, now);
       if (standing.kind !== 'queued') {
