@@ -2,7 +2,7 @@
 // schema (decorators), the type (the class) and the Nest injection token (the class again), so a
 // service asks for the slice it uses by its constructor parameter type. `@Env` ties a property to
 // its environment variable; a bad value stops the start with a message that names the variable.
-import { Expose, plainToInstance, Transform } from 'class-transformer';
+import { plainToInstance, Transform } from 'class-transformer';
 import {
   ArrayMaxSize,
   ArrayMinSize,
@@ -16,81 +16,24 @@ import {
   Max,
   Min,
   MinLength,
-  registerDecorator,
   ValidateIf,
-  ValidationOptions,
   validateSync,
 } from 'class-validator';
+import {
+  AreaClass,
+  Env,
+  envNamesOf,
+  IsRising,
+  SECRET_VARIABLES,
+  emptyToUndefined,
+  toBool,
+  toInt,
+  toIntList,
+  toList,
+  toNumber,
+} from './env';
 
-type AreaClass = new () => object;
-
-/** Property name -> environment variable, per area class; read back to name bad variables. */
-const envNames = new Map<AreaClass, Map<string, string>>();
-
-/**
- * Variables whose value is never written back, valid or not (a refusal names the variable and the
- * rule only): tokens and keys, and URLs, which may carry a password.
- */
-export const SECRET_VARIABLES: ReadonlySet<string> = new Set([
-  'ADMIN_TOKEN',
-  'SHOP_TOKEN',
-  'BUYER_JWT_SECRET',
-  'ADMISSION_SECRET',
-  'WEBHOOK_SECRET',
-  'WEBHOOK_URL',
-  'DATABASE_URL',
-  'REDIS_URL',
-  'REDIS_LOCK_URLS',
-  'REDIS_CLUSTER_NODES',
-]);
-
-/** Reads this property from the environment variable `name`. */
-function Env(name: string): PropertyDecorator {
-  return (target, property) => {
-    Expose({ name })(target, property);
-    const area = target.constructor as AreaClass;
-    const names = envNames.get(area) ?? new Map<string, string>();
-    names.set(String(property), name);
-    envNames.set(area, names);
-  };
-}
-
-const toInt = ({ value }: { value: unknown }) =>
-  typeof value === 'string' && /^-?\d+$/.test(value.trim()) ? Number(value.trim()) : value;
-const toBool = ({ value }: { value: unknown }) => {
-  if (typeof value !== 'string') return value;
-  const v = value.trim().toLowerCase();
-  if (['1', 'true', 'yes', 'on'].includes(v)) return true;
-  if (['0', 'false', 'no', 'off'].includes(v)) return false;
-  return value;
-};
-const toNumber = ({ value }: { value: unknown }) =>
-  typeof value === 'string' && /^\d+(\.\d+)?$/.test(value.trim()) ? Number(value.trim()) : value;
-const emptyToUndefined = ({ value }: { value: unknown }) =>
-  typeof value === 'string' && value.trim() === '' ? undefined : value;
-const toList = ({ value }: { value: unknown }) =>
-  typeof value === 'string' && value.trim() !== ''
-    ? value.split(',').map((part) => part.trim())
-    : emptyToUndefined({ value });
-
-const toIntList = ({ value }: { value: unknown }) =>
-  typeof value === 'string' && value.trim() !== ''
-    ? value.split(',').map((part) => (/^\d+$/.test(part.trim()) ? Number(part.trim()) : part.trim()))
-    : value;
-
-/** Each element larger than the one before. */
-function IsRising(options: ValidationOptions): PropertyDecorator {
-  return (target, property) =>
-    registerDecorator({
-      name: 'isRising',
-      target: target.constructor,
-      propertyName: String(property),
-      options,
-      validator: {
-        validate: (v: unknown) => Array.isArray(v) && v.every((x, i) => i === 0 || Number(x) > Number(v[i - 1])),
-      },
-    });
-}
+export { SECRET_VARIABLES } from './env';
 
 /** The HTTP server and its processes. */
 export class HttpConfig {
@@ -377,7 +320,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   const problems: string[] = [];
   const config: Record<string, object> = {};
   for (const [key, area] of Object.entries(CONFIG_AREAS) as Array<[keyof Areas, AreaClass]>) {
-    const names = envNames.get(area) ?? new Map<string, string>();
+    const names = envNamesOf(area);
     const given: Record<string, string> = {};
     for (const name of names.values()) if (env[name] !== undefined) given[name] = env[name];
     const slice = plainToInstance(area, given, { exposeDefaultValues: true });
