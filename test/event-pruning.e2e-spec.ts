@@ -4,7 +4,7 @@
 // prune at a time.
 import { DataSource } from 'typeorm';
 import { EventsConfig } from '../src/config/app-config';
-import { EventPruner } from '../src/events/event-pruner.service';
+import { EventPruner } from '../src/events/event-pruner';
 import { EventsRepository } from '../src/events/events.repository';
 import { dataSourceOptions } from '../src/infrastructure/data-source';
 import { MetricsService } from '../src/metrics/metrics.service';

@@ -3,9 +3,9 @@
 import { Module } from '@nestjs/common';
 import { AdmissionsModule } from '../admissions/admissions.module';
 import { InventoryModule } from '../inventory/inventory.module';
-import { Admitter } from './admitter.service';
+import { Admitter } from './admitter';
 import { ChallengeController } from './challenge.controller';
-import { QueueStates } from './queue-states.service';
+import { QueueStates } from './queue-states';
 import { WaitingRoomController } from './waiting-room.controller';
 import { WaitingRoomRepository } from './waiting-room.repository';
 import { WaitingRoomService } from './waiting-room.service';

@@ -13,7 +13,7 @@ import { MetricsService } from '../metrics/metrics.service';
 import { BoundedMap } from './bounded-map';
 import { GroupedCalls } from '../common/grouped-calls';
 import { ALGORITHM, lotteryKey, ticketIdFor } from './lottery';
-import { QueueStates } from './queue-states.service';
+import { QueueStates } from './queue-states';
 import { TicketClaims, TicketTokens } from './ticket-tokens';
 import { admissionsDue, Pace, pollAfterS, standingOf, TicketStatus, waitingOf } from './ticket-status';
 import { JoinedRow, JoinInput, WaitingRoomRepository } from './waiting-room.repository';

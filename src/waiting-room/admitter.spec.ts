@@ -1,8 +1,8 @@
 import { DoorConfig, HttpConfig, WaitingRoomConfig } from '../config/app-config';
 import { SoldOutBoardService } from '../inventory/sold-out-board.service';
 import { MetricsService } from '../metrics/metrics.service';
-import { Admitter } from './admitter.service';
-import { QueueStates } from './queue-states.service';
+import { Admitter } from './admitter';
+import { QueueStates } from './queue-states';
 import { ActiveRoom, AdmissionView, RoomRow, WaitingRoomRepository } from './waiting-room.repository';
 
 const room: ActiveRoom = { productId: 7, startsAt: null, endsAt: null, admissionTtlS: 120 };

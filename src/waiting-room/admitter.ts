@@ -10,7 +10,7 @@ import { Injectable, Logger, OnModuleDestroy, OnModuleInit } from '@nestjs/commo
 import { WaitingRoomConfig } from '../config/app-config';
 import { SoldOutBoardService } from '../inventory/sold-out-board.service';
 import { MetricsService } from '../metrics/metrics.service';
-import { QueueStates } from './queue-states.service';
+import { QueueStates } from './queue-states';
 import { admissionsDue } from './ticket-status';
 import { ActiveRoom, AdmissionView, WaitingRoomRepository } from './waiting-room.repository';
 
