@@ -67,18 +67,15 @@ export class QueueStates {
 
   /** One read per product at a time, shared by every poll that asks meanwhile. */
   refreshView(productId: number): Promise<AdmissionView | null> {
-    const running = this.refreshing.get(productId);
-    if (running) return running;
-    const read = this.repo
-      .view(productId)
-      .catch(this.unavailable)
-      .then((view) => {
-        if (view) this.views.set(productId, { ...view, at: Date.now() });
-        return view;
-      })
-      .finally(() => this.refreshing.delete(productId));
-    this.refreshing.set(productId, read);
-    return read;
+    return this.once(this.refreshing, productId, () =>
+      this.repo
+        .view(productId)
+        .catch(this.unavailable)
+        .then((view) => {
+          if (view) this.views.set(productId, { ...view, at: Date.now() });
+          return view;
+        }),
+    );
   }
 
   /** A pre-queue ticket's place, once drawn (null before the draw), from the drawn keys in memory. */
@@ -94,19 +91,25 @@ export class QueueStates {
   private async drawnKeys(productId: number, count: number): Promise<Drawn> {
     const known = this.drawn.get(productId);
     if (known && known.count === count) return known;
-    const loading = this.loadingDraw.get(productId);
-    if (loading) return loading;
-    const load = this.repo
-      .drawnKeys(productId)
-      .catch(this.unavailable)
-      .then((keys) => {
-        const drawn = { keys, count: keys.length / 8 };
-        this.drawn.set(productId, drawn);
-        return drawn;
-      })
-      .finally(() => this.loadingDraw.delete(productId));
-    this.loadingDraw.set(productId, load);
-    return load;
+    return this.once(this.loadingDraw, productId, () =>
+      this.repo
+        .drawnKeys(productId)
+        .catch(this.unavailable)
+        .then((keys) => {
+          const drawn = { keys, count: keys.length / 8 };
+          this.drawn.set(productId, drawn);
+          return drawn;
+        }),
+    );
+  }
+
+  /** The load of `key` in flight in `running`, shared, or a new one (forgotten once it settles). */
+  private once<V>(running: Map<number, Promise<V>>, key: number, load: () => Promise<V>): Promise<V> {
+    const inFlight = running.get(key);
+    if (inFlight) return inFlight;
+    const started = load().finally(() => running.delete(key));
+    running.set(key, started);
+    return started;
   }
 
   private readonly unavailable = (err: unknown): never => {
