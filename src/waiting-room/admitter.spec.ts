@@ -50,7 +50,7 @@ function admitterOver(view: () => AdmissionView, rows: Array<RoomRow>, returnedA
   );
   const board = { returnedAt: jest.fn((_: number) => returnedAt()) } as unknown as SoldOutBoardService;
   const admitter = new Admitter(config, repo as unknown as WaitingRoomRepository, states, new MetricsService(), board);
-  return { admitter, repo };
+  return { admitter, repo, states };
 }
 
 describe('the admitter tick', () => {
@@ -124,6 +124,25 @@ describe('the admitter tick', () => {
     expect(repo.view.mock.calls.length).toBe(reads);
     await tick(admitter, 1); // 300 ms in: lapsed
     expect(repo.admit).toHaveBeenCalledTimes(1);
+  });
+
+  it('reads a quiet room with room in the budget at its next tick after a join here, but not one whose budget is spent', async () => {
+    let highWater = 100;
+    const { admitter, repo, states } = admitterOver(() => viewOf({ highWater, unitsLeft: 10, outstanding: 0 }), []);
+    await tick(admitter, 2);
+    expect(repo.admit).not.toHaveBeenCalled();
+    highWater = 101;
+    states.noteJoin(7);
+    await tick(admitter, 1);
+    expect(repo.admit).toHaveBeenCalledTimes(1);
+
+    // Outstanding admissions at the ratio: a join changes nothing, the room stays quiet.
+    const spent = admitterOver(() => viewOf({ highWater: 101, unitsLeft: 10, outstanding: 15 }), []);
+    await tick(spent.admitter, 2);
+    const reads = spent.repo.view.mock.calls.length;
+    spent.states.noteJoin(7);
+    await tick(spent.admitter, 3);
+    expect(spent.repo.view.mock.calls.length).toBe(reads);
   });
 
   it('learns that another process drew the pre-queue from one read of the room, and does not try the draw again', async () => {

@@ -4,8 +4,9 @@
 // read fresh. The draw and the admission steps hold the room's PostgreSQL row (FOR UPDATE SKIP
 // LOCKED): one process at a time makes them, the others skip; a process that dies mid-step leaves
 // nothing half made. A quiet room (nobody waiting, or no admission due) is read once a second, not
-// every tick: only a return of units or a lapsed admission makes one due there, and the process
-// that returns units, or sees an admission's expiry pass, reads it at its next tick.
+// every tick: only a return of units, a lapsed admission or a join where the budget has room makes
+// one due there, and the process that returns the units, sees the expiry pass or takes the join
+// reads it at its next tick.
 import { Injectable, Logger, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { WaitingRoomConfig } from '../config/app-config';
 import { SoldOutBoardService } from '../inventory/sold-out-board.service';
@@ -115,15 +116,17 @@ export class Admitter implements OnModuleInit, OnModuleDestroy {
 
   /**
    * Whether a view read less than QUIET_EVERY_MS ago still holds for deciding: no admission due by
-   * it, none of its admissions lapsed since, and no units returned by this process in the last
-   * QUIET_EVERY_MS (a return counts from before the read, which may have missed it). A return made
-   * by another process is taken up by that process's admitter, or by this one within a second.
+   * it, none of its admissions lapsed since, no units returned by this process in the last
+   * QUIET_EVERY_MS (a return counts from before the read, which may have missed it), and, where the
+   * budget has room but nobody waited, no ticket made here in that time. What another process does
+   * is taken up by that process's admitter, or by this one within a second.
    */
   private quiet(view: AdmissionView, productId: number, now: number): boolean {
     if (now - view.at >= QUIET_EVERY_MS || this.due(view) > 0) return false;
     if (now - this.board.returnedAt(productId) < QUIET_EVERY_MS) return false;
     for (const batch of view.live) if (batch.expiresAt <= now) return false;
-    return true;
+    const budget = admissionsDue(this.config.admissionRatio, view.unitsLeft, view.outstanding);
+    return budget === 0 || now - this.states.joinedAt(productId) >= QUIET_EVERY_MS;
   }
 
   /** Admissions due by a view: none when nobody waits beyond the cursor. */

@@ -18,6 +18,8 @@ interface Drawn {
 export class QueueStates {
   private readonly rooms = new Map<number, RoomRow>();
   private readonly views = new Map<number, AdmissionView>();
+  /** productId -> when this process last made an arrival's ticket of it (the admitter asks). */
+  private readonly joined = new Map<number, number>();
   private readonly drawn = new Map<number, Drawn>();
   private readonly refreshing = new Map<number, Promise<AdmissionView | null>>();
   private readonly loadingDraw = new Map<number, Promise<Drawn>>();
@@ -58,6 +60,16 @@ export class QueueStates {
   freshView(productId: number): AdmissionView | undefined {
     const known = this.views.get(productId);
     return known && Date.now() - known.at < this.freshForMs ? known : undefined;
+  }
+
+  /** A ticket with a place (an arrival) was made here just now. */
+  noteJoin(productId: number): void {
+    this.joined.set(productId, Date.now());
+  }
+
+  /** When this process last made an arrival's ticket of the product (epoch ms; 0: not since it started). */
+  joinedAt(productId: number): number {
+    return this.joined.get(productId) ?? 0;
   }
 
   /** The last admission view this process read, however old; undefined before the first. */

@@ -101,6 +101,8 @@ export class WaitingRoomService implements OnModuleInit {
         throw new UnavailableError('postgres', this.http.retryAfterS, err);
       });
     this.metrics.queueJoins.inc({ outcome: joined.created ? 'new' : 'existing' });
+    // An arrival may be admitted at once where the budget has room: the admitter looks at its next tick.
+    if (joined.created && joined.position !== null) this.states.noteJoin(productId);
     const claims: TicketClaims = { userId, productId, ticketId, position: joined.position };
     const ticket = await this.answer(product, this.signer.issue(claims), claims);
     return { ticket, created: joined.created };
