@@ -64,6 +64,9 @@ export class QueueStates {
 
   /** A ticket with a place (an arrival) was made here just now. */
   noteJoin(productId: number): void {
+    // One entry per product with a room; past the bound the record starts again (a join then only
+    // waits for a quiet room's next read, at most a second).
+    if (this.joined.size >= 10_000 && !this.joined.has(productId)) this.joined.clear();
     this.joined.set(productId, Date.now());
   }
 
