@@ -287,7 +287,9 @@ export async function runQueueBenchmark(o: QueueOptions): Promise<QueueReport> {
     const proofOfWork = await proofOfWorkJoins(svc.url, o.connections, o.powJoins ?? 5000, o.log);
     const withRoom = await withWaitingRoom(o, svc, db, probe);
     const withoutRoom = await withoutWaitingRoom(o, svc, db, probe);
-    const eo = { ...o, buyers: Math.min(o.buyers, 5000), units: Math.max(10, Math.round(o.units / 5)) };
+    // At least 50 units: a dozen gave a small run two or three admission steps, and at times no
+    // estimate to check.
+    const eo = { ...o, buyers: Math.min(o.buyers, 5000), units: Math.max(50, Math.round(o.units / 5)) };
     o.log(`estimates: ${eo.buyers} buyers, ${eo.units} units, every second order cancelled 3 s after it was made ...`);
     const estimate = {
       buyers: eo.buyers,
@@ -431,6 +433,7 @@ async function withWaitingRoom(
   const before: CostSnapshot = await probe.snapshot(svc.pid);
   // The paced poller: every buyer due now is polled, never more than pollersInFlight at once.
   let paid = 0;
+  let ordersMade = 0;
   let polls = 0;
   const cancels: Array<Promise<unknown>> = [];
   let soldOutAt: number | null = null;
@@ -482,7 +485,9 @@ async function withWaitingRoom(
         b.ordered = true;
         b.done = true;
         b.knewAt = Date.now();
-        if (cancelEvery > 0 && Number(b.userId.slice(b.userId.lastIndexOf('-') + 1)) % cancelEvery === 0) {
+        // Every cancelEvery-th order made, counted in the order they were made (not by the buyer's
+        // id: which ids the lottery puts first would then decide how many units come back).
+        if (cancelEvery > 0 && ++ordersMade % cancelEvery === 0) {
           // The unit comes back on sale CANCEL_AFTER_MS later (the buyer thinks it over): admissions
           // then go on for a while, in steps, and the waits an estimate is checked against last
           // seconds, not one tick.
