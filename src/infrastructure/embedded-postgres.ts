@@ -9,8 +9,8 @@ import { chownSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node
 import { dirname, join } from 'node:path';
 import { Client } from 'pg';
 import { stopChild } from './embedded-redis';
-import { freePort } from './free-port';
-import { EmbeddedServerError, exe, placePostgres, PostgresPlacement } from './postgres-placement';
+import { onFreePort } from './free-port';
+import { EmbeddedServerError, exe, placePostgres, PortTakenError, PostgresPlacement } from './postgres-placement';
 
 export { EmbeddedServerError } from './postgres-placement';
 
@@ -46,7 +46,6 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
   const log = opts.log ?? (() => undefined);
   const place = placePostgres({ dataDir: opts.dataDir, persistent: opts.persistent ?? true });
   for (const note of place.notes) log(note);
-  const port = opts.port ?? (await freePort());
   const spawnOpts: SpawnOptions = {
     ...(place.runAs ? { uid: place.runAs.uid, gid: place.runAs.gid } : {}),
     // The caller's working folder may be one the postgres user cannot enter.
@@ -60,7 +59,10 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
     place.discard();
     throw err;
   }
-  const child = await startServer(place, port, spawnOpts, log, opts.settings ?? {}).catch((err: unknown) => {
+  const { child, port } = await onFreePort(opts.port, async (port) => ({
+    child: await startServer(place, port, spawnOpts, log, opts.settings ?? {}),
+    port,
+  })).catch((err: unknown) => {
     place.discard();
     throw err;
   });
@@ -229,7 +231,7 @@ export function explainExit(
   output: string,
 ): EmbeddedServerError {
   if (/could not bind .*Address already in use|Is another postmaster already running on port/i.test(output))
-    return new EmbeddedServerError(
+    return new PortTakenError(
       `port ${port} is in use, so the embedded PostgreSQL cannot listen there: free that port, ${ADVICE}`,
     );
   const other = /lock file "postmaster.pid" already exists[\s\S]*?\(PID (\d+)\)/.exec(output);

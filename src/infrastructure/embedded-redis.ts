@@ -1,7 +1,7 @@
 // Starts a private redis-server from PATH on a free loopback port, for users without REDIS_URL.
 import { ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { freePort } from './free-port';
-import { EmbeddedServerError } from './postgres-placement';
+import { onFreePort } from './free-port';
+import { EmbeddedServerError, PortTakenError } from './postgres-placement';
 
 const INSTALL =
   'install one (Debian/Ubuntu: `sudo apt-get install redis-server`; macOS: `brew install redis`), ' +
@@ -27,18 +27,11 @@ export function redisServerOnPath(): boolean {
 /** Starts redis-server without persistence; resolves once it accepts connections. */
 export async function startEmbeddedRedis(opts: { port?: number; extraArgs?: string[] } = {}): Promise<EmbeddedRedis> {
   if (!redisServerOnPath()) throw new RedisServerMissingError();
-  const port = opts.port ?? (await freePort());
-  const args = [
-    '--port',
-    String(port),
-    '--bind',
-    '127.0.0.1',
-    '--save',
-    '',
-    '--appendonly',
-    'no',
-    ...(opts.extraArgs ?? []),
-  ];
+  return onFreePort(opts.port, (port) => startOn(port, opts.extraArgs ?? []));
+}
+
+async function startOn(port: number, extraArgs: string[]): Promise<EmbeddedRedis> {
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...extraArgs];
   // Its own process group: a terminal's Ctrl-C is for the service, which stops Redis after draining.
   const child = spawn('redis-server', args, { detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
   // Last resort when this process ends without stopping the server (an uncaught error, process.exit,
@@ -99,7 +92,7 @@ export async function startEmbeddedRedis(opts: { port?: number; extraArgs?: stri
 
 export function explainRedisExit(port: number, code: number | null, output: string): EmbeddedServerError {
   if (/Address already in use/i.test(output))
-    return new EmbeddedServerError(
+    return new PortTakenError(
       `port ${port} is in use, so redis-server cannot listen there: free that port, or set REDIS_URL`,
     );
   return new EmbeddedServerError(

@@ -1,7 +1,7 @@
 // What a person is told when an embedded server does not start: the cause and what to do.
 import { explainExit } from './embedded-postgres';
 import { explainRedisExit, RedisServerMissingError } from './embedded-redis';
-import { EmbeddedServerError } from './postgres-placement';
+import { PortTakenError } from './postgres-placement';
 
 describe('embedded server start failures', () => {
   const place = { dataDir: '/root/app/.data/postgres' };
@@ -10,7 +10,8 @@ describe('embedded server start failures', () => {
     const out =
       'LOG:  could not bind IPv4 address "127.0.0.1": Address already in use\nFATAL:  could not create any TCP/IP sockets\n';
     const err = explainExit(place, 5544, 1, out);
-    expect(err).toBeInstanceOf(EmbeddedServerError);
+    // A PortTakenError: where the service chose the port itself, it starts PostgreSQL on another.
+    expect(err).toBeInstanceOf(PortTakenError);
     expect(err.message).toBe(
       'port 5544 is in use, so the embedded PostgreSQL cannot listen there: free that port, or set DATABASE_URL to a PostgreSQL of your own',
     );
@@ -43,6 +44,7 @@ describe('embedded server start failures', () => {
   it('should name the port redis-server could not listen on, and how to use another Redis', () => {
     const out =
       '# Warning: Could not create server TCP listening socket 127.0.0.1:6390: bind: Address already in use\n';
+    expect(explainRedisExit(6390, 1, out)).toBeInstanceOf(PortTakenError);
     expect(explainRedisExit(6390, 1, out).message).toBe(
       'port 6390 is in use, so redis-server cannot listen there: free that port, or set REDIS_URL',
     );

@@ -32,6 +32,9 @@ const POSTGRES_USER = 'postgres';
 /** A start that cannot succeed as things are; the message says what to do. */
 export class EmbeddedServerError extends Error {}
 
+/** The server's port was taken by the time it tried to listen. */
+export class PortTakenError extends EmbeddedServerError {}
+
 export interface RunAs {
   user: string;
   uid: number;

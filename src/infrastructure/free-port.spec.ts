@@ -1,0 +1,47 @@
+import { onFreePort } from './free-port';
+import { EmbeddedServerError, PortTakenError } from './postgres-placement';
+
+describe('a server on a port of our choosing', () => {
+  it('chooses another free port when the one it chose was taken before the server listened', async () => {
+    const tried: number[] = [];
+    const port = await onFreePort(undefined, async (p) => {
+      tried.push(p);
+      if (tried.length < 3) throw new PortTakenError(`port ${p} is in use`);
+      return p;
+    });
+    expect(tried).toHaveLength(3);
+    expect(port).toBe(tried[2]);
+    for (const p of tried) expect(p).toBeGreaterThan(0);
+  });
+
+  it('gives up after five ports, and never moves off a port the caller asked for', async () => {
+    let tries = 0;
+    await expect(
+      onFreePort(undefined, async (p) => {
+        tries++;
+        throw new PortTakenError(`port ${p} is in use`);
+      }),
+    ).rejects.toBeInstanceOf(PortTakenError);
+    expect(tries).toBe(5);
+
+    const asked: number[] = [];
+    await expect(
+      onFreePort(5544, async (p) => {
+        asked.push(p);
+        throw new PortTakenError(`port ${p} is in use`);
+      }),
+    ).rejects.toThrow('port 5544 is in use');
+    expect(asked).toEqual([5544]);
+  });
+
+  it('does not retry other failures', async () => {
+    let tries = 0;
+    await expect(
+      onFreePort(undefined, async () => {
+        tries++;
+        throw new EmbeddedServerError('initdb failed');
+      }),
+    ).rejects.toThrow('initdb failed');
+    expect(tries).toBe(1);
+  });
+});
