@@ -122,10 +122,10 @@ export class Admitter implements OnModuleInit, OnModuleDestroy {
    * is taken up by that process's admitter, or by this one within a second.
    */
   private quiet(view: AdmissionView, productId: number, now: number): boolean {
-    if (now - view.at >= QUIET_EVERY_MS || this.due(view) > 0) return false;
+    const budget = admissionsDue(this.config.admissionRatio, view.unitsLeft, view.outstanding);
+    if (now - view.at >= QUIET_EVERY_MS || (budget > 0 && view.highWater > view.admittedThrough)) return false;
     if (now - this.board.returnedAt(productId) < QUIET_EVERY_MS) return false;
     for (const batch of view.live) if (batch.expiresAt <= now) return false;
-    const budget = admissionsDue(this.config.admissionRatio, view.unitsLeft, view.outstanding);
     return budget === 0 || now - this.states.joinedAt(productId) >= QUIET_EVERY_MS;
   }
 
@@ -156,14 +156,10 @@ export class Admitter implements OnModuleInit, OnModuleDestroy {
     const drawn = await this.repo.exclusively(productId, async (row, q) =>
       row.preQueue !== null ? null : this.repo.draw(q, productId),
     );
-    // Drawn already (by another process) or being drawn: this process's copy of the row learns it,
-    // or it would come back here every tick.
-    if (drawn === null) {
-      await this.states.refreshRoom(productId);
-      return false;
-    }
-    this.log.log(`product ${productId}: pre-queue of ${drawn} drawn in ${Date.now() - started} ms`);
+    if (drawn !== null) this.log.log(`product ${productId}: pre-queue of ${drawn} drawn in ${Date.now() - started} ms`);
+    // Also when another process drew (or is drawing): this process's copy of the row learns it, or
+    // it would come back here every tick.
     await this.states.refreshRoom(productId);
-    return true;
+    return drawn !== null;
   }
 }

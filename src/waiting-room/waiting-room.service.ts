@@ -170,7 +170,7 @@ export class WaitingRoomService implements OnModuleInit {
     const view =
       position === null || ended || entry?.over
         ? null
-        : (this.states.freshView(product.id) ?? (await this.states.view(product.id)));
+        : (this.states.freshView(product.id) ?? (await this.states.refreshView(product.id)));
     // Every answer is built by this one function: a poll is the crowd's commonest call, so no
     // intermediate objects (it was a tenth of a poll's CPU in the garbage collector).
     const told = (
