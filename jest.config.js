@@ -71,6 +71,7 @@ module.exports = {
       transformIgnorePatterns: [`/node_modules/(?!(${esmPackages.join('|')})/)`],
       globalSetup: '<rootDir>/test/support/global-setup.ts',
       globalTeardown: '<rootDir>/test/support/global-teardown.ts',
+      setupFilesAfterEnv: ['<rootDir>/test/support/after-each-file.ts'],
     },
   ],
 };

@@ -9,7 +9,8 @@ import { appendFileSync, existsSync, readdirSync, readFileSync, writeFileSync } 
 import http from 'node:http';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { freePort } from '../src/infrastructure/free-port';
+import { onFreePort } from '../src/infrastructure/free-port';
+import { PortTakenError } from '../src/infrastructure/postgres-placement';
 import { projectRoot } from '../src/infrastructure/project-root';
 
 export interface LaunchOptions {
@@ -59,11 +60,33 @@ export function keepServiceLog(child: ChildProcess, env: Record<string, string |
   child.stderr?.on('data', append);
 }
 
-export async function launchService(options: LaunchOptions): Promise<ServiceProcess> {
+/** Services started here that have not exited yet (see stopServicesLeftRunning). */
+const running = new Set<ServiceProcess>();
+
+/**
+ * Starts the service on `options.port`, or on a free port: one chosen here is chosen again when
+ * another process took it before the service listened (onFreePort), since a free port is only free
+ * when it is handed out.
+ */
+export function launchService(options: LaunchOptions): Promise<ServiceProcess> {
   const root = projectRoot(__dirname);
   const main = join(root, 'dist', 'src', 'main.js');
-  if (!existsSync(main)) throw new Error(`${main} is missing: build first (npm run build)`);
-  const port = options.port ?? (await freePort());
+  if (!existsSync(main)) return Promise.reject(new Error(`${main} is missing: build first (npm run build)`));
+  return onFreePort(options.port, (port) => launchOn(port, main, root, options));
+}
+
+/**
+ * Stops every service started here that is still running and returns their ports: the e2e run calls
+ * it after each spec file (test/support/after-each-file.ts), so that a spec that left one behind
+ * fails and the next spec on its database does not meet a stranger's sweeps.
+ */
+export async function stopServicesLeftRunning(): Promise<number[]> {
+  const left = [...running];
+  await Promise.all(left.map((s) => s.stop('SIGKILL')));
+  return left.map((s) => s.port);
+}
+
+async function launchOn(port: number, main: string, root: string, options: LaunchOptions): Promise<ServiceProcess> {
   const startTimeoutMs = options.startTimeoutMs ?? 60_000;
   const env: Record<string, string | undefined> = {
     PATH: process.env.PATH,
@@ -109,11 +132,16 @@ export async function launchService(options: LaunchOptions): Promise<ServiceProc
       return stopProcess(child, signal);
     },
   };
+  running.add(service);
+  child.once('exit', () => running.delete(service));
   const exited = () => child.exitCode !== null || child.signalCode !== null;
   try {
     const deadline = Date.now() + startTimeoutMs;
     while (!(await live(service.url))) {
-      if (exited()) throw new Error(`service exited (${child.exitCode ?? child.signalCode}) before serving:\n${out}`);
+      if (exited()) {
+        const said = `service exited (${child.exitCode ?? child.signalCode}) before serving:\n${out}`;
+        throw /EADDRINUSE/.test(out) ? new PortTakenError(said) : new Error(said);
+      }
       if (Date.now() > deadline) throw new Error(`service did not serve within ${startTimeoutMs / 1000} s:\n${out}`);
       await sleep(100, undefined, { signal: options.signal });
     }

@@ -15,6 +15,7 @@ import {
   request,
   ServiceProcess,
   shop,
+  startedTogether,
   startService,
   testUrls,
 } from './support/service';
@@ -73,7 +74,7 @@ describe('the door: refusals from memory, across two processes', () => {
     // No report to the operator page (LIVE_STATS_MS=0): its one MULTI a second per process is
     // Redis traffic of its own, not a refusal's.
     const env = { EXPIRY_SWEEP_MS: '0', SOLD_OUT_STALE_MS: String(REFUSAL_STALE_MS), LIVE_STATS_MS: '0' };
-    [a, b] = await Promise.all([startService(env), startService(env)]);
+    [a, b] = await startedTogether([startService(env), startService(env)]);
   });
   afterAll(async () => {
     await Promise.all([a?.stop(), b?.stop()]);
@@ -250,7 +251,7 @@ describe('the door: rate limits shared by the processes', () => {
     await resetState();
     // 3 calls per 3 s per user, none per address: the window outlasts each burst below.
     const env = { RATE_LIMIT_USER: '1,3', RATE_LIMIT_IP: '0' };
-    [a, b] = await Promise.all([startService(env), startService(env)]);
+    [a, b] = await startedTogether([startService(env), startService(env)]);
     // Calls to a sale that has not started change nothing, whatever gets through the door.
     notYet = await createProduct(a.url, {
       stock: 10,
@@ -297,7 +298,7 @@ describe('the door: limits per address, TRUST_PROXY and Redis away', () => {
     await resetState();
     ownRedis = await FaultRedis.start();
     const env = { REDIS_URL: ownRedis.url, RATE_LIMIT_USER: '1,3', RATE_LIMIT_IP: '1,3' };
-    [trusting, direct] = await Promise.all([startService({ ...env, TRUST_PROXY: '127.0.0.1' }), startService(env)]);
+    [trusting, direct] = await startedTogether([startService({ ...env, TRUST_PROXY: '127.0.0.1' }), startService(env)]);
     productId = (
       await createProduct(trusting.url, {
         stock: 10,
@@ -357,7 +358,7 @@ describe('the door: buyer identity and the shop token (I9)', () => {
   beforeAll(async () => {
     await resetState();
     const env = { BUYER_JWT_SECRET: SECRET };
-    [a, b] = await Promise.all([startService(env), startService(env)]);
+    [a, b] = await startedTogether([startService(env), startService(env)]);
   });
   afterAll(async () => {
     await Promise.all([a?.stop(), b?.stop()]);

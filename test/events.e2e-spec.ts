@@ -16,6 +16,7 @@ import {
   sender,
   ServiceProcess,
   shop,
+  startedTogether,
   startService,
   testUrls,
 } from './support/service';
@@ -80,7 +81,7 @@ describe('the order event stream across two service processes', () => {
     db = new Client({ connectionString: testUrls().databaseUrl });
     await db.connect();
     const env = { EXPIRY_SWEEP_MS: '50', EVENTS_POLL_MS: '50' };
-    [a, b] = await Promise.all([startService(env), startService(env)]);
+    [a, b] = await startedTogether([startService(env), startService(env)]);
   });
   afterAll(async () => {
     await db?.end();

@@ -2,7 +2,16 @@
 // PostgreSQL and one Redis, thousands of orders arrive at once (with duplicate bursts, bad inputs
 // and rebalances mixed in), and the database is checked afterwards.
 import { auditProduct, resetState, withDb } from './support/database';
-import { admin, createProduct, pooled, Reply, request, ServiceProcess, startService } from './support/service';
+import {
+  admin,
+  createProduct,
+  pooled,
+  Reply,
+  request,
+  ServiceProcess,
+  startedTogether,
+  startService,
+} from './support/service';
 
 const CONCURRENCY = 160;
 
@@ -13,7 +22,7 @@ describe('invariants under concurrent load across two service processes', () => 
 
   beforeAll(async () => {
     await resetState();
-    [a, b] = await Promise.all([startService(), startService()]);
+    [a, b] = await startedTogether([startService(), startService()]);
   });
   afterAll(async () => {
     await Promise.all([a?.stop(), b?.stop()]);

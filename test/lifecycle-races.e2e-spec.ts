@@ -7,7 +7,17 @@ import type { ProductView } from '../src/inventory/product.types';
 import { Client } from 'pg';
 import { waitFor } from './faults/support';
 import { auditProduct, countByStatus, expectStockBalanced, resetState } from './support/database';
-import { admin, pooled, Reply, request, ServiceProcess, startService, testUrls, shop } from './support/service';
+import {
+  admin,
+  pooled,
+  Reply,
+  request,
+  ServiceProcess,
+  shop,
+  startedTogether,
+  startService,
+  testUrls,
+} from './support/service';
 
 /** Each process looks for expired reservations this often: expiries land within a few sweeps. */
 const EXPIRY_SWEEP_MS = 50;
@@ -53,7 +63,7 @@ describe('order lifecycle races across two service processes', () => {
     db = new Client({ connectionString: testUrls().databaseUrl });
     await db.connect();
     const env = { EXPIRY_SWEEP_MS: String(EXPIRY_SWEEP_MS) };
-    [a, b] = await Promise.all([startService(env), startService(env)]);
+    [a, b] = await startedTogether([startService(env), startService(env)]);
   });
   afterAll(async () => {
     await db?.end();

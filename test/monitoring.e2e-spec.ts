@@ -13,7 +13,7 @@ import { FaultRedis, stopAll, waitFor } from './faults/support';
 import { resetState } from './support/database';
 import { startReceiver, WebhookReceiver } from './support/events';
 import { prometheusBinary, RunningPrometheus, startPrometheus } from './support/prometheus';
-import { admin, pooled, request, ServiceProcess, shop, startService } from './support/service';
+import { admin, pooled, request, ServiceProcess, shop, startedTogether, startService } from './support/service';
 
 const MONITORING = join(__dirname, '..', 'docs', 'monitoring');
 /** Panels whose queries have data only when something fails or is refused (their description says so). */
@@ -53,7 +53,7 @@ describe('dashboards and alert rules against a real Prometheus scraping two serv
       WEBHOOK_MAX_ATTEMPTS: '1',
       EVENTS_POLL_MS: '100',
     };
-    [a, b] = await Promise.all([startService(env), startService(env)]);
+    [a, b] = await startedTogether([startService(env), startService(env)]);
     const rules = readFileSync(join(MONITORING, 'alerts.yml'), 'utf8').replace(/for: \S+/g, 'for: 0s');
     prometheus = await startPrometheus([new URL(a.url).host, new URL(b.url).host], rules);
   });

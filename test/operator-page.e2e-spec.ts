@@ -15,7 +15,16 @@ import { Client } from 'pg';
 import { waitFor } from './faults/support';
 import { chromiumPath } from './support/chromium';
 import { resetState } from './support/database';
-import { ADMIN_TOKEN, pooled, request, ServiceProcess, shop, startService, testUrls } from './support/service';
+import {
+  ADMIN_TOKEN,
+  pooled,
+  request,
+  ServiceProcess,
+  shop,
+  startedTogether,
+  startService,
+  testUrls,
+} from './support/service';
 
 const SCREENSHOTS = process.env.OPERATOR_SCREENSHOTS;
 
@@ -79,7 +88,7 @@ describe('the operator page in a real browser, against two service processes', (
     db = new Client({ connectionString: testUrls().databaseUrl });
     await db.connect();
     const env = { EVENTS_POLL_MS: '100', EXPIRY_SWEEP_MS: '100' };
-    [a, b] = await Promise.all([startService(env), startService(env)]);
+    [a, b] = await startedTogether([startService(env), startService(env)]);
     browser = await chromium.launch({
       executablePath: chromiumPath(),
       // As root (CI) Chromium refuses to start sandboxed.

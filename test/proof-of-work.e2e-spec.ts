@@ -11,7 +11,7 @@ import Redis from 'ioredis';
 import { createChallenge, solveChallenge } from 'altcha-lib/v1';
 import { waitFor } from './faults/support';
 import { resetState } from './support/database';
-import { admin, request, Reply, ServiceProcess, startService, testUrls } from './support/service';
+import { admin, Reply, request, ServiceProcess, startedTogether, startService, testUrls } from './support/service';
 import { recomputeLottery } from './support/waiting-room';
 
 const POW_SECRET = 'proof-of-work-secret-for-the-specs-0123456789';
@@ -85,7 +85,7 @@ describe('proof of work at the queue, across two processes', () => {
   beforeAll(async () => {
     await resetState();
     redis = new Redis(testUrls().redisUrl);
-    [a, b] = await Promise.all([startService(env), startService(env)]);
+    [a, b] = await startedTogether([startService(env), startService(env)]);
   });
   afterAll(async () => {
     redis?.disconnect();

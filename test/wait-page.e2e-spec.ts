@@ -22,7 +22,7 @@ import { Browser, chromium, Page } from 'playwright-core';
 import { waitFor } from './faults/support';
 import { chromiumPath } from './support/chromium';
 import { resetState } from './support/database';
-import { admin, request, ServiceProcess, startService } from './support/service';
+import { admin, request, ServiceProcess, startedTogether, startService } from './support/service';
 import { recomputeLottery } from './support/waiting-room';
 
 const SCREENSHOTS = process.env.WAIT_SCREENSHOTS;
@@ -100,7 +100,7 @@ describe("the buyer's waiting page in a real browser, against two service proces
     });
     await new Promise<void>((resolve) => shop.listen(0, '127.0.0.1', resolve));
     shopUrl = `http://127.0.0.1:${(shop.address() as AddressInfo).port}`;
-    [a, b] = await Promise.all([startService(env), startService(env)]);
+    [a, b] = await startedTogether([startService(env), startService(env)]);
     browser = await chromium.launch({
       executablePath: chromiumPath(),
       args: ['--no-sandbox', '--disable-dev-shm-usage'],

@@ -6,7 +6,7 @@
 // order, the pre-queue in the order recomputed here from the revealed seed, the outstanding
 // admissions never above the ratio, and every buyer ordered, sold out or ended.
 import { expectStockBalanced, withDb } from './support/database';
-import { admin, pooled, Reply, request, ServiceProcess, startService } from './support/service';
+import { admin, pooled, Reply, request, ServiceProcess, startedTogether, startService } from './support/service';
 import {
   Buyer,
   expectAdmissionsKept,
@@ -43,7 +43,7 @@ describe('the waiting room under a storm across two service processes (I8, I1-I7
   beforeAll(async () => {
     await resetState();
     const env = { ADMISSION_TICK_MS: '50', EXPIRY_SWEEP_MS: '200', ADMISSION_RATIO: String(RATIO) };
-    [a, b] = await Promise.all([startService(env), startService(env)]);
+    [a, b] = await startedTogether([startService(env), startService(env)]);
   });
   afterAll(async () => {
     await Promise.all([a?.stop(), b?.stop()]);

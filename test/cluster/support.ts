@@ -9,7 +9,7 @@ import {
 } from '../../harness/embedded-redis-cluster';
 import { stopAll } from '../faults/support';
 import { resetState } from '../support/database';
-import { ServiceProcess, startClusterService } from '../support/service';
+import { ServiceProcess, startClusterService, startedTogether } from '../support/service';
 
 export interface ClusterSale {
   cluster: EmbeddedRedisCluster;
@@ -26,7 +26,7 @@ export async function startClusterSale(env: Record<string, string> = {}): Promis
   const cluster = await startEmbeddedRedisCluster({ masters: 3 });
   let services: ServiceProcess[] = [];
   try {
-    services = await Promise.all([startClusterService(cluster.urls, env), startClusterService(cluster.urls, env)]);
+    services = await startedTogether([startClusterService(cluster.urls, env), startClusterService(cluster.urls, env)]);
   } catch (err) {
     await stopAll(...services.map((s) => () => s.stop()), () => cluster.stop());
     throw err;

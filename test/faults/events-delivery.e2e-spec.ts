@@ -14,7 +14,16 @@ import {
   StreamEvent,
   WebhookReceiver,
 } from '../support/events';
-import { createProduct, pooled, request, ServiceProcess, shop, startService, testUrls } from '../support/service';
+import {
+  createProduct,
+  pooled,
+  request,
+  ServiceProcess,
+  shop,
+  startedTogether,
+  startService,
+  testUrls,
+} from '../support/service';
 import {
   crashPostgres,
   FaultPostgres,
@@ -100,7 +109,7 @@ describe('webhook delivery through failing receivers and a killed process', () =
     // Fails twice, hangs past the timeout, fails again; then slow answers, so that delivery is
     // still under way when the delivering process is killed.
     receiver.script(['fail', 'fail', 'hang', 'fail'], { slowMs: 60 });
-    [a, b] = await Promise.all([startService(webhookEnv(receiver)), startService(webhookEnv(receiver))]);
+    [a, b] = await startedTogether([startService(webhookEnv(receiver)), startService(webhookEnv(receiver))]);
     const p = await createProduct(a.url, { stock: 150, segments: 3, paymentTimeoutS: 1 });
     await sale([a.url, b.url], p.id, 260, 'hook');
 
@@ -188,7 +197,7 @@ describe('the event stream when PostgreSQL crashes mid-sale', () => {
       startReceiver(SECRET),
     ]);
     const env = webhookEnv(receiver, { DB_TIMEOUT_MS: '800', LOG_LEVEL: 'error', WEBHOOK_BATCH: '100' });
-    [a, b] = await Promise.all([startFaultService(pg, redis, env), startFaultService(pg, redis, env)]);
+    [a, b] = await startedTogether([startFaultService(pg, redis, env), startFaultService(pg, redis, env)]);
   });
   afterAll(async () => {
     await stopAll(

@@ -5,7 +5,7 @@
 // caught in flight whose fate could not be learned, 503 OUTCOME_UNKNOWN; afterwards the service
 // recovers by itself and the books are exact. postgres-truth.e2e-spec.ts repeats such faults.
 import { join } from 'node:path';
-import { createProduct, request, ServiceProcess } from '../support/service';
+import { createProduct, request, ServiceProcess, startedTogether } from '../support/service';
 import {
   audit,
   brief,
@@ -49,7 +49,7 @@ describe('PostgreSQL outage during a sale', () => {
       PRODUCT_CACHE_MS: '0',
       LOG_LEVEL: 'error',
     };
-    [a, b] = await Promise.all([startFaultService(pg, redis, env), startFaultService(pg, redis, env)]);
+    [a, b] = await startedTogether([startFaultService(pg, redis, env), startFaultService(pg, redis, env)]);
   });
   afterAll(async () => {
     await stopAll(

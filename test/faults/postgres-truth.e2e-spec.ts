@@ -4,7 +4,7 @@
 // 503 BUSY or UNAVAILABLE has no order; a 201 has its order; 503 OUTCOME_UNKNOWN may be either,
 // and retrying the same request tells which (201, or 409 ALREADY_ORDERED naming the order).
 import { join } from 'node:path';
-import { createProduct, ServiceProcess } from '../support/service';
+import { createProduct, ServiceProcess, startedTogether } from '../support/service';
 import {
   audit,
   crashAndFreezeCycles,
@@ -39,7 +39,7 @@ describe('Answers that are the truth while PostgreSQL crashes and freezes under 
   beforeAll(async () => {
     [pg, redis] = await Promise.all([FaultPostgres.start(join(scratch.dir, 'pg')), FaultRedis.start()]);
     const env = { DB_TIMEOUT_MS: String(DB_TIMEOUT_MS), LOCK_WAIT_MS: String(LOCK_WAIT_MS), LOG_LEVEL: 'error' };
-    [a, b] = await Promise.all([startFaultService(pg, redis, env), startFaultService(pg, redis, env)]);
+    [a, b] = await startedTogether([startFaultService(pg, redis, env), startFaultService(pg, redis, env)]);
   });
   afterAll(async () => {
     await stopAll(

@@ -4,7 +4,7 @@
 // refused without any hint.
 import { join } from 'node:path';
 import { lockKeys } from '../../src/infrastructure/redis-keys';
-import { createProduct, pooled, ServiceProcess } from '../support/service';
+import { createProduct, pooled, ServiceProcess, startedTogether } from '../support/service';
 import {
   audit,
   brief,
@@ -33,7 +33,7 @@ describe('Redis flushed and restarted empty during a sale, across two service pr
     [pg, redis] = await Promise.all([FaultPostgres.start(join(scratch.dir, 'pg')), FaultRedis.start()]);
     // Each sale holds its segment 200 ms, so orders are in flight when Redis forgets their locks.
     const env = { ORDER_HOLD_MS: '200', LOG_LEVEL: 'error' };
-    [a, b] = await Promise.all([startFaultService(pg, redis, env), startFaultService(pg, redis, env)]);
+    [a, b] = await startedTogether([startFaultService(pg, redis, env), startFaultService(pg, redis, env)]);
   });
   afterAll(async () => {
     await stopAll(

@@ -8,7 +8,7 @@
 // for what a busy machine cannot serve within LOCK_WAIT_MS). A frozen master (or a live one too
 // slow for REDIS_TIMEOUT_MS) is not a lost one: the vote is retried.
 import { join } from 'node:path';
-import { createProduct, pooled, request, ServiceProcess } from '../support/service';
+import { createProduct, pooled, request, ServiceProcess, startedTogether } from '../support/service';
 import {
   brief,
   expectPromisesKept,
@@ -49,7 +49,7 @@ describe('Redlock quorum over three Redis masters, across two service processes'
       LOG_LEVEL: 'error',
     };
     // REDIS_URL (hints, user locks) is master 0: losing it must not stop the sale either.
-    [a, b] = await Promise.all([startFaultService(pg, masters[0], env), startFaultService(pg, masters[0], env)]);
+    [a, b] = await startedTogether([startFaultService(pg, masters[0], env), startFaultService(pg, masters[0], env)]);
   });
   afterAll(async () => {
     await stopAll(

@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import Redis from 'ioredis';
 import { Client } from 'pg';
 import { EmbeddedRedis, startEmbeddedRedis } from '../../src/infrastructure/embedded-redis';
-import { freePort } from '../../src/infrastructure/free-port';
+import { onFreePort } from '../../src/infrastructure/free-port';
+import { PortTakenError } from '../../src/infrastructure/postgres-placement';
 import { request, ServiceProcess, startService } from '../support/service';
 
 export const FAULT_DATABASE = 'flashsale_fault_test';
@@ -47,10 +48,13 @@ export class FaultPostgres {
     readonly port: number,
   ) {}
 
-  static async start(dataDir: string): Promise<FaultPostgres> {
-    const pg = new FaultPostgres(dataDir, await freePort());
-    await pg.start();
-    return pg;
+  /** On a free port, chosen again if another process takes it first (a restart keeps the port). */
+  static start(dataDir: string): Promise<FaultPostgres> {
+    return onFreePort(undefined, async (port) => {
+      const pg = new FaultPostgres(dataDir, port);
+      await pg.start();
+      return pg;
+    });
   }
 
   get url(): string {
@@ -82,7 +86,8 @@ export class FaultPostgres {
       child.stderr?.on('data', (c: Buffer) => (out += c.toString()));
       child.once('exit', (code) => {
         clearTimeout(timer);
-        reject(new Error(`PostgreSQL runner exited with ${code}:\n${out}`));
+        const said = `PostgreSQL runner exited with ${code}:\n${out}`;
+        reject(/port \d+ is in use/.test(out) ? new PortTakenError(said) : new Error(said));
       });
     });
     child.stdout?.removeAllListeners('data');
@@ -156,10 +161,12 @@ export class FaultRedis {
   private server?: EmbeddedRedis;
   private constructor(readonly port: number) {}
 
-  static async start(): Promise<FaultRedis> {
-    const r = new FaultRedis(await freePort());
-    await r.start();
-    return r;
+  static start(): Promise<FaultRedis> {
+    return onFreePort(undefined, async (port) => {
+      const r = new FaultRedis(port);
+      await r.start();
+      return r;
+    });
   }
 
   get url(): string {

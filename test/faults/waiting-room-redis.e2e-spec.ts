@@ -5,7 +5,7 @@
 // out once, with no gap; admissions stay in queue order, within the ratio; nothing is oversold and
 // no order is placed without an admission.
 import { join } from 'node:path';
-import { admin, request } from '../support/service';
+import { admin, request, startedTogether } from '../support/service';
 import { Buyer, expectAdmissionsKept, newBuyer, runCrowd, saleState, saleWatch } from '../support/waiting-room';
 import {
   audit,
@@ -33,7 +33,7 @@ describe('the waiting room when Redis is flushed, then restarted empty, mid-queu
   beforeAll(async () => {
     [pg, redis] = await Promise.all([FaultPostgres.start(join(scratch.dir, 'pg')), FaultRedis.start()]);
     const env = { ADMISSION_TICK_MS: '50', ADMISSION_RATIO: '1', LOG_LEVEL: 'error' };
-    [a, b] = await Promise.all([startFaultService(pg, redis, env), startFaultService(pg, redis, env)]);
+    [a, b] = await startedTogether([startFaultService(pg, redis, env), startFaultService(pg, redis, env)]);
   });
   afterAll(async () => {
     await stopAll(

@@ -43,6 +43,20 @@ function startOnTestDatabase(env: Record<string, string>): Promise<ServiceProces
   });
 }
 
+/**
+ * Waits for services started together. When one fails to start, the others are stopped before the
+ * error is thrown: a spec whose beforeAll fails has no handle to stop them with, and a service left
+ * behind would go on working on the database of the specs that run after it.
+ */
+export async function startedTogether(starts: Array<Promise<ServiceProcess>>): Promise<ServiceProcess[]> {
+  const settled = await Promise.allSettled(starts);
+  const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  if (!failed) return settled.map((s) => (s as PromiseFulfilledResult<ServiceProcess>).value);
+  const started = settled.filter((s): s is PromiseFulfilledResult<ServiceProcess> => s.status === 'fulfilled');
+  await Promise.all(started.map((s) => s.value.stop()));
+  throw failed.reason;
+}
+
 export interface Reply<T = any> {
   status: number;
   headers: http.IncomingHttpHeaders;
