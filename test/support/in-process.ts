@@ -27,6 +27,7 @@ import pino from 'pino';
 import { loadConfig } from '../../src/config/app-config';
 import { resolveDependencies } from '../../src/infrastructure/dependencies';
 import { createApp } from '../../src/main';
+import { openApps } from './left-open';
 import { ADMIN_TOKEN, Send, SHOP_TOKEN, testUrls } from './service';
 
 export type { Send };
@@ -92,15 +93,18 @@ export async function startInProcess(env: Record<string, string> = {}): Promise<
     }
     return { status: res.statusCode, headers: asReceived(res.headers), body: parsed as any, text };
   };
-  return {
+  const service: InProcessService = {
     app,
     request,
     output: () => out,
     close: async () => {
+      openApps.delete(service);
       await app.close();
       await deps.stop();
     },
   };
+  openApps.add(service);
+  return service;
 }
 
 /**
