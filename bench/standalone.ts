@@ -76,7 +76,7 @@ export function readFlags<K extends string>(names: readonly K[], usage: string):
   return null;
 }
 
-/** `--node-flags "--cpu-prof --cpu-prof-dir=DIR"` as a list. */
+/** `--node-flags="--cpu-prof --cpu-prof-dir=DIR"` as a list (with `=`: a value that starts with a dash is refused as a separate word). */
 export const splitFlags = (v: string | undefined) => v?.split(' ').filter((x) => x !== '');
 
 export const machine = () => ({
