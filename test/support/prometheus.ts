@@ -5,7 +5,8 @@ import { ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort } from '../../src/infrastructure/free-port';
+import { onFreePort } from '../../src/infrastructure/free-port';
+import { PortTakenError } from '../../src/infrastructure/postgres-placement';
 
 export interface RunningPrometheus {
   url: string;
@@ -25,9 +26,13 @@ export function prometheusBinary(name: 'prometheus' | 'promtool'): string {
   }
 }
 
-export async function startPrometheus(targets: string[], rules: string): Promise<RunningPrometheus> {
+/** On a free port, chosen again when another process takes it before Prometheus listens. */
+export function startPrometheus(targets: string[], rules: string): Promise<RunningPrometheus> {
+  return onFreePort(undefined, (port) => startOn(port, targets, rules));
+}
+
+async function startOn(port: number, targets: string[], rules: string): Promise<RunningPrometheus> {
   const dir = mkdtempSync(join(tmpdir(), 'flashsale-prometheus-'));
-  const port = await freePort();
   writeFileSync(join(dir, 'rules.yml'), rules);
   writeFileSync(
     join(dir, 'prometheus.yml'),
@@ -72,7 +77,8 @@ export async function startPrometheus(targets: string[], rules: string): Promise
     if (ready) break;
     if (i > 100 || child.exitCode !== null) {
       await stop();
-      throw new Error(`prometheus did not start: ${stderr}`);
+      const said = `prometheus did not start: ${stderr}`;
+      throw /address already in use/i.test(stderr) ? new PortTakenError(said) : new Error(said);
     }
     await new Promise((r) => setTimeout(r, 100));
   }
