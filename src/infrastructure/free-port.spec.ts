@@ -1,4 +1,5 @@
-import { onFreePort } from './free-port';
+import { createServer } from 'node:net';
+import { ephemeralLow, freePort, onFreePort } from './free-port';
 import { EmbeddedServerError, PortTakenError } from './postgres-placement';
 
 describe('a server on a port of our choosing', () => {
@@ -43,5 +44,18 @@ describe('a server on a port of our choosing', () => {
       }),
     ).rejects.toThrow('initdb failed');
     expect(tries).toBe(1);
+  });
+
+  it('hands out a port that a server can listen on, below the ephemeral range that outgoing connections take ports from', async () => {
+    const low = ephemeralLow();
+    const ports = await Promise.all(Array.from({ length: 5 }, () => freePort()));
+    for (const port of ports) {
+      if (low > 11_000) expect(port).toBeLessThan(low);
+      await new Promise<void>((resolve, reject) => {
+        const srv = createServer();
+        srv.once('error', reject);
+        srv.listen(port, '127.0.0.1', () => srv.close(() => resolve()));
+      });
+    }
   });
 });

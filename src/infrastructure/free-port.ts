@@ -1,4 +1,6 @@
-// Asks the kernel for a free TCP port on loopback.
+// Free TCP ports on loopback for servers this project starts itself (embedded PostgreSQL and
+// redis-server, and the tests' services).
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { PortTakenError } from './postgres-placement';
 
@@ -7,9 +9,8 @@ const TRIES = 5;
 
 /**
  * Runs `start` on `asked`, or on a free port. A free port is only free when it is handed out: by the
- * time a server listens there, another process (or an outgoing connection, which takes its local
- * port from the same range) may hold it. So a port this process chose is chosen again, up to TRIES
- * times; a port the caller asked for is not.
+ * time a server listens there, another process may hold it. So a port this process chose is chosen
+ * again, up to TRIES times; a port the caller asked for is not.
  */
 export async function onFreePort<T>(asked: number | undefined, start: (port: number) => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
@@ -21,15 +22,49 @@ export async function onFreePort<T>(asked: number | undefined, start: (port: num
   }
 }
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/**
+ * A port no server listens on now, below the kernel's ephemeral range when that leaves room: the
+ * ports of that range are also handed to outgoing connections (each PostgreSQL or Redis client
+ * socket takes one), so a port chosen there can be taken by any busy process in the moment before
+ * the server binds it. Below the range only an explicit bind takes a port. Elsewhere, or when the
+ * range starts too low, the kernel picks one (port 0).
+ */
+export async function freePort(): Promise<number> {
+  const below = ephemeralLow();
+  if (below - LOWEST > 1000) {
+    for (let i = 0; i < 20; i++) {
+      const port = LOWEST + Math.floor(Math.random() * (below - LOWEST));
+      if ((await listenOn(port)) !== null) return port;
+    }
+  }
+  const port = await listenOn(0);
+  if (port === null) throw new Error('no free TCP port on 127.0.0.1');
+  return port;
+}
+
+/** The least port freePort hands out below the ephemeral range (above the well-known and most registered ones). */
+const LOWEST = 10_000;
+
+/** The first port of Linux's ephemeral range; 0 where it cannot be read (then port 0 is used). */
+export function ephemeralLow(): number {
+  try {
+    const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+    return Number.isInteger(low) ? low : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/** Listens on `port` of loopback and closes at once: the port it got, or null when it was taken. */
+function listenOn(port: number): Promise<number | null> {
+  return new Promise((resolve) => {
     const srv = createServer();
     srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
+    srv.once('error', () => resolve(null));
+    srv.listen(port, '127.0.0.1', () => {
       const address = srv.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      srv.close(() => resolve(port));
+      const got = typeof address === 'object' && address ? address.port : null;
+      srv.close(() => resolve(got));
     });
   });
 }
