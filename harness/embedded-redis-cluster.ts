@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Redis from 'ioredis';
 import { EmbeddedRedis, redisServerOnPath, startEmbeddedRedis } from '../src/infrastructure/embedded-redis';
-import { freePort } from '../src/infrastructure/free-port';
+import { freePort, onFreePort } from '../src/infrastructure/free-port';
 import { EmbeddedServerError } from '../src/infrastructure/postgres-placement';
 
 export const CLUSTER_SLOTS = 16384;
@@ -204,16 +204,13 @@ class ClusterNode implements RedisClusterNode {
   }
 }
 
-async function startNode(dir: string, nodeTimeoutMs: number, attempt = 1): Promise<ClusterNode> {
-  const node = new ClusterNode(await freePort(), await freePort(), dir, nodeTimeoutMs);
-  try {
+/** A node on two free ports (client and cluster bus), on others when one was taken before it listened. */
+function startNode(dir: string, nodeTimeoutMs: number): Promise<ClusterNode> {
+  return onFreePort(undefined, async (port) => {
+    const node = new ClusterNode(port, await freePort(), dir, nodeTimeoutMs);
     await node.start();
     return node;
-  } catch (err) {
-    // Another process took one of the two free ports before redis-server bound it: take others.
-    if (attempt < 3 && /in use/i.test((err as Error).message)) return startNode(dir, nodeTimeoutMs, attempt + 1);
-    throw err;
-  }
+  });
 }
 
 export async function startEmbeddedRedisCluster(opts: StartClusterOptions = {}): Promise<EmbeddedRedisCluster> {
