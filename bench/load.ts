@@ -33,8 +33,8 @@ export interface LoadSpec {
   amount?: number;
   /** autocannon's per-request timeout, in seconds. */
   timeoutS: number;
-  /** Called with every answer's status and body as it arrives (the order, for a 201 to POST /orders). */
-  onAnswer?: (status: number, body: string) => void;
+  /** Called with every answer's status, body and headers as it arrives (the order, for a 201 to POST /orders). */
+  onAnswer?: (status: number, body: string, headers: Record<string, string | undefined>) => void;
   /** Asked after every answer; true ends the load early (within autocannon's 200 ms tick) and resolves as usual. */
   stopWhen?: () => boolean;
   label: string;
@@ -178,7 +178,12 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
                     };
                   },
                   // Only where asked for: autocannon reads every body anyway, this hands it over.
-                  ...(spec.onAnswer ? { onResponse: spec.onAnswer } : {}),
+                  ...(spec.onAnswer
+                    ? {
+                        onResponse: (status, body, _context, headers) =>
+                          spec.onAnswer?.(status, body, (headers ?? {}) as Record<string, string | undefined>),
+                      }
+                    : {}),
                 },
               ],
       },

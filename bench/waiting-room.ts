@@ -454,7 +454,7 @@ async function withWaitingRoom(
   const statusCounts: Record<string, number> = {};
   const pollStarted = Date.now();
   const deadline = pollStarted + 300_000;
-  // A buyer polls from a second after its join (never before the start), while others still join.
+  // A buyer polls when its last answer's Retry-After says (as the buyer's waiting page does), while others still join.
   const queue = new DueHeap<Buyer>();
   let joining = true;
   /**
@@ -462,9 +462,11 @@ async function withWaitingRoom(
    * units may still come back (some not yet paid) polls on as Retry-After says: a cancel or an
    * expiry can admit it yet. Its outcome counts as known from the first such answer.
    */
+  const settled = (b: Buyer) => b.done || (b.soldOut === true && soldOutAt !== null);
   const poll = async (b: Buyer): Promise<void> => {
+    if (settled(b)) return;
     await one(b);
-    if (!b.done && !(b.soldOut === true && soldOutAt !== null)) queue.push(b);
+    if (!settled(b)) queue.push(b);
   };
   const one = async (b: Buyer): Promise<void> => {
     const r = await call(svc.url, 'GET', `/products/${productId}/queue/${b.ticketId}`).catch(() => null);
@@ -549,7 +551,7 @@ async function withWaitingRoom(
     label: 'joins',
     progress: o.log,
     bodyOf: (n) => JSON.stringify({ userId: `q-${n}` }),
-    onAnswer: (status, body) => {
+    onAnswer: (status, body, headers) => {
       if (status !== 201) return;
       const t = JSON.parse(body) as {
         id: string;
@@ -562,13 +564,16 @@ async function withWaitingRoom(
       const b: Buyer = { userId: t.userId, ticketId: t.id, joinedAt: now, due: 0, ordered: false, done: false };
       if (t.position !== null) b.position = t.position;
       if (t.status === 'sold_out' || t.status === 'ended') b.knewAt = now;
+      b.soldOut = t.status === 'sold_out';
       if (t.status === 'waiting' && now >= startsAt && t.estimatedWaitS !== null) {
         b.eta = now + t.estimatedWaitS * 1000;
         b.etaAt = now;
       }
-      b.due = Math.max(startsAt, now + 1000);
+      // The first poll as the buyer's waiting page makes it: after the join's Retry-After (whole
+      // seconds: a pre-queue ticket's first poll lands within a second after the start).
+      b.due = now + Number(headers['retry-after'] ?? 1) * 1000;
       buyers.push(b);
-      queue.push(b);
+      if (!settled(b)) queue.push(b);
     },
   }).finally(() => (joining = false));
   const afterJoins = await probe.snapshot(svc.pid);
