@@ -309,11 +309,11 @@ function postmasterOf(backendPid: number): number | null {
  * The benchmark's own PostgreSQL: embedded, throwaway, with pg_stat_statements loaded so that the
  * costs count every statement, read-only ones too (a refusal's). Its data lives in `dir`.
  */
-export function startBenchPostgres(dir: string, statementCounts = true): ReturnType<typeof startEmbeddedPostgres> {
+export function startBenchPostgres(dir: string): ReturnType<typeof startEmbeddedPostgres> {
   return startEmbeddedPostgres({
     dataDir: join(dir, 'pg'),
     database: 'flashsale_bench',
     persistent: false,
-    settings: statementCounts ? { shared_preload_libraries: 'pg_stat_statements' } : {},
+    settings: { shared_preload_libraries: 'pg_stat_statements' },
   });
 }
