@@ -118,10 +118,7 @@ export function resolveOptions(o: BenchmarkOptions, root = projectRoot(__dirname
   return { ...all, outDir: resolve(all.outDir ?? join(root, 'bench', 'results')) };
 }
 
-export interface BenchmarkResult {
-  report: BenchmarkReport;
-  files: { json: string; md: string };
-}
+export type BenchmarkResult = Awaited<ReturnType<typeof runBenchmark>>;
 
 function pick<T, K extends keyof T>(o: T, ...keys: K[]): Pick<T, K> {
   return Object.fromEntries(keys.map((k) => [k, o[k]])) as Pick<T, K>;
@@ -150,7 +147,7 @@ async function machineInfo(db: Client, redisUrl: string): Promise<BenchmarkRepor
   };
 }
 
-export async function runBenchmark(options: BenchmarkOptions = {}): Promise<BenchmarkResult> {
+export async function runBenchmark(options: BenchmarkOptions = {}) {
   const root = projectRoot(__dirname);
   const opts = resolveOptions(options, root);
   const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
@@ -349,14 +346,6 @@ function describe(c: ProcessConfig, holdsMax: number | null): string {
   return `service: ORDER_HOLD_MS=${c.holdMs} WORKERS=${c.workers} ORDER_BATCH_MAX=${c.batchMax ?? '(unset)'}${holdsMax !== null ? ` ORDER_HOLDS_MAX=${holdsMax}` : ''}${c.expirySweepMs !== null ? ` EXPIRY_SWEEP_MS=${c.expirySweepMs}` : ''}${REDIS_DESCRIBED[c.redis]}`;
 }
 
-interface Started {
-  url: string;
-  pid: number;
-  /** What the process printed, as much as its launcher keeps. */
-  output(): string;
-  stop(): Promise<unknown>;
-}
-
 /** The service with this configuration's environment and Redis setup, or the peer (on the one redis-server); the same lock settings for both. */
 function startTarget(
   c: ProcessConfig,
@@ -367,7 +356,7 @@ function startTarget(
     opts: ReturnType<typeof resolveOptions>;
     signal?: AbortSignal;
   },
-): Promise<Started> {
+) {
   const { opts } = x;
   const locks = pick(opts, 'lockTtlMs', 'lockWaitMs', 'lockRetryDelayMs', 'lockRetryJitterMs');
   if (c.target === 'service') {
