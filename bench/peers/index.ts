@@ -30,17 +30,10 @@ export interface PeerEnv {
   lockRetryJitterMs?: number;
 }
 
-export interface RunningPeer {
-  kind: PeerKind;
-  url: string;
-  pid: number;
-  /** The last 100 kB of the peer's stdout and stderr. */
-  output(): string;
-  /** SIGTERM, then SIGKILL after 10 s. */
-  stop(): Promise<void>;
-}
+/** A started peer: its URL and pid, the last 100 kB of its output, and stop() (SIGTERM, then SIGKILL after 10 s). */
+export type RunningPeer = Awaited<ReturnType<typeof startPeer>>;
 
-export async function startPeer(kind: PeerKind, env: PeerEnv, signal?: AbortSignal): Promise<RunningPeer> {
+export async function startPeer(kind: PeerKind, env: PeerEnv, signal?: AbortSignal) {
   const root = projectRoot(__dirname);
   const main = join(root, 'dist', 'bench', 'peers', `${kind}.js`);
   if (!existsSync(main)) throw new Error(`${main} is missing: build first (npx nest build)`);
