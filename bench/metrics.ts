@@ -22,24 +22,10 @@ export type MetricsSource =
   | 'partial'
   | 'unavailable';
 
-export interface MetricDeltas {
-  source: MetricsSource;
-  /** Why the source was chosen, for the report. */
-  note: string;
-  ordersCreated: number | null;
-  lockBusy: number | null;
-  falloversBusy: number | null;
-  falloversEmpty: number | null;
-  /** Orders that had to wait for a busy segment lock, and their mean wait. */
-  lockWaitCount: number | null;
-  lockWaitMeanMs: number | null;
-  /** Orders answered SOLD_OUT (410), however the service learnt it. */
-  soldOut: number | null;
-  /** Orders answered SOLD_OUT from the sold-out flag, with no lock and no stock read. */
-  soldOutShortCircuits: number | null;
-  /** Orders answered SOLD_OUT by the door from the process's memory (no PostgreSQL, no Redis). */
-  soldOutInProcess?: number | null;
-}
+/** The counters' deltas over a scenario (deltasOf), each null where not read, and where they came from. */
+export type MetricDeltas = { source: MetricsSource; note: string } & {
+  [K in keyof ReturnType<typeof deltasOf>]: number | null;
+};
 
 const WANTED = [
   'flashsale_orders_total',
@@ -118,25 +104,20 @@ function deltasOf(before: Samples, after: Samples) {
     lockBusy: d('flashsale_segment_lock_busy_total'),
     falloversBusy: d('flashsale_segment_fallovers_total', 'reason="busy"'),
     falloversEmpty: d('flashsale_segment_fallovers_total', 'reason="empty"'),
+    /** Orders that had to wait for a busy segment lock, and their mean wait. */
     lockWaitCount: waitCount,
     lockWaitMeanMs: waitCount > 0 ? (waitSum / waitCount) * 1000 : 0,
+    /** SOLD_OUT answers (410), however the service learnt it: from the Redis flag (no lock, no stock read), or from the door's memory. */
     soldOut: d('flashsale_orders_total', 'outcome="SOLD_OUT"'),
     soldOutShortCircuits: d('flashsale_sold_out_short_circuits_total'),
     soldOutInProcess: d('flashsale_in_process_refusals_total', 'code="SOLD_OUT"'),
   };
 }
 
-const EMPTY: Omit<MetricDeltas, 'source' | 'note'> = {
-  ordersCreated: null,
-  lockBusy: null,
-  falloversBusy: null,
-  falloversEmpty: null,
-  lockWaitCount: null,
-  lockWaitMeanMs: null,
-  soldOut: null,
-  soldOutShortCircuits: null,
-  soldOutInProcess: null,
-};
+const EMPTY = Object.fromEntries(Object.keys(deltasOf(new Map(), new Map())).map((k) => [k, null])) as Omit<
+  MetricDeltas,
+  'source' | 'note'
+>;
 
 /** For a scenario with no counters to read (a peer, GET /health/live); `why` goes into the report. */
 export function noMetrics(why: string): MetricDeltas {

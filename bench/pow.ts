@@ -4,7 +4,7 @@
 // `npm run bench:pow`: what proof of work costs on this machine, without load on the service: the
 // server's verification of one join's solution and the issue of a challenge (µs each), and the
 // time the waiting page's own solver takes in headless Chromium at each difficulty step.
-import { readFileSync, mkdirSync, writeFileSync, existsSync } from 'node:fs';
+import { readFileSync, existsSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
@@ -13,6 +13,7 @@ import { parseArgs } from 'node:util';
 import { createChallenge, solveChallenge } from 'altcha-lib/v1';
 import { chromium } from 'playwright-core';
 import { challengeParams, decodeSolution, verifyProof } from '../src/proof-of-work/proof-verification';
+import { RESULTS_DIR, runMain, writeResults } from './standalone';
 
 const KEY = 'a-proof-of-work-key-for-the-benchmark-0123';
 const DEFAULT_STEPS = [20_000, 60_000, 200_000, 600_000];
@@ -151,9 +152,6 @@ async function main(): Promise<void> {
     verification: v,
     solving: s,
   };
-  const dir = join(__dirname, '..', '..', 'bench', 'results');
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, 'pow.json'), JSON.stringify(result, null, 2) + '\n');
   const md = [
     `# Proof of work: costs (${result.at.slice(0, 10)})`,
     '',
@@ -171,11 +169,8 @@ async function main(): Promise<void> {
     ),
     '',
   ].join('\n');
-  writeFileSync(join(dir, 'pow.md'), md);
+  writeResults(RESULTS_DIR, 'pow', result, md);
   process.stdout.write(`\n${md}`);
 }
 
-main().catch((err: unknown) => {
-  process.stderr.write(`${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-  process.exit(1);
-});
+runMain('', main);

@@ -9,16 +9,7 @@ import { scenarioDeltas, snapshot } from './metrics';
 import { auditProduct, Check, verify } from '../harness/verify';
 import { ordersLoad, quietOrders, resultOf } from './scenario-result';
 import { BENCH_SHOP_TOKEN } from './service';
-import type {
-  CallFigures,
-  Fate,
-  ReturnsFigures,
-  ReturnsPlan,
-  RunContext,
-  ScenarioResult,
-  ScenarioSpec,
-  Spread,
-} from './types';
+import type { Fate, ReturnsFigures, ReturnsPlan, RunContext, ScenarioResult, ScenarioSpec } from './types';
 
 /** Pay and cancel calls in flight at once: the shop's backend, with a pool of its own. */
 export const BACKEND_CONCURRENCY = 32;
@@ -42,7 +33,7 @@ export function fateOf(k: number, stock: number, plan: Pick<ReturnsPlan, 'share'
 }
 
 /** Nearest-rank percentiles of the values; null when there are none. */
-export function spread(values: number[]): Spread | null {
+export function spread(values: number[]) {
   if (values.length === 0) return null;
   const v = [...values].sort((a, b) => a - b);
   const at = (p: number) => v[Math.min(v.length - 1, Math.max(0, Math.ceil((p / 100) * v.length) - 1))];
@@ -98,12 +89,12 @@ class Backend {
 }
 
 /** One call per reservation, BACKEND_CONCURRENCY at a time; the ids answered 200 and the figures. */
-async function calls(
+export async function calls(
   backend: Backend,
   list: Reservation[],
   action: 'pay' | 'cancel',
   onBad: (status: number, body: string) => void,
-): Promise<{ ok: Set<number>; figures: CallFigures }> {
+) {
   const ok = new Set<number>();
   const statusCounts: Record<string, number> = {};
   const latencies = createHistogram();
@@ -123,9 +114,12 @@ async function calls(
     ok,
     figures: {
       calls: list.length,
+      /** Answered 200. */
       ok: ok.size,
       statusCounts,
+      /** From the first call sent to the last answer. */
       elapsedMs,
+      /** 200s per second over elapsedMs. */
       perSec: elapsedMs > 0 ? ok.size / (elapsedMs / 1000) : 0,
       latencyMs: latencyOf(latencies),
     },

@@ -37,49 +37,14 @@ export interface UnitCost {
   walBytes: number;
 }
 
-export interface Measured {
-  /** An order, with the ORDER_BATCH_MAX chosen (one process, hold 0, the benchmark's segments). */
-  order: UnitCost;
-  /** A refusal of a sold-out product, answered from the sold-out flag (one process). */
-  refusal: UnitCost;
-  /** Service CPU of an answer that does no work (GET /health/live): the least any answer can cost. */
-  floorCpuUs: number;
-  /** Orders per second one segment sold (one lock, one process, hold 0). */
-  segmentOrdersPerS: number;
-  /** Refusals per second one service process gave on this machine (sharing its cores with PostgreSQL, Redis and the load). */
-  refusalsPerSProcess: number;
-  /** Mean pause between two lock attempts of a waiting order: LOCK_RETRY_DELAY_MS + LOCK_RETRY_JITTER_MS / 2. */
-  retryDelayMs: number;
-  /** Everything above and what it was computed from, for the printout. */
-  inputs: Array<[string, Input]>;
-}
+/** The measured costs the model runs on (readMeasured): what an order and a refusal cost, and the rates. */
+export type Measured = ReturnType<typeof readMeasured>;
 
-export interface Sale {
-  buyers: number;
-  units: number;
-  /** The buyers arrive evenly over this many seconds. */
-  seconds: number;
-  requestsPerBuyer: number;
-  segments: number;
-}
+export type Sale = ModelOptions['sale'];
+/** Planning figures, none measured here (CAPACITY_BASIS says what each is). */
+export type Capacity = typeof DEFAULT_CAPACITY;
 
-/** Planning figures, none measured here. */
-export interface Capacity {
-  /** Share of a core a service process (one Node event loop) is planned to use. */
-  processUtil: number;
-  /** Share of its one core a Redis master is planned to use (Redis runs commands on one thread). */
-  redisUtil: number;
-  pgCores: number;
-  pgUtil: number;
-  /** Commits per second the PostgreSQL primary sustains with synchronous_commit on. */
-  pgCommitsPerS: number;
-  /** WAL the primary (and its replication) sustains, MB/s. */
-  walMBps: number;
-  /** A queue in front admits at most this many times the units into the order path before the sell-out. */
-  admitFactor: number;
-}
-
-export const DEFAULT_CAPACITY: Capacity = {
+export const DEFAULT_CAPACITY = {
   processUtil: 0.7,
   redisUtil: 0.7,
   pgCores: 16,
@@ -321,7 +286,7 @@ export class ModelInputError extends Error {}
  * order's entry is two calls (the product's hints, then the user lock on the user's slot), one more
  * than the one script measured on a single Redis.
  */
-export function readMeasured(report: BenchmarkReport, batch: 'group' | 'one', cluster: boolean): Measured {
+export function readMeasured(report: BenchmarkReport, batch: 'group' | 'one', cluster: boolean) {
   if (!report.scenarios.some((r) => r.costs)) {
     throw new ModelInputError(
       'this report has no cost figures (it was written before the benchmark read them): run npm run bench, then this again',
@@ -415,7 +380,9 @@ export function readMeasured(report: BenchmarkReport, batch: 'group' | 'one', cl
   return {
     order: orderCost,
     refusal: refusalCost,
+    /** GET /health/live's service CPU: the least any answer can cost. */
     floorCpuUs: fc.perUnit.targetCpuUs,
+    /** One segment, one process, hold 0. */
     segmentOrdersPerS: oneSegment.ordersPerSec,
     refusalsPerSProcess: refusal!.ordersPerSec,
     retryDelayMs: retryDelayMs + retryJitterMs / 2,
@@ -438,15 +405,7 @@ function table(rows: string[][]): string[] {
   return rows.map((r) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  '));
 }
 
-export interface ModelOptions {
-  results: string;
-  sale: Sale;
-  capacity: Capacity;
-  batch: 'group' | 'one';
-  cluster: boolean;
-  /** Segment counts of the sell-out table. */
-  segmentList: number[];
-}
+export type ModelOptions = Omit<ReturnType<typeof parseModelArgs>, 'help'>;
 
 export function render(report: BenchmarkReport, o: ModelOptions): string {
   const m = readMeasured(report, o.batch, o.cluster);
@@ -557,7 +516,7 @@ const helpText = () =>
     28,
   );
 
-export function parseModelArgs(argv: string[], root = projectRoot(__dirname)): ModelOptions & { help?: boolean } {
+export function parseModelArgs(argv: string[], root = projectRoot(__dirname)) {
   const v = readFlags(argv, FLAGS, ModelInputError);
   const n = (flag: keyof typeof FLAGS, x: string | undefined, dflt: number, min: number, max = Infinity) => {
     if (x === undefined) return dflt;
@@ -568,8 +527,8 @@ export function parseModelArgs(argv: string[], root = projectRoot(__dirname)): M
       );
     return y;
   };
-  const batch = v.batch ?? 'group';
-  if (batch !== 'group' && batch !== 'one') throw new ModelInputError(`--batch: expected group or one, got "${batch}"`);
+  const batch = (['group', 'one'] as const).find((b) => b === (v.batch ?? 'group'));
+  if (!batch) throw new ModelInputError(`--batch: expected group or one, got "${v.batch}"`);
   const segmentList = (v['segment-list'] ?? '1,20,100,500').split(',').map((x) => n('segment-list', x, 0, 1));
   return {
     help: v.help,

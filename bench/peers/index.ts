@@ -1,10 +1,11 @@
 // Starts a benchmark peer (bare, bare-lua) as a child process, the way the benchmark starts the
 // service: `node dist/bench/peers/<kind>.js`, settings through the environment, ready once
 // GET /health/live answers 200. Also exports the bare-lua peer's audit and a product insert.
-import { ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { live } from '../../harness/launcher';
 import { join } from 'node:path';
+import { stopChild } from '../../src/infrastructure/embedded-redis';
 import { freePort } from '../../src/infrastructure/free-port';
 import { projectRoot } from '../../src/infrastructure/project-root';
 
@@ -29,17 +30,10 @@ export interface PeerEnv {
   lockRetryJitterMs?: number;
 }
 
-export interface RunningPeer {
-  kind: PeerKind;
-  url: string;
-  pid: number;
-  /** The last 100 kB of the peer's stdout and stderr. */
-  output(): string;
-  /** SIGTERM, then SIGKILL after 10 s. */
-  stop(): Promise<void>;
-}
+/** A started peer: its URL and pid, the last 100 kB of its output, and stop() (SIGTERM, then SIGKILL after 10 s). */
+export type RunningPeer = Awaited<ReturnType<typeof startPeer>>;
 
-export async function startPeer(kind: PeerKind, env: PeerEnv, signal?: AbortSignal): Promise<RunningPeer> {
+export async function startPeer(kind: PeerKind, env: PeerEnv, signal?: AbortSignal) {
   const root = projectRoot(__dirname);
   const main = join(root, 'dist', 'bench', 'peers', `${kind}.js`);
   if (!existsSync(main)) throw new Error(`${main} is missing: build first (npx nest build)`);
@@ -73,7 +67,7 @@ export async function startPeer(kind: PeerKind, env: PeerEnv, signal?: AbortSign
   child.stdout?.on('data', keep);
   child.stderr?.on('data', keep);
   const url = `http://127.0.0.1:${port}`;
-  const stop = () => stopChild(child);
+  const stop = () => stopChild(child, 'SIGTERM', 10_000);
   const deadline = Date.now() + 30_000;
   try {
     while (!(await live(url))) {
@@ -88,16 +82,4 @@ export async function startPeer(kind: PeerKind, env: PeerEnv, signal?: AbortSign
     throw err;
   }
   return { kind, url, pid: child.pid!, output: () => out, stop };
-}
-
-function stopChild(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
-    const kill = setTimeout(() => child.kill('SIGKILL'), 10_000);
-    child.once('exit', () => {
-      clearTimeout(kill);
-      resolve();
-    });
-    child.kill('SIGTERM');
-  });
 }

@@ -4,17 +4,11 @@ import { BARE_HELD_MS, BenchmarkReport, ScenarioResult } from '../types';
 import { findFast, findHealth, findPeer, findSoldOut } from './find';
 import { batchName, codes, ms, rate, ratio, statusWord } from './format';
 
-export interface SpeedRow {
-  what: string;
-  r: ScenarioResult;
-  unit: 'orders/s' | 'req/s' | '410/s';
-}
-
-export function speedRows(report: BenchmarkReport): SpeedRow[] {
+export function speedRows(report: BenchmarkReport) {
   const s = report.settings;
   const n = s.speedSegments;
   const w = `${s.speedWorkers} process${s.speedWorkers === 1 ? '' : 'es'}`;
-  const rows: Array<[string, ScenarioResult | undefined, SpeedRow['unit']]> = [
+  const rows: Array<[string, ScenarioResult | undefined, 'orders/s' | 'req/s' | '410/s']> = [
     [`service (${w}), Redlock segments, ORDER_BATCH_MAX=1`, findFast(report, { batchMax: 1 }), 'orders/s'],
     [
       `service (${w}), Redlock segments, group commit (ORDER_BATCH_MAX ${batchName(s.batchMax)})`,

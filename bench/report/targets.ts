@@ -4,17 +4,11 @@ import { BARE_HELD_MS, BenchmarkReport, ScenarioResult } from '../types';
 import { findFast, findPeer, inGroup, peakRss } from './find';
 import { batchName, ms, rate } from './format';
 
-export interface TargetRow {
-  target: string;
-  measured: string;
-  result: 'pass' | 'miss' | 'not measured';
-}
-
 /** Issue 8's targets, each from this run's figures. */
-export function targets(report: BenchmarkReport): TargetRow[] {
+export function targets(report: BenchmarkReport) {
   const s = report.settings;
   const n = s.speedSegments;
-  const out: TargetRow[] = [];
+  const out: Array<{ target: string; measured: string; result: 'pass' | 'miss' | 'not measured' }> = [];
   const w = s.speedWorkers === 1 ? '1 process' : `WORKERS=${s.speedWorkers} (the target is for 1 process)`;
   const atLeast = (
     target: string,
