@@ -665,6 +665,10 @@ async function withWaitingRoom(
     pollsPerS: polls / pollSeconds,
     polls,
     startToSoldOutS: soldOutAt === null ? null : (soldOutAt - startsAt) / 1000,
+    /** When the buyers who ordered first saw their admission, s after the start: what the sell-out waits for. */
+    admissionSeenS: percentiles(
+      buyers.flatMap((b) => (b.ordered && b.admittedSeenAt ? [(b.admittedSeenAt - startsAt) / 1000] : [])),
+    ),
     lapsedWhileUnitsLeft,
     fairnessShare: fairnessShare(batches),
     lotteryShare: preTickets.length === 0 ? null : lotteryShare(fairness.body.seed as string, preTickets),
@@ -763,6 +767,7 @@ export function renderQueue(r: QueueReport): string {
     `| joins/s with proof of work on / off (${pw.joinsEach} new users a turn, off-on-off-on; ${pw.refused} refused) | ${f(pw.onPerS)} / ${f(pw.offPerS)} (${f(pw.onPerS / pw.offPerS, 2)}) | |`,
     `| orders/s until sold out | | ${f(x.ordersPerS)} |`,
     `| seconds from the start to sold out | ${f(w.startToSoldOutS, 1)} | ${f(x.startToSoldOutS, 1)} |`,
+    `| seconds from the start until the buyers who ordered saw their admission, p50 / p90 (the pre-queue's first polls, behind the crowd's joins) | ${f(w.admissionSeenS.p50, 1)} / ${f(w.admissionSeenS.p90, 1)} | |`,
     `| seconds until every buyer knew the outcome (ordered or sold out), from the first call | ${f(w.crowdAnsweredS, 1)} | ${f(x.crowdAnsweredS, 1)} |`,
     `| admissions lapsed unspent while units were left | ${w.lapsedWhileUnitsLeft} | |`,
     `| fairness: admissions in exact queue order | ${f(w.fairnessShare, 3)} | |`,
