@@ -12,7 +12,7 @@ import { createChallenge, solveChallenge } from 'altcha-lib/v1';
 import { waitFor } from './faults/support';
 import { resetState } from './support/database';
 import { admin, Reply, request, ServiceProcess, startedTogether, startService, testUrls } from './support/service';
-import { recomputeLottery } from './support/waiting-room';
+import { openSaleNow, recomputeLottery } from './support/waiting-room';
 
 const POW_SECRET = 'proof-of-work-secret-for-the-specs-0123456789';
 const BUYER_SECRET = 'buyer-secret-for-the-specs-0123456789abcdef';
@@ -225,7 +225,8 @@ describe('proof of work at the queue, across two processes', () => {
   });
 
   it('leaves the pre-queue lottery as drawn from the seed, whatever order the buyers solved and joined in', async () => {
-    const startsAt = new Date(Date.now() + 4000).toISOString();
+    // The sale opens once every buyer has solved and joined (openSaleNow), however long solving takes here.
+    const startsAt = new Date(Date.now() + 3_600_000).toISOString();
     const p = await product({ waitingRoom: true, proofOfWork: true, startsAt, stock: 20 });
     const users = Array.from({ length: 8 }, (_, i) => `lot-${i}`);
     const ids: string[] = [];
@@ -238,6 +239,7 @@ describe('proof of work at the queue, across two processes', () => {
       ids.push(r.body.id);
       lotteryIds.push(r.body.lotteryId);
     }
+    await openSaleNow([a.url, b.url], p.id, ids[0]);
     const positions = await waitFor(
       'the draw',
       async () => {

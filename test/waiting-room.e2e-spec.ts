@@ -11,6 +11,7 @@ import {
   Buyer,
   expectAdmissionsKept,
   newBuyer,
+  openSaleNow,
   Part,
   recomputeLottery,
   runCrowd,
@@ -51,7 +52,7 @@ describe('the waiting room under a storm across two service processes (I8, I1-I7
 
   it('admits only in queue order, within the ratio, each ticket once, and sells only to admitted buyers', async () => {
     const urls = [a.url, b.url];
-    const startsAt = Date.now() + 8000;
+    // The sale opens when the pre-queue has joined (openSaleNow), however long that takes here.
     const created = await request(
       a.url,
       'POST',
@@ -63,7 +64,7 @@ describe('the waiting room under a storm across two service processes (I8, I1-I7
         waitingRoom: true,
         admissionTtlS: 10,
         paymentTimeoutS: 3,
-        startsAt: new Date(startsAt).toISOString(),
+        startsAt: new Date(Date.now() + 3_600_000).toISOString(),
       },
       admin,
     );
@@ -89,11 +90,12 @@ describe('the waiting room under a storm across two service processes (I8, I1-I7
         return tasks;
       });
 
-    // Before the start: the pre-queue.
+    // Before the start: the pre-queue, every ticket without a place until the draw.
     await pooled(joinTasks(buyers.slice(0, PRE), 0), 100);
-    expect(Date.now()).toBeLessThan(startsAt);
+    for (const buyer of buyers.slice(0, PRE))
+      expect((joins.get(buyer) ?? []).map((r) => r.body.position)).toEqual((joins.get(buyer) ?? []).map(() => null));
+    await openSaleNow(urls, productId, joins.get(buyers[0])![0].body.id);
     // After it: waves of arrivals, each sent once the one before was answered.
-    while (Date.now() < startsAt + 200) await new Promise((r) => setTimeout(r, 50));
     const waves: Buyer[][] = [];
     const perWave = (USERS - PRE) / WAVES;
     for (let w = 0; w < WAVES; w++) {

@@ -6,7 +6,15 @@
 // no order is placed without an admission.
 import { join } from 'node:path';
 import { admin, request, startedTogether } from '../support/service';
-import { Buyer, expectAdmissionsKept, newBuyer, runCrowd, saleState, saleWatch } from '../support/waiting-room';
+import {
+  Buyer,
+  expectAdmissionsKept,
+  newBuyer,
+  openSaleNow,
+  runCrowd,
+  saleState,
+  saleWatch,
+} from '../support/waiting-room';
 import {
   audit,
   FaultPostgres,
@@ -47,7 +55,7 @@ describe('the waiting room when Redis is flushed, then restarted empty, mid-queu
 
   it('keeps every place through both losses: no rejoin, no position twice, no gap, admissions in order', async () => {
     const urls = [a.url, b.url];
-    const startsAt = Date.now() + 3000;
+    // The sale opens once the pre-queue has joined (openSaleNow), however long that takes here.
     const created = await request(
       a.url,
       'POST',
@@ -58,7 +66,7 @@ describe('the waiting room when Redis is flushed, then restarted empty, mid-queu
         segments: 4,
         waitingRoom: true,
         admissionTtlS: 10,
-        startsAt: new Date(startsAt).toISOString(),
+        startsAt: new Date(Date.now() + 3_600_000).toISOString(),
       },
       admin,
     );
@@ -77,7 +85,8 @@ describe('the waiting room when Redis is flushed, then restarted empty, mid-queu
       );
     // A third join before the start (the pre-queue), a third after it, a third after the flush.
     await joinAll(buyers.slice(0, USERS / 3));
-    while (Date.now() < startsAt + 100) await sleep(50);
+    expect(buyers.slice(0, USERS / 3).filter((buyer) => first.get(buyer) !== null)).toEqual([]);
+    await openSaleNow(urls, productId, buyers[0].ticketId!);
     await joinAll(buyers.slice(USERS / 3, (2 * USERS) / 3));
 
     const sold = () => saleState(productId, (work) => withPg(pg.url, work));

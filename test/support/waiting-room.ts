@@ -3,7 +3,7 @@
 // admitted, and then pays, cancels or leaves its order as its part says. What every buyer saw is
 // kept for the checks, which are made against PostgreSQL.
 import { createHash, createHmac } from 'node:crypto';
-import { Reply, request, shop } from './service';
+import { admin, Reply, request, shop } from './service';
 
 export type Part = 'pay' | 'cancel' | 'leave unpaid' | 'ignore admission';
 
@@ -260,4 +260,28 @@ export function saleWatch(
     }
   };
   return { settled: () => settled, watch };
+}
+
+/**
+ * Opens a waiting-room sale now (PATCH startsAt), then waits until every process answers a
+ * pre-queue ticket with its drawn place. A spec makes its product start far ahead and calls this
+ * once its pre-queue has joined: the spec, not a guess of how long the joins take on a busy
+ * machine, decides when the pre-queue closes.
+ */
+export async function openSaleNow(urls: string[], productId: number, preQueueTicket: string): Promise<void> {
+  const opened = await request(
+    urls[0],
+    'PATCH',
+    `/admin/products/${productId}`,
+    { startsAt: new Date().toISOString() },
+    admin,
+  );
+  if (opened.status !== 200) throw new Error(`PATCH startsAt answered ${opened.status}`);
+  const deadline = Date.now() + 60_000;
+  for (const url of urls) {
+    while ((await request(url, 'GET', `/products/${productId}/queue/${preQueueTicket}`)).body?.position == null) {
+      if (Date.now() > deadline) throw new Error(`${url} did not tell the pre-queue's draw within 60 s`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
 }
