@@ -14,6 +14,7 @@ import { QueueInPostgres1764200000000 } from '../migrations/1764200000000-QueueI
 import { ProofOfWork1764250000000 } from '../migrations/1764250000000-ProofOfWork';
 import { SoldOutAfterCause1764300000000 } from '../migrations/1764300000000-SoldOutAfterCause';
 import { QueueJoinLookups1764350000000 } from '../migrations/1764350000000-QueueJoinLookups';
+import { AdmissionPause1764400000000 } from '../migrations/1764400000000-AdmissionPause';
 import { withPg } from './faults/support';
 import { testUrls } from './support/service';
 
@@ -66,6 +67,7 @@ describe('the order lifecycle migration', () => {
       'ProofOfWork1764250000000',
       'SoldOutAfterCause1764300000000',
       'QueueJoinLookups1764350000000',
+      'AdmissionPause1764400000000',
     ]);
 
     await withPg(url, async (db) => {
@@ -108,8 +110,20 @@ describe('the order lifecycle migration', () => {
       ProofOfWork1764250000000,
       SoldOutAfterCause1764300000000,
       QueueJoinLookups1764350000000,
+      AdmissionPause1764400000000,
     ]);
     try {
+      // The admission clocks' pause: one column of the room's row, and back.
+      const pauseColumn = () =>
+        withPg(url, async (db) => {
+          const r = await db.query(
+            `SELECT data_type FROM information_schema.columns WHERE table_name = 'waiting_rooms' AND column_name = 'paused_since'`,
+          );
+          return r.rows.map((c: { data_type: string }) => c.data_type);
+        });
+      expect(await pauseColumn()).toEqual(['timestamp with time zone']);
+      await ds.undoLastMigration({ transaction: 'each' });
+      expect(await pauseColumn()).toEqual([]);
       // A join looks up only its own users, however many tickets the queue already holds: with
       // statistics that have not caught up with a queue that filled fast, PostgreSQL had planned
       // joins that read every ticket of the product on each call.

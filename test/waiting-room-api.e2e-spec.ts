@@ -178,6 +178,52 @@ describe('the waiting room, call by call', () => {
     expect(back.body.position).toBe(second.position);
   });
 
+  it('keeps an admission whose buyer was told sold_out from running out until units come back, then lets it order', async () => {
+    // Ratio 1, two units: both buyers admitted; the first takes both, so the second is told sold_out.
+    const id = await product({ stock: 2, limitPerUser: 2, waitingRoom: true, admissionTtlS: 30 });
+    const ev = (await join(id, 'ev')).body;
+    const fa = (await join(id, 'fa')).body;
+    const evAdmitted = await pollUntil(id, ev.id, 'admitted');
+    const faAdmitted = await pollUntil(id, fa.id, 'admitted');
+    const order = await send('POST', '/orders', {
+      userId: 'ev',
+      productId: id,
+      quantity: 2,
+      admission: evAdmitted.body.admission,
+    });
+    expect(order.status).toBe(201);
+    expect((await pollUntil(id, fa.id, 'sold_out')).body.position).toBe(faAdmitted.body.position);
+    // The admission clock finds no unit left with an admission live, and pauses the room.
+    const pausedSince = async () =>
+      withDb(
+        async (db) => (await db.query('SELECT paused_since FROM waiting_rooms WHERE product_id = $1', [id])).rows[0],
+      );
+    for (let i = 0; (await pausedSince()).paused_since === null; i++) {
+      if (i > 600) throw new Error(`the room was never paused\n${svc.output()}`);
+      await new Promise((res) => setTimeout(res, 50));
+    }
+    // The spec moves the clock instead of waiting: paused a minute ago, the admission then had 30 s
+    // left, so it ran out 30 s ago, during the pause.
+    await withDb(async (db) => {
+      await db.query(`UPDATE waiting_rooms SET paused_since = now() - interval '60 seconds' WHERE product_id = $1`, [
+        id,
+      ]);
+      await db.query(`UPDATE admission_batches SET expires_at = now() - interval '30 seconds' WHERE product_id = $1`, [
+        id,
+      ]);
+    });
+    await new Promise((res) => setTimeout(res, 100)); // a few ticks: every view read again
+    expect((await poll(id, fa.id)).body).toMatchObject({ status: 'sold_out', position: faAdmitted.body.position });
+    // Units back: the admission runs again with the 30 s it had left at the pause.
+    expect((await send('POST', `/orders/${order.body.id}/cancel`, { userId: 'ev' }, shop)).status).toBe(200);
+    const back = await pollUntil(id, fa.id, 'admitted', 'ended');
+    expect(back.body).toMatchObject({ status: 'admitted', position: faAdmitted.body.position });
+    expect(Date.parse(back.body.admissionExpiresAt)).toBeGreaterThan(Date.now() + 20_000);
+    expect((await pausedSince()).paused_since).toBeNull();
+    const faOrder = await send('POST', '/orders', { userId: 'fa', productId: id, admission: back.body.admission });
+    expect(faOrder.status).toBe(201);
+  });
+
   it('refuses every hostile admission with 403 and changes nothing', async () => {
     const id = await product({ stock: 10, waitingRoom: true, admissionTtlS: 30 });
     const other = await product({ stock: 10, waitingRoom: true });

@@ -22,6 +22,7 @@ const viewOf = (over: Partial<AdmissionView>): AdmissionView => ({
   unitsLeft: 0,
   live: [],
   ratePerS: 0,
+  pausedSince: null,
   at: 0,
   ...over,
 });
@@ -40,6 +41,8 @@ function admitterOver(view: () => AdmissionView, rows: Array<RoomRow>, returnedA
       outstandingBefore: 0,
     })),
     draw: jest.fn(async () => 3),
+    pause: jest.fn(async () => true),
+    resume: jest.fn(async () => true),
   };
   const config = Object.assign(new WaitingRoomConfig(), { admissionTickMs: 100 });
   const states = new QueueStates(
@@ -143,6 +146,30 @@ describe('the admitter tick', () => {
     spent.states.noteJoin(7);
     await tick(spent.admitter, 3);
     expect(spent.repo.view.mock.calls.length).toBe(reads);
+  });
+
+  it("stops a sold-out room's admission clocks while admissions are live, and starts them again once units are back", async () => {
+    let unitsLeft = 0;
+    let pausedSince: number | null = null;
+    const live = [{ first: 1, last: 2, admittedAt: 0, expiresAt: Date.now() + 10_000 }];
+    const { admitter, repo } = admitterOver(() => viewOf({ unitsLeft, outstanding: 2, live, pausedSince }), []);
+    repo.pause.mockImplementation(async () => ((pausedSince = Date.now()), true));
+    repo.resume.mockImplementation(async () => ((pausedSince = null), true));
+    await tick(admitter, 1);
+    expect(repo.pause).toHaveBeenCalledTimes(1);
+    // Paused and quiet: nothing to do, and the batch's expiry passing is no lapse.
+    await tick(admitter, 120);
+    expect(repo.pause).toHaveBeenCalledTimes(1);
+    expect(repo.resume).not.toHaveBeenCalled();
+    expect(repo.view.mock.calls.length).toBeLessThanOrEqual(16);
+    unitsLeft = 1;
+    await tick(admitter, 11);
+    expect(repo.resume).toHaveBeenCalledTimes(1);
+
+    // Sold out with no admission live: nothing to pause.
+    const none = admitterOver(() => viewOf({ unitsLeft: 0, outstanding: 0 }), []);
+    await tick(none.admitter, 5);
+    expect(none.repo.pause).not.toHaveBeenCalled();
   });
 
   it('learns that another process drew the pre-queue from one read of the room, and does not try the draw again', async () => {

@@ -1,7 +1,8 @@
 // The waiting room's clock: every ADMISSION_TICK_MS each process looks at the products with a
 // waiting room and, for each, (1) once the sale has started draws the pre-queue if nobody has,
-// (2) while the sale is open makes one admission step when one is due, and (3) keeps what its polls
-// read fresh. The draw and the admission steps hold the room's PostgreSQL row (FOR UPDATE SKIP
+// (2) pauses the admissions' clocks while no unit is left and starts them again when units come
+// back, (3) while the sale is open makes one admission step when one is due, and (4) keeps what its
+// polls read fresh. The draw and the admission steps hold the room's PostgreSQL row (FOR UPDATE SKIP
 // LOCKED): one process at a time makes them, the others skip; a process that dies mid-step leaves
 // nothing half made. A quiet room (nobody waiting, or no admission due) is read once a second, not
 // every tick: only a return of units, a lapsed admission or a join where the budget has room makes
@@ -83,7 +84,7 @@ export class Admitter implements OnModuleInit, OnModuleDestroy {
     );
   }
 
-  /** Steps (1) to (3) for one room. */
+  /** Steps (1) to (4) for one room. */
   async step(room: ActiveRoom): Promise<void> {
     const row = await this.states.room(room.productId);
     const now = Date.now();
@@ -92,6 +93,8 @@ export class Admitter implements OnModuleInit, OnModuleDestroy {
     const drew = row !== null && started && row.preQueue === null && (await this.draw(room.productId));
     // The first admission in the same tick as the draw: the pre-queue's first buyers wait one tick, not two.
     let view = drew ? await this.states.refreshView(room.productId) : await this.current(room.productId, now);
+    if (row !== null && view !== null && (await this.pauseOrResume(room.productId, view, now)))
+      view = await this.states.refreshView(room.productId);
     if (row !== null && open && view !== null && this.due(view) > 0 && (await this.admit(room)))
       view = await this.states.refreshView(room.productId);
     if (view) {
@@ -125,8 +128,31 @@ export class Admitter implements OnModuleInit, OnModuleDestroy {
     const budget = admissionsDue(this.config.admissionRatio, view.unitsLeft, view.outstanding);
     if (now - view.at >= QUIET_EVERY_MS || (budget > 0 && view.highWater > view.admittedThrough)) return false;
     if (now - this.board.returnedAt(productId) < QUIET_EVERY_MS) return false;
-    for (const batch of view.live) if (batch.expiresAt <= now) return false;
+    if (this.pauseDue(view, now) || this.resumeDue(view)) return false;
+    // Nothing lapses while the room is paused.
+    if (view.pausedSince === null) for (const batch of view.live) if (batch.expiresAt <= now) return false;
     return budget === 0 || now - this.states.joinedAt(productId) >= QUIET_EVERY_MS;
+  }
+
+  /** No unit left while admissions are live: their clocks stop (see the AdmissionPause migration). */
+  private pauseDue(view: AdmissionView, now: number): boolean {
+    return view.pausedSince === null && view.unitsLeft === 0 && view.live.some((b) => b.expiresAt > now);
+  }
+
+  /** Units back on sale after a pause: the paused admissions get the pause's length, and run again. */
+  private resumeDue(view: AdmissionView): boolean {
+    return view.pausedSince !== null && view.unitsLeft > 0;
+  }
+
+  /** Pauses or resumes the room's admission clocks where the view says so; true when it changed the room. */
+  private async pauseOrResume(productId: number, view: AdmissionView, now: number): Promise<boolean> {
+    const change = this.pauseDue(view, now)
+      ? this.repo.pause.bind(this.repo)
+      : this.resumeDue(view)
+        ? this.repo.resume.bind(this.repo)
+        : null;
+    if (change === null) return false;
+    return (await this.repo.exclusively(productId, (_row, q) => change(q, productId))) === true;
   }
 
   /** Admissions due by a view: none when nobody waits beyond the cursor. */

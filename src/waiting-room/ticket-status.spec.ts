@@ -13,6 +13,7 @@ const view = (over: Partial<AdmissionView> = {}): AdmissionView => ({
     { first: 5, last: 10, admittedAt: now - 1000, expiresAt: now + 119_000 },
   ],
   ratePerS: 2,
+  pausedSince: null,
   at: now,
   ...over,
 });
@@ -24,6 +25,19 @@ describe('a ticket against the admission cursor', () => {
     expect(standingOf(7, view(), now)).toMatchObject({ kind: 'admitted', batch: { first: 5, last: 10 } });
     expect(standingOf(2, view(), now + 31_000)).toEqual({ kind: 'admissionOver' });
     expect(standingOf(3, view({ live: [view().live[1]] }), now)).toEqual({ kind: 'admissionOver' });
+  });
+
+  it('stays admitted while the room is paused, the pause not counting against the admission', () => {
+    // Paused 40 s ago with 30 s left on batch 1..4: 30 s left still, its expiry 40 s later.
+    const paused = view({ pausedSince: now - 40_000 });
+    expect(standingOf(2, paused, now)).toEqual({
+      kind: 'admitted',
+      batch: paused.live[0],
+      expiresAt: now + 30_000 + 40_000,
+    });
+    // A batch that had expired before the pause stays over.
+    const lapsedBefore = view({ pausedSince: now + 31_000 });
+    expect(standingOf(2, lapsedBefore, now + 60_000)).toEqual({ kind: 'admissionOver' });
   });
 
   it('finds the batch of a position by bisection over many batches', () => {

@@ -24,6 +24,11 @@ export interface AdmissionView {
   live: AdmissionBatch[];
   /** Positions admitted per second, measured over the last 30 seconds of admissions. */
   ratePerS: number;
+  /**
+   * Since when (epoch ms) the admissions' clocks are paused, no unit being left; null while they
+   * run. An admission live at the pause does not lapse during it.
+   */
+  pausedSince: number | null;
   /** When the view was read (epoch ms). */
   at: number;
 }
@@ -39,7 +44,8 @@ export interface SaleWindow {
 /** Where a positioned ticket stands against the admission cursor. */
 export type Standing =
   | { kind: 'queued' }
-  | { kind: 'admitted'; batch: AdmissionBatch }
+  /** Admitted until expiresAt: the batch's expiry, plus the pause so far while the room is paused. */
+  | { kind: 'admitted'; batch: AdmissionBatch; expiresAt: number }
   /** Admitted, and the admission is over: spent or expired, PostgreSQL says which. */
   | { kind: 'admissionOver' };
 
@@ -54,7 +60,11 @@ export function admissionsDue(ratio: number, unitsLeft: number, outstanding: num
 export function standingOf(position: number, view: AdmissionView, now: number): Standing {
   if (position > view.admittedThrough) return { kind: 'queued' };
   const batch = findBatch(view.live, position);
-  return batch && batch.expiresAt > now ? { kind: 'admitted', batch } : { kind: 'admissionOver' };
+  if (batch === undefined) return { kind: 'admissionOver' };
+  // While paused, the time since the pause does not count: the expiry the room will give the batch
+  // when units come back is at least this (it adds the whole pause, which is longer by then).
+  const expiresAt = view.pausedSince === null ? batch.expiresAt : batch.expiresAt + Math.max(0, now - view.pausedSince);
+  return expiresAt > now ? { kind: 'admitted', batch, expiresAt } : { kind: 'admissionOver' };
 }
 
 /** The live batch holding a position (batches are in position order and do not overlap). */

@@ -79,12 +79,19 @@ export const CLOCK = '/* waiting-room clock */';
 
 const ROOM_COLUMNS = 'product_id, seed, seed_hash, pre_queue, high_water, admitted_through';
 
-/** Admissions not yet expired, and how many of them an order has spent (the orders_admission_spent index). */
+/**
+ * Admissions not yet expired, and how many of them an order has spent (the orders_admission_spent
+ * index). While the room is paused (no unit left), an admission live at the pause stays live.
+ */
 const LIVE_ADMISSIONS = `
-  live AS (SELECT first_position AS f, last_position AS l, admitted_at, expires_at
-             FROM admission_batches WHERE product_id = $1 AND expires_at > now()),
+  live AS (SELECT b.first_position AS f, b.last_position AS l, b.admitted_at, b.expires_at
+             FROM admission_batches b JOIN waiting_rooms w ON w.product_id = b.product_id
+            WHERE b.product_id = $1 AND (b.expires_at > now() OR b.expires_at > w.paused_since)),
   spent AS (SELECT count(*)::bigint AS n FROM orders o JOIN live ON o.admission_position BETWEEN live.f AND live.l
              WHERE o.product_id = $1)`;
+
+/** Units on sale: neither reserved nor sold. */
+const UNITS_LEFT = `(SELECT COALESCE(sum(stock), 0) FROM stock_segments WHERE product_id = $1)::bigint`;
 
 /** Positions handed out so far (the drawn pre-queue and the arrivals after it), exact. */
 const HANDED_OUT = `COALESCE((SELECT COALESCE(c.pre_queue, 0) + c.arrivals FROM queue_counts c WHERE c.product_id = $1), 0)`;
@@ -196,7 +203,7 @@ export class WaitingRoomRepository {
   async admit(q: Query, room: RoomRow, ratio: number, ttlS: number): Promise<AdmissionStep> {
     const [now] = (await q(
       `${CLOCK} WITH ${LIVE_ADMISSIONS}
-       SELECT (SELECT COALESCE(sum(stock), 0) FROM stock_segments WHERE product_id = $1)::bigint AS units_left,
+       SELECT ${UNITS_LEFT} AS units_left,
               ${HANDED_OUT} AS taken,
               (SELECT COALESCE(sum(l - f + 1), 0) FROM live)::bigint - (SELECT n FROM spent) AS outstanding`,
       [room.productId],
@@ -223,6 +230,37 @@ export class WaitingRoomRepository {
     };
   }
 
+  /**
+   * Inside exclusively(): pauses the admissions' clocks when no unit is left (true when it did).
+   * Checked again here, under the room's row, whatever the caller's view said.
+   */
+  async pause(q: Query, productId: number): Promise<boolean> {
+    const rows = await q(
+      `${CLOCK} UPDATE waiting_rooms SET paused_since = now()
+        WHERE product_id = $1 AND paused_since IS NULL AND ${UNITS_LEFT} = 0 RETURNING 1`,
+      [productId],
+    );
+    return rows.length > 0;
+  }
+
+  /**
+   * Inside exclusively(): once units are back on sale, every admission live at the pause gets the
+   * pause's length added to its expiry, and the room's clock runs again (true when it did). The
+   * batches' update is a data-modifying CTE: PostgreSQL runs it whether or not the rest reads it.
+   */
+  async resume(q: Query, productId: number): Promise<boolean> {
+    const rows = await q(
+      `${CLOCK} WITH r AS (SELECT paused_since FROM waiting_rooms
+                            WHERE product_id = $1 AND paused_since IS NOT NULL AND ${UNITS_LEFT} > 0),
+            pushed AS (UPDATE admission_batches b SET expires_at = b.expires_at + (now() - r.paused_since)
+                         FROM r WHERE b.product_id = $1 AND b.expires_at > r.paused_since RETURNING 1)
+       UPDATE waiting_rooms w SET paused_since = NULL FROM r
+        WHERE w.product_id = $1 RETURNING 1`,
+      [productId],
+    );
+    return rows.length > 0;
+  }
+
   /** The room as polls read it; null when the product has no room. */
   async view(productId: number): Promise<AdmissionView | null> {
     const rows: ViewRow[] = await this.db.query(
@@ -234,12 +272,13 @@ export class WaitingRoomRepository {
                    WHERE product_id = $1 AND admitted_at > now() - interval '30 seconds' AND first_position > 1)
        SELECT (SELECT c.pre_queue FROM queue_counts c WHERE c.product_id = $1) AS pre_queue,
               ${HANDED_OUT} AS high_water, w.admitted_through,
-              (SELECT COALESCE(sum(stock), 0) FROM stock_segments WHERE product_id = $1)::bigint AS units_left,
+              ${UNITS_LEFT} AS units_left,
               (SELECT COALESCE(sum(l - f + 1), 0) FROM live)::bigint - (SELECT n FROM spent) AS outstanding,
               (SELECT COALESCE(json_agg(json_build_array(f, l, (extract(epoch FROM admitted_at) * 1000)::bigint,
                                                          (extract(epoch FROM expires_at) * 1000)::bigint) ORDER BY f), '[]')
                  FROM live) AS live,
               (SELECT n FROM recent) AS recent, (SELECT span FROM recent) AS span,
+              (extract(epoch FROM w.paused_since) * 1000)::bigint AS paused_since,
               (extract(epoch FROM now()) * 1000)::bigint AS at
          FROM waiting_rooms w WHERE w.product_id = $1`,
       [productId],
@@ -260,6 +299,7 @@ export class WaitingRoomRepository {
       unitsLeft: Number(r.units_left),
       live: r.live.map(([first, last, admittedAt, expiresAt]) => ({ first, last, admittedAt, expiresAt })),
       ratePerS: Number(r.recent) / span,
+      pausedSince: r.paused_since === null ? null : Number(r.paused_since),
       at: Number(r.at),
     };
   }
@@ -298,6 +338,7 @@ interface ViewRow {
   live: Array<[number, number, number, number]>;
   recent: string;
   span: number | null;
+  paused_since: string | null;
   at: string;
 }
 

@@ -211,7 +211,7 @@ export class WaitingRoomService implements OnModuleInit {
           this.metrics.queueEtaError.observe(Math.abs(standing.batch.admittedAt - entry.firstEta) / 1000);
           entry.firstEta = undefined;
         }
-        const { expiresAt } = standing.batch;
+        const { expiresAt } = standing;
         return {
           ...told('admitted', 0, 0),
           admission: this.admissions.issue({ ...claims, position, expiresAt }),
