@@ -5,6 +5,7 @@
 import { createHmac } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { solveChallenge } from 'altcha-lib/v1';
+import Heap from 'mnemonist/heap';
 import { Client } from 'pg';
 import { Pool } from 'undici';
 import { Audit, auditProduct, Check } from '../harness/verify';
@@ -37,30 +38,8 @@ export interface QueueOptions {
   nodeFlags?: string[];
 }
 
-export interface QueueReport {
-  startedAt: string;
-  machine: { cores: number; memoryGb: number; node: string };
-  buyers: number;
-  units: number;
-  workers: number;
-  admissionTtlS: number;
-  healthLivePerS: number;
-  /** GET of a waiting ticket at full speed (not paced), the same way as GET /health/live. */
-  waitingPollsPerS: number;
-  /** GET /health/live, a waiting ticket's poll and joins of new users, each at full speed for 3 s: rate and service CPU. */
-  capacity: Awaited<ReturnType<typeof capacities>>;
-  withRoom: Awaited<ReturnType<typeof withWaitingRoom>>;
-  withoutRoom: Awaited<ReturnType<typeof withoutWaitingRoom>>;
-  joinCeiling: Awaited<ReturnType<typeof measureJoinCeiling>>;
-  /**
-   * A second, smaller sale with a waiting room in which every second buyer cancels instead of
-   * paying, 3 s after ordering, so units come back over time and admissions go on in steps: what
-   * the first estimates of the wait are measured against.
-   */
-  estimate: { buyers: number; units: number; cancelEvery: number; sale: QueueReport['withRoom'] };
-  proofOfWork: Awaited<ReturnType<typeof proofOfWorkJoins>>;
-  millionJoins: ReturnType<typeof millionJoins>;
-}
+/** What one run measured: the report, and the queue.json it writes. */
+export type QueueReport = Awaited<ReturnType<typeof runQueueBenchmark>>;
 
 /** The p50 and p90 of a list (nearest rank); null for an empty one. */
 export function percentiles(values: number[]): { p50: number | null; p90: number | null } {
@@ -97,51 +76,8 @@ export function lotteryShare(seedHex: string, tickets: Array<{ id: string; posit
   return byKey.filter((t, i) => t.id === byPosition[i].id).length / tickets.length;
 }
 
-/** A min-heap of buyers by the time their next poll is due: the poller takes the earliest in O(log n). */
-export class DueHeap<T extends { due: number }> {
-  private readonly items: T[] = [];
-
-  get size(): number {
-    return this.items.length;
-  }
-
-  push(item: T): void {
-    const a = this.items;
-    a.push(item);
-    let i = a.length - 1;
-    while (i > 0) {
-      const parent = (i - 1) >> 1;
-      if (a[parent].due <= a[i].due) break;
-      [a[parent], a[i]] = [a[i], a[parent]];
-      i = parent;
-    }
-  }
-
-  peek(): T | undefined {
-    return this.items[0];
-  }
-
-  pop(): T | undefined {
-    const a = this.items;
-    const top = a[0];
-    const last = a.pop();
-    if (a.length > 0 && last !== undefined) {
-      a[0] = last;
-      let i = 0;
-      for (;;) {
-        const l = 2 * i + 1;
-        const r = l + 1;
-        let m = i;
-        if (l < a.length && a[l].due < a[m].due) m = l;
-        if (r < a.length && a[r].due < a[m].due) m = r;
-        if (m === i) break;
-        [a[m], a[i]] = [a[i], a[m]];
-        i = m;
-      }
-    }
-    return top;
-  }
-}
+/** Buyers by the time their next poll is due: the poller takes the earliest in O(log n). */
+export const dueHeap = <T extends { due: number }>() => new Heap<T>((a, b) => a.due - b.due);
 
 /** How often a waiting ticket behind the units left polls: its Retry-After, the service's own constant. */
 export const BEHIND_UNITS_POLL_S = LIVELY_S;
@@ -224,19 +160,15 @@ function shop(url: string, orderId: number, action: 'pay' | 'cancel', userId: st
 
 const createProduct = (url: string, p: NewProduct) => createProductViaApi(url, ADMIN_TOKEN, p);
 
-/** A call at full speed for 3 s: answers per second, the service's CPU (µs) and Redis commands per answer. */
-interface Rate {
-  perS: number;
-  cpuUs: number | null;
-  redisCommands: number;
-}
-
-/** One kind of call at full speed for 3 s (a GET, or POSTs with a body each), with the service's CPU read around it. */
+/**
+ * One kind of call at full speed for 3 s (a GET, or POSTs with a body each), with the service's CPU
+ * read around it: answers per second, the service's CPU (µs) and Redis commands per answer.
+ */
 async function rateOf(
   svc: ServiceProcess,
   probe: CostProbe,
   load: Pick<LoadSpec, 'get' | 'post' | 'bodyOf' | 'okStatus' | 'label' | 'connections'>,
-): Promise<Rate> {
+) {
   const before = await probe.snapshot(svc.pid);
   const r = await runLoad({ url: svc.url, durationS: 3, timeoutS: 20, ...load });
   const after = await probe.snapshot(svc.pid);
@@ -276,7 +208,7 @@ async function capacities(svc: ServiceProcess, probe: CostProbe, connections: nu
   return { health, poll, join: await joinAs('full') };
 }
 
-export async function runQueueBenchmark(o: QueueOptions): Promise<QueueReport> {
+export async function runQueueBenchmark(o: QueueOptions) {
   const startedAt = new Date().toISOString();
   return withServers('queue', o.log, async ({ db, probe, start }) => {
     const svc = await start(
@@ -292,17 +224,18 @@ export async function runQueueBenchmark(o: QueueOptions): Promise<QueueReport> {
       },
       o.nodeFlags,
     );
+    // GET /health/live, a waiting ticket's poll and joins of new users, each at full speed for 3 s.
     const capacity = await capacities(svc, probe, o.connections);
-    const healthLivePerS = capacity.health.perS;
-    const waitingPollsPerS = capacity.poll.perS;
     for (const [what, r] of Object.entries(capacity))
       o.log(`${what} at full speed: ${r.perS.toFixed(0)}/s, ${r.cpuUs?.toFixed(0) ?? '-'} µs of service CPU each`);
 
     const proofOfWork = await proofOfWorkJoins(svc.url, o.connections, o.powJoins ?? 5000, o.log);
     const withRoom = await withWaitingRoom(o, svc, db, probe);
     const withoutRoom = await withoutWaitingRoom(o, svc, db, probe);
-    // At least 50 units: a dozen gave a small run two or three admission steps, and at times no
-    // estimate to check.
+    // A second, smaller sale in which every second buyer cancels instead of paying, 3 s after
+    // ordering, so units come back over time and admissions go on in steps: what the first
+    // estimates of the wait are measured against. At least 50 units: a dozen gave a small run two
+    // or three admission steps, and at times no estimate to check.
     const eo = { ...o, buyers: Math.min(o.buyers, 5000), units: Math.max(50, Math.round(o.units / 5)) };
     o.log(`estimates: ${eo.buyers} buyers, ${eo.units} units, every second order cancelled 3 s after it was made ...`);
     const estimate = {
@@ -313,15 +246,16 @@ export async function runQueueBenchmark(o: QueueOptions): Promise<QueueReport> {
     };
     const rtt = await roundTripMs(db);
     const joinCeiling = await measureJoinCeiling(svc.url, db, o.log);
-    const report: QueueReport = {
+    const report = {
       startedAt,
       machine: machine(),
       buyers: o.buyers,
       units: o.units,
       workers: o.workers,
       admissionTtlS: o.admissionTtlS,
-      healthLivePerS,
-      waitingPollsPerS,
+      healthLivePerS: capacity.health.perS,
+      /** GET of a waiting ticket at full speed (not paced), the same way as GET /health/live. */
+      waitingPollsPerS: capacity.poll.perS,
       capacity,
       withRoom,
       withoutRoom,
@@ -455,7 +389,7 @@ async function withWaitingRoom(
   const pollStarted = Date.now();
   const deadline = pollStarted + 300_000;
   // A buyer polls when its last answer's Retry-After says (as the buyer's waiting page does), while others still join.
-  const queue = new DueHeap<Buyer>();
+  const queue = dueHeap<Buyer>();
   let joining = true;
   /**
    * Polls one buyer and puts it back in the heap unless it is done. A buyer told sold out while
@@ -463,6 +397,16 @@ async function withWaitingRoom(
    * expiry can admit it yet. Its outcome counts as known from the first such answer.
    */
   const settled = (b: Buyer) => b.done || (b.soldOut === true && soldOutAt !== null);
+  /** What a ticket's answer, the join's or a poll's, tells its buyer (a join, of a new user, is never told ordered). */
+  const see = (b: Buyer, t: any, now: number) => {
+    if (typeof t.position === 'number') b.position = t.position;
+    if (t.status === 'waiting' && b.eta === undefined && now >= startsAt && t.estimatedWaitS !== null) {
+      b.eta = now + t.estimatedWaitS * 1000;
+      b.etaAt = now;
+    }
+    if (['ordered', 'ended', 'sold_out'].includes(t.status)) b.knewAt ??= now;
+    b.soldOut = t.status === 'sold_out';
+  };
   const poll = async (b: Buyer): Promise<void> => {
     if (settled(b)) return;
     await one(b);
@@ -483,11 +427,7 @@ async function withWaitingRoom(
       return;
     }
     const now = Date.now();
-    if (typeof r.body.position === 'number') b.position = r.body.position;
-    if (r.body.status === 'waiting' && b.eta === undefined && now >= startsAt && r.body.estimatedWaitS !== null) {
-      b.eta = now + r.body.estimatedWaitS * 1000;
-      b.etaAt = now;
-    }
+    see(b, r.body, now);
     if (r.body.status === 'admitted' && !b.ordered) {
       b.admittedSeenAt ??= now;
       const order = await call(svc.url, 'POST', '/orders', {
@@ -517,8 +457,6 @@ async function withWaitingRoom(
       }
     }
     if (r.body.status === 'ordered' || r.body.status === 'ended') b.done = true;
-    if (['ordered', 'ended', 'sold_out'].includes(r.body.status as string)) b.knewAt ??= now;
-    b.soldOut = r.body.status === 'sold_out';
     b.due = now + wait;
   };
   // The pollers start with the joins, as a crowd's early joiners poll while the rest still join.
@@ -553,22 +491,10 @@ async function withWaitingRoom(
     bodyOf: (n) => JSON.stringify({ userId: `q-${n}` }),
     onAnswer: (status, body, headers) => {
       if (status !== 201) return;
-      const t = JSON.parse(body) as {
-        id: string;
-        userId: string;
-        status: string;
-        position: number | null;
-        estimatedWaitS: number | null;
-      };
+      const t = JSON.parse(body);
       const now = Date.now();
       const b: Buyer = { userId: t.userId, ticketId: t.id, joinedAt: now, due: 0, ordered: false, done: false };
-      if (t.position !== null) b.position = t.position;
-      if (t.status === 'sold_out' || t.status === 'ended') b.knewAt = now;
-      b.soldOut = t.status === 'sold_out';
-      if (t.status === 'waiting' && now >= startsAt && t.estimatedWaitS !== null) {
-        b.eta = now + t.estimatedWaitS * 1000;
-        b.etaAt = now;
-      }
+      see(b, t, now);
       // The first poll as the buyer's waiting page makes it: after the join's Retry-After (whole
       // seconds: a pre-queue ticket's first poll lands within a second after the start).
       b.due = now + Number(headers['retry-after'] ?? 1) * 1000;
@@ -593,20 +519,17 @@ async function withWaitingRoom(
 
   // Fairness and lapses from PostgreSQL; the lottery from the revealed seed.
   const { rows: batchRows } = await db.query(
-    `SELECT first_position::int AS first, last_position::int AS last, admitted_at, expires_at, units_left, outstanding_before,
+    `SELECT first_position::int AS first, last_position::int AS last, admitted_at AS "admittedAt", expires_at AS "expiresAt",
+            units_left AS "unitsLeft", outstanding_before AS "outstandingBefore",
             (SELECT count(*)::int FROM orders o WHERE o.product_id = b.product_id
                AND o.admission_position BETWEEN b.first_position AND b.last_position) AS spent
        FROM admission_batches b WHERE product_id = $1 ORDER BY first_position`,
     [productId],
   );
   const batches = batchRows.map((r) => ({
-    first: r.first as number,
-    last: r.last as number,
-    admittedAt: (r.admitted_at as Date).getTime(),
-    expiresAt: (r.expires_at as Date).getTime(),
-    unitsLeft: r.units_left as number,
-    outstandingBefore: r.outstanding_before as number,
-    spent: r.spent as number,
+    ...r,
+    admittedAt: r.admittedAt.getTime(),
+    expiresAt: r.expiresAt.getTime(),
   }));
   const lapsedWhileUnitsLeft = batches
     .filter((b) => soldOutAt === null || b.expiresAt < soldOutAt)
@@ -655,7 +578,6 @@ async function withWaitingRoom(
       detail: `${preTickets.length} pre-queue tickets checked`,
     },
   ];
-  const xacts = (after.pgNextXid - before.pgNextXid) / o.buyers;
   return {
     joinsPerS: joins.created / joins.elapsedS,
     joinSeconds: joins.elapsedS,
@@ -677,7 +599,7 @@ async function withWaitingRoom(
     etaErrorShare: percentiles(estimated.map((e) => e.share)),
     etaSamples: estimated.length,
     redisCommandsPerTicket: all.perUnit.redisCommands,
-    pgTransactionsPerBuyer: xacts,
+    pgTransactionsPerBuyer: (after.pgNextXid - before.pgNextXid) / o.buyers,
     pgStatementsPerBuyer: all.perUnit.pgStatements ?? null,
     serviceCpuUsPerJoin: joinCosts.perUnit.targetCpuUs ?? null,
     redisCommandsPerJoin: joinCosts.perUnit.redisCommands,
