@@ -276,10 +276,9 @@ const CANCEL_AFTER_MS = 3000;
 const POW_STEP = 100;
 
 /**
- * Joins/s with proof of work on against off, in turns: off, on, off, on, POW_JOINS new users each
- * turn, each on a product of its own (with a waiting room, already started; the difficulty held at
- * its first step). The challenges are
- * asked for and solved before a turn begins, so a turn times only the joins: what the door's
+ * Joins/s with proof of work on against off, in turns (off, on, off, on) of `joins` new users, each
+ * on a product of its own (a waiting room, already started; the difficulty held at its first step).
+ * The challenges are solved before a turn begins, so a turn times only the joins: what the door's
  * verification and single-use claim add to a join.
  */
 async function proofOfWorkJoins(url: string, connections: number, joins: number, log: (line: string) => void) {
@@ -464,16 +463,10 @@ async function withWaitingRoom(
     Array.from({ length: o.pollersInFlight }, async () => {
       while (Date.now() < deadline) {
         const next = queue.peek();
-        if (next === undefined) {
-          if (!joining) return;
-          await sleep(50);
-          continue;
-        }
-        if (next.due > Date.now()) {
-          await sleep(Math.min(50, next.due - Date.now()));
-          continue;
-        }
-        await poll(queue.pop() as Buyer);
+        if (next === undefined && !joining) return;
+        if (next === undefined || next.due > Date.now())
+          await sleep(Math.min(50, (next?.due ?? Infinity) - Date.now()));
+        else await poll(queue.pop() as Buyer);
       }
     }),
   );
@@ -706,11 +699,10 @@ export function renderQueue(r: QueueReport): string {
     '',
     '| check | | detail |',
     '|---|---|---|',
-    ...[
-      ...w.checks.map((c) => ({ ...c, name: `waiting room: ${c.name}` })),
-      ...x.checks.map((c) => ({ ...c, name: `without: ${c.name}` })),
-      ...es.checks.map((c) => ({ ...c, name: `cancelled orders: ${c.name}` })),
-    ].map((c) => `| ${c.name} | ${c.ok ? 'pass' : 'FAILED'} | ${c.detail.replace(/\|/g, '/')} |`),
+    ...Object.entries({ 'waiting room': w.checks, without: x.checks, 'cancelled orders': es.checks }).flatMap(
+      ([sale, checks]) =>
+        checks.map((c) => `| ${sale}: ${c.name} | ${c.ok ? 'pass' : 'FAILED'} | ${c.detail.replace(/\|/g, '/')} |`),
+    ),
     '',
     `**1,000,000 joins in one second**, from these costs: ${f(m.serviceCores)} service cores at ${f(c.join.cpuUs)} µs per join, ` +
       `and ${f(m.pollCores)} more for the crowd's ${f(m.pollsPerS)} polls/s while it waits (every ${BEHIND_UNITS_POLL_S} s, ${f(c.poll.cpuUs)} µs each); ` +
@@ -741,10 +733,8 @@ async function main(): Promise<void> {
     nodeFlags: splitFlags(flags['node-flags']),
   });
   process.stdout.write(renderQueue(report));
-  const failed = [...report.withRoom.checks, ...report.withoutRoom.checks, ...report.estimate.sale.checks].filter(
-    (c) => !c.ok,
-  );
-  if (failed.length > 0) process.exitCode = 1;
+  const checks = [...report.withRoom.checks, ...report.withoutRoom.checks, ...report.estimate.sale.checks];
+  if (checks.some((c) => !c.ok)) process.exitCode = 1;
 }
 
 if (require.main === module) runMain('bench:queue failed: ', main);
