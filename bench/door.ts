@@ -5,8 +5,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { SignJWT } from 'jose';
 import { Client } from 'pg';
 import type { ServiceProcess } from '../harness/launcher';
-import { CostProbe, costDeltas, ScenarioCosts } from './costs';
-import { addCounts, Latency, LoadSpec, mergeLatency, runLoad } from './load';
+import { CostProbe, costDeltas } from './costs';
+import { addCounts, LoadSpec, mergeLatency, runLoad } from './load';
 import { createProductViaApi } from './scenarios';
 import { SERVICE_HEAP_MB } from './service';
 import { machine, readFlags, RESULTS_DIR, runMain, splitFlags, withServers, writeResults } from './standalone';
@@ -14,20 +14,15 @@ import type { NewProduct } from './types';
 
 const JWT_SECRET = 'bench-door-buyer-secret-0123456789abcdef';
 
-export interface DoorRow {
+interface RowHead {
   id: string;
   /** Which service start measured it: plain (identity off, no limits), identity (HS256), limited (RATE_LIMIT_USER=1). */
   start: 'plain' | 'identity' | 'limited';
   what: string;
   okStatus: number;
-  answers: number;
-  /** Seconds of load the row's answers took. */
-  elapsedS: number;
-  perSec: number;
-  statusCounts: Record<string, number>;
-  latencyMs: Latency | null;
-  costs: ScenarioCosts;
 }
+
+export type DoorRow = Awaited<ReturnType<typeof measure>>;
 
 export interface DoorReport {
   startedAt: string;
@@ -36,10 +31,8 @@ export interface DoorReport {
   connections: number;
   rows: DoorRow[];
   memory: { holders: number; heapBeforeMb: number; heapAfterMb: number; learnMs: number; entryMb: number | null };
-  targets: DoorTarget[];
+  targets: ReturnType<typeof doorTargets>;
 }
-
-export type DoorTarget = ReturnType<typeof doorTargets>[number];
 
 /** The targets of the door, as ratios of rows measured in this run, each at least (>=) or at most (<=) its target. */
 export function doorTargets(rows: DoorRow[]) {
@@ -121,7 +114,7 @@ interface Ctx {
   log: (line: string) => void;
 }
 
-async function measure(ctx: Ctx, svc: ServiceProcess, row: RowHead, load: Partial<LoadSpec>): Promise<DoorRow> {
+async function measure(ctx: Ctx, svc: ServiceProcess, row: RowHead, load: Partial<LoadSpec>) {
   const before = await ctx.probe.snapshot(svc.pid);
   const result = await runLoad({
     url: svc.url,
@@ -140,6 +133,7 @@ async function measure(ctx: Ctx, svc: ServiceProcess, row: RowHead, load: Partia
   return {
     ...row,
     answers,
+    /** Seconds of load the row's answers took. */
     elapsedS: result.elapsedS,
     perSec: result.created / result.elapsedS,
     statusCounts: result.statusCounts,
@@ -254,8 +248,6 @@ async function boardMemory(ctx: Ctx, svc: ServiceProcess, holders: number): Prom
   const learnMs = await untilRefusedFromMemory(svc, productId, 'memory-late');
   return { holders, heapBeforeMb, heapAfterMb: await heapUsedMb(svc), learnMs, entryMb: entryMb(holders) };
 }
-
-type RowHead = Omit<DoorRow, 'answers' | 'elapsedS' | 'perSec' | 'statusCounts' | 'latencyMs' | 'costs'>;
 
 async function main(): Promise<void> {
   const flags = readFlags(
