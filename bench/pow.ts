@@ -59,15 +59,7 @@ function chromiumPath(): string {
   return found;
 }
 
-interface StepTimes {
-  maxNumber: number;
-  samples: number[];
-  medianMs: number;
-  meanMs: number;
-  p90Ms: number;
-}
-
-async function solving(steps: number[], samples: number): Promise<{ workers: number; steps: StepTimes[] }> {
+async function solving(steps: number[], samples: number) {
   // The page's solver and altcha-lib's worker, served as the service serves them.
   const solverDir = join(dirname(require.resolve('altcha-lib/v1')), '..', '..', 'esm', 'v1');
   const files: Record<string, string> = {
@@ -99,7 +91,7 @@ async function solving(steps: number[], samples: number): Promise<{ workers: num
     });
     await page.waitForFunction(() => typeof (window as unknown as { solve?: unknown }).solve === 'function');
     const workers = await page.evaluate(() => Math.min(4, navigator.hardwareConcurrency || 2));
-    const out: StepTimes[] = [];
+    const out = [];
     for (const maxNumber of steps) {
       const times: number[] = [];
       for (let i = 0; i < samples; i++) {
