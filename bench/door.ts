@@ -3,13 +3,12 @@
 // of the same process; one service start per configuration, one after the other.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { SignJWT } from 'jose';
-import { Client } from 'pg';
 import type { ServiceProcess } from '../harness/launcher';
-import { CostProbe, costDeltas } from './costs';
+import { costDeltas } from './costs';
 import { addCounts, LoadSpec, mergeLatency, runLoad } from './load';
 import { createProductViaApi } from './scenarios';
 import { SERVICE_HEAP_MB } from './service';
-import { machine, readFlags, RESULTS_DIR, runMain, splitFlags, withServers, writeResults } from './standalone';
+import { machine, readFlags, RESULTS_DIR, runMain, Servers, splitFlags, withServers, writeResults } from './standalone';
 import type { NewProduct } from './types';
 
 const JWT_SECRET = 'bench-door-buyer-secret-0123456789abcdef';
@@ -105,14 +104,7 @@ export function renderDoor(r: DoorReport): string {
   ].join('\n');
 }
 
-interface Ctx {
-  db: Client;
-  adminToken: string;
-  probe: CostProbe;
-  durationS: number;
-  connections: number;
-  log: (line: string) => void;
-}
+type Ctx = Servers & { durationS: number; connections: number; log: (line: string) => void };
 
 async function measure(ctx: Ctx, svc: ServiceProcess, row: RowHead, load: Partial<LoadSpec>) {
   const before = await ctx.probe.snapshot(svc.pid);
@@ -263,14 +255,13 @@ async function main(): Promise<void> {
   const log = (line: string) => process.stderr.write(`${line}\n`);
   const startedAt = new Date().toISOString();
   await withServers('door', log, async (servers) => {
-    const { db, probe, adminToken } = servers;
-    const ctx: Ctx = { db, probe, adminToken, durationS, connections, log };
+    const ctx = { ...servers, durationS, connections, log };
     const start = async (env: Record<string, string>) => {
       const svc = await servers.start({ LOCK_WAIT_MS: '30000', DB_TIMEOUT_MS: '30000', ...env }, nodeFlags);
       await warmUp(ctx, svc, { get: '/health/live', okStatus: 200 }, 'warm-up');
       return svc;
     };
-    const newProduct = (svc: ServiceProcess, p: NewProduct) => createProductViaApi(svc.url, adminToken, p);
+    const newProduct = (svc: ServiceProcess, p: NewProduct) => createProductViaApi(svc.url, ctx.adminToken, p);
     const rows: DoorRow[] = [];
     // Rows compared with each other are measured interleaved (A, B, A, B, half the time each) in the
     // same process, or in alternating starts: a one-off slow second, or a start that lands on a
