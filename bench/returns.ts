@@ -114,7 +114,8 @@ function parseOrder(body: string): Reservation {
   return { id: Number(o.id), userId: o.userId };
 }
 
-function countOf(counts: Record<string, number>, pred: (code: number) => boolean): number {
+/** The answers of the status codes `pred` picks. */
+export function countOf(counts: Record<string, number>, pred: (code: number) => boolean): number {
   return Object.entries(counts)
     .filter(([c]) => pred(Number(c)))
     .reduce((s, [, n]) => s + n, 0);

@@ -13,6 +13,7 @@ import { LIVELY_S } from '../src/waiting-room/ticket-status';
 import type { ServiceProcess } from '../harness/launcher';
 import { CostProbe, CostSnapshot, costDeltas } from './costs';
 import { LoadSpec, runLoad, tally } from './load';
+import { countOf } from './returns';
 import { createProductViaApi } from './scenarios';
 import { BENCH_SHOP_TOKEN } from './service';
 import type { NewProduct } from './types';
@@ -390,12 +391,6 @@ async function withWaitingRoom(
   // A buyer polls when its last answer's Retry-After says (as the buyer's waiting page does), while others still join.
   const queue = dueHeap<Buyer>();
   let joining = true;
-  /**
-   * Polls one buyer and puts it back in the heap unless it is done. A buyer told sold out while
-   * units may still come back (some not yet paid) polls on as Retry-After says: a cancel or an
-   * expiry can admit it yet. Its outcome counts as known from the first such answer.
-   */
-  const settled = (b: Buyer) => b.done || (b.soldOut === true && soldOutAt !== null);
   /** What a ticket's answer, the join's or a poll's, tells its buyer (a join, of a new user, is never told ordered). */
   const see = (b: Buyer, t: any, now: number) => {
     if (typeof t.position === 'number') b.position = t.position;
@@ -406,6 +401,12 @@ async function withWaitingRoom(
     if (['ordered', 'ended', 'sold_out'].includes(t.status)) b.knewAt ??= now;
     b.soldOut = t.status === 'sold_out';
   };
+  /**
+   * Polls one buyer and puts it back in the heap unless it is done. A buyer told sold out while
+   * units may still come back (some not yet paid) polls on as Retry-After says: a cancel or an
+   * expiry can admit it yet. Its outcome counts as known from the first such answer.
+   */
+  const settled = (b: Buyer) => b.done || (b.soldOut === true && soldOutAt !== null);
   const poll = async (b: Buyer): Promise<void> => {
     if (settled(b)) return;
     await one(b);
@@ -414,14 +415,9 @@ async function withWaitingRoom(
   const one = async (b: Buyer): Promise<void> => {
     const r = await call(svc.url, 'GET', `/products/${productId}/queue/${b.ticketId}`).catch(() => null);
     polls++;
-    if (r === null) {
-      b.due = Date.now() + 1000;
-      return;
-    }
-    const key = r.status === 200 ? String(r.body.status) : `${r.status} ${r.body?.code}`;
-    tally(statusCounts, key);
-    const wait = (r.retryAfter ?? 1) * 1000;
-    if (r.status !== 200) {
+    if (r !== null) tally(statusCounts, r.status === 200 ? String(r.body.status) : `${r.status} ${r.body?.code}`);
+    const wait = r === null ? 1000 : (r.retryAfter ?? 1) * 1000;
+    if (r?.status !== 200) {
       b.due = Date.now() + wait;
       return;
     }
@@ -613,7 +609,7 @@ const stockCheck = (audit: Audit): Check => ({
 
 async function withoutWaitingRoom(o: QueueOptions, svc: ServiceProcess, db: Client, probe: CostProbe) {
   const productId = await createProduct(svc.url, { name: 'bench open sale', stock: o.units, segments: 10 });
-  const orderIds: Array<[number, string]> = [];
+  const orders: Array<{ id: number; userId: string }> = [];
   const before = await probe.snapshot(svc.pid);
   o.log(`${o.buyers} buyers ordering directly ...`);
   const load = await runLoad({
@@ -626,19 +622,13 @@ async function withoutWaitingRoom(o: QueueOptions, svc: ServiceProcess, db: Clie
     label: 'orders',
     progress: o.log,
     onAnswer: (status, body) => {
-      if (status === 201) {
-        const order = JSON.parse(body) as { id: number; userId: string };
-        orderIds.push([order.id, order.userId]);
-      }
+      if (status === 201) orders.push(JSON.parse(body));
     },
   });
-  for (const [id, userId] of orderIds) await shop(svc.url, id, 'pay', userId);
+  for (const { id, userId } of orders) await shop(svc.url, id, 'pay', userId);
   const after = await probe.snapshot(svc.pid);
   const costs = costDeltas(before, after, 'answer', o.buyers);
   const audit = await auditProduct(db, productId);
-  const errors5xx = Object.entries(load.statusCounts)
-    .filter(([k]) => k.startsWith('5'))
-    .reduce((n, [, v]) => n + v, 0);
   return {
     ordersPerS: load.created / ((load.lastCreatedAtMs ?? load.elapsedS * 1000) / 1000),
     /** From the first order to the last answer. */
@@ -647,7 +637,7 @@ async function withoutWaitingRoom(o: QueueOptions, svc: ServiceProcess, db: Clie
     pgTransactionsPerBuyer: (after.pgNextXid - before.pgNextXid) / o.buyers,
     pgStatementsPerBuyer: costs.perUnit.pgStatements ?? null,
     redisCommandsPerBuyer: costs.perUnit.redisCommands,
-    errors5xx,
+    errors5xx: countOf(load.statusCounts, (c) => c >= 500 && c < 600),
     timeouts: load.timeouts,
     statusCounts: load.statusCounts,
     checks: [stockCheck(audit), { name: 'sold out', ok: audit.remaining === 0, detail: `${load.created} orders` }],
