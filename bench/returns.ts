@@ -40,11 +40,6 @@ export function spread(values: number[]) {
   return { count: v.length, p50: at(50), p99: at(99), max: v[v.length - 1] };
 }
 
-interface Reservation {
-  id: number;
-  userId: string;
-}
-
 /** The shop's backend calling pay and cancel: keep-alive sockets, at most BACKEND_CONCURRENCY calls at once. */
 function shopBackend(base: string, timeoutMs: number) {
   // Idle sockets closed after 2 s, well before the server's keep-alive timeout (see test/support/service.ts).
@@ -109,10 +104,11 @@ export async function calls(
   };
 }
 
-function parseOrder(body: string): Reservation {
+function parseOrder(body: string) {
   const o = JSON.parse(body) as { id: number; userId: string };
   return { id: Number(o.id), userId: o.userId };
 }
+type Reservation = ReturnType<typeof parseOrder>;
 
 /** The answers of the status codes `pred` picks. */
 export function countOf(counts: Record<string, number>, pred: (code: number) => boolean): number {
