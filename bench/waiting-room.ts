@@ -63,10 +63,9 @@ export function fairnessShare(batches: Array<{ first: number; last: number; admi
 }
 
 /**
- * For pre-queue tickets (all of them, or a sample): the share that stand where the lottery puts
- * them among the others, ordering by HMAC-SHA256(seed, ticketId) as the fairness record's algorithm
- * says (written here from its words, not from the service's code) against ordering by position. 1
- * exactly when the two orders agree.
+ * The share of pre-queue tickets (all, or a sample) that stand where the lottery puts them: ordered
+ * by HMAC-SHA256(seed, ticketId), as the fairness record's algorithm says (written from its words,
+ * not the service's code), against ordered by position. 1 exactly when the two orders agree.
  */
 export function lotteryShare(seedHex: string, tickets: Array<{ id: string; position: number }>): number {
   if (tickets.length === 0) return 1;
@@ -161,10 +160,7 @@ function shop(url: string, orderId: number, action: 'pay' | 'cancel', userId: st
 
 const createProduct = (url: string, p: NewProduct) => createProductViaApi(url, ADMIN_TOKEN, p);
 
-/**
- * One kind of call at full speed for 3 s (a GET, or POSTs with a body each), with the service's CPU
- * read around it: answers per second, the service's CPU (µs) and Redis commands per answer.
- */
+/** One kind of call at full speed for 3 s: answers per second, service CPU (µs) and Redis commands per answer. */
 async function rateOf(
   svc: ServiceProcess,
   probe: CostProbe,
@@ -178,9 +174,8 @@ async function rateOf(
 }
 
 /**
- * The crowd's three calls at full speed, each measured the same way (3 s, the same connections):
- * GET /health/live (the floor), a poll of one waiting ticket, and joins of new users to an open
- * product's waiting room (each join a user of its own, so each makes a ticket).
+ * The crowd's three calls, each at full speed for 3 s on the same connections: GET /health/live (the
+ * floor), a poll of one waiting ticket, and joins of new users (a ticket each) to an open waiting room.
  */
 async function capacities(svc: ServiceProcess, probe: CostProbe, connections: number) {
   const healthLive = () =>
@@ -225,7 +220,6 @@ export async function runQueueBenchmark(o: QueueOptions) {
       },
       o.nodeFlags,
     );
-    // GET /health/live, a waiting ticket's poll and joins of new users, each at full speed for 3 s.
     const capacity = await capacities(svc, probe, o.connections);
     for (const [what, r] of Object.entries(capacity))
       o.log(`${what} at full speed: ${r.perS.toFixed(0)}/s, ${r.cpuUs?.toFixed(0) ?? '-'} µs of service CPU each`);
