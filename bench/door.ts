@@ -3,31 +3,25 @@
 // of the same process; one service start per configuration, one after the other.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { SignJWT } from 'jose';
-import { Client } from 'pg';
 import type { ServiceProcess } from '../harness/launcher';
-import { CostProbe, costDeltas, ScenarioCosts } from './costs';
-import { addCounts, Latency, LoadSpec, mergeLatency, runLoad } from './load';
+import { costDeltas } from './costs';
+import { addCounts, LoadSpec, mergeLatency, runLoad } from './load';
 import { createProductViaApi } from './scenarios';
 import { SERVICE_HEAP_MB } from './service';
-import { machine, readFlags, RESULTS_DIR, runMain, splitFlags, withServers, writeResults } from './standalone';
+import { machine, readFlags, RESULTS_DIR, runMain, Servers, splitFlags, withServers, writeResults } from './standalone';
 import type { NewProduct } from './types';
 
 const JWT_SECRET = 'bench-door-buyer-secret-0123456789abcdef';
 
-export interface DoorRow {
+interface RowHead {
   id: string;
   /** Which service start measured it: plain (identity off, no limits), identity (HS256), limited (RATE_LIMIT_USER=1). */
   start: 'plain' | 'identity' | 'limited';
   what: string;
   okStatus: number;
-  answers: number;
-  /** Seconds of load the row's answers took. */
-  elapsedS: number;
-  perSec: number;
-  statusCounts: Record<string, number>;
-  latencyMs: Latency | null;
-  costs: ScenarioCosts;
 }
+
+export type DoorRow = Awaited<ReturnType<typeof measure>>;
 
 export interface DoorReport {
   startedAt: string;
@@ -36,10 +30,8 @@ export interface DoorReport {
   connections: number;
   rows: DoorRow[];
   memory: { holders: number; heapBeforeMb: number; heapAfterMb: number; learnMs: number; entryMb: number | null };
-  targets: DoorTarget[];
+  targets: ReturnType<typeof doorTargets>;
 }
-
-export type DoorTarget = ReturnType<typeof doorTargets>[number];
 
 /** The targets of the door, as ratios of rows measured in this run, each at least (>=) or at most (<=) its target. */
 export function doorTargets(rows: DoorRow[]) {
@@ -112,16 +104,9 @@ export function renderDoor(r: DoorReport): string {
   ].join('\n');
 }
 
-interface Ctx {
-  db: Client;
-  adminToken: string;
-  probe: CostProbe;
-  durationS: number;
-  connections: number;
-  log: (line: string) => void;
-}
+type Ctx = Servers & { durationS: number; connections: number; log: (line: string) => void };
 
-async function measure(ctx: Ctx, svc: ServiceProcess, row: RowHead, load: Partial<LoadSpec>): Promise<DoorRow> {
+async function measure(ctx: Ctx, svc: ServiceProcess, row: RowHead, load: Partial<LoadSpec>) {
   const before = await ctx.probe.snapshot(svc.pid);
   const result = await runLoad({
     url: svc.url,
@@ -140,6 +125,7 @@ async function measure(ctx: Ctx, svc: ServiceProcess, row: RowHead, load: Partia
   return {
     ...row,
     answers,
+    /** Seconds of load the row's answers took. */
     elapsedS: result.elapsedS,
     perSec: result.created / result.elapsedS,
     statusCounts: result.statusCounts,
@@ -255,8 +241,6 @@ async function boardMemory(ctx: Ctx, svc: ServiceProcess, holders: number): Prom
   return { holders, heapBeforeMb, heapAfterMb: await heapUsedMb(svc), learnMs, entryMb: entryMb(holders) };
 }
 
-type RowHead = Omit<DoorRow, 'answers' | 'elapsedS' | 'perSec' | 'statusCounts' | 'latencyMs' | 'costs'>;
-
 async function main(): Promise<void> {
   const flags = readFlags(
     ['duration', 'connections', 'holders', 'out', 'node-flags'],
@@ -271,14 +255,13 @@ async function main(): Promise<void> {
   const log = (line: string) => process.stderr.write(`${line}\n`);
   const startedAt = new Date().toISOString();
   await withServers('door', log, async (servers) => {
-    const { db, probe, adminToken } = servers;
-    const ctx: Ctx = { db, probe, adminToken, durationS, connections, log };
+    const ctx = { ...servers, durationS, connections, log };
     const start = async (env: Record<string, string>) => {
       const svc = await servers.start({ LOCK_WAIT_MS: '30000', DB_TIMEOUT_MS: '30000', ...env }, nodeFlags);
       await warmUp(ctx, svc, { get: '/health/live', okStatus: 200 }, 'warm-up');
       return svc;
     };
-    const newProduct = (svc: ServiceProcess, p: NewProduct) => createProductViaApi(svc.url, adminToken, p);
+    const newProduct = (svc: ServiceProcess, p: NewProduct) => createProductViaApi(svc.url, ctx.adminToken, p);
     const rows: DoorRow[] = [];
     // Rows compared with each other are measured interleaved (A, B, A, B, half the time each) in the
     // same process, or in alternating starts: a one-off slow second, or a start that lands on a

@@ -72,7 +72,7 @@ export function summarise(parts: EventsPart[], mode: Mode) {
 const fmt = (n: number | null, digits = 0) => (n === null ? 'n/a' : n.toFixed(digits));
 
 export function renderEvents(r: EventsReport): string {
-  const lines = [
+  return [
     `# The order event outbox: orders/s with and without it`,
     '',
     `${r.startedAt}, ${r.machine.cores} cores, Node ${r.machine.node}. One service process, one product in ${r.segments} segments, ` +
@@ -94,8 +94,7 @@ export function renderEvents(r: EventsReport): string {
     '|--:|---|--:|',
     ...r.parts.map((p) => `| ${p.round} | ${p.mode} | ${fmt(p.perSec)} |`),
     '',
-  ];
-  return lines.join('\n');
+  ].join('\n');
 }
 
 async function setTriggers(db: Client, on: boolean): Promise<void> {

@@ -9,11 +9,10 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import { dirname, join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { createChallenge, solveChallenge } from 'altcha-lib/v1';
 import { chromium } from 'playwright-core';
 import { challengeParams, decodeSolution, verifyProof } from '../src/proof-of-work/proof-verification';
-import { RESULTS_DIR, runMain, writeResults } from './standalone';
+import { readFlags, RESULTS_DIR, runMain, writeResults } from './standalone';
 
 const KEY = 'a-proof-of-work-key-for-the-benchmark-0123';
 const DEFAULT_STEPS = [20_000, 60_000, 200_000, 600_000];
@@ -59,15 +58,7 @@ function chromiumPath(): string {
   return found;
 }
 
-interface StepTimes {
-  maxNumber: number;
-  samples: number[];
-  medianMs: number;
-  meanMs: number;
-  p90Ms: number;
-}
-
-async function solving(steps: number[], samples: number): Promise<{ workers: number; steps: StepTimes[] }> {
+async function solving(steps: number[], samples: number) {
   // The page's solver and altcha-lib's worker, served as the service serves them.
   const solverDir = join(dirname(require.resolve('altcha-lib/v1')), '..', '..', 'esm', 'v1');
   const files: Record<string, string> = {
@@ -99,7 +90,7 @@ async function solving(steps: number[], samples: number): Promise<{ workers: num
     });
     await page.waitForFunction(() => typeof (window as unknown as { solve?: unknown }).solve === 'function');
     const workers = await page.evaluate(() => Math.min(4, navigator.hardwareConcurrency || 2));
-    const out: StepTimes[] = [];
+    const out = [];
     for (const maxNumber of steps) {
       const times: number[] = [];
       for (let i = 0; i < samples; i++) {
@@ -133,19 +124,17 @@ async function solving(steps: number[], samples: number): Promise<{ workers: num
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({
-    options: {
-      steps: { type: 'string', default: DEFAULT_STEPS.join(',') },
-      samples: { type: 'string', default: '15' },
-      rounds: { type: 'string', default: '20000' },
-    },
-  });
-  const steps = values.steps.split(',').map(Number);
+  const flags = readFlags(
+    ['steps', 'samples', 'rounds'],
+    `npm run bench:pow -- [--steps N,N,... (${DEFAULT_STEPS.join(',')})] [--samples N (15)] [--rounds N (20000)]`,
+  );
+  if (!flags) return;
+  const samples = Number(flags.samples ?? 15);
   process.stdout.write('verification…\n');
-  const v = await verification(Number(values.rounds));
+  const v = await verification(Number(flags.rounds ?? 20_000));
   process.stdout.write(`  ${v.verifyUs.toFixed(1)} µs per join, ${v.issueUs.toFixed(1)} µs per challenge\n`);
   process.stdout.write('solving in headless Chromium…\n');
-  const s = await solving(steps, Number(values.samples));
+  const s = await solving(flags.steps?.split(',').map(Number) ?? DEFAULT_STEPS, samples);
   const result = {
     at: new Date().toISOString(),
     machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, node: process.version },
@@ -160,7 +149,7 @@ async function main(): Promise<void> {
     `- Server-side verification of one join's solution: **${v.verifyUs.toFixed(1)} µs** (decode, altcha-lib's hash and HMAC check, product/user/expiry/difficulty), then one Redis command (SET NX PX).`,
     `- Issuing one challenge: ${v.issueUs.toFixed(1)} µs.`,
     '',
-    `Solve time in headless Chromium, the waiting page's solver with ${s.workers} Web Workers, ${Number(values.samples)} challenges per step:`,
+    `Solve time in headless Chromium, the waiting page's solver with ${s.workers} Web Workers, ${samples} challenges per step:`,
     '',
     '| step | largest number | median | mean | p90 |',
     '|---|---|---|---|---|',

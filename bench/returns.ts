@@ -40,68 +40,46 @@ export function spread(values: number[]) {
   return { count: v.length, p50: at(50), p99: at(99), max: v[v.length - 1] };
 }
 
-interface Reservation {
-  id: number;
-  userId: string;
-}
-
-interface Answer {
-  /** 0: no answer (connection error or timeout). */
-  status: number;
-  body: string;
-  ms: number;
-}
-
 /** The shop's backend calling pay and cancel: keep-alive sockets, at most BACKEND_CONCURRENCY calls at once. */
-class Backend {
+function shopBackend(base: string, timeoutMs: number) {
   // Idle sockets closed after 2 s, well before the server's keep-alive timeout (see test/support/service.ts).
-  private readonly agent = new http.Agent({ keepAlive: true, maxSockets: BACKEND_CONCURRENCY, timeout: 2000 });
-  private active = 0;
-  private readonly waiting: Array<() => void> = [];
-
-  constructor(
-    private readonly base: string,
-    private readonly timeoutMs: number,
-  ) {}
-
-  async post(path: string, body: unknown): Promise<Answer> {
-    if (this.active >= BACKEND_CONCURRENCY) await new Promise<void>((resolve) => this.waiting.push(resolve));
-    this.active++;
+  const agent = new http.Agent({ keepAlive: true, maxSockets: BACKEND_CONCURRENCY, timeout: 2000 });
+  const headers = { authorization: `Bearer ${BENCH_SHOP_TOKEN}` };
+  let active = 0;
+  const waiting: Array<() => void> = [];
+  /** Pays or cancels the order; status 0: no answer (a connection error or a timeout). */
+  const post = async (o: Reservation, action: 'pay' | 'cancel') => {
+    const path = `/orders/${o.id}/${action}`;
+    if (active >= BACKEND_CONCURRENCY) await new Promise<void>((resolve) => waiting.push(resolve));
+    active++;
     try {
-      return await this.send(path, body);
+      const r = await request(agent, base, 'POST', path, { userId: o.userId }, headers, timeoutMs);
+      return { status: r.status, body: r.text, ms: r.ms };
+    } catch (err) {
+      return { status: 0, body: (err as Error).message, ms: 0 };
     } finally {
-      this.active--;
-      this.waiting.shift()?.();
+      active--;
+      waiting.shift()?.();
     }
-  }
-
-  private send(path: string, body: unknown): Promise<Answer> {
-    const authorization = `Bearer ${BENCH_SHOP_TOKEN}`;
-    return request(this.agent, this.base, 'POST', path, body, { authorization }, this.timeoutMs).then(
-      (r) => ({ status: r.status, body: r.text, ms: r.ms }),
-      (err: Error) => ({ status: 0, body: err.message, ms: 0 }),
-    );
-  }
-
-  close(): void {
-    this.agent.destroy();
-  }
+  };
+  return { post, close: () => agent.destroy() };
 }
 
-/** One call per reservation, BACKEND_CONCURRENCY at a time; the ids answered 200 and the figures. */
+/** One call per reservation of this fate, BACKEND_CONCURRENCY at a time; the ids answered 200 and the figures. */
 export async function calls(
-  backend: Backend,
-  list: Reservation[],
+  backend: ReturnType<typeof shopBackend>,
+  all: Array<Reservation & { fate: Fate }>,
   action: 'pay' | 'cancel',
   onBad: (status: number, body: string) => void,
 ) {
+  const list = all.filter((o) => o.fate === action);
   const ok = new Set<number>();
   const statusCounts: Record<string, number> = {};
   const latencies = createHistogram();
   const started = Date.now();
   await Promise.all(
     list.map(async (o) => {
-      const a = await backend.post(`/orders/${o.id}/${action}`, { userId: o.userId });
+      const a = await backend.post(o, action);
       tally(statusCounts, String(a.status));
       if (a.status === 200) {
         ok.add(o.id);
@@ -126,12 +104,14 @@ export async function calls(
   };
 }
 
-function parseOrder(body: string): Reservation {
+function parseOrder(body: string) {
   const o = JSON.parse(body) as { id: number; userId: string };
   return { id: Number(o.id), userId: o.userId };
 }
+type Reservation = ReturnType<typeof parseOrder>;
 
-function countOf(counts: Record<string, number>, pred: (code: number) => boolean): number {
+/** The answers of the status codes `pred` picks. */
+export function countOf(counts: Record<string, number>, pred: (code: number) => boolean): number {
   return Object.entries(counts)
     .filter(([c]) => pred(Number(c)))
     .reduce((s, [, n]) => s + n, 0);
@@ -165,15 +145,14 @@ async function facts(ctx: RunContext, productId: number) {
   };
 }
 
-function unitsBySegment(orders: OrderFact[]): Map<number, number> {
-  const out = new Map<number, number>();
-  for (const o of orders) for (const a of o.allocations) out.set(a.segment, (out.get(a.segment) ?? 0) + a.quantity);
-  return out;
-}
-
-function sameMap(a: Map<number, number>, b: Map<number, number>): boolean {
-  const keys = new Set([...a.keys(), ...b.keys()]);
-  return [...keys].every((k) => (a.get(k) ?? 0) === (b.get(k) ?? 0));
+/** Whether the two lists of orders hold as many units as each other in every segment. */
+function sameBySegment(a: OrderFact[], b: OrderFact[]): boolean {
+  const diff = new Map<number, number>();
+  const count = (o: OrderFact, sign: number) =>
+    o.allocations.forEach((x) => diff.set(x.segment, (diff.get(x.segment) ?? 0) + sign * x.quantity));
+  a.forEach((o) => count(o, 1));
+  b.forEach((o) => count(o, -1));
+  return [...diff.values()].every((n) => n === 0);
 }
 
 const sameSet = (a: Set<number>, b: Set<number>) => a.size === b.size && [...a].every((x) => b.has(x));
@@ -190,7 +169,7 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
   });
   const before = await snapshot(ctx.url, ctx.workers);
   const timeoutS = autocannonTimeoutS(ctx.lockWaitMs);
-  const backend = new Backend(ctx.url, timeoutS * 1000);
+  const backend = shopBackend(ctx.url, timeoutS * 1000);
   try {
     // 1. The sale, run as the literal sale runs it; each reservation gets its fate as its 201 arrives.
     const first: Array<Reservation & { fate: Fate }> = [];
@@ -218,12 +197,7 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
     for (const o of first) planned[o.fate]++;
 
     // 2. The shop's backend pays what stays sold, before anything comes back.
-    const pays = await calls(
-      backend,
-      first.filter((o) => o.fate === 'pay'),
-      'pay',
-      keep5xx,
-    );
+    const pays = await calls(backend, first, 'pay', keep5xx);
 
     // 3. Every unit not paid comes back: cancelled now, or expired at its expiresAt. New buyers ask
     //    from just before the first cancel until all of them sold again, each paying at once.
@@ -243,7 +217,7 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
               const o = parseOrder(body);
               resold.push(o);
               resalePays.push(
-                backend.post(`/orders/${o.id}/pay`, { userId: o.userId }).then((a) => {
+                backend.post(o, 'pay').then((a) => {
                   tally(resalePaysStatus, String(a.status));
                   if (a.status === 200) resalePaid.add(o.id);
                   else keep5xx(a.status, `pay: ${a.body}`);
@@ -255,12 +229,7 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
         : Promise.resolve(null);
     // Awaited below; until then a failure (an abort) must not count as unhandled.
     resaleRun.catch(() => undefined);
-    const cancels = await calls(
-      backend,
-      first.filter((o) => o.fate === 'cancel'),
-      'cancel',
-      keep5xx,
-    );
+    const cancels = await calls(backend, first, 'cancel', keep5xx);
     const resale = await resaleRun;
     await Promise.all(resalePays);
     const endedAt = Date.now();
@@ -298,7 +267,9 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
     const soldAt = resaleLive.flatMap((o) => Array<number>(o.quantity).fill(o.createdMs)).sort((a, b) => a - b);
     const pairs = Math.min(backAt.length, soldAt.length);
     const onSale = Array.from({ length: pairs }, (_, k) => Math.max(0, soldAt[k] - backAt[k]));
-    const lastSold = soldAt.length > 0 ? soldAt[soldAt.length - 1] : null;
+    const lastSold = soldAt.at(-1);
+    const toSoldOut = (back?: number) =>
+      lastSold === undefined || back === undefined ? null : Math.max(0, lastSold - back);
     const figures: ReturnsFigures = {
       paymentTimeoutS: plan.paymentTimeoutS,
       expirySweepMs: plan.expirySweepMs,
@@ -314,9 +285,8 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
         elapsedS: resale?.elapsedS ?? 0,
         latency201Ms: resale?.latency201 ?? null,
         paysStatusCounts: resalePaysStatus,
-        firstReturnToSoldOutMs: lastSold !== null && backAt.length > 0 ? Math.max(0, lastSold - backAt[0]) : null,
-        lastReturnToSoldOutMs:
-          lastSold !== null && backAt.length > 0 ? Math.max(0, lastSold - backAt[backAt.length - 1]) : null,
+        firstReturnToSoldOutMs: toSoldOut(backAt[0]),
+        lastReturnToSoldOutMs: toSoldOut(backAt.at(-1)),
         onSaleMs: spread(onSale),
       },
       statuses,
@@ -325,11 +295,9 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
     // The checks: the first sale as the sale is checked, then the whole life of the product.
     const checks: Check[] = [];
     const add = (name: string, ok: boolean, detail: string) => checks.push({ name, ok, detail });
-    for (const c of firstCheck.checks.filter((x) =>
-      ['sold out exactly', 'I3 no false sold-out', 'every 201 is an order', 'no 5xx answers'].includes(x.name),
-    )) {
+    const firstSale = ['sold out exactly', 'I3 no false sold-out', 'every 201 is an order', 'no 5xx answers'];
+    for (const c of firstCheck.checks.filter((x) => firstSale.includes(x.name)))
       add(`first sale: ${c.name}`, c.ok, c.detail);
-    }
     const total = audit.ordered + audit.remaining;
     add(
       'I1 stock conserved',
@@ -394,7 +362,7 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
     // Returned units go back to their own segment, and nothing else moves stock here: segment by
     // segment, what came back is what sold again, and nothing is left.
     const left = [...segments.values()].reduce((s, n) => s + n, 0);
-    const perSegment = sameMap(unitsBySegment(returned), unitsBySegment(resaleLive));
+    const perSegment = sameBySegment(returned, resaleLive);
     add(
       'every returned unit resold exactly once',
       units(resaleLive) === returnedTotal && perSegment && left === 0,

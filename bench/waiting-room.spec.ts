@@ -1,5 +1,5 @@
 import { createHmac } from 'node:crypto';
-import { DueHeap, fairnessShare, lotteryShare, millionJoins, percentiles } from './waiting-room';
+import { dueHeap, fairnessShare, lotteryShare, millionJoins, percentiles } from './waiting-room';
 
 describe("the waiting room benchmark's arithmetic", () => {
   it('takes the nearest-rank p50 and p90, and none of an empty list', () => {
@@ -34,7 +34,7 @@ describe("the waiting room benchmark's arithmetic", () => {
   });
 
   it('hands out buyers earliest due first, whatever order they came in', () => {
-    const heap = new DueHeap<{ due: number }>();
+    const heap = dueHeap<{ due: number }>();
     for (const due of [5, 1, 9, 3, 7, 2, 8]) heap.push({ due });
     const out: number[] = [];
     while (heap.size > 0) out.push((heap.pop() as { due: number }).due);
