@@ -105,11 +105,8 @@ export function mergeLatency(parts: Array<Latency | null>): Latency | null {
 
 export function runLoad(spec: LoadSpec): Promise<LoadResult> {
   return new Promise((resolve, reject) => {
+    if (spec.signal?.aborted) return reject(new Error('aborted'));
     let issued = 0;
-    const body = (n: number) =>
-      spec.bodyOf
-        ? spec.bodyOf(n)
-        : JSON.stringify({ userId: `${spec.userPrefix ?? 'u'}${n}`, productId: spec.productId });
     const okStatus = spec.okStatus ?? 201;
     const statusCounts: Record<string, number> = {};
     const latencies = createHistogram();
@@ -137,10 +134,6 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
     }, 1000);
     ticker.unref();
 
-    if (spec.signal?.aborted) {
-      clearInterval(ticker);
-      return reject(new Error('aborted'));
-    }
     // Declared before autocannon() because it may call back synchronously (a bad option).
     const running: { instance?: autocannon.Instance } = {};
     const onAbort = () => running.instance?.stop();
@@ -173,7 +166,9 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
                     const n = issued++;
                     return {
                       ...req,
-                      body: body(n),
+                      body: spec.bodyOf
+                        ? spec.bodyOf(n)
+                        : JSON.stringify({ userId: `${spec.userPrefix ?? 'u'}${n}`, productId: spec.productId }),
                       ...(spec.headersOf ? { headers: { ...req.headers, ...spec.headersOf(n) } } : {}),
                     };
                   },
