@@ -14,16 +14,7 @@ import { redisSetupsSection, writeReports } from './report';
 import { createProductViaApi, plan, runScenario, warmUp } from './scenarios';
 import { ProcessPeak, RssSampler, ServiceRedis, serviceReads, startService } from './service';
 import { cleanUp, openServers } from './standalone';
-import {
-  BenchmarkReport,
-  PEER_NAMES,
-  PeerName,
-  PlanOptions,
-  ProcessConfig,
-  RunContext,
-  ScenarioResult,
-  ServiceRun,
-} from './types';
+import { BenchmarkReport, PEER_NAMES, PeerName, ProcessConfig, RunContext, ScenarioResult, ServiceRun } from './types';
 
 /**
  * runBenchmark's options, each at its default; `quick` (a smoke run: short scenarios, a small sweep,
@@ -120,11 +111,32 @@ export function resolveOptions(o: BenchmarkOptions, root = projectRoot(__dirname
 
 export type BenchmarkResult = Awaited<ReturnType<typeof runBenchmark>>;
 
+/** What a run plans (plan, bench/scenarios.ts): PlanOptions in bench/types.ts is this function's result. */
+export function planOptionsOf(opts: ReturnType<typeof resolveOptions>) {
+  const sale = { stock: opts.saleStock, segments: opts.saleSegments, buyers: opts.saleBuyers, holdMs: opts.sweepHold };
+  return {
+    ...pick(opts, 'holds', 'segments', 'sweep', 'sweepHold', 'peer', 'steadyStock', 'workers', 'speedWorkers'),
+    ...pick(opts, 'speedSegments', 'batchMax', 'peers', 'batch', 'batchSweep', 'soldOut', 'redisSetups'),
+    sale: opts.sale ? sale : null,
+    /** The sale with returns: the sale's stock, buyers and hold on its segments, and what comes back. */
+    returns: opts.returns
+      ? {
+          ...sale,
+          share: opts.returnsShare,
+          cancelShare: opts.returnsCancelShare,
+          paymentTimeoutS: opts.returnsTimeoutS,
+          expirySweepMs: opts.returnsSweepMs,
+        }
+      : null,
+  };
+}
+
 function pick<T, K extends keyof T>(o: T, ...keys: K[]): Pick<T, K> {
   return Object.fromEntries(keys.map((k) => [k, o[k]])) as Pick<T, K>;
 }
 
-async function machineInfo(db: Client, redisUrl: string): Promise<BenchmarkReport['machine']> {
+/** The machine a run measured on: BenchmarkReport's `machine`. */
+export async function machineInfo(db: Client, redisUrl: string) {
   const postgres = (await db.query('SELECT version() AS v')).rows[0].v as string;
   const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
   const info = await redis
@@ -163,26 +175,7 @@ export async function runBenchmark(options: BenchmarkOptions = {}) {
       `machine: ${machine.cores} cores, ${machine.memoryGb} GB, Node ${machine.node}, ${machine.postgres.split(' on ')[0]}, Redis ${machine.redis}`,
     );
 
-    const sale = {
-      stock: opts.saleStock,
-      segments: opts.saleSegments,
-      buyers: opts.saleBuyers,
-      holdMs: opts.sweepHold,
-    };
-    const planOptions: PlanOptions = {
-      ...pick(opts, 'holds', 'segments', 'sweep', 'sweepHold', 'peer', 'steadyStock', 'workers', 'speedWorkers'),
-      ...pick(opts, 'speedSegments', 'batchMax', 'peers', 'batch', 'batchSweep', 'soldOut', 'redisSetups'),
-      sale: opts.sale ? sale : null,
-      returns: opts.returns
-        ? {
-            ...sale,
-            share: opts.returnsShare,
-            cancelShare: opts.returnsCancelShare,
-            paymentTimeoutS: opts.returnsTimeoutS,
-            expirySweepMs: opts.returnsSweepMs,
-          }
-        : null,
-    };
+    const planOptions = planOptionsOf(opts);
     const configs = plan(planOptions);
     const total = configs.reduce((n, c) => n + c.scenarios.length, 0);
     log(
