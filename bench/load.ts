@@ -42,13 +42,6 @@ export interface LoadSpec {
   signal?: AbortSignal;
 }
 
-export interface Latency {
-  p50: number;
-  p99: number;
-  max: number;
-  mean: number;
-}
-
 export interface LoadResult {
   /** Date.now() when the load started. */
   startedAtMs: number;
@@ -71,8 +64,10 @@ export function autocannonTimeoutS(lockWaitMs: number): number {
   return Math.ceil(lockWaitMs / 1000) + 15;
 }
 
+export type Latency = NonNullable<ReturnType<typeof latencyOf>>;
+
 /** Node's own HDR histogram holds whole numbers, so latencies are recorded in microseconds. */
-export function latencyOf(h: RecordableHistogram): Latency | null {
+export function latencyOf(h: RecordableHistogram) {
   if (h.count === 0) return null;
   const ms = (us: number) => us / 1000;
   return { p50: ms(h.percentile(50)), p99: ms(h.percentile(99)), max: ms(h.max), mean: ms(h.mean) };
