@@ -219,16 +219,14 @@ export async function runBenchmark(options: BenchmarkOptions = {}) {
       try {
         const ctx: RunContext = {
           url: proc.url,
-          target: config.target,
+          ...pick(config, 'target', 'workers'),
           // A peer has no admin API: its products go straight into PostgreSQL, the rows the service makes.
           createProduct: (p) =>
             config.target === 'service' ? createProductViaApi(proc.url, adminToken, p) : insertProduct(db, p),
           db,
           redisUrl,
-          workers: config.workers,
-          connections: opts.connections,
+          ...pick(opts, 'connections', 'lockWaitMs'),
           durationS: opts.duration,
-          lockWaitMs: opts.lockWaitMs,
           targetPid: proc.pid,
           costs: servers.costs,
           progress: log,
