@@ -8,22 +8,13 @@ import { join, resolve } from 'node:path';
 import Redis from 'ioredis';
 import { Client } from 'pg';
 import { projectRoot } from '../src/infrastructure/project-root';
-import { startPeer } from './peers';
+import { insertProduct, startPeer } from './peers';
 import { RedisSetups } from './redis-setups';
 import { redisSetupsSection, writeReports } from './report';
-import { createProductInDb, createProductViaApi, plan, runScenario, warmUp } from './scenarios';
+import { createProductViaApi, plan, runScenario, warmUp } from './scenarios';
 import { ProcessPeak, RssSampler, ServiceRedis, serviceReads, startService } from './service';
 import { cleanUp, openServers } from './standalone';
-import {
-  BenchmarkReport,
-  PEER_NAMES,
-  PeerName,
-  PlanOptions,
-  ProcessConfig,
-  RunContext,
-  ScenarioResult,
-  ServiceRun,
-} from './types';
+import { BenchmarkReport, PEER_NAMES, PeerName, ProcessConfig, RunContext, ScenarioResult, ServiceRun } from './types';
 
 /**
  * runBenchmark's options, each at its default; `quick` (a smoke run: short scenarios, a small sweep,
@@ -120,21 +111,38 @@ export function resolveOptions(o: BenchmarkOptions, root = projectRoot(__dirname
 
 export type BenchmarkResult = Awaited<ReturnType<typeof runBenchmark>>;
 
+/** What a run plans (plan, bench/scenarios.ts): PlanOptions in bench/types.ts is this function's result. */
+export function planOptionsOf(opts: ReturnType<typeof resolveOptions>) {
+  const sale = { stock: opts.saleStock, segments: opts.saleSegments, buyers: opts.saleBuyers, holdMs: opts.sweepHold };
+  return {
+    ...pick(opts, 'holds', 'segments', 'sweep', 'sweepHold', 'peer', 'steadyStock', 'workers', 'speedWorkers'),
+    ...pick(opts, 'speedSegments', 'batchMax', 'peers', 'batch', 'batchSweep', 'soldOut', 'redisSetups'),
+    sale: opts.sale ? sale : null,
+    /** The sale with returns: the sale's stock, buyers and hold on its segments, and what comes back. */
+    returns: opts.returns
+      ? {
+          ...sale,
+          share: opts.returnsShare,
+          cancelShare: opts.returnsCancelShare,
+          paymentTimeoutS: opts.returnsTimeoutS,
+          expirySweepMs: opts.returnsSweepMs,
+        }
+      : null,
+  };
+}
+
 function pick<T, K extends keyof T>(o: T, ...keys: K[]): Pick<T, K> {
   return Object.fromEntries(keys.map((k) => [k, o[k]])) as Pick<T, K>;
 }
 
-async function machineInfo(db: Client, redisUrl: string): Promise<BenchmarkReport['machine']> {
+/** The machine a run measured on: BenchmarkReport's `machine`. */
+export async function machineInfo(db: Client, redisUrl: string) {
   const postgres = (await db.query('SELECT version() AS v')).rows[0].v as string;
   const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
-  let redisVersion: string;
-  try {
-    await redis.connect();
-    const info = await redis.info('server');
-    redisVersion = info.match(/^redis_version:(\S+)/m)?.[1] ?? 'unknown';
-  } finally {
-    redis.disconnect();
-  }
+  const info = await redis
+    .connect()
+    .then(() => redis.info('server'))
+    .finally(() => redis.disconnect());
   const cpus = os.cpus();
   return {
     cores: cpus.length,
@@ -143,7 +151,7 @@ async function machineInfo(db: Client, redisUrl: string): Promise<BenchmarkRepor
     os: `${os.type()} ${os.release()} ${os.arch()}`,
     node: process.version,
     postgres,
-    redis: redisVersion,
+    redis: info.match(/^redis_version:(\S+)/m)?.[1] ?? 'unknown',
   };
 }
 
@@ -167,25 +175,7 @@ export async function runBenchmark(options: BenchmarkOptions = {}) {
       `machine: ${machine.cores} cores, ${machine.memoryGb} GB, Node ${machine.node}, ${machine.postgres.split(' on ')[0]}, Redis ${machine.redis}`,
     );
 
-    const planOptions: PlanOptions = {
-      ...pick(opts, 'holds', 'segments', 'sweep', 'sweepHold', 'peer', 'steadyStock', 'workers', 'speedWorkers'),
-      ...pick(opts, 'speedSegments', 'batchMax', 'peers', 'batch', 'batchSweep', 'soldOut', 'redisSetups'),
-      sale: opts.sale
-        ? { stock: opts.saleStock, segments: opts.saleSegments, buyers: opts.saleBuyers, holdMs: opts.sweepHold }
-        : null,
-      returns: opts.returns
-        ? {
-            stock: opts.saleStock,
-            segments: opts.saleSegments,
-            buyers: opts.saleBuyers,
-            holdMs: opts.sweepHold,
-            share: opts.returnsShare,
-            cancelShare: opts.returnsCancelShare,
-            paymentTimeoutS: opts.returnsTimeoutS,
-            expirySweepMs: opts.returnsSweepMs,
-          }
-        : null,
-    };
+    const planOptions = planOptionsOf(opts);
     const configs = plan(planOptions);
     const total = configs.reduce((n, c) => n + c.scenarios.length, 0);
     log(
@@ -229,15 +219,14 @@ export async function runBenchmark(options: BenchmarkOptions = {}) {
       try {
         const ctx: RunContext = {
           url: proc.url,
-          target: config.target,
-          createProduct:
-            config.target === 'service' ? (p) => createProductViaApi(proc.url, adminToken, p) : createProductInDb(db),
+          ...pick(config, 'target', 'workers'),
+          // A peer has no admin API: its products go straight into PostgreSQL, the rows the service makes.
+          createProduct: (p) =>
+            config.target === 'service' ? createProductViaApi(proc.url, adminToken, p) : insertProduct(db, p),
           db,
           redisUrl,
-          workers: config.workers,
-          connections: opts.connections,
+          ...pick(opts, 'connections', 'lockWaitMs'),
           durationS: opts.duration,
-          lockWaitMs: opts.lockWaitMs,
           targetPid: proc.pid,
           costs: servers.costs,
           progress: log,
@@ -363,15 +352,9 @@ function startTarget(
     if (c.locking !== 'redlock') throw new Error(`the service has no ${c.locking} mode`);
     return startService(
       {
-        databaseUrl: x.databaseUrl,
-        redis: x.redis,
-        adminToken: x.adminToken,
-        workers: c.workers,
-        holdMs: c.holdMs,
-        batchMax: c.batchMax,
-        holdsMax: opts.holdsMax,
-        nodeFlags: opts.nodeFlags,
-        expirySweepMs: c.expirySweepMs,
+        ...pick(x, 'databaseUrl', 'redis', 'adminToken'),
+        ...pick(c, 'workers', 'holdMs', 'batchMax', 'expirySweepMs'),
+        ...pick(opts, 'holdsMax', 'nodeFlags'),
         ...locks,
       },
       x.signal,

@@ -121,12 +121,9 @@ function readStat(pid: number): string | null {
 export function treeCpuS(pid: number): number | null {
   const own = readStat(pid);
   if (own === null) return null;
-  let total = processCpuS(own);
-  for (const child of childrenOf(pid)) {
-    const s = readStat(child);
-    if (s !== null) total += processCpuS(s);
-  }
-  return total;
+  return childrenOf(pid)
+    .map(readStat)
+    .reduce((total, s) => total + (s === null ? 0 : processCpuS(s)), processCpuS(own));
 }
 
 /** Subtracts two call tables; commands the probe itself sends are left out. */
@@ -200,8 +197,7 @@ export function costDeltas(
     redisByCommand: redis.byCommand,
     redisCpuS,
     pgWriteTransactions: after.pgNextXid - before.pgNextXid,
-    pgStatements:
-      after.pgStatements == null || before.pgStatements == null ? null : after.pgStatements - before.pgStatements,
+    pgStatements: minus(after.pgStatements ?? null, before.pgStatements ?? null),
     pgWalBytes: after.pgWalBytes - before.pgWalBytes,
     pgCpuS: minus(after.pgCpuS, before.pgCpuS),
     targetCpuS: minus(after.targetCpuS, before.targetCpuS),

@@ -42,13 +42,6 @@ export interface LoadSpec {
   signal?: AbortSignal;
 }
 
-export interface Latency {
-  p50: number;
-  p99: number;
-  max: number;
-  mean: number;
-}
-
 export interface LoadResult {
   /** Date.now() when the load started. */
   startedAtMs: number;
@@ -71,8 +64,10 @@ export function autocannonTimeoutS(lockWaitMs: number): number {
   return Math.ceil(lockWaitMs / 1000) + 15;
 }
 
+export type Latency = NonNullable<ReturnType<typeof latencyOf>>;
+
 /** Node's own HDR histogram holds whole numbers, so latencies are recorded in microseconds. */
-export function latencyOf(h: RecordableHistogram): Latency | null {
+export function latencyOf(h: RecordableHistogram) {
   if (h.count === 0) return null;
   const ms = (us: number) => us / 1000;
   return { p50: ms(h.percentile(50)), p99: ms(h.percentile(99)), max: ms(h.max), mean: ms(h.mean) };
@@ -105,11 +100,8 @@ export function mergeLatency(parts: Array<Latency | null>): Latency | null {
 
 export function runLoad(spec: LoadSpec): Promise<LoadResult> {
   return new Promise((resolve, reject) => {
+    if (spec.signal?.aborted) return reject(new Error('aborted'));
     let issued = 0;
-    const body = (n: number) =>
-      spec.bodyOf
-        ? spec.bodyOf(n)
-        : JSON.stringify({ userId: `${spec.userPrefix ?? 'u'}${n}`, productId: spec.productId });
     const okStatus = spec.okStatus ?? 201;
     const statusCounts: Record<string, number> = {};
     const latencies = createHistogram();
@@ -137,10 +129,6 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
     }, 1000);
     ticker.unref();
 
-    if (spec.signal?.aborted) {
-      clearInterval(ticker);
-      return reject(new Error('aborted'));
-    }
     // Declared before autocannon() because it may call back synchronously (a bad option).
     const running: { instance?: autocannon.Instance } = {};
     const onAbort = () => running.instance?.stop();
@@ -173,7 +161,9 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
                     const n = issued++;
                     return {
                       ...req,
-                      body: body(n),
+                      body: spec.bodyOf
+                        ? spec.bodyOf(n)
+                        : JSON.stringify({ userId: `${spec.userPrefix ?? 'u'}${n}`, productId: spec.productId }),
                       ...(spec.headersOf ? { headers: { ...req.headers, ...spec.headersOf(n) } } : {}),
                     };
                   },

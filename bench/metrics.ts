@@ -41,11 +41,8 @@ const WANTED = [
 export function parsePrometheus(text: string): Samples {
   const out: Samples = new Map();
   for (const line of text.split('\n')) {
-    if (line === '' || line.startsWith('#')) continue;
-    const name = line.match(/^[a-zA-Z_:][a-zA-Z0-9_:]*/)?.[0];
-    if (!name || !WANTED.includes(name)) continue;
     const m = line.match(/^([^{\s]+)(\{[^}]*\})?\s+(\S+)/);
-    if (!m) continue;
+    if (!m || !WANTED.includes(m[1])) continue;
     const value = Number(m[3]);
     if (!Number.isFinite(value)) continue;
     // prom-client may print labels in any order; sort them so keys compare across scrapes.
@@ -78,16 +75,8 @@ export async function snapshot(baseUrl: string, workers: number): Promise<Metric
   return { scrapes };
 }
 
-function sumOf(s: Samples, name: string, label?: string): number {
-  let total = 0;
-  for (const [key, v] of s) {
-    const bare = key.split('{')[0];
-    if (bare !== name) continue;
-    if (label && !key.includes(label)) continue;
-    total += v;
-  }
-  return total;
-}
+const sumOf = (s: Samples, name: string, label = '') =>
+  [...s].filter(([key]) => key.split('{')[0] === name && key.includes(label)).reduce((t, [, v]) => t + v, 0);
 
 function merge(list: Samples[]): Samples {
   const out: Samples = new Map();
@@ -134,9 +123,8 @@ export function scenarioDeltas(
   after: MetricsSnapshot | null,
   ordersInDb: number,
 ): MetricDeltas {
-  if (!before || !after || before.scrapes.length === 0 || after.scrapes.length === 0) {
-    return { source: 'unavailable', note: 'GET /metrics did not answer', ...EMPTY };
-  }
+  if (!before || !after || before.scrapes.length === 0 || after.scrapes.length === 0)
+    return noMetrics('GET /metrics did not answer');
   const close = (n: number) => Math.abs(n - ordersInDb) <= Math.max(1, ordersInDb * 0.005);
   const single = deltasOf(before.scrapes[0], after.scrapes[0]);
   if (close(single.ordersCreated)) {
@@ -161,9 +149,5 @@ export function scenarioDeltas(
       ...single,
     };
   }
-  return {
-    source: 'unavailable',
-    note: `counters inconsistent with PostgreSQL (${single.ordersCreated} vs ${ordersInDb} orders)`,
-    ...EMPTY,
-  };
+  return noMetrics(`counters inconsistent with PostgreSQL (${single.ordersCreated} vs ${ordersInDb} orders)`);
 }

@@ -80,13 +80,10 @@ export class RedisSetups {
     x: { service: ServiceRedis; urls: string[] },
     stopServers: () => Promise<void>,
   ): Promise<Held> {
-    let costs: CostProbe;
-    try {
-      costs = await CostProbe.open(this.db, x.urls);
-    } catch (err) {
+    const costs = await CostProbe.open(this.db, x.urls).catch(async (err: unknown) => {
       await stopServers();
       throw err;
-    }
+    });
     return {
       ...x,
       costs,

@@ -22,20 +22,8 @@ export interface Input {
   basis: string;
 }
 
-/** What one request of a kind costs. Redis calls are split by where their keys live on a Redis Cluster. */
-export interface UnitCost {
-  serviceCpuUs: number;
-  /** Round trips on the product's hash slot (the hints: sold-out flag, empty segments, stock generation): one master, however many there are. */
-  productSlotCalls: number;
-  /** Round trips whose keys hash over every master (segment locks, the user lock). */
-  spreadCalls: number;
-  redisCpuPerCallUs: number;
-  pgPrimaryCpuUs: number;
-  /** PostgreSQL reads a read replica could serve instead of the primary (with a service change). */
-  pgReplicaCpuUs: number;
-  pgWriteTransactions: number;
-  walBytes: number;
-}
+/** What one request of a kind costs (unitCost). Redis calls are split by where their keys live on a Redis Cluster. */
+export type UnitCost = ReturnType<typeof unitCost>;
 
 /** The measured costs the model runs on (readMeasured): what an order and a refusal cost, and the rates. */
 export type Measured = ReturnType<typeof readMeasured>;
@@ -264,14 +252,17 @@ const NEEDED: Array<[string, string]> = [
 ];
 
 /** A scenario's cost per unit as the model splits it. productSlotCalls: the gate script, once per request. */
-function unitCost(c: ScenarioCosts, productSlotCalls: number): UnitCost {
+function unitCost(c: ScenarioCosts, productSlotCalls: number) {
   const p = c.perUnit;
   return {
     serviceCpuUs: p.targetCpuUs ?? NaN,
+    /** Round trips on the product's hash slot (the hints: sold-out flag, empty segments, stock generation): one master, however many there are. */
     productSlotCalls: Math.min(productSlotCalls, p.redisScripts),
+    /** Round trips whose keys hash over every master (segment locks, the user lock). */
     spreadCalls: Math.max(0, p.redisScripts - productSlotCalls),
     redisCpuPerCallUs: p.redisScripts > 0 ? p.redisCpuUs / p.redisScripts : 0,
     pgPrimaryCpuUs: p.pgCpuUs ?? NaN,
+    /** PostgreSQL reads a read replica could serve instead of the primary (with a service change). */
     pgReplicaCpuUs: 0,
     pgWriteTransactions: p.pgWriteTransactions,
     walBytes: p.pgWalBytes,
@@ -642,15 +633,13 @@ export function renderJoins(q: QueueReport, o: Pick<ModelOptions, 'sale' | 'capa
 }
 
 function main(): number {
-  let o: ReturnType<typeof parseModelArgs>;
-  let report: BenchmarkReport;
   try {
-    o = parseModelArgs(process.argv.slice(2));
+    const o = parseModelArgs(process.argv.slice(2));
     if (o.help) {
       process.stdout.write(helpText());
       return 0;
     }
-    report = JSON.parse(readFileSync(o.results, 'utf8')) as BenchmarkReport;
+    const report = JSON.parse(readFileSync(o.results, 'utf8')) as BenchmarkReport;
     process.stdout.write(`${render(report, o)}\n`);
     // The waiting room's costs, when its benchmark left them beside the report.
     const queueFile = join(dirname(o.results), 'queue.json');

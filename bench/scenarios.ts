@@ -3,9 +3,8 @@
 // literal sale, the sale with returns, the Redis setups) and how one is run: a fresh product, load, quiet, verify
 // from PostgreSQL, and what it cost Redis, PostgreSQL and the target's processes. The sale with
 // returns has phases of its own and lives in bench/returns.ts.
-import { Client } from 'pg';
 import { CostSnapshot, costDeltas, ScenarioCosts } from './costs';
-import { auditLuaPeer, insertProduct } from './peers';
+import { auditLuaPeer } from './peers';
 import { runLoad } from './load';
 import { ordersLoad, quietOrders, resultOf, withChecks } from './scenario-result';
 import { noMetrics, scenarioDeltas, snapshot } from './metrics';
@@ -92,13 +91,7 @@ export function plan(o: PlanOptions): ProcessConfig[] {
 
   // The no-Redis-lock mode is the bare peer's (PostgreSQL row locks only), at the same holds and segments.
   const base = { ...steady, workers: o.workers, batchMax: o.batchMax };
-  const noLock = {
-    kind: 'steady' as const,
-    target: 'bare' as const,
-    locking: 'database' as const,
-    workers: 1,
-    batchMax: null,
-  };
+  const noLock = { ...steady, target: 'bare' as const, locking: 'database' as const, workers: 1, batchMax: null };
   for (const shape of o.peer ? [base, noLock] : [base]) {
     for (const holdMs of o.holds)
       for (const segments of [1, ...o.segments]) want({ ...shape, holdMs, segments }, 'compare');
@@ -165,11 +158,6 @@ export async function createProductViaApi(url: string, adminToken: string, p: Ne
   const text = await res.text();
   if (res.status !== 201) throw new Error(`POST /admin/products answered ${res.status}: ${text}`);
   return (JSON.parse(text) as { id: number }).id;
-}
-
-/** A peer has no admin API; the product goes straight into PostgreSQL, the same rows the service makes. */
-export function createProductInDb(db: Client): RunContext['createProduct'] {
-  return (p) => insertProduct(db, p);
 }
 
 /** Load that is not measured: JIT, connection pools and Redis scripts warm before the first figure. */

@@ -3,6 +3,7 @@
 // and the ones that render them never import each other in a circle.
 import type { Client } from 'pg';
 import type { Verification } from '../harness/verify';
+import type { machineInfo, planOptionsOf } from './benchmark';
 import type { CostProbe, RedisServerCosts, ScenarioCosts } from './costs';
 import type { Latency } from './load';
 import type { MetricDeltas } from './metrics';
@@ -126,29 +127,11 @@ export interface ScenarioResult extends ScenarioSpec {
   returns?: ReturnsFigures;
 }
 
-/** What a run plans: the options of runBenchmark (BenchmarkOptions says what each is), resolved. */
-export interface PlanOptions {
-  holds: number[];
-  segments: number[];
-  sweep: number[] | null;
-  sweepHold: number;
-  peer: boolean;
-  sale: { stock: number; segments: number; buyers: number; holdMs: number } | null;
-  /** The sale with returns: the sale's stock, buyers and hold on `segments` segments, and what comes back; null = not run. */
-  returns: ({ stock: number; segments: number; buyers: number; holdMs: number } & ReturnsPlan) | null;
-  steadyStock: number;
-  workers: number;
-  speedWorkers: number;
-  speedSegments: number;
-  batchMax: number | null;
-  peers: PeerName[];
-  batch: boolean;
-  batchSweep: number[] | null;
-  /** Refusals of a sold-out product (one unit per segment, sold before the load), beside the group-commit service at hold 0. */
-  soldOut: boolean;
+/** What a run plans (planOptionsOf): runBenchmark's options (BenchmarkOptions says what each is), resolved. */
+export type PlanOptions = Omit<ReturnType<typeof planOptionsOf>, 'redisSetups'> & {
   /** Absent in reports written before the Redis setups existed. */
   redisSetups?: boolean;
-}
+};
 
 /** What one process start runs: the service with one environment, or a peer. */
 interface Start {
@@ -259,15 +242,7 @@ export interface BenchmarkReport {
   startedAt: string;
   finishedAt: string;
   command: string;
-  machine: {
-    cores: number;
-    cpuModel: string;
-    memoryGb: number;
-    os: string;
-    node: string;
-    postgres: string;
-    redis: string;
-  };
+  machine: Awaited<ReturnType<typeof machineInfo>>;
   settings: PlanOptions & {
     quick: boolean;
     durationS: number;

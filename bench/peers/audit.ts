@@ -5,29 +5,14 @@ import Redis from 'ioredis';
 import { Client } from 'pg';
 import { luaPeerKeys } from './lua-keys';
 
-/** Same fields as harness/verify.ts `Audit` (so its `verify()` can take it), plus where they came from. */
-export interface LuaPeerAudit {
-  /** products.total_stock. */
-  totalStock: number;
-  /** Units left, from Redis (the stock as stocked when the peer never loaded the product). */
-  remaining: number;
-  /** Units in orders, from PostgreSQL. */
-  ordered: number;
-  orders: number;
-  /** 1 when the Redis count is below 0, plus any PostgreSQL segment below 0. */
-  negativeSegments: number;
-  duplicateUsers: number;
-  /** stock_segments still sum to total_stock: nothing deducted them behind the peer's back. */
-  segmentsUntouched: boolean;
-  /** Every order's buyer is in the Redis buyer set (no order slipped past the script). */
-  buyersRecorded: boolean;
-}
+/** The audit: the same fields as harness/verify.ts `Audit` (so its `verify()` can take it), plus two of its own. */
+export type LuaPeerAudit = Awaited<ReturnType<typeof auditLuaPeer>>;
 
 /**
  * Reads PostgreSQL in one statement and Redis right after: call it once the peer has gone quiet
  * (no order in flight), or an order between the two reads shows as a unit missing.
  */
-export async function auditLuaPeer(db: Client, redisUrl: string, productId: number): Promise<LuaPeerAudit> {
+export async function auditLuaPeer(db: Client, redisUrl: string, productId: number) {
   const { rows } = await db.query(
     `SELECT p.total_stock::bigint AS total_stock,
             (SELECT COALESCE(sum(stock), 0) FROM stock_segments WHERE product_id = p.id)::bigint AS segments,
@@ -62,12 +47,17 @@ export async function auditLuaPeer(db: Client, redisUrl: string, productId: numb
     const remaining = left === null ? totalStock : Number(left);
     return {
       totalStock,
+      /** Units left, from Redis (the stock as stocked when the peer never loaded the product). */
       remaining,
+      /** Units in orders, from PostgreSQL. */
       ordered: Number(r.ordered),
       orders: r.orders,
+      /** 1 when the Redis count is below 0, plus any PostgreSQL segment below 0. */
       negativeSegments: r.negative_segments + (remaining < 0 ? 1 : 0),
       duplicateUsers: r.duplicate_users,
+      /** stock_segments still sum to total_stock: nothing deducted them behind the peer's back. */
       segmentsUntouched: Number(r.segments) === totalStock,
+      /** Every order's buyer is in the Redis buyer set (no order slipped past the script). */
       buyersRecorded: recorded.every((m) => m === 1),
     };
   } finally {

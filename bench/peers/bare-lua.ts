@@ -10,14 +10,16 @@ import { projectRoot } from '../../src/infrastructure/project-root';
 import {
   alreadyOrdered,
   busy,
-  env,
-  fromPostgres,
+  created,
+  HOLD_MS,
   memo,
   notFound,
   OrderRequest,
   overLimit,
+  PeerError,
   peerPool,
   peerRedis,
+  query,
   serve,
   sleep,
   soldOut,
@@ -38,7 +40,6 @@ declare module 'ioredis' {
   }
 }
 
-const HOLD_MS = env('ORDER_HOLD_MS', 0);
 const pool = peerPool();
 const redis = peerRedis();
 // Its scripts sit beside the peers' sources (bench/peers/lua/), not in lua/, which ships with the service.
@@ -47,26 +48,23 @@ redis.defineCommand('peerTakeStock', { numberOfKeys: 2, lua: lua('peer-take-stoc
 redis.defineCommand('peerReturnStock', { numberOfKeys: 2, lua: lua('peer-return-stock.lua') });
 
 const fromRedis = () => Promise.reject(unavailable('redis'));
-const fromPg = (err: unknown) => Promise.reject(fromPostgres(err));
 
 /** limit_per_user of each product, read once; the first read also puts the product's stock into Redis. */
 const products = memo((id) =>
   // What is left = what the segments were stocked with (never deducted here) - what orders hold.
   // SET NX: the first process to load wins, a later load never overwrites a live count.
-  pool
-    .query(
-      `SELECT limit_per_user,
-              (SELECT COALESCE(sum(stock), 0) FROM stock_segments WHERE product_id = $1)
-                - (SELECT COALESCE(sum(quantity), 0) FROM orders WHERE product_id = $1) AS left_units
-         FROM products WHERE id = $1`,
-      [id],
-    )
-    .catch(fromPg)
-    .then(async ({ rows }) => {
-      if (rows.length === 0) throw notFound(id);
-      await redis.set(luaPeerKeys.stock(id), String(rows[0].left_units), 'NX').catch(fromRedis);
-      return rows[0].limit_per_user as number;
-    }),
+  query(
+    pool,
+    `SELECT limit_per_user,
+            (SELECT COALESCE(sum(stock), 0) FROM stock_segments WHERE product_id = $1)
+              - (SELECT COALESCE(sum(quantity), 0) FROM orders WHERE product_id = $1) AS left_units
+       FROM products WHERE id = $1`,
+    [id],
+  ).then(async ({ rows }) => {
+    if (rows.length === 0) throw notFound(id);
+    await redis.set(luaPeerKeys.stock(id), String(rows[0].left_units), 'NX').catch(fromRedis);
+    return rows[0].limit_per_user as number;
+  }),
 );
 
 async function place(req: OrderRequest): Promise<object> {
@@ -87,21 +85,16 @@ async function place(req: OrderRequest): Promise<object> {
 
   if (HOLD_MS > 0) await sleep(HOLD_MS);
   try {
-    const { rows } = await pool.query(
+    const { rows } = await query(
+      pool,
       `INSERT INTO orders (product_id, user_id, quantity, allocations, status, expires_at)
        VALUES ($1, $2, $3, '[]'::jsonb, 'reserved', now() + make_interval(secs => (SELECT payment_timeout_s FROM products WHERE id = $1))) RETURNING id, created_at`,
       [productId, userId, quantity],
     );
-    return {
-      id: Number(rows[0].id),
-      productId,
-      userId,
-      quantity,
-      allocations: [],
-      createdAt: rows[0].created_at as Date,
-    };
+    return created(req, rows[0].id, rows[0].created_at, []);
   } catch (err) {
-    const answer = fromPostgres(err);
+    // query() turned the failure into the service's answer.
+    const answer = err as PeerError;
     // The units go back on sale; the buyer too, unless PostgreSQL says they hold an order already.
     const forget = answer.code === 'ALREADY_ORDERED' ? '0' : '1';
     await redis
@@ -111,11 +104,4 @@ async function place(req: OrderRequest): Promise<object> {
   }
 }
 
-serve({
-  redis,
-  order: place,
-  close: async () => {
-    redis.disconnect();
-    await pool.end();
-  },
-});
+serve({ redis, pool, order: place });

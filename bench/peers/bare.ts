@@ -12,8 +12,9 @@ import { SCRIPTS, scriptFile } from '../../src/infrastructure/redis-scripts';
 import {
   alreadyOrdered,
   busy,
+  created,
   env,
-  fromPostgres,
+  HOLD_MS,
   memo,
   notFound,
   OrderRequest,
@@ -21,6 +22,7 @@ import {
   PeerError,
   peerPool,
   peerRedis,
+  query,
   serve,
   sleep,
   soldOut,
@@ -33,7 +35,6 @@ declare module 'ioredis' {
   }
 }
 
-const HOLD_MS = env('ORDER_HOLD_MS', 0);
 const LOCK_TTL_MS = env('LOCK_TTL_MS', 2000);
 const USER_LOCK_TTL_MS = env('USER_LOCK_TTL_MS', 15_000);
 const LOCK_WAIT_MS = env('LOCK_WAIT_MS', 5000);
@@ -74,20 +75,14 @@ interface Product {
   empty: Set<number>;
 }
 const products = memo((id): Promise<Product> =>
-  pool
-    .query(
-      'SELECT limit_per_user, (SELECT count(*) FROM stock_segments WHERE product_id = $1)::int AS n FROM products WHERE id = $1',
-      [id],
-    )
-    .then(
-      ({ rows }) => {
-        if (rows.length === 0) throw notFound(id);
-        return { segments: rows[0].n as number, limitPerUser: rows[0].limit_per_user as number, empty: new Set() };
-      },
-      (err) => {
-        throw fromPostgres(err);
-      },
-    ),
+  query(
+    pool,
+    'SELECT limit_per_user, (SELECT count(*) FROM stock_segments WHERE product_id = $1)::int AS n FROM products WHERE id = $1',
+    [id],
+  ).then(({ rows }) => {
+    if (rows.length === 0) throw notFound(id);
+    return { segments: rows[0].n as number, limitPerUser: rows[0].limit_per_user as number, empty: new Set() };
+  }),
 );
 
 /** One attempt on one segment: the order, 'empty' (fall over) or 'busy' (locked elsewhere). */
@@ -104,22 +99,12 @@ async function attempt(p: Product, idx: number, req: OrderRequest): Promise<obje
     }
   }
   try {
-    const { rows } = await pool
-      .query(TAKE_SQL, [req.productId, idx, req.quantity, req.userId])
-      .catch((err) => Promise.reject(fromPostgres(err)));
+    const { rows } = await query(pool, TAKE_SQL, [req.productId, idx, req.quantity, req.userId]);
     const row = rows[0] as { id: string | null; created_at: Date; remaining: string | null };
     if (row.remaining === null || Number(row.remaining) === 0) p.empty.add(idx);
     if (row.id === null) return 'empty';
     if (lock && HOLD_MS > 0) await sleep(HOLD_MS);
-    const { userId, productId, quantity } = req;
-    return {
-      id: Number(row.id),
-      productId,
-      userId,
-      quantity,
-      allocations: [{ segment: idx, quantity }],
-      createdAt: row.created_at,
-    };
+    return created(req, row.id, row.created_at, [{ segment: idx, quantity: req.quantity }]);
   } finally {
     // Not awaited, as in the service: the order needs nothing from the reply.
     if (lock) redlock!.release(lock).catch(() => undefined);
@@ -157,14 +142,13 @@ async function sell(req: OrderRequest): Promise<object> {
   for (let round = 0; round < 4; round++) {
     const order = await trySegments(p, req, skip);
     if (order) return order;
-    const { rows } = await pool
-      .query(
-        `SELECT (SELECT COALESCE(array_agg(idx), '{}') FROM stock_segments WHERE product_id = $1 AND stock >= $3) AS fits,
-                (SELECT COALESCE(sum(stock), 0) FROM stock_segments WHERE product_id = $1)::bigint AS remaining,
-                EXISTS (SELECT 1 FROM orders WHERE product_id = $1 AND user_id = $2) AS ordered`,
-        [req.productId, req.userId, req.quantity],
-      )
-      .catch((err) => Promise.reject(fromPostgres(err)));
+    const { rows } = await query(
+      pool,
+      `SELECT (SELECT COALESCE(array_agg(idx), '{}') FROM stock_segments WHERE product_id = $1 AND stock >= $3) AS fits,
+              (SELECT COALESCE(sum(stock), 0) FROM stock_segments WHERE product_id = $1)::bigint AS remaining,
+              EXISTS (SELECT 1 FROM orders WHERE product_id = $1 AND user_id = $2) AS ordered`,
+      [req.productId, req.userId, req.quantity],
+    );
     const { fits, remaining, ordered } = rows[0] as { fits: number[]; remaining: string; ordered: boolean };
     if (fits.length > 0) {
       skip = new Set([...Array(p.segments).keys()].filter((i) => !fits.includes(i)));
@@ -199,8 +183,5 @@ serve({
   // opened earlier in that tick lacks them and ioredis crashes (redis/ioredis#1931). Define them now.
   warmUp: async () => redlock?.acquire(['lock:peer:warm-up'], 1000).then((lock) => lock.release()),
   order: place,
-  close: async () => {
-    redis?.disconnect();
-    await pool.end();
-  },
+  pool,
 });

@@ -11,6 +11,8 @@ export function env(name: string, fallback: number): number {
   return value;
 }
 export const RETRY_AFTER_S = env('RETRY_AFTER_S', 1);
+/** Slept inside the lock (bare) or between the script and the INSERT (bare-lua). */
+export const HOLD_MS = env('ORDER_HOLD_MS', 0);
 
 // As the service's clients: commands of one tick share a write; while disconnected a command fails
 // at once and a Redis that does not answer times out, both a 503 rather than a hang. `serve` connects first.
@@ -90,6 +92,10 @@ export function fromPostgres(err: unknown): PeerError {
   return unavailable('postgres');
 }
 
+/** A statement on the peer's pool; a failure rejects with the answer the service would give (fromPostgres). */
+export const query = (pool: Pool, sql: string, params: unknown[]) =>
+  pool.query(sql, params).catch((err: unknown) => Promise.reject(fromPostgres(err)));
+
 export interface OrderRequest {
   userId: string;
   productId: number;
@@ -114,6 +120,12 @@ export function parseOrder(text: string): OrderRequest {
   if (body.quantity !== undefined && !isId(body.quantity))
     throw new PeerError(400, 'VALIDATION_FAILED', 'quantity must be a positive integer');
   return { userId, productId: body.productId as number, quantity: (body.quantity as number | undefined) ?? 1 };
+}
+
+/** The 201 body of an order the peer stored. */
+export function created(req: OrderRequest, id: string, createdAt: Date, allocations: object[]): object {
+  const { userId, productId, quantity } = req;
+  return { id: Number(id), productId, userId, quantity, allocations, createdAt };
 }
 
 function send(res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
@@ -142,15 +154,16 @@ const BODY_LIMIT = 16 * 1024;
 export interface Peer {
   /** Connected before the server listens; a peer whose Redis is down still starts, and answers 503. */
   redis: Redis | null;
+  /** Ended, with Redis disconnected, when the peer stops. */
+  pool: Pool;
   /** Runs once Redis is connected (or failed to), before the first request. */
   warmUp?: () => Promise<unknown>;
   /** POST /orders: its result is the 201 body, a PeerError the error answer. */
   order: (req: OrderRequest) => Promise<unknown>;
-  close: () => Promise<void>;
 }
 
 /** Serves POST /orders and GET /health/live; stops on SIGTERM/SIGINT. */
-export function serve({ redis, warmUp, order, close }: Peer): void {
+export function serve({ redis, pool, warmUp, order }: Peer): void {
   const server = http.createServer((req, res) => {
     if (req.method === 'GET' && req.url === '/health/live') return send(res, 200, { status: 'ok' });
     if (req.method !== 'POST' || req.url !== '/orders')
@@ -176,7 +189,8 @@ export function serve({ redis, warmUp, order, close }: Peer): void {
   const stop = () => {
     server.close();
     server.closeAllConnections();
-    void close().finally(() => process.exit(0));
+    redis?.disconnect();
+    void pool.end().finally(() => process.exit(0));
   };
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);

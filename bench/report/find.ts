@@ -9,21 +9,14 @@ export function returnsOf(report: BenchmarkReport): Array<ScenarioResult & { ret
   );
 }
 
+/** Whether the scenario has every one of these fields' values. */
+const has = (r: ScenarioResult, w: Partial<ScenarioResult>) =>
+  Object.entries(w).every(([k, v]) => r[k as keyof ScenarioResult] === v);
+
 /** The service's steady-state scenario on the one redis-server with these settings. */
-function findService(
-  report: BenchmarkReport,
-  w: { workers: number; batchMax: number | null; locking: StockLocking; holdMs: number; segments: number },
-): ScenarioResult | undefined {
+function findService(report: BenchmarkReport, w: Partial<ScenarioResult>) {
   return report.scenarios.find(
-    (r) =>
-      r.kind === 'steady' &&
-      r.target === 'service' &&
-      (r.redis ?? 'single') === 'single' &&
-      r.workers === w.workers &&
-      r.batchMax === w.batchMax &&
-      r.locking === w.locking &&
-      r.holdMs === w.holdMs &&
-      r.segments === w.segments,
+    (r) => has(r, { kind: 'steady', target: 'service', ...w }) && (r.redis ?? 'single') === 'single',
   );
 }
 
@@ -31,12 +24,7 @@ function findService(
  * A scenario of the locking comparison, the sweep or the sale: the service at --workers and
  * --batch-max, or for 'database' the bare peer's no-lock mode.
  */
-export function find(
-  report: BenchmarkReport,
-  locking: StockLocking,
-  holdMs: number,
-  segments: number,
-): ScenarioResult | undefined {
+export function find(report: BenchmarkReport, locking: StockLocking, holdMs: number, segments: number) {
   if (locking === 'database') return findPeer(report, 'bare', 'database', segments, holdMs);
   const { workers, batchMax } = report.settings;
   return findService(report, { workers, batchMax, locking, holdMs, segments });
@@ -57,14 +45,7 @@ export function findPeer(
   segments: number,
   holdMs = 0,
 ): ScenarioResult | undefined {
-  return report.scenarios.find(
-    (r) =>
-      r.kind === 'steady' &&
-      r.target === target &&
-      r.locking === locking &&
-      r.holdMs === holdMs &&
-      r.segments === segments,
-  );
+  return report.scenarios.find((r) => has(r, { kind: 'steady', target, locking, holdMs, segments }));
 }
 export function findHealth(report: BenchmarkReport): ScenarioResult | undefined {
   return report.scenarios.find((r) => r.kind === 'health');

@@ -21,26 +21,20 @@ export function layout(r: { segments: number; stock: number }): string {
     ? `${r.segments} x ${r.stock / r.segments}`
     : `${r.segments} segments, ${r.stock} units`;
 }
-export function codes(r: ScenarioResult): string {
-  return Object.entries(r.statusCounts)
+/** `code:count` by code; `name` writes a code. */
+const counted = (c: Record<string, number>, name = (k: string) => k) =>
+  Object.entries(c)
     .sort(([a], [b]) => Number(a) - Number(b))
-    .map(([c, n]) => `${c}:${n}`)
+    .map(([k, n]) => `${name(k)}:${n}`)
     .join(' ');
-}
+export const codes = (r: ScenarioResult) => counted(r.statusCounts);
 export function spreadMs(x: Spread | null): string {
   return x ? `${ms(x.p50)} / ${ms(x.p99)} / ${ms(x.max)} ms` : '-';
 }
 export function seconds(n: number | null): string {
   return n === null || !Number.isFinite(n) ? '-' : `${(n / 1000).toFixed(2)} s`;
 }
-export function countsText(c: Record<string, number>): string {
-  return (
-    Object.entries(c)
-      .sort(([a], [b]) => Number(a) - Number(b))
-      .map(([k, n]) => `${k === '0' ? 'no answer' : k}:${n}`)
-      .join(' ') || '-'
-  );
-}
+export const countsText = (c: Record<string, number>) => counted(c, (k) => (k === '0' ? 'no answer' : k)) || '-';
 
 export function statusWord(r: ScenarioResult): string {
   return r.status === 'ok' ? 'ok' : '**FAILED**';

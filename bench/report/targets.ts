@@ -9,6 +9,9 @@ export function targets(report: BenchmarkReport) {
   const s = report.settings;
   const n = s.speedSegments;
   const out: Array<{ target: string; measured: string; result: 'pass' | 'miss' | 'not measured' }> = [];
+  /** A target that passes when `pass` holds; `pass` null: not measured. */
+  const add = (target: string, measured: string, pass: boolean | null) =>
+    out.push({ target, measured, result: pass === null ? 'not measured' : pass ? 'pass' : 'miss' });
   const w = s.speedWorkers === 1 ? '1 process' : `WORKERS=${s.speedWorkers} (the target is for 1 process)`;
   const atLeast = (
     target: string,
@@ -19,15 +22,12 @@ export function targets(report: BenchmarkReport) {
   ) => {
     const ok = a && b && a.status === 'ok' && b.status === 'ok' && b.ordersPerSec > 0;
     const x = ok ? a.ordersPerSec / b.ordersPerSec : NaN;
-    out.push({
-      target,
-      measured: ok
-        ? `${x.toFixed(2)}x (${rate(a.ordersPerSec)} / ${rate(b.ordersPerSec)} orders/s)${extra}`
-        : a && b
-          ? 'a scenario FAILED'
-          : '-',
-      result: ok ? (x >= bar ? 'pass' : 'miss') : 'not measured',
-    });
+    const measured = ok
+      ? `${x.toFixed(2)}x (${rate(a.ordersPerSec)} / ${rate(b.ordersPerSec)} orders/s)${extra}`
+      : a && b
+        ? 'a scenario FAILED'
+        : '-';
+    add(target, measured, ok ? x >= bar : null);
   };
   const one = findFast(report, { batchMax: 1 });
   const group = findFast(report, { batchMax: s.batchMax });
@@ -45,11 +45,11 @@ export function targets(report: BenchmarkReport) {
     s.batchMaxRead ? '' : '; the built service ignores ORDER_BATCH_MAX',
   );
   const p99 = group?.status === 'ok' ? group.latency201Ms?.p99 : undefined;
-  out.push({
-    target: 'service with group commit, same load: p99 <= 50 ms',
-    measured: p99 === undefined ? (group ? 'the scenario FAILED' : '-') : `${ms(p99)} ms`,
-    result: p99 === undefined ? 'not measured' : p99 <= 50 ? 'pass' : 'miss',
-  });
+  add(
+    'service with group commit, same load: p99 <= 50 ms',
+    p99 === undefined ? (group ? 'the scenario FAILED' : '-') : `${ms(p99)} ms`,
+    p99 === undefined ? null : p99 <= 50,
+  );
   // Beside it, the same ratio of the bare peer at the same hold, when the run has it: this machine's floor.
   const bareHeld = [
     findPeer(report, 'bare', 'redlock', n, BARE_HELD_MS),
@@ -72,23 +72,20 @@ export function targets(report: BenchmarkReport) {
     ['the segment sweep keeps running and verifying', inGroup(report, 'sweep')],
   ] as const) {
     const bad = list.filter((r) => r.status !== 'ok');
-    out.push({
-      target: what,
-      measured:
-        list.length === 0
-          ? 'not run'
-          : bad.length === 0
-            ? `${list.length} of ${list.length} verified`
-            : `FAILED: ${bad.map((r) => r.id).join(', ')}`,
-      result: list.length === 0 ? 'not measured' : bad.length === 0 ? 'pass' : 'miss',
-    });
+    const measured =
+      list.length === 0
+        ? 'not run'
+        : bad.length === 0
+          ? `${list.length} of ${list.length} verified`
+          : `FAILED: ${bad.map((r) => r.id).join(', ')}`;
+    add(what, measured, list.length === 0 ? null : bad.length === 0);
   }
   const peak = peakRss(report);
-  out.push({
-    target: `peak RSS of a service process < ${report.rssTargetMb} MB`,
-    measured: peak === null ? 'not sampled (needs /proc)' : `${peak.toFixed(0)} MB`,
-    result: peak === null ? 'not measured' : peak < report.rssTargetMb ? 'pass' : 'miss',
-  });
+  add(
+    `peak RSS of a service process < ${report.rssTargetMb} MB`,
+    peak === null ? 'not sampled (needs /proc)' : `${peak.toFixed(0)} MB`,
+    peak === null ? null : peak < report.rssTargetMb,
+  );
   return out;
 }
 
