@@ -202,23 +202,24 @@ describe('the waiting room, call by call', () => {
       if (i > 600) throw new Error(`the room was never paused\n${svc.output()}`);
       await new Promise((res) => setTimeout(res, 50));
     }
-    // The spec moves the clock instead of waiting: paused a minute ago, the admission then had 30 s
-    // left, so it ran out 30 s ago, during the pause.
+    // The spec moves the clock instead of waiting: admitted 70 s ago for 30 s, paused a minute ago
+    // with 20 s of the admission left, so by the clock it ran out 40 s ago, during the pause.
     await withDb(async (db) => {
       await db.query(`UPDATE waiting_rooms SET paused_since = now() - interval '60 seconds' WHERE product_id = $1`, [
         id,
       ]);
-      await db.query(`UPDATE admission_batches SET expires_at = now() - interval '30 seconds' WHERE product_id = $1`, [
-        id,
-      ]);
+      await db.query(
+        `UPDATE admission_batches SET admitted_at = now() - interval '70 seconds', expires_at = now() - interval '40 seconds' WHERE product_id = $1`,
+        [id],
+      );
     });
     await new Promise((res) => setTimeout(res, 100)); // a few ticks: every view read again
     expect((await poll(id, fa.id)).body).toMatchObject({ status: 'sold_out', position: faAdmitted.body.position });
-    // Units back: the admission runs again with the 30 s it had left at the pause.
+    // Units back: the admission runs again with the 20 s it had left at the pause.
     expect((await send('POST', `/orders/${order.body.id}/cancel`, { userId: 'ev' }, shop)).status).toBe(200);
     const back = await pollUntil(id, fa.id, 'admitted', 'ended');
     expect(back.body).toMatchObject({ status: 'admitted', position: faAdmitted.body.position });
-    expect(Date.parse(back.body.admissionExpiresAt)).toBeGreaterThan(Date.now() + 20_000);
+    expect(Date.parse(back.body.admissionExpiresAt)).toBeGreaterThan(Date.now() + 10_000);
     expect((await pausedSince()).paused_since).toBeNull();
     const faOrder = await send('POST', '/orders', { userId: 'fa', productId: id, admission: back.body.admission });
     expect(faOrder.status).toBe(201);

@@ -35,6 +35,11 @@ describe('a ticket against the admission cursor', () => {
       batch: paused.live[0],
       expiresAt: now + 30_000 + 40_000,
     });
+    // Paused 50 s ago: batch 1..4 (admitted 90 s ago) is held, batch 5..10 (admitted 1 s ago, after
+    // the pause began: units came back before the clock resumed) keeps its own expiry.
+    const since = view({ pausedSince: now - 50_000 });
+    expect(standingOf(2, since, now + 31_000)).toMatchObject({ kind: 'admitted', expiresAt: now + 30_000 + 81_000 });
+    expect(standingOf(7, since, now)).toMatchObject({ kind: 'admitted', expiresAt: now + 119_000 });
     // A batch that had expired before the pause stays over.
     const lapsedBefore = view({ pausedSince: now + 31_000 });
     expect(standingOf(2, lapsedBefore, now + 60_000)).toEqual({ kind: 'admissionOver' });

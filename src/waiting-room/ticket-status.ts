@@ -63,7 +63,10 @@ export function standingOf(position: number, view: AdmissionView, now: number): 
   if (batch === undefined) return { kind: 'admissionOver' };
   // While paused, the time since the pause does not count: the expiry the room will give the batch
   // when units come back is at least this (it adds the whole pause, which is longer by then).
-  const expiresAt = view.pausedSince === null ? batch.expiresAt : batch.expiresAt + Math.max(0, now - view.pausedSince);
+  // A batch made since the pause began (units came back before the clock resumed) is not held.
+  const paused = view.pausedSince;
+  const held = paused !== null && batch.admittedAt <= paused;
+  const expiresAt = held ? batch.expiresAt + Math.max(0, now - paused) : batch.expiresAt;
   return expiresAt > now ? { kind: 'admitted', batch, expiresAt } : { kind: 'admissionOver' };
 }
 

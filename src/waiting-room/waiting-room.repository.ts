@@ -244,8 +244,8 @@ export class WaitingRoomRepository {
   }
 
   /**
-   * Inside exclusively(): once units are back on sale, every admission live at the pause gets the
-   * pause's length added to its expiry, and the room's clock runs again (true when it did). The
+   * Inside exclusively(): once units are back on sale, every admission live at the pause (not one
+   * made since, when units came back before this step) gets the pause's length added to its expiry, and the room's clock runs again (true when it did). The
    * batches' update is a data-modifying CTE: PostgreSQL runs it whether or not the rest reads it.
    */
   async resume(q: Query, productId: number): Promise<boolean> {
@@ -253,7 +253,8 @@ export class WaitingRoomRepository {
       `${CLOCK} WITH r AS (SELECT paused_since FROM waiting_rooms
                             WHERE product_id = $1 AND paused_since IS NOT NULL AND ${UNITS_LEFT} > 0),
             pushed AS (UPDATE admission_batches b SET expires_at = b.expires_at + (now() - r.paused_since)
-                         FROM r WHERE b.product_id = $1 AND b.expires_at > r.paused_since RETURNING 1)
+                         FROM r WHERE b.product_id = $1 AND b.expires_at > r.paused_since
+                                  AND b.admitted_at <= r.paused_since RETURNING 1)
        UPDATE waiting_rooms w SET paused_since = NULL FROM r
         WHERE w.product_id = $1 RETURNING 1`,
       [productId],
