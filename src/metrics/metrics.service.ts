@@ -233,6 +233,13 @@ export class MetricsService {
     registers: [this.registry],
     aggregator: 'max',
   });
+  readonly queueAdmissionsPaused = new Gauge({
+    name: 'flashsale_queue_admissions_paused',
+    help: "1 while a product's admission clocks are paused (no unit left, admissions held), else 0",
+    labelNames: ['product'] as const,
+    registers: [this.registry],
+    aggregator: 'max',
+  });
   readonly queueEtaError = new Histogram({
     name: 'flashsale_queue_eta_error_seconds',
     help: "How far a ticket's admission was from the first estimate this process gave it (absolute)",

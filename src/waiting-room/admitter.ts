@@ -103,6 +103,7 @@ export class Admitter implements OnModuleInit, OnModuleDestroy {
       this.metrics.queueOutstanding.set({ product: label }, view.outstanding);
       this.metrics.queueUnitsLeft.set({ product: label }, view.unitsLeft);
       this.metrics.queueAdmissionRate.set({ product: label }, view.ratePerS);
+      this.metrics.queueAdmissionsPaused.set({ product: label }, view.pausedSince === null ? 0 : 1);
     }
   }
 
