@@ -628,7 +628,8 @@ export function renderJoins(q: QueueReport, o: Pick<ModelOptions, 'sale' | 'capa
     'The joins touch no Redis: the queue is in PostgreSQL, so no Redis loss can take a place. The price is',
     "a serial step per product: each group of joins holds the product's counter row while it inserts and",
     'commits, so one product takes no more joins per second than that row lets through, whatever the number',
-    'of processes (a longer round trip groups more joins per call; a faster disk and CPU raise the ceiling).',
+    "of processes. The call's own work in PostgreSQL sets it (the rows' inserts and index lookups; the commit is",
+    'a small part of a call), so a faster CPU raises it, and a longer round trip groups more joins per call.',
   ].join('\n');
 }
 
