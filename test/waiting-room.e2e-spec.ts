@@ -4,9 +4,11 @@
 // reservation to expire, some let their admission lapse. Then PostgreSQL and what every buyer saw
 // are checked: no order without a valid admission, each ticket admitted at most once and in queue
 // order, the pre-queue in the order recomputed here from the revealed seed, the outstanding
-// admissions never above the ratio, and every buyer ordered, sold out or ended.
+// admissions never above the ratio, and every buyer ordered, sold out or ended. Then a pause: admitted
+// buyers told sold_out keep their admissions through it (the clock moved in PostgreSQL), on either
+// process, and order first when units come back.
 import { expectStockBalanced, withDb } from './support/database';
-import { admin, pooled, Reply, request, ServiceProcess, startedTogether, startService } from './support/service';
+import { admin, pooled, Reply, request, ServiceProcess, shop, startedTogether, startService } from './support/service';
 import {
   Buyer,
   expectAdmissionsKept,
@@ -196,4 +198,120 @@ describe('the waiting room under a storm across two service processes (I8, I1-I7
     // No 5xx to any buyer's order.
     expect(buyers.flatMap((x) => x.orderReplies).filter((r) => r.status >= 500)).toEqual([]);
   }, 240_000);
+
+  it('holds the admissions of buyers told sold_out through a pause, whichever process they poll, and they order first when units come back', async () => {
+    const units = 40;
+    const created = await request(
+      a.url,
+      'POST',
+      '/admin/products',
+      { name: 'paused room', stock: units, segments: 4, limitPerUser: 2, waitingRoom: true, admissionTtlS: 30 },
+      admin,
+    );
+    expect(created.status).toBe(201);
+    const productId: number = created.body.id;
+    const urls = [a.url, b.url];
+    const on = (i: number) => urls[i % 2];
+    /** Polls a ticket on a process until its status is one of `statuses` (30 s at most: only a fault takes that long). */
+    const until = async (i: number, ticket: string, ...statuses: string[]): Promise<Reply> => {
+      for (let n = 0; n < 300; n++) {
+        const r = await request(on(i + n), 'GET', `/products/${productId}/queue/${ticket}`);
+        if (r.status === 200 && statuses.includes(r.body.status)) return r;
+        await new Promise((res) => setTimeout(res, 100));
+      }
+      throw new Error(`ticket of buyer ${i} never became ${statuses.join(' or ')}`);
+    };
+    // 100 buyers join on both processes at once; ratio 1: the first 40 places are admitted.
+    const tickets = await Promise.all(
+      Array.from({ length: 100 }, async (_, i) => {
+        const r = await request(on(i), 'POST', `/products/${productId}/queue`, { userId: `held-${i}` });
+        expect(r.status).toBe(201);
+        return { i, userId: `held-${i}`, id: r.body.id as string, position: r.body.position as number };
+      }),
+    );
+    const admitted = tickets.filter((t) => t.position <= units);
+    const [takers, held] = [admitted.slice(0, units / 2), admitted.slice(units / 2)];
+    // Half the admitted take two units each, on both processes at once: nothing is left for the rest.
+    const orders = await Promise.all(
+      takers.map(async (t) => {
+        const admission = (await until(t.i, t.id, 'admitted')).body.admission;
+        const r = await request(on(t.i + 1), 'POST', '/orders', {
+          userId: t.userId,
+          productId,
+          quantity: 2,
+          admission,
+        });
+        expect(r.status).toBe(201);
+        return { ...t, orderId: r.body.id as number };
+      }),
+    );
+    for (const t of held) expect((await until(t.i, t.id, 'sold_out')).body.position).toBe(t.position);
+    // One of the processes pauses the room; then the spec moves the clock: admitted 70 s ago for
+    // 30 s, paused 60 s ago with 20 s left, so by the clock every held admission ran out 40 s ago.
+    await waitForRoom(productId, (r) => r.paused_since !== null);
+    await withDb(async (db) => {
+      await db.query(`UPDATE waiting_rooms SET paused_since = now() - interval '60 seconds' WHERE product_id = $1`, [
+        productId,
+      ]);
+      await db.query(
+        `UPDATE admission_batches SET admitted_at = now() - interval '70 seconds', expires_at = now() - interval '40 seconds' WHERE product_id = $1`,
+        [productId],
+      );
+    });
+    await new Promise((res) => setTimeout(res, 200)); // longer than a tick: every process reads the room again
+    const whilePaused = await Promise.all(
+      held.map((t) => request(on(t.i + 1), 'GET', `/products/${productId}/queue/${t.id}`)),
+    );
+    expect(whilePaused.map((r) => r.body.status)).toEqual(held.map(() => 'sold_out'));
+    // The takers cancel on both processes at once: 40 units back. Each held buyer is admitted
+    // again, with the 20 s it had left, and orders; the places behind get only what is left over.
+    await Promise.all(
+      orders.map(async (o) => {
+        const r = await request(on(o.i), 'POST', `/orders/${o.orderId}/cancel`, { userId: o.userId }, shop);
+        expect(r.status).toBe(200);
+      }),
+    );
+    const heldOrders = await Promise.all(
+      held.map(async (t) => {
+        const back = await until(t.i + 1, t.id, 'admitted', 'ended');
+        expect(back.body).toMatchObject({ status: 'admitted', position: t.position });
+        return request(on(t.i), 'POST', '/orders', { userId: t.userId, productId, admission: back.body.admission });
+      }),
+    );
+    expect(heldOrders.map((r) => r.status)).toEqual(held.map(() => 201));
+    await waitForRoom(productId, (r) => r.paused_since === null);
+    // In PostgreSQL: every held position spent by its own buyer, batches contiguous and within the ratio, I1.
+    await withDb(async (db) => {
+      const spent = await db.query(
+        `SELECT user_id, admission_position::int AS position FROM orders WHERE product_id = $1 AND status = 'reserved'`,
+        [productId],
+      );
+      expect(spent.rows.sort((x, y) => x.position - y.position)).toEqual(
+        held.map((t) => ({ user_id: t.userId, position: t.position })).sort((x, y) => x.position - y.position),
+      );
+      const batches = await db.query(
+        `SELECT first_position::int AS first, last_position::int AS last, units_left, outstanding_before
+           FROM admission_batches WHERE product_id = $1 ORDER BY first_position`,
+        [productId],
+      );
+      batches.rows.forEach((x, k) => {
+        expect(x.first).toBe(k === 0 ? 1 : batches.rows[k - 1].last + 1);
+        expect(x.outstanding_before + x.last - x.first + 1).toBeLessThanOrEqual(Math.ceil(RATIO * x.units_left));
+      });
+    });
+    await expectStockBalanced(productId, units);
+  }, 120_000);
 });
+
+/** Waits until the product's room row satisfies `holds` (30 s at most: only a fault takes that long). */
+async function waitForRoom(productId: number, holds: (row: { paused_since: Date | null }) => boolean) {
+  for (let n = 0; n < 300; n++) {
+    const row = await withDb(
+      async (db) =>
+        (await db.query('SELECT paused_since FROM waiting_rooms WHERE product_id = $1', [productId])).rows[0],
+    );
+    if (holds(row)) return;
+    await new Promise((res) => setTimeout(res, 100));
+  }
+  throw new Error(`the room of product ${productId} never reached the state waited for`);
+}
