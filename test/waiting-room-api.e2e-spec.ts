@@ -7,6 +7,7 @@ import { createSigner } from 'fast-jwt';
 import { redisCommandCount, resetState, statementCalls, statementsBetween, withDb } from './support/database';
 import { CLOCK } from '../src/waiting-room/waiting-room.repository';
 import { InProcessService, startInProcess } from './support/in-process';
+import { pauseLongAgo, pausedSince } from './support/waiting-room';
 import { admin, Reply, shop } from './support/service';
 
 const SECRET = 'admission-secret-for-the-specs-0123456789';
@@ -194,10 +195,6 @@ describe('the waiting room, call by call', () => {
     expect(order.status).toBe(201);
     expect((await pollUntil(id, fa.id, 'sold_out')).body.position).toBe(faAdmitted.body.position);
     // The admission clock finds no unit left with an admission live, and pauses the room.
-    const pausedSince = async () =>
-      withDb(
-        async (db) => (await db.query('SELECT paused_since FROM waiting_rooms WHERE product_id = $1', [id])).rows[0],
-      );
     /** Waits for a state (up to 30 s: only a fault takes that long). */
     const until = async (what: string, holds: () => Promise<boolean>) => {
       for (let i = 0; !(await holds()); i++) {
@@ -210,18 +207,9 @@ describe('the waiting room, call by call', () => {
         .split('\n')
         .find((l) => l.startsWith(`flashsale_queue_admissions_paused{product="${id}"}`))
         ?.split(' ')[1];
-    await until('the pause', async () => (await pausedSince()).paused_since !== null && (await pausedGauge()) === '1');
-    // The spec moves the clock instead of waiting: admitted 70 s ago for 30 s, paused a minute ago
-    // with 20 s of the admission left, so by the clock it ran out 40 s ago, during the pause.
-    await withDb(async (db) => {
-      await db.query(`UPDATE waiting_rooms SET paused_since = now() - interval '60 seconds' WHERE product_id = $1`, [
-        id,
-      ]);
-      await db.query(
-        `UPDATE admission_batches SET admitted_at = now() - interval '70 seconds', expires_at = now() - interval '40 seconds' WHERE product_id = $1`,
-        [id],
-      );
-    });
+    await until('the pause', async () => (await pausedSince(id)) !== null && (await pausedGauge()) === '1');
+    // The spec moves the clock instead of waiting: the admission ran out during the pause.
+    await pauseLongAgo(id);
     // Longer than a tick: the poll reads the room again, its copy being older than that.
     await new Promise((res) => setTimeout(res, 100));
     expect((await poll(id, fa.id)).body).toMatchObject({ status: 'sold_out', position: faAdmitted.body.position });
@@ -231,7 +219,7 @@ describe('the waiting room, call by call', () => {
     expect(back.body).toMatchObject({ status: 'admitted', position: faAdmitted.body.position });
     expect(Date.parse(back.body.admissionExpiresAt)).toBeGreaterThan(Date.now() + 10_000);
     // The clock runs again (the step that resumes may come a tick after the poll that saw units back).
-    await until('the resume', async () => (await pausedSince()).paused_since === null && (await pausedGauge()) === '0');
+    await until('the resume', async () => (await pausedSince(id)) === null && (await pausedGauge()) === '0');
     const faOrder = await send('POST', '/orders', { userId: 'fa', productId: id, admission: back.body.admission });
     expect(faOrder.status).toBe(201);
   });

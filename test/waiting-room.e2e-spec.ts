@@ -15,6 +15,8 @@ import {
   newBuyer,
   openSaleNow,
   Part,
+  pauseLongAgo,
+  pausedSince,
   recomputeLottery,
   runCrowd,
   saleState,
@@ -246,18 +248,10 @@ describe('the waiting room under a storm across two service processes (I8, I1-I7
       }),
     );
     for (const t of held) expect((await until(t.i, t.id, 'sold_out')).body.position).toBe(t.position);
-    // One of the processes pauses the room; then the spec moves the clock: admitted 70 s ago for
-    // 30 s, paused 60 s ago with 20 s left, so by the clock every held admission ran out 40 s ago.
-    await waitForRoom(productId, (r) => r.paused_since !== null);
-    await withDb(async (db) => {
-      await db.query(`UPDATE waiting_rooms SET paused_since = now() - interval '60 seconds' WHERE product_id = $1`, [
-        productId,
-      ]);
-      await db.query(
-        `UPDATE admission_batches SET admitted_at = now() - interval '70 seconds', expires_at = now() - interval '40 seconds' WHERE product_id = $1`,
-        [productId],
-      );
-    });
+    // One of the processes pauses the room; then the spec moves the clock: by it, every held
+    // admission ran out during the pause.
+    await waitForRoom(productId, (paused) => paused !== null);
+    await pauseLongAgo(productId);
     await new Promise((res) => setTimeout(res, 200)); // longer than a tick: every process reads the room again
     const whilePaused = await Promise.all(
       held.map((t) => request(on(t.i + 1), 'GET', `/products/${productId}/queue/${t.id}`)),
@@ -279,7 +273,7 @@ describe('the waiting room under a storm across two service processes (I8, I1-I7
       }),
     );
     expect(heldOrders.map((r) => r.status)).toEqual(held.map(() => 201));
-    await waitForRoom(productId, (r) => r.paused_since === null);
+    await waitForRoom(productId, (paused) => paused === null);
     // In PostgreSQL: every held position spent by its own buyer, batches contiguous and within the ratio, I1.
     await withDb(async (db) => {
       const spent = await db.query(
@@ -303,14 +297,10 @@ describe('the waiting room under a storm across two service processes (I8, I1-I7
   }, 120_000);
 });
 
-/** Waits until the product's room row satisfies `holds` (30 s at most: only a fault takes that long). */
-async function waitForRoom(productId: number, holds: (row: { paused_since: Date | null }) => boolean) {
+/** Waits until the room's pause mark satisfies `holds` (30 s at most: only a fault takes that long). */
+async function waitForRoom(productId: number, holds: (pausedSince: Date | null) => boolean) {
   for (let n = 0; n < 300; n++) {
-    const row = await withDb(
-      async (db) =>
-        (await db.query('SELECT paused_since FROM waiting_rooms WHERE product_id = $1', [productId])).rows[0],
-    );
-    if (holds(row)) return;
+    if (holds(await pausedSince(productId))) return;
     await new Promise((res) => setTimeout(res, 100));
   }
   throw new Error(`the room of product ${productId} never reached the state waited for`);

@@ -3,6 +3,7 @@
 // admitted, and then pays, cancels or leaves its order as its part says. What every buyer saw is
 // kept for the checks, which are made against PostgreSQL.
 import { createHash, createHmac } from 'node:crypto';
+import { withDb } from './database';
 import { admin, Reply, request, shop } from './service';
 
 export type Part = 'pay' | 'cancel' | 'leave unpaid' | 'ignore admission';
@@ -284,4 +285,30 @@ export async function openSaleNow(urls: string[], productId: number, preQueueTic
       await new Promise((r) => setTimeout(r, 50));
     }
   }
+}
+
+/** The room's pause mark: when its admission clocks stopped, null while they run. */
+export async function pausedSince(productId: number): Promise<Date | null> {
+  return withDb(
+    async (db) =>
+      (await db.query('SELECT paused_since FROM waiting_rooms WHERE product_id = $1', [productId])).rows[0]
+        .paused_since as Date | null,
+  );
+}
+
+/**
+ * Moves a paused room's clock back instead of waiting: its admissions made 70 s ago for 30 s, the
+ * pause 60 s ago with 20 s of them left, so by the clock they ran out 40 s ago, during the pause.
+ */
+export async function pauseLongAgo(productId: number): Promise<void> {
+  await withDb(async (db) => {
+    await db.query(`UPDATE waiting_rooms SET paused_since = now() - interval '60 seconds' WHERE product_id = $1`, [
+      productId,
+    ]);
+    await db.query(
+      `UPDATE admission_batches SET admitted_at = now() - interval '70 seconds', expires_at = now() - interval '40 seconds'
+        WHERE product_id = $1`,
+      [productId],
+    );
+  });
 }
