@@ -23,6 +23,11 @@ export function serveClusterMetrics(): void {
 export class MetricsService {
   readonly registry = new Registry();
 
+  /** A gauge per product that each process sets from what it read: /metrics over the workers shows the highest. */
+  private productGauge(name: string, help: string) {
+    return new Gauge({ name, help, labelNames: ['product'] as const, registers: [this.registry], aggregator: 'max' });
+  }
+
   readonly orders = new Counter({
     name: 'flashsale_orders_total',
     help: 'Order requests by outcome (created or the error code)',
@@ -186,13 +191,10 @@ export class MetricsService {
     labelNames: ['outcome'] as const,
     registers: [this.registry],
   });
-  readonly proofOfWorkStep = new Gauge({
-    name: 'flashsale_proof_of_work_step',
-    help: "The difficulty's step in force for new challenges (0 at rest), per product, as this process counts joins",
-    labelNames: ['product'] as const,
-    registers: [this.registry],
-    aggregator: 'max',
-  });
+  readonly proofOfWorkStep = this.productGauge(
+    'flashsale_proof_of_work_step',
+    "The difficulty's step in force for new challenges (0 at rest), per product, as this process counts joins",
+  );
   readonly queuePolls = new Counter({
     name: 'flashsale_queue_polls_total',
     help: 'Waiting-room ticket reads by the status answered',
@@ -205,41 +207,26 @@ export class MetricsService {
     labelNames: ['product'] as const,
     registers: [this.registry],
   });
-  readonly queueWaiting = new Gauge({
-    name: 'flashsale_queue_waiting',
-    help: 'Queue positions handed out and not yet admitted, per product',
-    labelNames: ['product'] as const,
-    registers: [this.registry],
-    aggregator: 'max',
-  });
-  readonly queueOutstanding = new Gauge({
-    name: 'flashsale_queue_admissions_outstanding',
-    help: 'Admissions neither spent by an order nor expired, per product',
-    labelNames: ['product'] as const,
-    registers: [this.registry],
-    aggregator: 'max',
-  });
-  readonly queueUnitsLeft = new Gauge({
-    name: 'flashsale_queue_units_left',
-    help: 'Units left of a product with a waiting room, as its admission clock last read them',
-    labelNames: ['product'] as const,
-    registers: [this.registry],
-    aggregator: 'max',
-  });
-  readonly queueAdmissionRate = new Gauge({
-    name: 'flashsale_queue_admission_rate',
-    help: 'Positions admitted per second over the last 30 seconds, per product (what the estimated waits use)',
-    labelNames: ['product'] as const,
-    registers: [this.registry],
-    aggregator: 'max',
-  });
-  readonly queueAdmissionsPaused = new Gauge({
-    name: 'flashsale_queue_admissions_paused',
-    help: "1 while a product's admission clocks are paused (no unit left, admissions held), else 0",
-    labelNames: ['product'] as const,
-    registers: [this.registry],
-    aggregator: 'max',
-  });
+  readonly queueWaiting = this.productGauge(
+    'flashsale_queue_waiting',
+    'Queue positions handed out and not yet admitted, per product',
+  );
+  readonly queueOutstanding = this.productGauge(
+    'flashsale_queue_admissions_outstanding',
+    'Admissions neither spent by an order nor expired, per product',
+  );
+  readonly queueUnitsLeft = this.productGauge(
+    'flashsale_queue_units_left',
+    'Units left of a product with a waiting room, as its admission clock last read them',
+  );
+  readonly queueAdmissionRate = this.productGauge(
+    'flashsale_queue_admission_rate',
+    'Positions admitted per second over the last 30 seconds, per product (what the estimated waits use)',
+  );
+  readonly queueAdmissionsPaused = this.productGauge(
+    'flashsale_queue_admissions_paused',
+    "1 while a product's admission clocks are paused (no unit left, admissions held), else 0",
+  );
   readonly queueEtaError = new Histogram({
     name: 'flashsale_queue_eta_error_seconds',
     help: "How far a ticket's admission was from the first estimate this process gave it (absolute)",

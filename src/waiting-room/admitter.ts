@@ -147,13 +147,9 @@ export class Admitter implements OnModuleInit, OnModuleDestroy {
 
   /** Pauses or resumes the room's admission clocks where the view says so; true when it changed the room. */
   private async pauseOrResume(productId: number, view: AdmissionView, now: number): Promise<boolean> {
-    const change = this.pauseDue(view, now)
-      ? this.repo.pause.bind(this.repo)
-      : this.resumeDue(view)
-        ? this.repo.resume.bind(this.repo)
-        : null;
+    const change = this.pauseDue(view, now) ? 'pause' : this.resumeDue(view) ? 'resume' : null;
     if (change === null) return false;
-    return (await this.repo.exclusively(productId, (_row, q) => change(q, productId))) === true;
+    return (await this.repo.exclusively(productId, (_row, q) => this.repo[change](q, productId))) === true;
   }
 
   /** Admissions due by a view: none when nobody waits beyond the cursor. */

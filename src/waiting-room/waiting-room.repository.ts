@@ -81,12 +81,14 @@ const ROOM_COLUMNS = 'product_id, seed, seed_hash, pre_queue, high_water, admitt
 
 /**
  * Admissions not yet expired, and how many of them an order has spent (the orders_admission_spent
- * index). While the room is paused (no unit left), an admission live at the pause stays live.
+ * index). While the room is paused (no unit left), an admission made before the pause and live at
+ * it stays live (the same rule as standingOf's and resume's).
  */
 const LIVE_ADMISSIONS = `
   live AS (SELECT b.first_position AS f, b.last_position AS l, b.admitted_at, b.expires_at
              FROM admission_batches b JOIN waiting_rooms w ON w.product_id = b.product_id
-            WHERE b.product_id = $1 AND (b.expires_at > now() OR b.expires_at > w.paused_since)),
+            WHERE b.product_id = $1
+              AND (b.expires_at > now() OR (b.expires_at > w.paused_since AND b.admitted_at <= w.paused_since))),
   spent AS (SELECT count(*)::bigint AS n FROM orders o JOIN live ON o.admission_position BETWEEN live.f AND live.l
              WHERE o.product_id = $1)`;
 
@@ -245,8 +247,9 @@ export class WaitingRoomRepository {
 
   /**
    * Inside exclusively(): once units are back on sale, every admission live at the pause (not one
-   * made since, when units came back before this step) gets the pause's length added to its expiry, and the room's clock runs again (true when it did). The
-   * batches' update is a data-modifying CTE: PostgreSQL runs it whether or not the rest reads it.
+   * made since, when units came back before this step) gets the pause's length added to its
+   * expiry, and the room's clock runs again (true when it did). The batches' update is a
+   * data-modifying CTE: PostgreSQL runs it whether or not the rest reads it.
    */
   async resume(q: Query, productId: number): Promise<boolean> {
     const rows = await q(
