@@ -23,6 +23,22 @@ interface RowHead {
 
 export type DoorRow = Awaited<ReturnType<typeof measure>>;
 
+/** Every row: the start that measures it, what it is, and the answer that counts. */
+const ROWS: Record<string, [RowHead['start'], string, number]> = {
+  'health-live-plain': ['plain', 'GET /health/live', 200],
+  'sold-out-410': ['plain', 'POST /orders, sold-out product, distinct buyers (a body per request)', 410],
+  'already-ordered-409': ['plain', 'POST /orders, sold-out product, its 20 holders again (20 fixed bodies)', 409],
+  'orders-plain': [
+    'plain',
+    'POST /orders, distinct buyers, 20 segments, identity off (a token header sent and ignored)',
+    201,
+  ],
+  'orders-hs256': ['identity', 'POST /orders, distinct buyers each with an HS256 token, 20 segments', 201],
+  'health-live-limited': ['limited', 'GET /health/live', 200],
+  'rate-limited-429': ['limited', 'POST /orders, one user over RATE_LIMIT_USER=1 (one fixed body)', 429],
+};
+const head = (id: string): RowHead => ({ id, start: ROWS[id][0], what: ROWS[id][1], okStatus: ROWS[id][2] });
+
 export interface DoorReport {
   startedAt: string;
   machine: { cores: number; memoryGb: number; node: string };
@@ -46,29 +62,24 @@ export function doorTargets(rows: DoorRow[]) {
     sense,
     ok: sense === '>=' ? measured >= target : measured <= target,
   });
+  // One row's answers/s over another's (by default the plain start's GET /health/live); CPU the other way round.
+  const vs = (id: string, other = 'health-live-plain') => rate(id) / rate(other);
+  const cpuVs = (id: string, other = 'health-live-plain') => cpu(other) / cpu(id);
   return [
-    t(
-      '410 to distinct buyers / GET /health/live (same process)',
-      rate('sold-out-410') / rate('health-live-plain'),
-      0.7,
-    ),
-    t('service CPU per GET /health/live / per 410 (same process)', cpu('health-live-plain') / cpu('sold-out-410'), 0.7),
-    t(
-      '409 to holders asking again / GET /health/live (same process)',
-      rate('already-ordered-409') / rate('health-live-plain'),
-      0.5,
-    ),
+    t('410 to distinct buyers / GET /health/live (same process)', vs('sold-out-410'), 0.7),
+    t('service CPU per GET /health/live / per 410 (same process)', cpuVs('sold-out-410'), 0.7),
+    t('409 to holders asking again / GET /health/live (same process)', vs('already-ordered-409'), 0.5),
     t('PostgreSQL statements per 410', per('sold-out-410', 'pgStatements'), 0.01, '<='),
     t('Redis commands per 410', per('sold-out-410', 'redisCommands'), 0.01, '<='),
     t('PostgreSQL statements per 409', per('already-ordered-409', 'pgStatements'), 0.01, '<='),
     t('Redis commands per 409', per('already-ordered-409', 'redisCommands'), 0.01, '<='),
-    t('429 / GET /health/live (same process)', rate('rate-limited-429') / rate('health-live-limited'), 0.7),
+    t('429 / GET /health/live (same process)', vs('rate-limited-429', 'health-live-limited'), 0.7),
     t(
       'service CPU per GET /health/live / per 429 (same process)',
-      cpu('health-live-limited') / cpu('rate-limited-429'),
+      cpuVs('rate-limited-429', 'health-live-limited'),
       0.7,
     ),
-    t('orders/s with HS256 identity / without', rate('orders-hs256') / rate('orders-plain'), 0.9),
+    t('orders/s with HS256 identity / without', vs('orders-hs256', 'orders-plain'), 0.9),
   ];
 }
 
@@ -266,20 +277,14 @@ async function main(): Promise<void> {
     // Rows compared with each other are measured interleaved (A, B, A, B, half the time each) in the
     // same process, or in alternating starts: a one-off slow second, or a start that lands on a
     // busier moment of this shared machine, then weighs on both sides alike.
-    const interleaved = async (svc: ServiceProcess, parts: Array<[RowHead, Partial<LoadSpec>]>, rounds = 2) => {
+    const interleaved = async (svc: ServiceProcess, parts: Array<[string, Partial<LoadSpec>]>, rounds = 2) => {
       const measured: DoorRow[][] = parts.map(() => []);
       for (let r = 0; r < rounds; r++) {
-        for (const [i, [row, load]] of parts.entries())
-          measured[i].push(await measure({ ...ctx, durationS: durationS / rounds }, svc, row, load));
+        for (const [i, [id, load]] of parts.entries())
+          measured[i].push(await measure({ ...ctx, durationS: durationS / rounds }, svc, head(id), load));
       }
       return measured.map(merge);
     };
-    const head = (start: RowHead['start'], id: string, what: string, okStatus: number) => ({
-      id,
-      start,
-      what,
-      okStatus,
-    });
 
     // 1. Identity off, no limits: the floor and the refusals, interleaved; then the orders.
     let svc = await start({});
@@ -296,20 +301,9 @@ async function main(): Promise<void> {
     );
     rows.push(
       ...(await interleaved(svc, [
-        [head('plain', 'health-live-plain', 'GET /health/live', 200), { get: '/health/live' }],
-        [
-          head('plain', 'sold-out-410', 'POST /orders, sold-out product, distinct buyers (a body per request)', 410),
-          { bodyOf: () => JSON.stringify({ userId: `late-${late++}`, productId: soldOut }) },
-        ],
-        [
-          head(
-            'plain',
-            'already-ordered-409',
-            'POST /orders, sold-out product, its 20 holders again (20 fixed bodies)',
-            409,
-          ),
-          { bodies: holderBodies },
-        ],
+        ['health-live-plain', { get: '/health/live' }],
+        ['sold-out-410', { bodyOf: () => JSON.stringify({ userId: `late-${late++}`, productId: soldOut }) }],
+        ['already-ordered-409', { bodies: holderBodies }],
       ])),
     );
     const memory = await boardMemory(ctx, svc, holders);
@@ -339,14 +333,7 @@ async function main(): Promise<void> {
       const row = await measure(
         { ...ctx, durationS: durationS / 2 },
         svc,
-        identity
-          ? head('identity', 'orders-hs256', 'POST /orders, distinct buyers each with an HS256 token, 20 segments', 201)
-          : head(
-              'plain',
-              'orders-plain',
-              'POST /orders, distinct buyers, 20 segments, identity off (a token header sent and ignored)',
-              201,
-            ),
+        head(`orders-${identity ? 'hs256' : 'plain'}`),
         load,
       );
       await svc.stop();
@@ -376,11 +363,8 @@ async function main(): Promise<void> {
     await warmUp(ctx, svc, { bodies: eager, okStatus: 429 }, 'warm-up 429s');
     rows.push(
       ...(await interleaved(svc, [
-        [head('limited', 'health-live-limited', 'GET /health/live', 200), { get: '/health/live' }],
-        [
-          head('limited', 'rate-limited-429', 'POST /orders, one user over RATE_LIMIT_USER=1 (one fixed body)', 429),
-          { bodies: eager },
-        ],
+        ['health-live-limited', { get: '/health/live' }],
+        ['rate-limited-429', { bodies: eager }],
       ])),
     );
     await svc.stop();

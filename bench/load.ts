@@ -73,6 +73,10 @@ export function latencyOf(h: RecordableHistogram) {
   return { p50: ms(h.percentile(50)), p99: ms(h.percentile(99)), max: ms(h.max), mean: ms(h.mean) };
 }
 
+/** The value at quantile `q` (0 < q <= 1) of values sorted ascending, by nearest rank. */
+export const nearestRank = (sorted: number[], q: number) =>
+  sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
+
 /** Counts one more `key` (an answer's status) in `counts`. */
 export function tally(counts: Record<string, number>, key: string, n = 1): void {
   counts[key] = (counts[key] ?? 0) + n;

@@ -4,7 +4,7 @@
 import http from 'node:http';
 import { createHistogram } from 'node:perf_hooks';
 import { request } from './http';
-import { addCounts, autocannonTimeoutS, latencyOf, LoadResult, runLoad, tally } from './load';
+import { addCounts, autocannonTimeoutS, latencyOf, LoadResult, nearestRank, runLoad, tally } from './load';
 import { scenarioDeltas, snapshot } from './metrics';
 import { auditProduct, Check, verify } from '../harness/verify';
 import { ordersLoad, quietOrders, resultOf } from './scenario-result';
@@ -36,8 +36,7 @@ export function fateOf(k: number, stock: number, plan: Pick<ReturnsPlan, 'share'
 export function spread(values: number[]) {
   if (values.length === 0) return null;
   const v = [...values].sort((a, b) => a - b);
-  const at = (p: number) => v[Math.min(v.length - 1, Math.max(0, Math.ceil((p / 100) * v.length) - 1))];
-  return { count: v.length, p50: at(50), p99: at(99), max: v[v.length - 1] };
+  return { count: v.length, p50: nearestRank(v, 0.5), p99: nearestRank(v, 0.99), max: v[v.length - 1] };
 }
 
 /** The shop's backend calling pay and cancel: keep-alive sockets, at most BACKEND_CONCURRENCY calls at once. */

@@ -186,6 +186,4 @@ async function main(): Promise<number> {
   }
 }
 
-if (require.main === module) {
-  void main().then((code) => process.exit(code));
-}
+if (require.main === module) void main().then((code) => process.exit(code));

@@ -316,38 +316,30 @@ export function readMeasured(report: BenchmarkReport, batch: 'group' | 'one', cl
   const o = unitCost(oc, 1);
   const orderCost: UnitCost = { ...o, spreadCalls: o.spreadCalls + extra };
   const refusalCost = unitCost(rc, 1);
-  const m = (v: number, unit: string, from: ScenarioResult, what = ''): Input => ({
-    value: v,
-    unit,
-    source: 'measured',
-    basis: `${from.id}${what}`,
-  });
-  const d = (v: number, unit: string, basis: string): Input => ({ value: v, unit, source: 'derived', basis });
+  const [ord, ref] = [order!, refusal!];
+  const input = (source: Source, value: number, unit: string, basis: string): Input => ({ value, unit, source, basis });
+  const m = (v: number, unit: string, from: ScenarioResult, what = '') =>
+    input('measured', v, unit, `${from.id}${what}`);
+  const d = (v: number, unit: string, basis: string) => input('derived', v, unit, basis);
+  const userLock = input('assumed', 1, 'call', 'the cluster splits the entry script in two');
   const inputs: Array<[string, Input]> = [
-    ['order: service CPU', m(orderCost.serviceCpuUs, 'µs', order!)],
-    ['order: Redis round trips (scripts)', m(oc.perUnit.redisScripts, 'calls', order!)],
-    ...(cluster
-      ? ([
-          [
-            'order: + user lock on its own slot (cluster)',
-            { value: 1, unit: 'call', source: 'assumed', basis: 'the cluster splits the entry script in two' },
-          ],
-        ] as Array<[string, Input]>)
-      : []),
-    ['order: Redis CPU per call', d(orderCost.redisCpuPerCallUs, 'µs', `Redis CPU / scripts of ${order!.id}`)],
+    ['order: service CPU', m(orderCost.serviceCpuUs, 'µs', ord)],
+    ['order: Redis round trips (scripts)', m(oc.perUnit.redisScripts, 'calls', ord)],
+    ...(cluster ? [['order: + user lock on its own slot (cluster)', userLock] as [string, Input]] : []),
+    ['order: Redis CPU per call', d(orderCost.redisCpuPerCallUs, 'µs', `Redis CPU / scripts of ${ord.id}`)],
     [
       'order: PostgreSQL write transactions',
-      m(orderCost.pgWriteTransactions, 'per order', order!, ' (1 / mean orders per commit)'),
+      m(orderCost.pgWriteTransactions, 'per order', ord, ' (1 / mean orders per commit)'),
     ],
-    ['order: WAL', m(orderCost.walBytes, 'bytes', order!)],
-    ['order: PostgreSQL CPU', m(orderCost.pgPrimaryCpuUs, 'µs', order!)],
-    ['refusal: service CPU', m(refusalCost.serviceCpuUs, 'µs', refusal!)],
-    ['refusal: Redis round trips (scripts)', m(rc.perUnit.redisScripts, 'calls', refusal!)],
-    ['refusal: Redis CPU per call', d(refusalCost.redisCpuPerCallUs, 'µs', `Redis CPU / scripts of ${refusal!.id}`)],
-    ['refusal: PostgreSQL CPU (the buyer lookup)', m(refusalCost.pgPrimaryCpuUs, 'µs', refusal!)],
+    ['order: WAL', m(orderCost.walBytes, 'bytes', ord)],
+    ['order: PostgreSQL CPU', m(orderCost.pgPrimaryCpuUs, 'µs', ord)],
+    ['refusal: service CPU', m(refusalCost.serviceCpuUs, 'µs', ref)],
+    ['refusal: Redis round trips (scripts)', m(rc.perUnit.redisScripts, 'calls', ref)],
+    ['refusal: Redis CPU per call', d(refusalCost.redisCpuPerCallUs, 'µs', `Redis CPU / scripts of ${ref.id}`)],
+    ['refusal: PostgreSQL CPU (the buyer lookup)', m(refusalCost.pgPrimaryCpuUs, 'µs', ref)],
     [
       'refusals per second, one process',
-      m(refusal!.ordersPerSec, '410/s', refusal!, ', sharing 2 cores with PostgreSQL, Redis and the load'),
+      m(ref.ordersPerSec, '410/s', ref, ', sharing 2 cores with PostgreSQL, Redis and the load'),
     ],
     ['floor: service CPU of GET /health/live', m(fc.perUnit.targetCpuUs, 'µs', floor!)],
     [
@@ -375,7 +367,7 @@ export function readMeasured(report: BenchmarkReport, batch: 'group' | 'one', cl
     floorCpuUs: fc.perUnit.targetCpuUs,
     /** One segment, one process, hold 0. */
     segmentOrdersPerS: oneSegment.ordersPerSec,
-    refusalsPerSProcess: refusal!.ordersPerSec,
+    refusalsPerSProcess: ref.ordersPerSec,
     retryDelayMs: retryDelayMs + retryJitterMs / 2,
     inputs,
   };

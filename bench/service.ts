@@ -101,18 +101,15 @@ export interface ProcessPeak {
   peakRssMb: number;
 }
 
-/** Samples VmRSS of the primary and its children every `intervalMs`; keeps each pid's peak. */
+/** Samples VmRSS of the primary and its children every 500 ms; keeps each pid's peak. */
 export class RssSampler {
   private readonly peaks = new Map<number, ProcessPeak>();
   private readonly timer: NodeJS.Timeout;
   readonly supported = existsSync('/proc/self/status');
 
-  constructor(
-    private readonly primaryPid: number,
-    intervalMs = 500,
-  ) {
+  constructor(private readonly primaryPid: number) {
     this.sample();
-    this.timer = setInterval(() => this.sample(), intervalMs);
+    this.timer = setInterval(() => this.sample(), 500);
     this.timer.unref();
   }
 

@@ -12,7 +12,7 @@ import { Audit, auditProduct, Check } from '../harness/verify';
 import { LIVELY_S } from '../src/waiting-room/ticket-status';
 import type { ServiceProcess } from '../harness/launcher';
 import { CostProbe, CostSnapshot, costDeltas } from './costs';
-import { LoadSpec, runLoad, tally } from './load';
+import { LoadSpec, nearestRank, runLoad, tally } from './load';
 import { countOf } from './returns';
 import { createProductViaApi } from './scenarios';
 import { BENCH_SHOP_TOKEN } from './service';
@@ -46,8 +46,7 @@ export type QueueReport = Awaited<ReturnType<typeof runQueueBenchmark>>;
 export function percentiles(values: number[]): { p50: number | null; p90: number | null } {
   if (values.length === 0) return { p50: null, p90: null };
   const sorted = [...values].sort((a, b) => a - b);
-  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
-  return { p50: at(0.5), p90: at(0.9) };
+  return { p50: nearestRank(sorted, 0.5), p90: nearestRank(sorted, 0.9) };
 }
 
 /**

@@ -7,24 +7,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Result } from 'ioredis';
 import { projectRoot } from '../../src/infrastructure/project-root';
-import {
-  alreadyOrdered,
-  busy,
-  created,
-  HOLD_MS,
-  memo,
-  notFound,
-  OrderRequest,
-  overLimit,
-  PeerError,
-  peerPool,
-  peerRedis,
-  query,
-  serve,
-  sleep,
-  soldOut,
-  unavailable,
-} from './common';
+import { answer, created, HOLD_MS, memo, peerPool, peerRedis, query, serve, sleep } from './common';
+import type { OrderRequest, PeerError } from './common';
 import { luaPeerKeys } from './lua-keys';
 
 declare module 'ioredis' {
@@ -47,7 +31,7 @@ const lua = (name: string) => readFileSync(join(projectRoot(__dirname), 'bench',
 redis.defineCommand('peerTakeStock', { numberOfKeys: 2, lua: lua('peer-take-stock.lua') });
 redis.defineCommand('peerReturnStock', { numberOfKeys: 2, lua: lua('peer-return-stock.lua') });
 
-const fromRedis = () => Promise.reject(unavailable('redis'));
+const fromRedis = () => Promise.reject(answer.unavailable('redis'));
 
 /** limit_per_user of each product, read once; the first read also puts the product's stock into Redis. */
 const products = memo((id) =>
@@ -61,7 +45,7 @@ const products = memo((id) =>
        FROM products WHERE id = $1`,
     [id],
   ).then(async ({ rows }) => {
-    if (rows.length === 0) throw notFound(id);
+    if (rows.length === 0) throw answer.notFound(id);
     await redis.set(luaPeerKeys.stock(id), String(rows[0].left_units), 'NX').catch(fromRedis);
     return rows[0].limit_per_user as number;
   }),
@@ -70,7 +54,7 @@ const products = memo((id) =>
 async function place(req: OrderRequest): Promise<object> {
   const { userId, productId, quantity } = req;
   const limitPerUser = await products.get(productId);
-  if (quantity > limitPerUser) throw overLimit(limitPerUser);
+  if (quantity > limitPerUser) throw answer.overLimit(limitPerUser);
   const keys = [luaPeerKeys.stock(productId), luaPeerKeys.buyers(productId)] as const;
   let taken = await redis.peerTakeStock(...keys, userId, quantity).catch(fromRedis);
   if (taken === -2) {
@@ -79,9 +63,9 @@ async function place(req: OrderRequest): Promise<object> {
     await products.get(productId);
     taken = await redis.peerTakeStock(...keys, userId, quantity).catch(fromRedis);
   }
-  if (taken === -1) throw alreadyOrdered();
-  if (taken === 0) throw soldOut();
-  if (taken !== 1) throw busy('the stock count kept disappearing from Redis');
+  if (taken === -1) throw answer.alreadyOrdered();
+  if (taken === 0) throw answer.soldOut();
+  if (taken !== 1) throw answer.busy('the stock count kept disappearing from Redis');
 
   if (HOLD_MS > 0) await sleep(HOLD_MS);
   try {
@@ -94,13 +78,13 @@ async function place(req: OrderRequest): Promise<object> {
     return created(req, rows[0].id, rows[0].created_at, []);
   } catch (err) {
     // query() turned the failure into the service's answer.
-    const answer = err as PeerError;
+    const refusal = err as PeerError;
     // The units go back on sale; the buyer too, unless PostgreSQL says they hold an order already.
-    const forget = answer.code === 'ALREADY_ORDERED' ? '0' : '1';
+    const forget = refusal.code === 'ALREADY_ORDERED' ? '0' : '1';
     await redis
       .peerReturnStock(...keys, userId, quantity, forget)
       .catch(() => console.error(`could not give ${quantity} unit(s) of product ${productId} back`));
-    throw answer;
+    throw refusal;
   }
 }
 

@@ -9,25 +9,7 @@ import { ExecutionError, Lock, Redlock, ResourceLockedError } from '@sesamecare-
 import type { Result } from 'ioredis';
 import { projectRoot } from '../../src/infrastructure/project-root';
 import { SCRIPTS, scriptFile } from '../../src/infrastructure/redis-scripts';
-import {
-  alreadyOrdered,
-  busy,
-  created,
-  env,
-  HOLD_MS,
-  memo,
-  notFound,
-  OrderRequest,
-  overLimit,
-  PeerError,
-  peerPool,
-  peerRedis,
-  query,
-  serve,
-  sleep,
-  soldOut,
-  unavailable,
-} from './common';
+import { answer, created, env, HOLD_MS, memo, OrderRequest, peerPool, peerRedis, query, serve, sleep } from './common';
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {
@@ -80,7 +62,7 @@ const products = memo((id): Promise<Product> =>
     'SELECT limit_per_user, (SELECT count(*) FROM stock_segments WHERE product_id = $1)::int AS n FROM products WHERE id = $1',
     [id],
   ).then(({ rows }) => {
-    if (rows.length === 0) throw notFound(id);
+    if (rows.length === 0) throw answer.notFound(id);
     return { segments: rows[0].n as number, limitPerUser: rows[0].limit_per_user as number, empty: new Set() };
   }),
 );
@@ -95,7 +77,7 @@ async function attempt(p: Product, idx: number, req: OrderRequest): Promise<obje
       const stats =
         err instanceof ExecutionError && err.attempts.length > 0 ? await err.attempts[err.attempts.length - 1] : null;
       if (stats && [...stats.votesAgainst.values()].every((e) => e instanceof ResourceLockedError)) return 'busy';
-      throw unavailable('redis');
+      throw answer.unavailable('redis');
     }
   }
   try {
@@ -124,7 +106,7 @@ async function trySegments(p: Product, req: OrderRequest, skip: ReadonlySet<numb
   }
   const deadline = Date.now() + LOCK_WAIT_MS;
   for (let turn = 0; busyOnes.length > 0; turn++) {
-    if (Date.now() >= deadline) throw busy(`every segment with stock stayed locked for ${LOCK_WAIT_MS} ms`);
+    if (Date.now() >= deadline) throw answer.busy(`every segment with stock stayed locked for ${LOCK_WAIT_MS} ms`);
     await sleep(retryDelay());
     const i = turn % busyOnes.length;
     const out = await attempt(p, busyOnes[i], req);
@@ -137,7 +119,7 @@ async function trySegments(p: Product, req: OrderRequest, skip: ReadonlySet<numb
 /** Segments first; when none sold, PostgreSQL says whether the stock is gone or which segments to retry. */
 async function sell(req: OrderRequest): Promise<object> {
   const p = await products.get(req.productId);
-  if (req.quantity > p.limitPerUser) throw overLimit(p.limitPerUser);
+  if (req.quantity > p.limitPerUser) throw answer.overLimit(p.limitPerUser);
   let skip: ReadonlySet<number> = p.empty;
   for (let round = 0; round < 4; round++) {
     const order = await trySegments(p, req, skip);
@@ -154,11 +136,13 @@ async function sell(req: OrderRequest): Promise<object> {
       skip = new Set([...Array(p.segments).keys()].filter((i) => !fits.includes(i)));
       continue;
     }
-    if (ordered) throw alreadyOrdered();
-    if (Number(remaining) < req.quantity) throw soldOut();
-    throw busy(`no single segment holds ${req.quantity} units (this peer does not spread an order over segments)`);
+    if (ordered) throw answer.alreadyOrdered();
+    if (Number(remaining) < req.quantity) throw answer.soldOut();
+    throw answer.busy(
+      `no single segment holds ${req.quantity} units (this peer does not spread an order over segments)`,
+    );
   }
-  throw busy('the stock kept moving under this order');
+  throw answer.busy('the stock kept moving under this order');
 }
 
 /** The user lock turns a user's concurrent duplicates into 409 ORDER_IN_PROGRESS; the unique index keeps one order per user. */
@@ -168,8 +152,8 @@ async function place(req: OrderRequest): Promise<object> {
   const token = randomBytes(9).toString('base64');
   const taken = await redis
     .set(key, token, 'PX', USER_LOCK_TTL_MS, 'NX')
-    .catch(() => Promise.reject(unavailable('redis')));
-  if (taken === null) throw new PeerError(409, 'ORDER_IN_PROGRESS', 'another order of this user is in progress');
+    .catch(() => Promise.reject(answer.unavailable('redis')));
+  if (taken === null) throw answer.inProgress();
   try {
     return await sell(req);
   } finally {

@@ -69,27 +69,30 @@ export class PeerError extends Error {
     super(message);
   }
 }
-export const busy = (why: string) => new PeerError(503, 'BUSY', why);
-export const unavailable = (what: 'redis' | 'postgres') =>
-  new PeerError(
-    503,
-    'UNAVAILABLE',
-    `${what === 'redis' ? 'the lock service' : 'the database'} is unavailable, retry later`,
-  );
-export const alreadyOrdered = () =>
-  new PeerError(409, 'ALREADY_ORDERED', 'this user already has an order for this product');
-export const soldOut = () => new PeerError(410, 'SOLD_OUT', 'sold out');
-export const notFound = (id: number) => new PeerError(404, 'PRODUCT_NOT_FOUND', `product ${id} does not exist`);
-export const overLimit = (limit: number) =>
-  new PeerError(400, 'QUANTITY_OVER_LIMIT', `quantity is over this product's limit of ${limit} per user`);
+/** The service's error answers a peer gives, by name: `throw answer.soldOut()`. */
+export const answer = {
+  busy: (why: string) => new PeerError(503, 'BUSY', why),
+  unavailable: (what: 'redis' | 'postgres') =>
+    new PeerError(
+      503,
+      'UNAVAILABLE',
+      `${what === 'redis' ? 'the lock service' : 'the database'} is unavailable, retry later`,
+    ),
+  alreadyOrdered: () => new PeerError(409, 'ALREADY_ORDERED', 'this user already has an order for this product'),
+  inProgress: () => new PeerError(409, 'ORDER_IN_PROGRESS', 'another order of this user is in progress'),
+  soldOut: () => new PeerError(410, 'SOLD_OUT', 'sold out'),
+  notFound: (id: number) => new PeerError(404, 'PRODUCT_NOT_FOUND', `product ${id} does not exist`),
+  overLimit: (limit: number) =>
+    new PeerError(400, 'QUANTITY_OVER_LIMIT', `quantity is over this product's limit of ${limit} per user`),
+};
 
 /** A PostgreSQL failure as the service maps it: the unique index is a fact, a contention is BUSY, the rest an outage. */
 export function fromPostgres(err: unknown): PeerError {
   const code = (err as Partial<DatabaseError>).code;
-  if (code === '23505') return alreadyOrdered();
-  if (code === '40P01' || code === '40001' || code === '55P03') return busy('the stock was contended, retry');
+  if (code === '23505') return answer.alreadyOrdered();
+  if (code === '40P01' || code === '40001' || code === '55P03') return answer.busy('the stock was contended, retry');
   console.error(`postgres: ${(err as Error).message}`);
-  return unavailable('postgres');
+  return answer.unavailable('postgres');
 }
 
 /** A statement on the peer's pool; a failure rejects with the answer the service would give (fromPostgres). */
