@@ -24,7 +24,6 @@ const measured: Measured = {
     spreadCalls: 2,
     redisCpuPerCallUs: 10,
     pgPrimaryCpuUs: 300,
-    pgReplicaCpuUs: 0,
     pgWriteTransactions: 0.25,
     walBytes: 500,
   },
@@ -34,7 +33,6 @@ const measured: Measured = {
     spreadCalls: 0,
     redisCpuPerCallUs: 10,
     pgPrimaryCpuUs: 200,
-    pgReplicaCpuUs: 0,
     pgWriteTransactions: 0,
     walBytes: 0,
   },
@@ -107,7 +105,6 @@ describe('scaling model', () => {
     expect(p.spreadMasters).toBe(3);
     // 1000 x 300 + 9000 x 400 + 90,000 x 200 µs.
     expect(p.pgPrimaryCores).toBeCloseTo(21.9);
-    expect(p.pgReplicas).toBe(0);
     expect(p.commits).toBeCloseTo(250);
     expect(p.commitsPerS).toBeCloseTo(2500);
     expect(p.walMB).toBeCloseTo(0.5);
@@ -137,24 +134,24 @@ describe('scaling model', () => {
     expect(at(b)).toBeLessThan(1);
     expect(at(b + 2)).toBeGreaterThanOrEqual(1);
     expect(b).toBeLessThan(100_000);
-    // Behind the queue the losers are capped and refusals read replicas: nothing on the primary or the slot grows.
-    expect(maxBuyersPerS(measured, sale, cap, variant('+ queue'))).toBe(Infinity);
+    // Behind the queue the losers are capped: more buyers fit, and none bound it once a refusal costs
+    // neither the product's slot nor the primary (what the door measures).
+    expect(maxBuyersPerS(measured, sale, cap, variant('+ queue'))).toBeGreaterThan(b);
+    const door = { ...measured, refusal: { ...measured.refusal, productSlotCalls: 0, pgPrimaryCpuUs: 0 } };
+    expect(maxBuyersPerS(door, sale, cap, variant('+ queue'))).toBe(Infinity);
+    expect(maxBuyersPerS(door, sale, cap, variant('as built'))).toBeLessThan(Infinity);
   });
 
-  it('should take refusals off Redis with the local flag, off the primary with replicas, and cap the losers with the queue', () => {
-    expect(plan(measured, sale, cap, variant('+ local flag')).productSlotCores).toBeCloseTo(0.1);
-    const replicas = plan(measured, sale, cap, variant('+ replicas'));
-    expect(replicas.pgPrimaryCores).toBeCloseTo(3.9);
-    expect(replicas.pgReplicas).toBe(4); // 90,000 x 200 µs = 18 cores, 5 per replica
+  it('should let at most admitFactor - 1 times the units through the queue as losers, the rest refused', () => {
     const q = plan(measured, sale, cap, variant('+ queue'));
-    expect(q).toMatchObject({ losers: 1000, refusals: 98_000, pgReplicas: 4 });
-    expect(q.pgPrimaryCores).toBeCloseTo(0.7);
-    expect(q.productSlotCores).toBeCloseTo(0.02);
+    expect(q).toMatchObject({ losers: 1000, refusals: 98_000 });
+    // 1000 x 300 + 1000 x 400 + 98,000 x 200 µs.
+    expect(q.pgPrimaryCores).toBeCloseTo(20.3);
+    // Every request still calls the product's slot once: 100,000 x 10 µs.
+    expect(q.productSlotCores).toBeCloseTo(1);
     expect(q.serviceCores).toBeCloseTo(40.2);
-    const r = plan(measured, sale, cap, variant('queue, buyers in Redis'));
-    expect(r).toMatchObject({ pgReplicas: 0 });
-    // 98,000 refusals x 1 call x 10 µs on the users' slots beside the orders' and losers' calls.
-    expect(r.spreadMasters).toBe(Math.ceil((1000 * 2 * 10 + 1000 * 14.5 * 10 + 98_000 * 10) / 1e6 / 0.5));
+    // Orders 2 calls, the 1000 losers 14.5 each (refusals none), masters at half a core.
+    expect(q.spreadMasters).toBe(Math.ceil((1000 * 2 * 10 + 1000 * 14.5 * 10) / 1e6 / 0.5));
   });
 
   const costs = (perUnit: Partial<NonNullable<ScenarioResult['costs']>['perUnit']>) => ({

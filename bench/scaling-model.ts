@@ -55,55 +55,23 @@ const CAPACITY_BASIS: Record<keyof Capacity, [string, string]> = {
   admitFactor: ['x units', 'the queue in front lets this many requests per unit into the order path until sold out'],
 };
 
-/** A mitigation: how it changes a refusal's cost and how many requests reach the order path before the sell-out. */
+/** The order path without a queue in front, or behind one that caps the requests reaching it before the sell-out. */
 export interface Variant {
   name: string;
   what: string;
-  refusal: (m: Measured) => UnitCost;
   /** The most losers it lets into the order path; unlimited when absent. */
   maxLosers?: (sale: Sale, cap: Capacity) => number;
 }
 
-/** A refusal answered from a flag this process keeps: no Redis call. */
-const localFlag = (m: Measured): UnitCost => ({ ...m.refusal, productSlotCalls: 0, spreadCalls: 0 });
-/** ... whose buyer lookup (for 409 ALREADY_ORDERED) a read replica serves. */
-const lookupOnReplica = (m: Measured): UnitCost => ({
-  ...localFlag(m),
-  pgPrimaryCpuUs: 0,
-  pgReplicaCpuUs: m.refusal.pgPrimaryCpuUs,
-});
-/** ... or whose buyer is looked up in Redis, on the user's slot (a key written with each order), costed as a refusal's Redis call. */
-const buyerInRedis = (m: Measured): UnitCost => ({ ...localFlag(m), spreadCalls: 1, pgPrimaryCpuUs: 0 });
-const queued = (sale: Sale, cap: Capacity) => Math.max(0, (cap.admitFactor - 1) * sale.units);
-
-/** The first four each add one mitigation to the one before; the last swaps the replicas for Redis (docs/scaling.md says what each takes). */
 export const VARIANTS: Variant[] = [
   {
     name: 'as built',
-    what: "refusals cost what the benchmark measured (since the door: from each process's memory, no Redis call, no PostgreSQL statement); requests before the sell-out take the order path",
-    refusal: (m) => m.refusal,
-  },
-  {
-    name: '+ local flag',
-    what: 'refusals no longer reach Redis (built: the door; the same as "as built" on a run that measured it)',
-    refusal: localFlag,
-  },
-  {
-    name: '+ replicas',
-    what: 'no refusal reaches the primary (built another way: the door answers holders from memory)',
-    refusal: lookupOnReplica,
+    what: "every buyer sends an order; refusals cost what the benchmark measured (the door's memory: no Redis call, no PostgreSQL statement); requests before the sell-out take the order path",
   },
   {
     name: '+ queue',
-    what: 'a queue in front (the waiting room, docs/waiting-room.md) admits at most admitFactor x units into the order path until sold out; the rest wait',
-    refusal: lookupOnReplica,
-    maxLosers: queued,
-  },
-  {
-    name: 'queue, buyers in Redis',
-    what: "as + queue, but the buyer lookup reads a Redis key on the user's slot instead of PostgreSQL",
-    refusal: buyerInRedis,
-    maxLosers: queued,
+    what: 'the waiting room in front (docs/waiting-room.md) admits at most admitFactor x units into the order path until sold out; the rest wait',
+    maxLosers: (sale, cap) => Math.max(0, (cap.admitFactor - 1) * sale.units),
   },
 ];
 
@@ -122,7 +90,6 @@ export function loserCost(m: Measured, waitS: number): UnitCost {
     ...m.order,
     spreadCalls: m.order.spreadCalls + 2 * polls,
     pgPrimaryCpuUs: 2 * m.refusal.pgPrimaryCpuUs,
-    pgReplicaCpuUs: 0,
     pgWriteTransactions: 0,
     walBytes: 0,
   };
@@ -158,7 +125,7 @@ export function plan(m: Measured, sale: Sale, cap: Capacity, variant: Variant) {
   const arrivedBeforeSellOut = Math.min(requests, arrivalPerS * sellOutS);
   const losers = Math.min(Math.max(0, arrivedBeforeSellOut - sale.units), variant.maxLosers?.(sale, cap) ?? Infinity);
   const refusals = Math.max(0, requests - sale.units - losers);
-  const refusal = variant.refusal(m);
+  const refusal = m.refusal;
   // Losers arrive evenly until the sell-out (or until the last buyer came) and wait for it.
   const loserWaitS = sellOutS - Math.min(sale.seconds, sellOutS) / 2;
   const mix: Array<[number, UnitCost]> = [
@@ -176,7 +143,6 @@ export function plan(m: Measured, sale: Sale, cap: Capacity, variant: Variant) {
   const productSlotCores = perS((c) => c.productSlotCalls * c.redisCpuPerCallUs);
   const spreadCores = perS((c) => c.spreadCalls * c.redisCpuPerCallUs);
   const pgPrimaryCores = perS((c) => c.pgPrimaryCpuUs);
-  const pgReplicaCores = perS((c) => c.pgReplicaCpuUs);
   const commits = sale.units * order.pgWriteTransactions;
   const walMB = (sale.units * order.walBytes) / 1e6;
   const utilisation: Record<Limit, number> = {
@@ -205,7 +171,6 @@ export function plan(m: Measured, sale: Sale, cap: Capacity, variant: Variant) {
     /** Masters for the keys that spread over the cluster (segment locks, user locks); the product's master comes on top. */
     spreadMasters: Math.ceil(spreadCores / cap.redisUtil),
     pgPrimaryCores,
-    pgReplicas: Math.ceil(pgReplicaCores / (cap.pgCores * cap.pgUtil)),
     commits,
     commitsPerS: commits / sellOutS,
     walMB,
@@ -262,8 +227,6 @@ function unitCost(c: ScenarioCosts, productSlotCalls: number) {
     spreadCalls: Math.max(0, p.redisScripts - productSlotCalls),
     redisCpuPerCallUs: p.redisScripts > 0 ? p.redisCpuUs / p.redisScripts : 0,
     pgPrimaryCpuUs: p.pgCpuUs ?? NaN,
-    /** PostgreSQL reads a read replica could serve instead of the primary (with a service change). */
-    pgReplicaCpuUs: 0,
     pgWriteTransactions: p.pgWriteTransactions,
     walBytes: p.pgWalBytes,
   };
@@ -414,7 +377,7 @@ export function render(report: BenchmarkReport, o: ModelOptions): string {
       ]),
     ),
     '',
-    'What the sale takes, per variant (the first four each add one mitigation to the one before; the last swaps the replicas for Redis)',
+    'What the sale takes, without and with a queue in front',
     ...VARIANTS.map((v) => `  ${v.name}: ${v.what}`),
     ...indent(
       table([
@@ -430,7 +393,6 @@ export function render(report: BenchmarkReport, o: ModelOptions): string {
         row('Redis: product slot, cores of 1 master', (p) => num(p.productSlotCores)),
         row(`Redis: masters for locks (${pct(cap.redisUtil)} each)`, (p) => num(p.spreadMasters)),
         row('PostgreSQL primary cores', (p) => num(p.pgPrimaryCores)),
-        row(`PostgreSQL read replicas (${cap.pgCores} cores)`, (p) => num(p.pgReplicas)),
         row('commits in all', (p) => num(p.commits)),
         row('commits/s while selling', (p) => num(p.commitsPerS)),
         row('WAL MB in all', (p) => num(p.walMB)),
@@ -478,10 +440,7 @@ const FLAGS = {
   'single-redis': toggle('one Redis instead of a Redis Cluster (the order entry is then one call, not two)'),
   'process-util': value('F', `share of a core per service process (assumed, default ${DEFAULT_CAPACITY.processUtil})`),
   'redis-util': value('F', `share of a Redis master's core (assumed, default ${DEFAULT_CAPACITY.redisUtil})`),
-  'pg-cores': value(
-    'N',
-    `cores of the PostgreSQL primary and of each replica (assumed, default ${DEFAULT_CAPACITY.pgCores})`,
-  ),
+  'pg-cores': value('N', `cores of the PostgreSQL primary (assumed, default ${DEFAULT_CAPACITY.pgCores})`),
   'pg-util': value('F', `share of PostgreSQL's cores (assumed, default ${DEFAULT_CAPACITY.pgUtil})`),
   'pg-commits': value('N', `commits/s the primary sustains (assumed, default ${DEFAULT_CAPACITY.pgCommitsPerS})`),
   'wal-mbps': value('N', `WAL MB/s the primary sustains (assumed, default ${DEFAULT_CAPACITY.walMBps})`),
