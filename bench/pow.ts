@@ -125,8 +125,8 @@ async function solving(steps: number[], samples: number) {
 
 async function main(): Promise<void> {
   const flags = readFlags(
-    ['steps', 'samples', 'rounds'],
-    `npm run bench:pow -- [--steps N,N,... (${DEFAULT_STEPS.join(',')})] [--samples N (15)] [--rounds N (20000)]`,
+    ['steps', 'samples', 'rounds', 'out'],
+    `npm run bench:pow -- [--steps N,N,... (${DEFAULT_STEPS.join(',')})] [--samples N (15)] [--rounds N (20000)] [--out DIR (bench/results)]`,
   );
   if (!flags) return;
   const samples = Number(flags.samples ?? 15);
@@ -158,7 +158,7 @@ async function main(): Promise<void> {
     ),
     '',
   ].join('\n');
-  writeResults(RESULTS_DIR, 'pow', result, md);
+  writeResults(flags.out ?? RESULTS_DIR, 'pow', result, md);
   process.stdout.write(`\n${md}`);
 }
 
