@@ -52,7 +52,7 @@ export class JoinProof {
       throw new ProofRequiredError(productId);
     }
     if (userId === null) return null;
-    const verified = await this.pow.verify(raw, productId, userId, now);
+    const verified = this.pow.verify(raw, productId, userId, now);
     return () => this.pow.claim(verified);
   }
 }

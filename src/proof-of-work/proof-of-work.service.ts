@@ -4,14 +4,13 @@
 // key. The difficulty follows the joins this process sees (difficulty.ts). docs/proof-of-work.md.
 import { randomBytes } from 'node:crypto';
 import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
-import { createChallenge } from 'altcha-lib/v1';
 import { DataSource } from 'typeorm';
 import { HttpConfig, IdentityConfig, ProofOfWorkConfig, ResolvedIdentityConfig } from '../config/app-config';
 import { ProofInvalidError, UnavailableError } from '../common/domain-errors';
 import { REDIS_CLIENT, RedisClient } from '../infrastructure/redis.providers';
 import { MetricsService } from '../metrics/metrics.service';
 import { AdaptiveDifficulty } from './difficulty';
-import { challengeParams, decodeSolution, verifyProof } from './proof-verification';
+import { challengeParams, decodeSolution, makeChallenge, verifyProof } from './proof-verification';
 
 /** A challenge as GET /products/:id/queue/challenge answers it: altcha's fields, plus when it expires and the step. */
 export interface IssuedChallenge {
@@ -71,16 +70,16 @@ export class ProofOfWorkService implements OnModuleInit {
   }
 
   /** A new challenge for the product (and user), at the difficulty in force now. */
-  async issue(productId: number, userId: string | null, now = Date.now()): Promise<IssuedChallenge> {
+  issue(productId: number, userId: string | null, now = Date.now()): IssuedChallenge {
     const { step, maxNumber } = this.difficulty.current(productId, now);
     this.metrics.proofOfWorkStep.set({ product: String(productId) }, step);
     const expires = new Date(now + this.config.challengeTtlS * 1000);
-    const c = await createChallenge({
-      hmacKey: this.hmacKey,
-      maxnumber: maxNumber,
+    const c = makeChallenge(
+      this.hmacKey,
+      maxNumber,
       expires,
-      params: challengeParams({ productId, userId: this.bound ? userId : null, maxNumber }),
-    });
+      challengeParams({ productId, userId: this.bound ? userId : null, maxNumber }),
+    );
     return {
       algorithm: c.algorithm,
       challenge: c.challenge,
@@ -98,13 +97,13 @@ export class ProofOfWorkService implements OnModuleInit {
    * a valid, current solution of this product's (and user's) challenge. Whether it was used already
    * is the claim's to say.
    */
-  async verify(raw: string, productId: number, userId: string, now = Date.now()): Promise<VerifiedSolution> {
+  verify(raw: string, productId: number, userId: string, now = Date.now()): VerifiedSolution {
     const payload = decodeSolution(raw);
     if (payload === null) {
       this.metrics.proofOfWork.inc({ outcome: 'invalid' });
       throw new ProofInvalidError('not a solution (base64 of the solved challenge as JSON)');
     }
-    const verified = await verifyProof(payload, this.hmacKey, {
+    const verified = verifyProof(payload, this.hmacKey, {
       productId,
       userId,
       bound: this.bound,

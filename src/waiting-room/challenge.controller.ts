@@ -60,6 +60,6 @@ export class ChallengeController {
     if (!product.waitingRoom) throw new NoWaitingRoomError(productId);
     const userId = caller?.kind === 'buyer' && caller.verified ? caller.userId : null;
     void reply.header('cache-control', 'no-store');
-    return { ...(await this.pow.issue(productId, userId)), required: product.proofOfWork === true };
+    return { ...this.pow.issue(productId, userId), required: product.proofOfWork === true };
   }
 }
