@@ -9,7 +9,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import { dirname, join } from 'node:path';
-import { createChallenge, solveChallenge } from 'altcha-lib/v1';
+import { solveChallenge } from 'altcha-lib/v1';
 import { chromium } from 'playwright-core';
 import { challengeParams, decodeSolution, makeChallenge, verifyProof } from '../src/proof-of-work/proof-verification';
 import { readFlags, RESULTS_DIR, runMain, writeResults } from './standalone';
@@ -94,7 +94,12 @@ async function solving(steps: number[], samples: number) {
     for (const maxNumber of steps) {
       const times: number[] = [];
       for (let i = 0; i < samples; i++) {
-        const c = await createChallenge({ hmacKey: KEY, maxnumber: maxNumber });
+        const c = makeChallenge(
+          KEY,
+          maxNumber,
+          new Date(Date.now() + 60_000),
+          challengeParams({ productId: 1, userId: null, maxNumber }),
+        );
         const ms = await page.evaluate(
           async (ch) => {
             const { solve } = window as unknown as { solve: (c: unknown) => Promise<number> };
