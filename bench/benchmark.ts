@@ -11,7 +11,7 @@ import { projectRoot } from '../src/infrastructure/project-root';
 import { insertProduct, startPeer } from './peers';
 import { RedisSetups } from './redis-setups';
 import { redisSetupsSection, writeReports } from './report';
-import { createProductViaApi, plan, runScenario, warmUp } from './scenarios';
+import { createProductViaApi, pick, plan, runScenario, warmUp } from './scenarios';
 import { ProcessPeak, RssSampler, ServiceRedis, serviceReads, startService } from './service';
 import { cleanUp, openServers } from './standalone';
 import { BenchmarkReport, PEER_NAMES, PeerName, ProcessConfig, RunContext, ScenarioResult, ServiceRun } from './types';
@@ -69,7 +69,7 @@ function defaults(quick: boolean) {
      * expired and resold), in a service start of its own; false = skip.
      */
     returns: true,
-    /** Share of the reservations that come back. */
+    /** Share of the reservations that come back; the rest is paid at once. */
     returnsShare: 0.3,
     /** Share of those cancelled through POST /orders/:id/cancel; the rest expire. */
     returnsCancelShare: 0.5,
@@ -129,10 +129,6 @@ export function planOptionsOf(opts: ReturnType<typeof resolveOptions>) {
         }
       : null,
   };
-}
-
-function pick<T, K extends keyof T>(o: T, ...keys: K[]): Pick<T, K> {
-  return Object.fromEntries(keys.map((k) => [k, o[k]])) as Pick<T, K>;
 }
 
 /** The machine a run measured on: BenchmarkReport's `machine`. */

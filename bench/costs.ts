@@ -45,44 +45,6 @@ export interface CostSnapshot {
   targetCpuS: number | null;
 }
 
-/** Totals over one scenario, and per unit: per order (201) or per answer where nothing sells (the refusals, GET /health/live). */
-export interface ScenarioCosts {
-  unit: 'order' | 'answer';
-  /** What the per-unit figures divide by. */
-  units: number;
-  /** Seconds from the first snapshot to the second (the load, then the wait until the target went quiet). */
-  windowS: number;
-  totals: {
-    /** EVAL/EVALSHA/FCALL calls: each one round trip. */
-    redisScripts: number;
-    /** Every command Redis counted, those run inside scripts included. */
-    redisCommands: number;
-    redisByCommand: Record<string, number>;
-    redisCpuS: number;
-    pgWriteTransactions: number;
-    /** Every statement, read-only ones included; null without pg_stat_statements (absent in reports written before it was read). */
-    pgStatements?: number | null;
-    pgWalBytes: number;
-    pgCpuS: number | null;
-    targetCpuS: number | null;
-  };
-  perUnit: {
-    redisScripts: number;
-    redisCommands: number;
-    redisCpuUs: number;
-    pgWriteTransactions: number;
-    pgStatements?: number | null;
-    pgWalBytes: number;
-    pgCpuUs: number | null;
-    targetCpuUs: number | null;
-  };
-  /**
-   * The Redis figures server by server, in the setup's order (a quorum's masters, a cluster's
-   * masters); the totals above are their sums. Absent where only one server was read.
-   */
-  redisServers?: RedisServerCosts[];
-}
-
 export type RedisServerCosts = NonNullable<ReturnType<typeof serverDeltas>>[number];
 
 /** `cmdstat_<name>:calls=N,...` lines of INFO commandstats; subcommands keep their `name|sub` form. */
@@ -121,9 +83,7 @@ function readStat(pid: number): string | null {
 export function treeCpuS(pid: number): number | null {
   const own = readStat(pid);
   if (own === null) return null;
-  return childrenOf(pid)
-    .map(readStat)
-    .reduce((total, s) => total + (s === null ? 0 : processCpuS(s)), processCpuS(own));
+  return sum([own, ...childrenOf(pid).map(readStat)].map((s) => (s === null ? 0 : processCpuS(s))));
 }
 
 /** Subtracts two call tables; commands the probe itself sends are left out. */
@@ -136,29 +96,26 @@ function callDelta(before: Record<string, number>, after: Record<string, number>
   return out;
 }
 
+const sum = (xs: number[]) => xs.reduce((s, n) => s + n, 0);
 const per = (x: number, n: number) => (n > 0 ? x / n : 0);
 const perUs = (x: number | null, n: number) => (x === null ? null : per(x * 1e6, n));
 const minus = (a: number | null, b: number | null) => (a === null || b === null ? null : a - b);
-
-const scriptCalls = (byCommand: Record<string, number>) =>
-  Object.entries(byCommand)
-    .filter(([name]) => SCRIPT_COMMANDS.has(name))
-    .reduce((s, [, n]) => s + n, 0);
-const allCalls = (byCommand: Record<string, number>) => Object.values(byCommand).reduce((s, n) => s + n, 0);
 
 /** Call tables and CPU summed over servers: what a setup of several servers costs as a whole. */
 export function sumRedis(readings: RedisServerReading[]): { redisCalls: Record<string, number>; redisCpuS: number } {
   const redisCalls: Record<string, number> = {};
   for (const r of readings)
     for (const [name, n] of Object.entries(r.redisCalls)) redisCalls[name] = (redisCalls[name] ?? 0) + n;
-  return { redisCalls, redisCpuS: readings.reduce((s, r) => s + r.redisCpuS, 0) };
+  return { redisCalls, redisCpuS: sum(readings.map((r) => r.redisCpuS)) };
 }
 
 /** Redis calls and CPU between two readings of one server, or of a setup's servers summed. */
 function redisDelta(b: Omit<RedisServerReading, 'server'>, a: Omit<RedisServerReading, 'server'>, units: number) {
   const byCommand = callDelta(b.redisCalls, a.redisCalls);
-  const redisScripts = scriptCalls(byCommand);
-  const redisCommands = allCalls(byCommand);
+  /** EVAL/EVALSHA/FCALL calls: each one round trip. */
+  const redisScripts = sum(Object.entries(byCommand).flatMap(([name, n]) => (SCRIPT_COMMANDS.has(name) ? [n] : [])));
+  /** Every command Redis counted, those run inside scripts included. */
+  const redisCommands = sum(Object.values(byCommand));
   const redisCpuS = a.redisCpuS - b.redisCpuS;
   return {
     byCommand,
@@ -182,12 +139,15 @@ function serverDeltas(before: CostSnapshot, after: CostSnapshot, units: number) 
   });
 }
 
-export function costDeltas(
-  before: CostSnapshot,
-  after: CostSnapshot,
-  unit: ScenarioCosts['unit'],
-  units: number,
-): ScenarioCosts {
+type Costs = ReturnType<typeof costDeltas>;
+/** Totals over one scenario, and per unit: per order (201) or per answer where nothing sells (the refusals, GET /health/live). */
+export type ScenarioCosts = Omit<Costs, 'perUnit'> & {
+  /** pgStatements: absent in reports written before pg_stat_statements was read. */
+  perUnit: Omit<Costs['perUnit'], 'pgStatements'> & { pgStatements?: number | null };
+};
+
+/** `units`: what the per-unit figures divide by. */
+export function costDeltas(before: CostSnapshot, after: CostSnapshot, unit: 'order' | 'answer', units: number) {
   const redis = redisDelta(before, after, units);
   const { redisScripts, redisCommands, redisCpuS } = redis.totals;
   const redisServers = serverDeltas(before, after, units);
@@ -197,6 +157,7 @@ export function costDeltas(
     redisByCommand: redis.byCommand,
     redisCpuS,
     pgWriteTransactions: after.pgNextXid - before.pgNextXid,
+    /** Every statement, read-only ones included; null without pg_stat_statements (absent in reports written before it was read). */
     pgStatements: minus(after.pgStatements ?? null, before.pgStatements ?? null),
     pgWalBytes: after.pgWalBytes - before.pgWalBytes,
     pgCpuS: minus(after.pgCpuS, before.pgCpuS),
@@ -205,6 +166,7 @@ export function costDeltas(
   return {
     unit,
     units,
+    /** Seconds from the first snapshot to the second (the load, then the wait until the target went quiet). */
     windowS: (after.atMs - before.atMs) / 1000,
     totals,
     perUnit: {
@@ -215,6 +177,8 @@ export function costDeltas(
       pgCpuUs: perUs(totals.pgCpuS, units),
       targetCpuUs: perUs(totals.targetCpuS, units),
     },
+    // The Redis figures server by server, in the setup's order (a quorum's masters, a cluster's
+    // masters); the totals above are their sums. Absent where only one server was read.
     ...(redisServers ? { redisServers } : {}),
   };
 }

@@ -1,27 +1,12 @@
-// Fixed plans, scenario rows and reports for the benchmark's unit specs (the report's arithmetic
+// Plans, scenario rows and reports for the benchmark's unit specs (the report's arithmetic
 // and wording on known figures); not used by a run.
+import { planOptionsOf, resolveOptions } from './benchmark';
 import { BenchmarkReport, PlanOptions, ScenarioResult } from './types';
 
 /** The plan of a default run, with only the Lua peer and neither the sweep nor the sales. */
-export const planOptions: PlanOptions = {
-  holds: [0, 20],
-  segments: [20],
-  sweep: null,
-  sweepHold: 20,
-  peer: false,
-  sale: null,
-  returns: null,
-  steadyStock: 1_000_000,
-  workers: 2,
-  speedWorkers: 1,
-  speedSegments: 20,
-  batchMax: null,
-  peers: ['bare-lua'],
-  batch: true,
-  batchSweep: null,
-  soldOut: true,
-  redisSetups: true,
-};
+export const planOptions: PlanOptions = planOptionsOf(
+  resolveOptions({ peers: ['bare-lua'], peer: false, sweep: null, sale: false, returns: false }),
+);
 
 /** A verified steady-state row of the service (1 process, 20 segments, hold 0, 3000 orders); `s` overrides. */
 export const scenarioRow = (s: Partial<ScenarioResult>): ScenarioResult =>

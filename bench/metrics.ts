@@ -8,11 +8,6 @@ import { request } from './http';
 /** One sample line: name, labels, value. Only what the benchmark reads is kept. */
 export type Samples = Map<string, number>;
 
-export interface MetricsSnapshot {
-  /** One parsed scrape per request; with per-worker registries each is one worker's view. */
-  scrapes: Samples[];
-}
-
 export type MetricsSource =
   /** One scrape already covered every worker (one process, or aggregation in the service). */
   | 'all-workers'
@@ -60,8 +55,8 @@ export function parsePrometheus(text: string): Samples {
 // No keep-alive: a new connection per scrape, so the cluster's round-robin moves to the next worker.
 const fresh = new http.Agent({ keepAlive: false });
 
-/** Scrapes /metrics once per worker, one after another, each on a fresh connection. */
-export async function snapshot(baseUrl: string, workers: number): Promise<MetricsSnapshot | null> {
+/** Scrapes /metrics once per worker, one after another, each on a fresh connection (with per-worker registries, each scrape is one worker's view). */
+export async function snapshot(baseUrl: string, workers: number): Promise<Samples[] | null> {
   const scrapes: Samples[] = [];
   try {
     for (let i = 0; i < workers; i++) {
@@ -72,7 +67,7 @@ export async function snapshot(baseUrl: string, workers: number): Promise<Metric
   } catch {
     return null;
   }
-  return { scrapes };
+  return scrapes;
 }
 
 const sumOf = (s: Samples, name: string, label = '') =>
@@ -118,24 +113,19 @@ export function noMetrics(why: string): MetricDeltas {
  * scenario's product (only that product had traffic): one scrape (aggregated or one process) or
  * the sum over one scrape per worker. Anything else is labelled partial, not scaled up.
  */
-export function scenarioDeltas(
-  before: MetricsSnapshot | null,
-  after: MetricsSnapshot | null,
-  ordersInDb: number,
-): MetricDeltas {
-  if (!before || !after || before.scrapes.length === 0 || after.scrapes.length === 0)
-    return noMetrics('GET /metrics did not answer');
+export function scenarioDeltas(before: Samples[] | null, after: Samples[] | null, ordersInDb: number): MetricDeltas {
+  if (!before || !after || before.length === 0 || after.length === 0) return noMetrics('GET /metrics did not answer');
   const close = (n: number) => Math.abs(n - ordersInDb) <= Math.max(1, ordersInDb * 0.005);
-  const single = deltasOf(before.scrapes[0], after.scrapes[0]);
+  const single = deltasOf(before[0], after[0]);
   if (close(single.ordersCreated)) {
     return { source: 'all-workers', note: `one scrape covers all ${ordersInDb} orders`, ...single };
   }
-  if (before.scrapes.length > 1) {
-    const summed = deltasOf(merge(before.scrapes), merge(after.scrapes));
+  if (before.length > 1) {
+    const summed = deltasOf(merge(before), merge(after));
     if (close(summed.ordersCreated)) {
       return {
         source: 'summed-per-worker',
-        note: `per-worker counters, ${before.scrapes.length} scrapes summed = ${summed.ordersCreated} of ${ordersInDb} orders`,
+        note: `per-worker counters, ${before.length} scrapes summed = ${summed.ordersCreated} of ${ordersInDb} orders`,
         ...summed,
       };
     }

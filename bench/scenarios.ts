@@ -124,17 +124,9 @@ export function plan(o: PlanOptions): ProcessConfig[] {
   for (const s of specs.values()) {
     const expirySweepMs = s.returnsPlan?.expirySweepMs ?? null;
     const redis = s.redis ?? 'single';
-    const key = [s.target, s.locking, s.holdMs, s.workers, s.batchMax, expirySweepMs, redis].join('|');
-    const c = configs.get(key) ?? {
-      target: s.target,
-      locking: s.locking,
-      holdMs: s.holdMs,
-      workers: s.workers,
-      batchMax: s.batchMax,
-      expirySweepMs,
-      redis,
-      scenarios: [],
-    };
+    const start = pick(s, 'target', 'locking', 'holdMs', 'workers', 'batchMax');
+    const key = [...Object.values(start), expirySweepMs, redis].join('|');
+    const c = configs.get(key) ?? { ...start, expirySweepMs, redis, scenarios: [] };
     c.scenarios.push(s);
     configs.set(key, c);
   }
@@ -146,6 +138,10 @@ export function plan(o: PlanOptions): ProcessConfig[] {
         order[a.kind] - order[b.kind] || (a.kind === 'sale' ? b.segments - a.segments : a.segments - b.segments),
     );
   return [...configs.values()];
+}
+
+export function pick<T, K extends keyof T>(o: T, ...keys: K[]): Pick<T, K> {
+  return Object.fromEntries(keys.map((k) => [k, o[k]])) as Pick<T, K>;
 }
 
 export async function createProductViaApi(url: string, adminToken: string, p: NewProduct): Promise<number> {

@@ -87,17 +87,8 @@ export interface ScenarioSpec {
   redis?: RedisSetup;
 }
 
-/** How much of the sale with returns comes back, and the service settings that decide when. */
-export interface ReturnsPlan {
-  /** Share of the first sale's reservations that come back (0.3: 30%); the rest is paid at once. */
-  share: number;
-  /** Share of those returns cancelled through POST /orders/:id/cancel; the others are left to expire. */
-  cancelShare: number;
-  /** The product's paymentTimeoutS: the unpaid reservations expire this long after they were made. */
-  paymentTimeoutS: number;
-  /** EXPIRY_SWEEP_MS of the service start that runs this scenario. */
-  expirySweepMs: number;
-}
+/** How much of the sale with returns comes back, and the service settings that decide when (BenchmarkOptions' returns*). */
+export type ReturnsPlan = Omit<NonNullable<PlanOptions['returns']>, 'stock' | 'segments' | 'buyers' | 'holdMs'>;
 
 export interface ScenarioResult extends ScenarioSpec {
   productId: number | null;
