@@ -163,7 +163,7 @@ export async function runBenchmark(options: BenchmarkOptions = {}) {
   const started = new Date();
 
   try {
-    const given = { databaseUrl: opts.databaseUrl, redisUrl: opts.redisUrl };
+    const given = pick(opts, 'databaseUrl', 'redisUrl');
     const { db, probe: costs, databaseUrl, redisUrl } = await openServers('bench', log, cleanups, given);
     checkAbort();
     const machine = await machineInfo(db, redisUrl);
@@ -199,17 +199,15 @@ export async function runBenchmark(options: BenchmarkOptions = {}) {
       checkAbort();
       const servers = await setups.servers(config.redis);
       checkAbort();
-      log(`${describe(config, opts.holdsMax)}`);
+      const described = describe(config, opts.holdsMax);
+      log(described);
       const proc = await startTarget(config, { databaseUrl, redis: servers.service, adminToken, opts, signal });
       const sampler = new RssSampler(proc.pid);
       let peaks: ProcessPeak[] = [];
       const stopIt = async () => {
         peaks = sampler.stop();
         await proc.stop();
-        writeFileSync(
-          join(logDir, `${String(index + 1).padStart(2, '0')}.log`),
-          `${describe(config, opts.holdsMax)}\n\n${proc.output()}`,
-        );
+        writeFileSync(join(logDir, `${String(index + 1).padStart(2, '0')}.log`), `${described}\n\n${proc.output()}`);
       };
       cleanups.push(stopIt);
       try {
@@ -290,9 +288,7 @@ export async function runBenchmark(options: BenchmarkOptions = {}) {
         batchMaxRead,
         ...pick(opts, 'holdsMax', 'nodeFlags', 'peers', 'batch', 'batchSweep', 'soldOut', 'redisSetups', 'holds'),
         ...pick(opts, 'segments', 'sweep', 'sweepHold', 'peer'),
-        sale: planOptions.sale,
-        returns: planOptions.returns,
-        steadyStock: opts.steadyStock,
+        ...pick(planOptions, 'sale', 'returns', 'steadyStock'),
         warmUpS: opts.warmUp,
         lock: {
           ttlMs: opts.lockTtlMs,

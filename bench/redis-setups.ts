@@ -12,15 +12,11 @@ import { RedisSetup } from './types';
 export interface SetupServers {
   /** What the service is given (REDIS_URL [+ REDIS_LOCK_URLS] or REDIS_CLUSTER_NODES). */
   service: ServiceRedis;
-  /** Every server the setup's orders touch, in a fixed order (the per-server costs follow it). */
-  urls: string[];
-  /** Reads the costs summed over `urls`. */
+  /** Reads the costs summed over every server the setup's orders touch. */
   costs: CostProbe;
 }
 
-interface Held extends SetupServers {
-  stop(): Promise<void>;
-}
+type Held = SetupServers & { stop(): Promise<void> };
 
 export class RedisSetups {
   private readonly held = new Map<RedisSetup, Held>();
@@ -36,7 +32,7 @@ export class RedisSetups {
 
   /** The setup's servers, started now if they are not running yet. */
   async servers(setup: RedisSetup): Promise<SetupServers> {
-    if (setup === 'single') return { service: { url: this.mainUrl }, urls: [this.mainUrl], costs: this.mainCosts };
+    if (setup === 'single') return { service: { url: this.mainUrl }, costs: this.mainCosts };
     const seen = this.held.get(setup);
     if (seen) return seen;
     const held = setup === 'quorum' ? await this.startQuorum() : await this.startCluster();
@@ -67,25 +63,23 @@ export class RedisSetups {
       throw failed.reason;
     }
     const urls = [this.mainUrl, ...started.map((r) => r.url)];
-    return this.withProbe({ service: { url: this.mainUrl, lockUrls: urls }, urls }, stopAll);
+    return this.withProbe({ url: this.mainUrl, lockUrls: urls }, urls, stopAll);
   }
 
   private async startCluster(): Promise<Held> {
     this.log('starting a 3-master Redis Cluster ...');
     const cluster = await startEmbeddedRedisCluster({ masters: 3 });
-    return this.withProbe({ service: { clusterNodes: cluster.urls }, urls: cluster.urls }, () => cluster.stop());
+    return this.withProbe({ clusterNodes: cluster.urls }, cluster.urls, () => cluster.stop());
   }
 
-  private async withProbe(
-    x: { service: ServiceRedis; urls: string[] },
-    stopServers: () => Promise<void>,
-  ): Promise<Held> {
-    const costs = await CostProbe.open(this.db, x.urls).catch(async (err: unknown) => {
+  /** `urls`: every server the setup's orders touch, in a fixed order (the per-server costs follow it). */
+  private async withProbe(service: ServiceRedis, urls: string[], stopServers: () => Promise<void>): Promise<Held> {
+    const costs = await CostProbe.open(this.db, urls).catch(async (err: unknown) => {
       await stopServers();
       throw err;
     });
     return {
-      ...x,
+      service,
       costs,
       stop: async () => {
         costs.close();

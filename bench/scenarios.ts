@@ -163,9 +163,8 @@ export async function warmUp(ctx: RunContext, seconds: number): Promise<void> {
   await waitQuiet(ctx.db, productId, 300, ctx.lockWaitMs + 5000, ctx.signal);
 }
 
-/** The costs reading now; null when the run reads none or the reading failed (a cost is a figure, not a check). */
+/** The costs reading now; null when the reading failed (a cost is a figure, not a check). */
 async function readCosts(ctx: RunContext): Promise<CostSnapshot | null> {
-  if (!ctx.costs) return null;
   try {
     return await ctx.costs.snapshot(ctx.targetPid);
   } catch (err) {

@@ -4,6 +4,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { projectRoot } from '../src/infrastructure/project-root';
 import { childrenOf, launchService, ServiceProcess } from '../harness/launcher';
+import type { ProcessConfig } from './types';
 
 /** Where the service finds Redis: REDIS_URL (and REDIS_LOCK_URLS for a Redlock quorum), or REDIS_CLUSTER_NODES alone (the service refuses it beside either). */
 export type ServiceRedis = { url: string; lockUrls?: string[] } | { clusterNodes: string[] };
@@ -11,25 +12,25 @@ export type ServiceRedis = { url: string; lockUrls?: string[] } | { clusterNodes
 /** --max-old-space-size of every benchmark start: the bound `npm start` sets (package.json), so memory is measured as users run it. */
 export const SERVICE_HEAP_MB = 128;
 
-export interface ServiceEnv {
-  databaseUrl: string;
-  redis: ServiceRedis;
-  adminToken: string;
-  workers: number;
-  holdMs: number;
-  /** ORDER_BATCH_MAX; null leaves it unset (the service's default). */
-  batchMax: number | null;
-  /** ORDER_HOLDS_MAX; null or absent leaves it unset (the service's default). */
-  holdsMax?: number | null;
-  /** EXPIRY_SWEEP_MS; null leaves it unset (the service's default). */
-  expirySweepMs: number | null;
-  /** Node / V8 flags beside the heap bound; none, as `npm start`, when absent. */
-  nodeFlags?: string[];
+/** The lock settings of every start, the service's and the bare peer's alike. */
+export interface LockSettings {
   lockTtlMs: number;
   lockWaitMs: number;
   lockRetryDelayMs: number;
   lockRetryJitterMs: number;
 }
+
+/** A start's settings (ORDER_BATCH_MAX, EXPIRY_SWEEP_MS: null leaves them unset, the service's default) and servers. */
+export type ServiceEnv = Pick<ProcessConfig, 'workers' | 'holdMs' | 'batchMax' | 'expirySweepMs'> &
+  LockSettings & {
+    databaseUrl: string;
+    redis: ServiceRedis;
+    adminToken: string;
+    /** ORDER_HOLDS_MAX; null or absent leaves it unset (the service's default). */
+    holdsMax?: number | null;
+    /** Node / V8 flags beside the heap bound; none, as `npm start`, when absent. */
+    nodeFlags?: string[];
+  };
 
 /** The shop's token of every service the benchmark starts (pay and cancel calls carry it). */
 export const BENCH_SHOP_TOKEN = 'bench-shop-token-0123456789abcdef';

@@ -154,8 +154,8 @@ export interface RunContext {
   lockWaitMs: number;
   /** The process serving the load (the service's primary, or the peer), whose CPU the costs count with its children. */
   targetPid: number;
-  /** Reads the costs around a scenario; null = not read. */
-  costs: CostProbe | null;
+  /** Reads the costs around a scenario. */
+  costs: CostProbe;
   progress: (line: string) => void;
   signal?: AbortSignal;
 }

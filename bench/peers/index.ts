@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { stopChild } from '../../src/infrastructure/embedded-redis';
 import { freePort } from '../../src/infrastructure/free-port';
 import { projectRoot } from '../../src/infrastructure/project-root';
+import type { LockSettings } from '../service';
 
 export { auditLuaPeer, luaPeerAuditProblems } from './audit';
 export type { LuaPeerAudit } from './audit';
@@ -16,18 +17,14 @@ export { insertProduct } from './products';
 
 export type PeerKind = 'bare' | 'bare-lua';
 
-export interface PeerEnv {
+/** The lock settings are the bare peer's only, as the service's LOCK_* (default 2000, 5000, 4, 8). */
+export interface PeerEnv extends Partial<LockSettings> {
   databaseUrl: string;
   redisUrl: string;
   /** bare only: 'database' drops the Redis user and segment locks (PostgreSQL row locks only). Default 'redlock'. */
   locking?: 'redlock' | 'database';
   /** ORDER_HOLD_MS: bare sleeps it inside the segment lock (or the row lock), bare-lua before its INSERT. Default 0. */
   holdMs?: number;
-  /** bare only, as the service's LOCK_TTL_MS, LOCK_WAIT_MS, LOCK_RETRY_DELAY_MS, LOCK_RETRY_JITTER_MS (2000, 5000, 4, 8). */
-  lockTtlMs?: number;
-  lockWaitMs?: number;
-  lockRetryDelayMs?: number;
-  lockRetryJitterMs?: number;
 }
 
 /** A started peer: its URL and pid, the last 100 kB of its output, and stop() (SIGTERM, then SIGKILL after 10 s). */
