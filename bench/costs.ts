@@ -8,6 +8,7 @@ import Redis from 'ioredis';
 import { Client } from 'pg';
 import { startEmbeddedPostgres } from '../src/infrastructure/embedded-postgres';
 import { childrenOf } from '../harness/launcher';
+import { addCounts } from './load';
 
 /** Linux reports process times in USER_HZ ticks, 100 per second on every architecture Node runs on. */
 const USER_HZ = 100;
@@ -102,11 +103,11 @@ const perUs = (x: number | null, n: number) => (x === null ? null : per(x * 1e6,
 const minus = (a: number | null, b: number | null) => (a === null || b === null ? null : a - b);
 
 /** Call tables and CPU summed over servers: what a setup of several servers costs as a whole. */
-export function sumRedis(readings: RedisServerReading[]): { redisCalls: Record<string, number>; redisCpuS: number } {
-  const redisCalls: Record<string, number> = {};
-  for (const r of readings)
-    for (const [name, n] of Object.entries(r.redisCalls)) redisCalls[name] = (redisCalls[name] ?? 0) + n;
-  return { redisCalls, redisCpuS: sum(readings.map((r) => r.redisCpuS)) };
+export function sumRedis(readings: RedisServerReading[]): Omit<RedisServerReading, 'server'> {
+  return {
+    redisCalls: addCounts(...readings.map((r) => r.redisCalls)),
+    redisCpuS: sum(readings.map((r) => r.redisCpuS)),
+  };
 }
 
 /** Redis calls and CPU between two readings of one server, or of a setup's servers summed. */

@@ -38,22 +38,19 @@ export function resultOf(
     ...spec,
     productId: r.productId,
     connections: ctx.connections,
-    elapsedS: load.elapsedS,
-    responses: load.responses,
-    statusCounts: load.statusCounts,
-    created: load.created,
+    ...pick(load, 'elapsedS', 'responses', 'statusCounts', 'created'),
     ordersPerSec: load.elapsedS > 0 ? load.created / load.elapsedS : 0,
     latency201Ms: load.latency201,
-    errors: load.errors,
-    timeouts: load.timeouts,
+    ...pick(load, 'errors', 'timeouts'),
     sellOutMs: null,
-    ordersInDb: r.ordersInDb,
-    metrics: r.metrics,
-    costs: r.costs,
-    verification: r.verification,
+    ...pick(r, 'ordersInDb', 'metrics', 'costs', 'verification'),
     status: r.verification.verified ? 'ok' : 'FAILED',
     ...more,
   };
+}
+
+export function pick<T, K extends keyof T>(o: T, ...keys: K[]): Pick<T, K> {
+  return Object.fromEntries(keys.map((k) => [k, o[k]])) as Pick<T, K>;
 }
 
 /** The verification with these checks added. */

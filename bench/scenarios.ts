@@ -6,7 +6,7 @@
 import { CostSnapshot, costDeltas, ScenarioCosts } from './costs';
 import { auditLuaPeer } from './peers';
 import { runLoad } from './load';
-import { ordersLoad, quietOrders, resultOf, withChecks } from './scenario-result';
+import { ordersLoad, pick, quietOrders, resultOf, withChecks } from './scenario-result';
 import { noMetrics, scenarioDeltas, snapshot } from './metrics';
 import { runReturns } from './returns';
 import { auditProduct, Check, Verification, verify, waitQuiet } from '../harness/verify';
@@ -138,10 +138,6 @@ export function plan(o: PlanOptions): ProcessConfig[] {
         order[a.kind] - order[b.kind] || (a.kind === 'sale' ? b.segments - a.segments : a.segments - b.segments),
     );
   return [...configs.values()];
-}
-
-export function pick<T, K extends keyof T>(o: T, ...keys: K[]): Pick<T, K> {
-  return Object.fromEntries(keys.map((k) => [k, o[k]])) as Pick<T, K>;
 }
 
 export async function createProductViaApi(url: string, adminToken: string, p: NewProduct): Promise<number> {
