@@ -1,7 +1,7 @@
 // The same load on one redis-server, a Redlock quorum of three and a 3-master Redis Cluster: the
 // rows with their ratios to the one redis-server (also written into latest.json as redisSetups) and
 // their console and latest.md tables.
-import { BenchmarkReport, REDIS_SETUPS, RedisPerOrder, ScenarioResult } from '../types';
+import { BenchmarkReport, REDIS_SETUPS, RedisPerOrder, RedisSetup, ScenarioResult } from '../types';
 import { inGroup } from './find';
 import { batchName, ms, rate, ratioOf, SETUP_NAME, times } from './format';
 
@@ -9,21 +9,20 @@ import { batchName, ms, rate, ratioOf, SETUP_NAME, times } from './format';
 export function redisSetupsSection(report: BenchmarkReport) {
   const found = inGroup(report, 'redis-setups');
   if (found.length === 0) return null;
-  const setupOf = (r: ScenarioResult) => r.redis ?? 'single';
-  const batches = [...new Set(found.map((r) => r.batchMax))]
-    .sort((a, b) => (a ?? Infinity) - (b ?? Infinity))
-    .reverse();
-  const redisOf = (p: RedisPerOrder): RedisPerOrder => ({
-    redisScripts: p.redisScripts,
-    redisCommands: p.redisCommands,
-    redisCpuUs: p.redisCpuUs,
+  const batches = [...new Set(found.map((r) => r.batchMax))].sort((a, b) => (b ?? Infinity) - (a ?? Infinity));
+  const at = (batchMax: number | null, setup: RedisSetup) =>
+    found.find((r) => r.batchMax === batchMax && (r.redis ?? 'single') === setup);
+  const redisOf = ({ redisScripts, redisCommands, redisCpuUs }: RedisPerOrder) => ({
+    redisScripts,
+    redisCommands,
+    redisCpuUs,
   });
-  const perOrder = (r: ScenarioResult) => (r.costs ? redisOf(r.costs.perUnit) : null);
+  const perOrder = (r: ScenarioResult | undefined) => (r?.costs ? redisOf(r.costs.perUnit) : null);
   const rows = batches.flatMap((batchMax) => {
-    const single = found.find((r) => r.batchMax === batchMax && setupOf(r) === 'single');
-    const base = single ? perOrder(single) : null;
+    const single = at(batchMax, 'single');
+    const base = perOrder(single);
     return REDIS_SETUPS.flatMap((setup) => {
-      const r = found.find((x) => x.batchMax === batchMax && setupOf(x) === setup);
+      const r = at(batchMax, setup);
       if (!r) return [];
       const cost = perOrder(r);
       return {
