@@ -13,7 +13,7 @@ import { RedisSetups } from './redis-setups';
 import { redisSetupsSection, writeReports } from './report';
 import { pick } from './scenario-result';
 import { createProductViaApi, plan, runScenario, warmUp } from './scenarios';
-import { ProcessPeak, RssSampler, ServiceRedis, serviceReads, startService } from './service';
+import { ProcessPeak, RssSampler, ServiceEnv, serviceReads, startService } from './service';
 import { cleanUp, openServers } from './standalone';
 import { BenchmarkReport, PEER_NAMES, PeerName, ProcessConfig, RunContext, ScenarioResult, ServiceRun } from './types';
 
@@ -190,7 +190,6 @@ export async function runBenchmark(options: BenchmarkOptions = {}) {
     const adminToken = randomBytes(24).toString('base64url');
     const results: ScenarioResult[] = [];
     const services: ServiceRun[] = [];
-    let done = 0;
     // What each started process printed (its warnings; with nodeFlags ["--trace-gc"], its GC),
     // one file per start, numbered in start order; the folder holds this run's only.
     const logDir = join(opts.outDir, 'logs');
@@ -233,7 +232,6 @@ export async function runBenchmark(options: BenchmarkOptions = {}) {
         }
         for (const spec of config.scenarios) {
           checkAbort();
-          done++;
           const what = {
             health: `GET /health/live, ${opts.duration} s`,
             sale: `${spec.stock} units as ${spec.segments} segment(s), ${spec.buyers} buyers`,
@@ -241,7 +239,7 @@ export async function runBenchmark(options: BenchmarkOptions = {}) {
             returns: `${spec.stock} units as ${spec.segments} segment(s), ${spec.buyers} buyers, then ${Math.round((spec.returnsPlan?.share ?? 0) * 100)}% back and resold (paymentTimeoutS ${spec.returnsPlan?.paymentTimeoutS})`,
             steady: `${spec.segments} segment(s), ${opts.duration} s`,
           };
-          log(`[${done}/${total}] ${spec.id}: ${what[spec.kind]}`);
+          log(`[${results.length + 1}/${total}] ${spec.id}: ${what[spec.kind]}`);
           const r = await runScenario(ctx, spec);
           results.push(r);
           const lat = r.latency201Ms;
@@ -331,10 +329,7 @@ function describe(c: ProcessConfig, holdsMax: number | null): string {
 /** The service with this configuration's environment and Redis setup, or the peer (on the one redis-server); the same lock settings for both. */
 function startTarget(
   c: ProcessConfig,
-  x: {
-    databaseUrl: string;
-    redis: ServiceRedis;
-    adminToken: string;
+  x: Pick<ServiceEnv, 'databaseUrl' | 'redis' | 'adminToken'> & {
     opts: ReturnType<typeof resolveOptions>;
     signal?: AbortSignal;
   },

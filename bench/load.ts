@@ -42,23 +42,6 @@ export interface LoadSpec {
   signal?: AbortSignal;
 }
 
-export interface LoadResult {
-  /** Date.now() when the load started. */
-  startedAtMs: number;
-  /** Wall time from the first request to the last answer, in seconds. */
-  elapsedS: number;
-  statusCounts: Record<string, number>;
-  responses: number;
-  /** Answers with okStatus (201: orders created). */
-  created: number;
-  /** Milliseconds from the start to the last 201 (for the sale: the time to sell out). */
-  lastCreatedAtMs: number | null;
-  latency201: Latency | null;
-  /** Connection errors and timeouts as autocannon counts them. */
-  errors: number;
-  timeouts: number;
-}
-
 /** Longer than the longest an order may wait for a lock, so a slow 201 is not cut off as a timeout. */
 export function autocannonTimeoutS(lockWaitMs: number): number {
   return Math.ceil(lockWaitMs / 1000) + 15;
@@ -102,49 +85,51 @@ export function mergeLatency(parts: Array<Latency | null>): Latency | null {
   };
 }
 
-export function runLoad(spec: LoadSpec): Promise<LoadResult> {
-  return new Promise((resolve, reject) => {
-    if (spec.signal?.aborted) return reject(new Error('aborted'));
-    let issued = 0;
-    const okStatus = spec.okStatus ?? 201;
-    const statusCounts: Record<string, number> = {};
-    const latencies = createHistogram();
-    let responses = 0;
-    let created = 0;
-    let lastCreatedAtMs: number | null = null;
-    let lastAnswerAt = 0;
-    let stopping = false;
-    const started = Date.now();
+export type LoadResult = Awaited<ReturnType<typeof runLoad>>;
 
-    // A line per second on stderr: a long run should never look hung.
-    let lastCreated = 0;
-    let lastResponses = 0;
-    const ticker = setInterval(() => {
-      const t = Math.round((Date.now() - started) / 1000);
-      const other = Object.entries(statusCounts)
-        .filter(([c]) => c !== String(okStatus))
-        .map(([c, n]) => `${c}:${n}`)
-        .join(' ');
-      spec.progress?.(
-        `  ${spec.label} ${t}s  ${okStatus}/s ${created - lastCreated}  answers/s ${responses - lastResponses}  total ${okStatus} ${created}${other ? `  other ${other}` : ''}`,
-      );
-      lastCreated = created;
-      lastResponses = responses;
-    }, 1000);
-    ticker.unref();
+export async function runLoad(spec: LoadSpec) {
+  if (spec.signal?.aborted) throw new Error('aborted');
+  let issued = 0;
+  const okStatus = spec.okStatus ?? 201;
+  const statusCounts: Record<string, number> = {};
+  const latencies = createHistogram();
+  let responses = 0;
+  let created = 0;
+  let lastCreatedAt = 0;
+  let lastAnswerAt = 0;
+  let stopping = false;
+  const started = Date.now();
 
-    // Declared before autocannon() because it may call back synchronously (a bad option).
-    const running: { instance?: autocannon.Instance } = {};
-    const onAbort = () => running.instance?.stop();
-    spec.signal?.addEventListener('abort', onAbort, { once: true });
+  // A line per second on stderr: a long run should never look hung.
+  let lastCreated = 0;
+  let lastResponses = 0;
+  const ticker = setInterval(() => {
+    const t = Math.round((Date.now() - started) / 1000);
+    const other = Object.entries(statusCounts)
+      .filter(([c]) => c !== String(okStatus))
+      .map(([c, n]) => `${c}:${n}`)
+      .join(' ');
+    spec.progress?.(
+      `  ${spec.label} ${t}s  ${okStatus}/s ${created - lastCreated}  answers/s ${responses - lastResponses}  total ${okStatus} ${created}${other ? `  other ${other}` : ''}`,
+    );
+    lastCreated = created;
+    lastResponses = responses;
+  }, 1000);
+  ticker.unref();
 
-    // A fresh object per request template: autocannon may fill in its headers.
-    const post = () => ({
-      method: 'POST' as const,
-      path: spec.post ?? '/orders',
-      headers: { 'content-type': 'application/json' },
-    });
-    const instance = (running.instance = autocannon(
+  // Declared before autocannon() because it may call back synchronously (a bad option).
+  let instance: autocannon.Instance | undefined;
+  const onAbort = () => instance?.stop();
+  spec.signal?.addEventListener('abort', onAbort, { once: true });
+
+  // A fresh object per request template: autocannon may fill in its headers.
+  const post = () => ({
+    method: 'POST' as const,
+    path: spec.post ?? '/orders',
+    headers: { 'content-type': 'application/json' },
+  });
+  const [result, endedAt] = await new Promise<[autocannon.Result, number]>((resolve, reject) => {
+    const running = (instance = autocannon(
       {
         url: spec.url,
         connections: Math.min(spec.connections, spec.amount ?? Infinity),
@@ -184,36 +169,42 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
       (err, result) => {
         clearInterval(ticker);
         spec.signal?.removeEventListener('abort', onAbort);
-        if (err) return reject(err instanceof Error ? err : new Error(String(err)));
-        if (spec.signal?.aborted) return reject(new Error('aborted'));
-        const end = spec.amount ? lastAnswerAt || Date.now() : Date.now();
-        resolve({
-          startedAtMs: started,
-          elapsedS: (end - started) / 1000,
-          statusCounts,
-          responses,
-          created,
-          lastCreatedAtMs,
-          latency201: latencyOf(latencies),
-          errors: result.errors,
-          timeouts: result.timeouts,
-        });
+        if (err) reject(err instanceof Error ? err : new Error(String(err)));
+        else resolve([result, Date.now()]);
       },
     ));
 
-    instance.on('response', (_client, statusCode, _bytes, responseTime) => {
+    running.on('response', (_client, statusCode, _bytes, responseTime) => {
       responses++;
       lastAnswerAt = Date.now();
       tally(statusCounts, String(statusCode));
       if (statusCode === okStatus) {
         created++;
         latencies.record(Math.max(1, Math.round(responseTime * 1000)));
-        lastCreatedAtMs = lastAnswerAt - started;
+        lastCreatedAt = lastAnswerAt;
       }
       if (spec.stopWhen && !stopping && spec.stopWhen()) {
         stopping = true;
-        instance.stop();
+        running.stop();
       }
     });
   });
+  if (spec.signal?.aborted) throw new Error('aborted');
+  const end = spec.amount ? lastAnswerAt || endedAt : endedAt;
+  return {
+    /** Date.now() when the load started. */
+    startedAtMs: started,
+    /** Wall time from the first request to the last answer, in seconds. */
+    elapsedS: (end - started) / 1000,
+    statusCounts,
+    responses,
+    /** Answers with okStatus (201: orders created). */
+    created,
+    /** Milliseconds from the start to the last 201 (for the sale: the time to sell out). */
+    lastCreatedAtMs: created > 0 ? lastCreatedAt - started : null,
+    latency201: latencyOf(latencies),
+    /** Connection errors and timeouts as autocannon counts them. */
+    errors: result.errors,
+    timeouts: result.timeouts,
+  };
 }

@@ -99,12 +99,9 @@ export function plan(o: PlanOptions): ProcessConfig[] {
   }
   // The sale is about the product's own locks; the no-lock mode has none to show.
   if (o.sale) {
-    for (const segments of [o.sale.segments, 1]) {
-      want(
-        { ...base, kind: 'sale', holdMs: o.sale.holdMs, segments, stock: o.sale.stock, buyers: o.sale.buyers },
-        'sale',
-      );
-    }
+    const { holdMs, stock, buyers } = o.sale;
+    for (const segments of [o.sale.segments, 1])
+      want({ ...base, kind: 'sale', holdMs, segments, stock, buyers }, 'sale');
   }
   // Its own service start: the short expiry sweep it needs must not run under the other scenarios.
   if (o.returns) {

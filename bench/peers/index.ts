@@ -12,7 +12,6 @@ import type { LockSettings } from '../service';
 
 export { auditLuaPeer, luaPeerAuditProblems } from './audit';
 export type { LuaPeerAudit } from './audit';
-export { luaPeerKeys } from './lua-keys';
 export { insertProduct } from './products';
 
 export type PeerKind = 'bare' | 'bare-lua';
