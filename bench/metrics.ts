@@ -4,9 +4,10 @@
 // labelled with how complete they are.
 import http from 'node:http';
 import { request } from './http';
+import { addCounts } from './load';
 
 /** One sample line: name, labels, value. Only what the benchmark reads is kept. */
-export type Samples = Map<string, number>;
+export type Samples = Record<string, number>;
 
 export type MetricsSource =
   /** One scrape already covered every worker (one process, or aggregation in the service). */
@@ -34,7 +35,7 @@ const WANTED = [
 
 /** Parses the lines of the wanted families; key = `name{labels as printed}`. */
 export function parsePrometheus(text: string): Samples {
-  const out: Samples = new Map();
+  const out: Samples = {};
   for (const line of text.split('\n')) {
     const m = line.match(/^([^{\s]+)(\{[^}]*\})?\s+(\S+)/);
     if (!m || !WANTED.includes(m[1])) continue;
@@ -47,7 +48,7 @@ export function parsePrometheus(text: string): Samples {
       .filter(Boolean)
       .sort()
       .join(',');
-    out.set(labels ? `${m[1]}{${labels}}` : m[1], value);
+    out[labels ? `${m[1]}{${labels}}` : m[1]] = value;
   }
   return out;
 }
@@ -71,13 +72,9 @@ export async function snapshot(baseUrl: string, workers: number): Promise<Sample
 }
 
 const sumOf = (s: Samples, name: string, label = '') =>
-  [...s].filter(([key]) => key.split('{')[0] === name && key.includes(label)).reduce((t, [, v]) => t + v, 0);
-
-function merge(list: Samples[]): Samples {
-  const out: Samples = new Map();
-  for (const s of list) for (const [k, v] of s) out.set(k, (out.get(k) ?? 0) + v);
-  return out;
-}
+  Object.entries(s)
+    .filter(([key]) => key.split('{')[0] === name && key.includes(label))
+    .reduce((t, [, v]) => t + v, 0);
 
 function deltasOf(before: Samples, after: Samples) {
   const d = (name: string, label?: string) => sumOf(after, name, label) - sumOf(before, name, label);
@@ -98,7 +95,7 @@ function deltasOf(before: Samples, after: Samples) {
   };
 }
 
-const EMPTY = Object.fromEntries(Object.keys(deltasOf(new Map(), new Map())).map((k) => [k, null])) as Omit<
+const EMPTY = Object.fromEntries(Object.keys(deltasOf({}, {})).map((k) => [k, null])) as Omit<
   MetricDeltas,
   'source' | 'note'
 >;
@@ -121,7 +118,7 @@ export function scenarioDeltas(before: Samples[] | null, after: Samples[] | null
     return { source: 'all-workers', note: `one scrape covers all ${ordersInDb} orders`, ...single };
   }
   if (before.length > 1) {
-    const summed = deltasOf(merge(before), merge(after));
+    const summed = deltasOf(addCounts(...before), addCounts(...after));
     if (close(summed.ordersCreated)) {
       return {
         source: 'summed-per-worker',

@@ -4,7 +4,7 @@
 import type { Client } from 'pg';
 import type { Verification } from '../harness/verify';
 import type { machineInfo, planOptionsOf } from './benchmark';
-import type { CostProbe, RedisServerCosts, ScenarioCosts } from './costs';
+import type { CostProbe, ScenarioCosts } from './costs';
 import type { Latency } from './load';
 import type { MetricDeltas } from './metrics';
 import type { RedisSetupsSection } from './report/redis-setups';
@@ -255,6 +255,3 @@ export interface BenchmarkReport {
   /** The Redis setups group's rows with their ratios to the one redis-server (absent when the group did not run). */
   redisSetups?: RedisSetupsSection;
 }
-
-/** Redis figures per order of one setup: summed over its servers, or of one of them. */
-export type RedisPerOrder = RedisServerCosts['perUnit'];

@@ -1,7 +1,8 @@
 // The same load on one redis-server, a Redlock quorum of three and a 3-master Redis Cluster: the
 // rows with their ratios to the one redis-server (also written into latest.json as redisSetups) and
 // their console and latest.md tables.
-import { BenchmarkReport, REDIS_SETUPS, RedisPerOrder, RedisSetup, ScenarioResult } from '../types';
+import type { RedisServerCosts } from '../costs';
+import { BenchmarkReport, REDIS_SETUPS, RedisSetup, ScenarioResult } from '../types';
 import { inGroup } from './find';
 import { batchName, ms, rate, ratioOf, SETUP_NAME, times } from './format';
 
@@ -12,7 +13,7 @@ export function redisSetupsSection(report: BenchmarkReport) {
   const batches = [...new Set(found.map((r) => r.batchMax))].sort((a, b) => (b ?? Infinity) - (a ?? Infinity));
   const at = (batchMax: number | null, setup: RedisSetup) =>
     found.find((r) => r.batchMax === batchMax && (r.redis ?? 'single') === setup);
-  const redisOf = ({ redisScripts, redisCommands, redisCpuUs }: RedisPerOrder) => ({
+  const redisOf = ({ redisScripts, redisCommands, redisCpuUs }: RedisServerCosts['perUnit']) => ({
     redisScripts,
     redisCommands,
     redisCpuUs,
