@@ -46,9 +46,7 @@ export function speedRatios(report: BenchmarkReport): Array<{ what: string; valu
     [`bare peer, lock held ${BARE_HELD_MS} ms: ${n} segments / one lock`, bare(n, BARE_HELD_MS), bare(1, BARE_HELD_MS)],
     ['service ORDER_BATCH_MAX=1 orders/s / service GET /health/live req/s', one, findHealth(report)],
   ];
-  return pairs
-    .filter(([, a, b]) => a && b)
-    .map(([what, a, b]) => ({ what, value: ratio(a!.ordersPerSec, b!.ordersPerSec) }));
+  return pairs.flatMap(([what, a, b]) => (a && b ? [{ what, value: ratio(a.ordersPerSec, b.ordersPerSec) }] : []));
 }
 
 export function speedMarkdown(report: BenchmarkReport): string[] {

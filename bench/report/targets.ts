@@ -51,12 +51,9 @@ export function targets(report: BenchmarkReport) {
     p99 === undefined ? null : p99 <= 50,
   );
   // Beside it, the same ratio of the bare peer at the same hold, when the run has it: this machine's floor.
-  const bareHeld = [
-    findPeer(report, 'bare', 'redlock', n, BARE_HELD_MS),
-    findPeer(report, 'bare', 'redlock', 1, BARE_HELD_MS),
-  ];
-  const bareX = bareHeld.every((r) => r?.status === 'ok' && r.ordersPerSec > 0)
-    ? bareHeld[0]!.ordersPerSec / bareHeld[1]!.ordersPerSec
+  const [held, heldOne] = [n, 1].map((segments) => findPeer(report, 'bare', 'redlock', segments, BARE_HELD_MS));
+  const bareX = [held, heldOne].every((r) => r?.status === 'ok' && r.ordersPerSec > 0)
+    ? held!.ordersPerSec / heldOne!.ordersPerSec
     : null;
   atLeast(
     `hold ${BARE_HELD_MS} ms (once per lock hold), ORDER_BATCH_MAX=1, ${w}: ${n} segments >= 19x one lock`,
@@ -65,7 +62,7 @@ export function targets(report: BenchmarkReport) {
     19,
     bareX === null
       ? ''
-      : `; the bare peer at the same hold: ${bareX.toFixed(2)}x (${rate(bareHeld[0]!.ordersPerSec)} / ${rate(bareHeld[1]!.ordersPerSec)})`,
+      : `; the bare peer at the same hold: ${bareX.toFixed(2)}x (${rate(held!.ordersPerSec)} / ${rate(heldOne!.ordersPerSec)})`,
   );
   for (const [what, list] of [
     ['the sale keeps running and verifying', report.scenarios.filter((r) => r.kind === 'sale')],
