@@ -35,6 +35,16 @@ export type ServiceEnv = Pick<ProcessConfig, 'workers' | 'holdMs' | 'batchMax' |
 /** The shop's token of every service the benchmark starts (pay and cancel calls carry it). */
 export const BENCH_SHOP_TOKEN = 'bench-shop-token-0123456789abcdef';
 
+// Every service start's database, tokens and no rate limits: the order path is measured without the
+// door's budgets (one address, many buyers); the door's own scenarios set them.
+export const benchEnv = (databaseUrl: string, adminToken: string) => ({
+  DATABASE_URL: databaseUrl,
+  ADMIN_TOKEN: adminToken,
+  SHOP_TOKEN: BENCH_SHOP_TOKEN,
+  RATE_LIMIT_USER: '0',
+  RATE_LIMIT_IP: '0',
+});
+
 /** One benchmark configuration of the service, through the launcher the e2e tests use too. */
 export function startService(env: ServiceEnv, signal?: AbortSignal): Promise<ServiceProcess> {
   return launchService({
@@ -44,19 +54,13 @@ export function startService(env: ServiceEnv, signal?: AbortSignal): Promise<Ser
     signal,
     env: {
       NODE_ENV: 'production',
-      DATABASE_URL: env.databaseUrl,
+      ...benchEnv(env.databaseUrl, env.adminToken),
       ...('clusterNodes' in env.redis
         ? { REDIS_CLUSTER_NODES: env.redis.clusterNodes.join(',') }
         : {
             REDIS_URL: env.redis.url,
             ...(env.redis.lockUrls ? { REDIS_LOCK_URLS: env.redis.lockUrls.join(',') } : {}),
           }),
-      ADMIN_TOKEN: env.adminToken,
-      SHOP_TOKEN: BENCH_SHOP_TOKEN,
-      // The order path is measured without the door's budgets (one address, many buyers); the
-      // door's own scenarios set them.
-      RATE_LIMIT_USER: '0',
-      RATE_LIMIT_IP: '0',
       WORKERS: String(env.workers),
       ORDER_HOLD_MS: String(env.holdMs),
       ...(env.batchMax !== null ? { ORDER_BATCH_MAX: String(env.batchMax) } : {}),

@@ -11,7 +11,7 @@ import { startEmbeddedRedis } from '../src/infrastructure/embedded-redis';
 import { runMigrations } from '../src/infrastructure/migrate';
 import { launchService, ServiceProcess } from '../harness/launcher';
 import { CostProbe, startBenchPostgres } from './costs';
-import { BENCH_SHOP_TOKEN, SERVICE_HEAP_MB } from './service';
+import { benchEnv, SERVICE_HEAP_MB } from './service';
 
 export const RESULTS_DIR = join(__dirname, '..', '..', 'bench', 'results');
 
@@ -90,15 +90,7 @@ export async function withServers<T>(
   try {
     const { db, probe, databaseUrl, redisUrl } = await openServers(name, log, cleanups);
     const adminToken = `bench-${name}-admin-token-0123456789`;
-    const base = {
-      DATABASE_URL: databaseUrl,
-      REDIS_URL: redisUrl,
-      ADMIN_TOKEN: adminToken,
-      SHOP_TOKEN: BENCH_SHOP_TOKEN,
-      RATE_LIMIT_USER: '0',
-      RATE_LIMIT_IP: '0',
-      LOG_LEVEL: 'warn',
-    };
+    const base = { ...benchEnv(databaseUrl, adminToken), REDIS_URL: redisUrl, LOG_LEVEL: 'warn' };
     const start = async (env: Record<string, string> = {}, nodeFlags?: string[]) => {
       const svc = await launchService({ env: { ...base, ...env }, heapMb: SERVICE_HEAP_MB, nodeFlags });
       cleanups.push(() => svc.stop());
