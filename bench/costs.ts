@@ -72,9 +72,10 @@ export function processCpuS(stat: string): number {
   return (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) / USER_HZ;
 }
 
-function readStat(pid: number): string | null {
+/** /proc/<pid>/<file>, or null when /proc does not know the process. */
+export function readProc(pid: number, file: 'stat' | 'status'): string | null {
   try {
-    return readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return readFileSync(`/proc/${pid}/${file}`, 'utf8');
   } catch {
     return null;
   }
@@ -82,9 +83,9 @@ function readStat(pid: number): string | null {
 
 /** A process and its children, summed; null when /proc does not know the process. */
 export function treeCpuS(pid: number): number | null {
-  const own = readStat(pid);
+  const own = readProc(pid, 'stat');
   if (own === null) return null;
-  return sum([own, ...childrenOf(pid).map(readStat)].map((s) => (s === null ? 0 : processCpuS(s))));
+  return sum([own, ...childrenOf(pid).map((p) => readProc(p, 'stat'))].map((s) => (s === null ? 0 : processCpuS(s))));
 }
 
 /** Subtracts two call tables; commands the probe itself sends are left out. */
@@ -255,10 +256,10 @@ export class CostProbe {
 
 /** The parent of our backend, if it is a PostgreSQL process this machine can see (a local server). */
 function postmasterOf(backendPid: number): number | null {
-  const stat = readStat(backendPid);
+  const stat = readProc(backendPid, 'stat');
   if (stat === null || !/^\d+ \(postgres/.test(stat)) return null;
   const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-  const parent = readStat(ppid);
+  const parent = readProc(ppid, 'stat');
   return parent !== null && /^\d+ \(postgres/.test(parent) ? ppid : null;
 }
 

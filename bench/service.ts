@@ -4,6 +4,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { projectRoot } from '../src/infrastructure/project-root';
 import { childrenOf, launchService, ServiceProcess } from '../harness/launcher';
+import { readProc } from './costs';
 import type { ProcessConfig } from './types';
 
 /** Where the service finds Redis: REDIS_URL (and REDIS_LOCK_URLS for a Redlock quorum), or REDIS_CLUSTER_NODES alone (the service refuses it beside either). */
@@ -92,12 +93,8 @@ export function serviceReads(name: string, root = projectRoot(__dirname)): boole
 }
 
 function rssKb(pid: number): number | null {
-  try {
-    const m = readFileSync(`/proc/${pid}/status`, 'utf8').match(/^VmRSS:\s+(\d+)\s+kB/m);
-    return m ? Number(m[1]) : null;
-  } catch {
-    return null;
-  }
+  const m = readProc(pid, 'status')?.match(/^VmRSS:\s+(\d+)\s+kB/m);
+  return m ? Number(m[1]) : null;
 }
 
 export interface ProcessPeak {
