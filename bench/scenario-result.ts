@@ -7,14 +7,11 @@ import type { RunContext, ScenarioResult, ScenarioSpec } from './types';
 /** POST /orders of distinct buyers `<prefix><productId>-<n>` to the product, at the run's connections. */
 export function ordersLoad(ctx: RunContext, productId: number, prefix: string, label: string) {
   return {
-    url: ctx.url,
+    ...pick(ctx, 'url', 'connections', 'progress', 'signal'),
     productId,
     userPrefix: `${prefix}${productId}-`,
-    connections: ctx.connections,
     timeoutS: autocannonTimeoutS(ctx.lockWaitMs),
     label,
-    progress: ctx.progress,
-    signal: ctx.signal,
   } satisfies LoadSpec;
 }
 

@@ -179,15 +179,11 @@ function costsBetween(
 async function runHealth(ctx: RunContext, spec: ScenarioSpec): Promise<ScenarioResult> {
   const costsBefore = await readCosts(ctx);
   const load = await runLoad({
-    url: ctx.url,
+    ...pick(ctx, 'url', 'connections', 'durationS', 'progress', 'signal'),
     get: '/health/live',
     okStatus: 200,
-    connections: ctx.connections,
-    durationS: ctx.durationS,
     timeoutS: 10,
     label: spec.id,
-    progress: ctx.progress,
-    signal: ctx.signal,
   });
   const other = load.responses - load.created;
   const checks: Check[] = [
