@@ -194,11 +194,11 @@ export async function runLoad(spec: LoadSpec) {
   return {
     /** Date.now() when the load started. */
     startedAtMs: started,
-    /** Wall time from the first request to the last answer, in seconds. */
+    /** Seconds of load (durationS), or from the first request to the last answer (amount). */
     elapsedS: (end - started) / 1000,
     statusCounts,
     responses,
-    /** Answers with okStatus (201: orders created). */
+    /** Answers with okStatus: 201 for orders, 200 for GET /health/live, 410 for a sold-out product. */
     created,
     /** Milliseconds from the start to the last 201 (for the sale: the time to sell out). */
     lastCreatedAtMs: created > 0 ? lastCreatedAt - started : null,

@@ -5,7 +5,7 @@ import type { Client } from 'pg';
 import type { Verification } from '../harness/verify';
 import type { machineInfo, planOptionsOf } from './benchmark';
 import type { CostProbe, ScenarioCosts } from './costs';
-import type { Latency } from './load';
+import type { Latency, LoadResult } from './load';
 import type { MetricDeltas } from './metrics';
 import type { RedisSetupsSection } from './report/redis-setups';
 import type { calls, spread } from './returns';
@@ -90,21 +90,16 @@ export interface ScenarioSpec {
 /** How much of the sale with returns comes back, and the service settings that decide when (BenchmarkOptions' returns*). */
 export type ReturnsPlan = Omit<NonNullable<PlanOptions['returns']>, 'stock' | 'segments' | 'buyers' | 'holdMs'>;
 
-export interface ScenarioResult extends ScenarioSpec {
+export interface ScenarioResult
+  extends
+    ScenarioSpec,
+    Pick<LoadResult, 'elapsedS' | 'responses' | 'statusCounts' | 'created' | 'errors' | 'timeouts'> {
   productId: number | null;
   connections: number;
-  /** Seconds of load as measured (steady), or from the first request to the last answer (sale). */
-  elapsedS: number;
-  responses: number;
-  statusCounts: Record<string, number>;
-  /** Answers with the success status: 201 for orders, 200 for GET /health/live, 410 for the sold-out product. */
-  created: number;
   /** 201s per second (200s for GET /health/live, 410s for the sold-out product): over the load (steady), or until the last unit sold (sale). */
   ordersPerSec: number;
   /** Latencies of the success answers only. */
   latency201Ms: Latency | null;
-  errors: number;
-  timeouts: number;
   /** The sale (and the first sell-out of the sale with returns): ms from the first request to the last 201. */
   sellOutMs: number | null;
   /** Orders in PostgreSQL once the target went quiet (includes answers autocannon hung up on). */
