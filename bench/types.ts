@@ -120,13 +120,7 @@ export type PlanOptions = Omit<ReturnType<typeof planOptionsOf>, 'redisSetups'> 
 };
 
 /** What one process start runs: the service with one environment, or a peer. */
-interface Start {
-  target: Target;
-  locking: Locking;
-  holdMs: number;
-  workers: number;
-  batchMax: number | null;
-}
+type Start = Pick<ScenarioSpec, 'target' | 'locking' | 'holdMs' | 'workers' | 'batchMax'>;
 
 export interface ProcessConfig extends Start {
   /** EXPIRY_SWEEP_MS given to the service; null = unset (the service's default). */

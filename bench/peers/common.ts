@@ -99,17 +99,13 @@ export function fromPostgres(err: unknown): PeerError {
 export const query = (pool: Pool, sql: string, params: unknown[]) =>
   pool.query(sql, params).catch((err: unknown) => Promise.reject(fromPostgres(err)));
 
-export interface OrderRequest {
-  userId: string;
-  productId: number;
-  quantity: number;
-}
+export type OrderRequest = ReturnType<typeof parseOrder>;
 
 const USER_ID = /^[A-Za-z0-9_.:-]{1,64}$/;
 const isId = (v: unknown) => Number.isSafeInteger(v) && (v as number) >= 1 && (v as number) <= 2_147_483_647;
 
 /** The service's rules for the body, in a few lines (a positive integer userId becomes its decimal string). */
-export function parseOrder(text: string): OrderRequest {
+export function parseOrder(text: string) {
   let body: { userId?: unknown; productId?: unknown; quantity?: unknown };
   try {
     body = JSON.parse(text) as typeof body;
