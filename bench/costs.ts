@@ -198,8 +198,7 @@ export class CostProbe {
     private readonly postmasterPid: number | null,
   ) {}
 
-  static async open(db: Client, redisUrls: string | string[]): Promise<CostProbe> {
-    const urls = typeof redisUrls === 'string' ? [redisUrls] : redisUrls;
+  static async open(db: Client, urls: string[]): Promise<CostProbe> {
     const redis = urls.map((url) => ({ url, client: new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1 }) }));
     try {
       await Promise.all(redis.map((r) => r.client.connect()));

@@ -287,8 +287,7 @@ export async function runScenario(ctx: RunContext, spec: ScenarioSpec): Promise<
   const costs = costsBetween(costsBefore, await readCosts(ctx), 'order', ordersInDb);
   const after = ctx.target === 'service' ? await snapshot(ctx.url, ctx.workers) : null;
   const seen = {
-    statusCounts: load.statusCounts,
-    created: load.created,
+    ...pick(load, 'statusCounts', 'created'),
     allAnswered: spec.kind === 'sale' && load.responses === spec.buyers,
     expectSoldOut: spec.kind === 'sale',
   };

@@ -75,7 +75,7 @@ export async function openServers(
   await db
     .query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements')
     .catch(() => log('note: no pg_stat_statements: statements are not counted'));
-  const probe = await CostProbe.open(db, redisUrl);
+  const probe = await CostProbe.open(db, [redisUrl]);
   cleanups.push(() => Promise.resolve(probe.close()));
   return { db, probe, databaseUrl, redisUrl };
 }

@@ -130,14 +130,12 @@ export interface ProcessConfig extends Start {
   scenarios: ScenarioSpec[];
 }
 
-export interface RunContext {
+export interface RunContext extends Pick<Start, 'target' | 'workers'> {
   url: string;
-  target: Target;
   /** A fresh product: through POST /admin/products for the service, straight into PostgreSQL for a peer (which has no payment timeout). */
   createProduct: (p: NewProduct) => Promise<number>;
   db: Client;
   redisUrl: string;
-  workers: number;
   connections: number;
   durationS: number;
   lockWaitMs: number;
@@ -227,7 +225,6 @@ export interface BenchmarkReport {
     quick: boolean;
     durationS: number;
     connections: number;
-    workers: number;
     warmUpS: number;
     /** Whether the built service reads ORDER_BATCH_MAX at all (before it did, the group-commit rows measured ORDER_BATCH_MAX=1). */
     batchMaxRead: boolean;
