@@ -88,10 +88,7 @@ function int(flag: string, v: string, min: number): number {
   return n;
 }
 
-export function parseArgs(
-  argv: string[],
-  env: NodeJS.ProcessEnv = process.env,
-): BenchmarkOptions & { help?: boolean; waitingRoom?: boolean; queueBuyers?: number } {
+export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env) {
   const v = readFlags(argv, FLAGS, UsageError);
   const opt = <T>(x: string | undefined, f: (x: string) => T): T | undefined => (x === undefined ? undefined : f(x));
   if (v.sweep !== undefined && v['no-sweep']) throw new UsageError('--sweep and --no-sweep contradict each other');
@@ -126,7 +123,7 @@ export function parseArgs(
     outDir: v.out,
     waitingRoom: !v['no-waiting-room'],
     queueBuyers: opt(v['queue-buyers'], (x) => int('queue-buyers', x, 100)),
-  };
+  } satisfies BenchmarkOptions & { help?: boolean; waitingRoom: boolean; queueBuyers?: number };
 }
 
 async function main(): Promise<number> {
