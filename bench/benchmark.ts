@@ -15,7 +15,7 @@ import { pick } from './scenario-result';
 import { createProductViaApi, plan, runScenario, warmUp } from './scenarios';
 import { ProcessPeak, RssSampler, ServiceEnv, serviceReads, startService } from './service';
 import { cleanUp, openServers } from './standalone';
-import { BenchmarkReport, PEER_NAMES, PeerName, ProcessConfig, RunContext, ScenarioResult, ServiceRun } from './types';
+import { BenchmarkReport, PEER_NAMES, ProcessConfig, RunContext, ScenarioResult, ServiceRun } from './types';
 
 /**
  * runBenchmark's options, each at its default; `quick` (a smoke run: short scenarios, a small sweep,
@@ -33,7 +33,7 @@ function defaults(quick: boolean) {
     /** Segments of the peer and group-commit comparisons. */
     speedSegments: 20,
     /** The bare peers run beside the service; [] = none, and no GET /health/live floor. */
-    peers: [...PEER_NAMES] as PeerName[],
+    peers: [...PEER_NAMES],
     /** ORDER_BATCH_MAX=1 against group commit at every hold time. */
     batch: true,
     /** ORDER_BATCH_MAX of every service start but the ORDER_BATCH_MAX=1 and batch-sweep rows; null = the service's default. */

@@ -18,10 +18,9 @@ export type MetricsSource =
   | 'partial'
   | 'unavailable';
 
+type Deltas = { [K in keyof ReturnType<typeof deltasOf>]: number | null };
 /** The counters' deltas over a scenario (deltasOf), each null where not read, and where they came from. */
-export type MetricDeltas = { source: MetricsSource; note: string } & {
-  [K in keyof ReturnType<typeof deltasOf>]: number | null;
-};
+export type MetricDeltas = { source: MetricsSource; note: string } & Deltas;
 
 const WANTED = [
   'flashsale_orders_total',
@@ -95,10 +94,7 @@ function deltasOf(before: Samples, after: Samples) {
   };
 }
 
-const EMPTY = Object.fromEntries(Object.keys(deltasOf({}, {})).map((k) => [k, null])) as Omit<
-  MetricDeltas,
-  'source' | 'note'
->;
+const EMPTY = Object.fromEntries(Object.keys(deltasOf({}, {})).map((k) => [k, null])) as Deltas;
 
 /** For a scenario with no counters to read (a peer, GET /health/live); `why` goes into the report. */
 export function noMetrics(why: string): MetricDeltas {
