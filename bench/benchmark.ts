@@ -11,11 +11,10 @@ import { projectRoot } from '../src/infrastructure/project-root';
 import { insertProduct, startPeer } from './peers';
 import { RedisSetups } from './redis-setups';
 import { redisSetupsSection, writeReports } from './report';
-import { pick } from './scenario-result';
 import { createProductViaApi, plan, runScenario, warmUp } from './scenarios';
 import { ProcessPeak, RssSampler, ServiceEnv, serviceReads, startService } from './service';
 import { cleanUp, openServers } from './standalone';
-import { BenchmarkReport, PEER_NAMES, ProcessConfig, RunContext, ScenarioResult, ServiceRun } from './types';
+import { BenchmarkReport, PEER_NAMES, pick, ProcessConfig, RunContext, ScenarioResult, ServiceRun } from './types';
 
 /**
  * runBenchmark's options, each at its default; `quick` (a smoke run: short scenarios, a small sweep,

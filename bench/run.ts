@@ -6,7 +6,7 @@ import { Flag, HELP, usageText, readFlags, toggle, value } from './cli';
 import { dirname, join } from 'node:path';
 import { renderConsole } from './report';
 import { renderQueue, runQueueBenchmark } from './waiting-room';
-import { PEER_NAMES, PeerName } from './types';
+import { PEER_NAMES, PeerName, pick } from './types';
 
 // Every flag once: parseArgs reads them, --help prints them.
 const FLAGS = {
@@ -94,8 +94,7 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env) 
   if (v.sweep !== undefined && v['no-sweep']) throw new UsageError('--sweep and --no-sweep contradict each other');
   if (v.peers !== undefined && v['no-peers']) throw new UsageError('--peers and --no-peers contradict each other');
   return {
-    help: v.help,
-    quick: v.quick,
+    ...pick(v, 'help', 'quick'),
     duration: opt(v.duration, (x) => num('duration', x, 1)),
     connections: opt(v.connections, (x) => num('connections', x, 1)),
     workers: opt(v.workers, (x) => num('workers', x, 1)),

@@ -2,7 +2,7 @@
 // wait until it went quiet, the result built from the load, and the verification with checks added.
 import { Check, Verification, waitQuiet } from '../harness/verify';
 import { autocannonTimeoutS, LoadResult, LoadSpec } from './load';
-import type { RunContext, ScenarioResult, ScenarioSpec } from './types';
+import { pick, type RunContext, type ScenarioResult, type ScenarioSpec } from './types';
 
 /** POST /orders of distinct buyers `<prefix><productId>-<n>` to the product, at the run's connections. */
 export function ordersLoad(ctx: RunContext, productId: number, prefix: string, label: string) {
@@ -44,10 +44,6 @@ export function resultOf(
     status: r.verification.verified ? 'ok' : 'FAILED',
     ...more,
   };
-}
-
-export function pick<T, K extends keyof T>(o: T, ...keys: K[]): Pick<T, K> {
-  return Object.fromEntries(keys.map((k) => [k, o[k]])) as Pick<T, K>;
 }
 
 /** The verification with these checks added. */

@@ -6,7 +6,7 @@
 import { CostSnapshot, costDeltas, ScenarioCosts } from './costs';
 import { auditLuaPeer } from './peers';
 import { runLoad } from './load';
-import { ordersLoad, pick, quietOrders, resultOf, withChecks } from './scenario-result';
+import { ordersLoad, quietOrders, resultOf, withChecks } from './scenario-result';
 import { noMetrics, scenarioDeltas, snapshot } from './metrics';
 import { runReturns } from './returns';
 import { auditProduct, Check, Verification, verify, waitQuiet } from '../harness/verify';
@@ -14,6 +14,7 @@ import {
   BARE_HELD_MS,
   Group,
   NewProduct,
+  pick,
   PlanOptions,
   ProcessConfig,
   REDIS_SETUPS,

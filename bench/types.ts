@@ -11,6 +11,11 @@ import type { RedisSetupsSection } from './report/redis-setups';
 import type { calls, spread } from './returns';
 import type { ProcessPeak } from './service';
 
+/** `o` with only these keys, in this order (latest.json keeps it). */
+export function pick<T, K extends keyof T>(o: T, ...keys: K[]): Pick<T, K> {
+  return Object.fromEntries(keys.map((k) => [k, o[k]])) as Pick<T, K>;
+}
+
 // What a run plans and each scenario measures.
 
 export type StockLocking = 'redlock' | 'database';
@@ -206,12 +211,8 @@ export interface ReturnsFigures {
 
 // The report of a run (latest.json).
 
-/** One process start as it ran. */
-export interface ServiceRun extends Start {
-  /** EXPIRY_SWEEP_MS of the start; null/absent = the service's default. */
-  expirySweepMs?: number | null;
-  /** The Redis it ran on; absent = single. */
-  redis?: RedisSetup;
+/** One process start as it ran; reports written before EXPIRY_SWEEP_MS and the Redis setups lack them (the default, single). */
+export interface ServiceRun extends Start, Partial<Pick<ProcessConfig, 'expirySweepMs' | 'redis'>> {
   processes: ProcessPeak[];
   rssSupported: boolean;
 }

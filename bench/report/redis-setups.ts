@@ -2,7 +2,7 @@
 // rows with their ratios to the one redis-server (also written into latest.json as redisSetups) and
 // their console and latest.md tables.
 import type { RedisServerCosts } from '../costs';
-import { BenchmarkReport, REDIS_SETUPS, RedisSetup, ScenarioResult } from '../types';
+import { BenchmarkReport, pick, REDIS_SETUPS, RedisSetup, ScenarioResult } from '../types';
 import { inGroup } from './find';
 import { batchName, ms, rate, ratioOf, SETUP_NAME, times } from './format';
 
@@ -13,11 +13,7 @@ export function redisSetupsSection(report: BenchmarkReport) {
   const batches = [...new Set(found.map((r) => r.batchMax))].sort((a, b) => (b ?? Infinity) - (a ?? Infinity));
   const at = (batchMax: number | null, setup: RedisSetup) =>
     found.find((r) => r.batchMax === batchMax && (r.redis ?? 'single') === setup);
-  const redisOf = ({ redisScripts, redisCommands, redisCpuUs }: RedisServerCosts['perUnit']) => ({
-    redisScripts,
-    redisCommands,
-    redisCpuUs,
-  });
+  const redisOf = (p: RedisServerCosts['perUnit']) => pick(p, 'redisScripts', 'redisCommands', 'redisCpuUs');
   const perOrder = (r: ScenarioResult | undefined) => (r?.costs ? redisOf(r.costs.perUnit) : null);
   const rows = batches.flatMap((batchMax) => {
     const single = at(batchMax, 'single');
@@ -28,10 +24,7 @@ export function redisSetupsSection(report: BenchmarkReport) {
       const cost = perOrder(r);
       return {
         setup,
-        id: r.id,
-        batchMax,
-        status: r.status,
-        ordersPerSec: r.ordersPerSec,
+        ...pick(r, 'id', 'batchMax', 'status', 'ordersPerSec'),
         p99Ms: r.latency201Ms?.p99 ?? null,
         /** Summed over every Redis server of the setup; null when the costs were not read. */
         perOrder: cost,
