@@ -9,6 +9,7 @@ import { Client } from 'pg';
 import { startEmbeddedPostgres } from '../src/infrastructure/embedded-postgres';
 import { childrenOf } from '../harness/launcher';
 import { addCounts } from './load';
+import { pick } from './types';
 
 /** Linux reports process times in USER_HZ ticks, 100 per second on every architecture Node runs on. */
 const USER_HZ = 100;
@@ -135,10 +136,7 @@ function serverDeltas(before: CostSnapshot, after: CostSnapshot, units: number) 
   const b = before.redisServers;
   const a = after.redisServers;
   if (!a || !b || a.length < 2 || a.length !== b.length || a.some((x, i) => x.server !== b[i].server)) return undefined;
-  return a.map((x, i) => {
-    const { totals, perUnit } = redisDelta(b[i], x, units);
-    return { server: x.server, totals, perUnit };
-  });
+  return a.map((x, i) => ({ server: x.server, ...pick(redisDelta(b[i], x, units), 'totals', 'perUnit') }));
 }
 
 type Costs = ReturnType<typeof costDeltas>;
@@ -151,13 +149,11 @@ export type ScenarioCosts = Omit<Costs, 'perUnit'> & {
 /** `units`: what the per-unit figures divide by. */
 export function costDeltas(before: CostSnapshot, after: CostSnapshot, unit: 'order' | 'answer', units: number) {
   const redis = redisDelta(before, after, units);
-  const { redisScripts, redisCommands, redisCpuS } = redis.totals;
   const redisServers = serverDeltas(before, after, units);
   const totals = {
-    redisScripts,
-    redisCommands,
+    ...pick(redis.totals, 'redisScripts', 'redisCommands'),
     redisByCommand: redis.byCommand,
-    redisCpuS,
+    redisCpuS: redis.totals.redisCpuS,
     pgWriteTransactions: after.pgNextXid - before.pgNextXid,
     /** Every statement, read-only ones included; null without pg_stat_statements (absent in reports written before it was read). */
     pgStatements: minus(after.pgStatements ?? null, before.pgStatements ?? null),
