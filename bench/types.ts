@@ -3,7 +3,7 @@
 // and the ones that render them never import each other in a circle.
 import type { Client } from 'pg';
 import type { Verification } from '../harness/verify';
-import type { machineInfo, planOptionsOf } from './benchmark';
+import type { machineInfo, planOptionsOf, resolveOptions } from './benchmark';
 import type { CostProbe, ScenarioCosts } from './costs';
 import type { Latency, LoadResult } from './load';
 import type { MetricDeltas } from './metrics';
@@ -222,20 +222,17 @@ export interface BenchmarkReport {
   finishedAt: string;
   command: string;
   machine: Awaited<ReturnType<typeof machineInfo>>;
-  settings: PlanOptions & {
-    quick: boolean;
-    durationS: number;
-    connections: number;
-    warmUpS: number;
-    /** Whether the built service reads ORDER_BATCH_MAX at all (before it did, the group-commit rows measured ORDER_BATCH_MAX=1). */
-    batchMaxRead: boolean;
-    /** ORDER_HOLDS_MAX of every service start; null = the service's default. */
-    holdsMax: number | null;
-    /** Node / V8 flags of every service start beside the heap bound (absent in reports before them). */
-    nodeFlags?: string[];
-    lock: { ttlMs: number; waitMs: number; retryDelayMs: number; retryJitterMs: number };
-    dependencies: { postgres: string; redis: string };
-  };
+  settings: PlanOptions &
+    Pick<ReturnType<typeof resolveOptions>, 'quick' | 'connections' | 'holdsMax'> & {
+      durationS: number;
+      warmUpS: number;
+      /** Whether the built service reads ORDER_BATCH_MAX at all (before it did, the group-commit rows measured ORDER_BATCH_MAX=1). */
+      batchMaxRead: boolean;
+      /** Node / V8 flags of every service start beside the heap bound (absent in reports before them). */
+      nodeFlags?: string[];
+      lock: { ttlMs: number; waitMs: number; retryDelayMs: number; retryJitterMs: number };
+      dependencies: { postgres: string; redis: string };
+    };
   scenarios: ScenarioResult[];
   services: ServiceRun[];
   rssTargetMb: number;
