@@ -19,21 +19,15 @@ const SCRIPT_COMMANDS = new Set(['eval', 'evalsha', 'eval_ro', 'evalsha_ro', 'fc
 /** The probe's own commands, left out of the counts. */
 const PROBE_COMMANDS = new Set(['info']);
 
-/** One Redis server's readings. */
-export interface RedisServerReading {
-  /** Its redis:// URL. */
-  server: string;
-  redisCalls: Record<string, number>;
-  redisCpuS: number;
-}
+/** Calls per command name, as INFO commandstats counts them (commands run inside scripts included), and CPU seconds. */
+type RedisReading = { redisCalls: Record<string, number>; redisCpuS: number };
+/** One Redis server's readings; `server`: its redis:// URL. */
+export type RedisServerReading = RedisReading & { server: string };
 
-export interface CostSnapshot {
+/** The readings around a scenario; the Redis ones summed over every server of the setup. */
+export interface CostSnapshot extends RedisReading {
   /** Date.now() when it was read. */
   atMs: number;
-  /** Calls per command name, as INFO commandstats counts them (commands run inside scripts included), summed over every server of the setup. */
-  redisCalls: Record<string, number>;
-  /** Summed over every server of the setup. */
-  redisCpuS: number;
   /** Each server of the setup (one for a single redis-server; absent in snapshots made by hand before setups existed). */
   redisServers?: RedisServerReading[];
   /** The next transaction id PostgreSQL will hand out: write transactions take one, read-only ones none. */
@@ -105,7 +99,7 @@ const perUs = (x: number | null, n: number) => (x === null ? null : per(x * 1e6,
 const minus = (a: number | null, b: number | null) => (a === null || b === null ? null : a - b);
 
 /** Call tables and CPU summed over servers: what a setup of several servers costs as a whole. */
-export function sumRedis(readings: RedisServerReading[]): Omit<RedisServerReading, 'server'> {
+export function sumRedis(readings: RedisServerReading[]): RedisReading {
   return {
     redisCalls: addCounts(...readings.map((r) => r.redisCalls)),
     redisCpuS: sum(readings.map((r) => r.redisCpuS)),
@@ -113,7 +107,7 @@ export function sumRedis(readings: RedisServerReading[]): Omit<RedisServerReadin
 }
 
 /** Redis calls and CPU between two readings of one server, or of a setup's servers summed. */
-function redisDelta(b: Omit<RedisServerReading, 'server'>, a: Omit<RedisServerReading, 'server'>, units: number) {
+function redisDelta(b: RedisReading, a: RedisReading, units: number) {
   const byCommand = callDelta(b.redisCalls, a.redisCalls);
   /** EVAL/EVALSHA/FCALL calls: each one round trip. */
   const redisScripts = sum(Object.entries(byCommand).flatMap(([name, n]) => (SCRIPT_COMMANDS.has(name) ? [n] : [])));

@@ -1,7 +1,6 @@
 // The head and the tail of a report: latest.md's title, verdict, machine and settings; the console's
 // closing verdict with every failed check.
 import { SERVICE_HEAP_MB } from '../service';
-import type { Check } from '../../harness/verify';
 import type { BenchmarkReport } from '../types';
 import { failed, returnsOf } from './find';
 import { batchName, layout } from './format';
@@ -50,10 +49,8 @@ export function summaryMarkdown(report: BenchmarkReport): string[] {
 }
 
 /** Every failed check of every failed scenario, with the scenario's id. */
-function failedChecks(report: BenchmarkReport): Array<[string, Check]> {
-  return failed(report).flatMap((r) =>
-    r.verification.checks.filter((c) => !c.ok).map((c): [string, Check] => [r.id, c]),
-  );
+function failedChecks(report: BenchmarkReport) {
+  return failed(report).flatMap((r) => r.verification.checks.filter((c) => !c.ok).map((c) => [r.id, c] as const));
 }
 
 /** The console's closing verdict: every scenario verified, or each failed check. */
