@@ -13,18 +13,13 @@ import type { NewProduct } from './types';
 
 const JWT_SECRET = 'bench-door-buyer-secret-0123456789abcdef';
 
-interface RowHead {
-  id: string;
-  /** Which service start measured it: plain (identity off, no limits), identity (HS256), limited (RATE_LIMIT_USER=1). */
-  start: 'plain' | 'identity' | 'limited';
-  what: string;
-  okStatus: number;
-}
-
 export type DoorRow = Awaited<ReturnType<typeof measure>>;
 
-/** Every row: the start that measures it, what it is, and the answer that counts. */
-const ROWS: Record<string, [RowHead['start'], string, number]> = {
+/**
+ * Every row: the service start that measures it (plain: identity off, no limits; identity: HS256;
+ * limited: RATE_LIMIT_USER=1), what it is, and the answer that counts.
+ */
+const ROWS: Record<string, ['plain' | 'identity' | 'limited', string, number]> = {
   'health-live-plain': ['plain', 'GET /health/live', 200],
   'sold-out-410': ['plain', 'POST /orders, sold-out product, distinct buyers (a body per request)', 410],
   'already-ordered-409': ['plain', 'POST /orders, sold-out product, its 20 holders again (20 fixed bodies)', 409],
@@ -37,17 +32,6 @@ const ROWS: Record<string, [RowHead['start'], string, number]> = {
   'health-live-limited': ['limited', 'GET /health/live', 200],
   'rate-limited-429': ['limited', 'POST /orders, one user over RATE_LIMIT_USER=1 (one fixed body)', 429],
 };
-const head = (id: string): RowHead => ({ id, start: ROWS[id][0], what: ROWS[id][1], okStatus: ROWS[id][2] });
-
-export interface DoorReport {
-  startedAt: string;
-  machine: { cores: number; memoryGb: number; node: string };
-  durationS: number;
-  connections: number;
-  rows: DoorRow[];
-  memory: { holders: number; heapBeforeMb: number; heapAfterMb: number; learnMs: number; entryMb: number | null };
-  targets: ReturnType<typeof doorTargets>;
-}
 
 /** The targets of the door, as ratios of rows measured in this run, each at least (>=) or at most (<=) its target. */
 export function doorTargets(rows: DoorRow[]) {
@@ -117,24 +101,28 @@ export function renderDoor(r: DoorReport): string {
 
 type Ctx = Servers & { durationS: number; connections: number; log: (line: string) => void };
 
-async function measure(ctx: Ctx, svc: ServiceProcess, row: RowHead, load: Partial<LoadSpec>) {
+async function measure(ctx: Ctx, svc: ServiceProcess, id: string, load: Partial<LoadSpec>) {
+  const [start, what, okStatus] = ROWS[id];
   const before = await ctx.probe.snapshot(svc.pid);
   const result = await runLoad({
     url: svc.url,
     connections: ctx.connections,
     durationS: ctx.durationS,
     timeoutS: 20,
-    label: row.id,
-    okStatus: row.okStatus,
+    label: id,
+    okStatus,
     progress: ctx.log,
     ...load,
   });
   await sleep(200);
   const after = await ctx.probe.snapshot(svc.pid);
   const answers = result.responses;
-  ctx.log(`${row.id}: ${JSON.stringify(result.statusCounts)} in ${result.elapsedS.toFixed(1)} s`);
+  ctx.log(`${id}: ${JSON.stringify(result.statusCounts)} in ${result.elapsedS.toFixed(1)} s`);
   return {
-    ...row,
+    id,
+    start,
+    what,
+    okStatus,
     answers,
     /** Seconds of load the row's answers took. */
     elapsedS: result.elapsedS,
@@ -204,6 +192,8 @@ async function untilRefusedFromMemory(svc: ServiceProcess, productId: number, pr
   throw new Error(`product ${productId} was not answered from memory within 30 s`);
 }
 
+const newProduct = (ctx: Ctx, svc: ServiceProcess, p: NewProduct) => createProductViaApi(svc.url, ctx.adminToken, p);
+
 /** Unmeasured load for 2 s: JIT-compiled before anything is timed. */
 async function warmUp(ctx: Ctx, svc: ServiceProcess, load: Partial<LoadSpec>, label: string): Promise<void> {
   await runLoad({ url: svc.url, connections: ctx.connections, durationS: 2, timeoutS: 20, label, ...load });
@@ -233,12 +223,8 @@ function entryMb(holders: number): number | null {
 }
 
 /** A product of `holders` units, sold out straight in PostgreSQL (a fixture), then learnt by the process. */
-async function boardMemory(ctx: Ctx, svc: ServiceProcess, holders: number): Promise<DoorReport['memory']> {
-  const productId = await createProductViaApi(svc.url, ctx.adminToken, {
-    name: 'door memory',
-    stock: holders,
-    segments: 20,
-  });
+async function boardMemory(ctx: Ctx, svc: ServiceProcess, holders: number) {
+  const productId = await newProduct(ctx, svc, { name: 'door memory', stock: holders, segments: 20 });
   await ctx.db.query(
     `INSERT INTO orders (product_id, user_id, quantity, allocations, status, expires_at)
      SELECT $1, 'memory-buyer-' || g, 1, jsonb_build_array(jsonb_build_object('segment', g % 20, 'quantity', 1)), 'reserved', now() + interval '1 hour'
@@ -252,12 +238,7 @@ async function boardMemory(ctx: Ctx, svc: ServiceProcess, holders: number): Prom
   return { holders, heapBeforeMb, heapAfterMb: await heapUsedMb(svc), learnMs, entryMb: entryMb(holders) };
 }
 
-async function main(): Promise<void> {
-  const flags = readFlags(
-    ['duration', 'connections', 'holders', 'out', 'node-flags'],
-    'npm run bench:door -- [--duration S (8)] [--connections N (100)] [--holders N (100000)] [--out DIR (bench/results)]',
-  );
-  if (!flags) return;
+async function runDoor(flags: Partial<Record<'duration' | 'connections' | 'holders' | 'node-flags', string>>) {
   const durationS = Number(flags.duration ?? 8);
   const connections = Number(flags.connections ?? 100);
   const holders = Number(flags.holders ?? 100_000);
@@ -265,14 +246,13 @@ async function main(): Promise<void> {
   const nodeFlags = splitFlags(flags['node-flags']) ?? [];
   const log = (line: string) => process.stderr.write(`${line}\n`);
   const startedAt = new Date().toISOString();
-  await withServers('door', log, async (servers) => {
+  return withServers('door', log, async (servers) => {
     const ctx = { ...servers, durationS, connections, log };
     const start = async (env: Record<string, string>) => {
       const svc = await servers.start({ LOCK_WAIT_MS: '30000', DB_TIMEOUT_MS: '30000', ...env }, nodeFlags);
       await warmUp(ctx, svc, { get: '/health/live', okStatus: 200 }, 'warm-up');
       return svc;
     };
-    const newProduct = (svc: ServiceProcess, p: NewProduct) => createProductViaApi(svc.url, ctx.adminToken, p);
     const rows: DoorRow[] = [];
     // Rows compared with each other are measured interleaved (A, B, A, B, half the time each) in the
     // same process, or in alternating starts: a one-off slow second, or a start that lands on a
@@ -281,14 +261,14 @@ async function main(): Promise<void> {
       const measured: DoorRow[][] = parts.map(() => []);
       for (let r = 0; r < rounds; r++) {
         for (const [i, [id, load]] of parts.entries())
-          measured[i].push(await measure({ ...ctx, durationS: durationS / rounds }, svc, head(id), load));
+          measured[i].push(await measure({ ...ctx, durationS: durationS / rounds }, svc, id, load));
       }
       return measured.map(merge);
     };
 
     // 1. Identity off, no limits: the floor and the refusals, interleaved; then the orders.
     let svc = await start({});
-    const soldOut = await newProduct(svc, { name: 'door sold out', stock: 20, segments: 20 });
+    const soldOut = await newProduct(ctx, svc, { name: 'door sold out', stock: 20, segments: 20 });
     for (let i = 0; i < 20; i++)
       if ((await order(svc, { userId: `holder-${i}`, productId: soldOut })) !== 201)
         throw new Error('the sell-out failed');
@@ -318,22 +298,17 @@ async function main(): Promise<void> {
     let buyer = 0;
     const ordersOf = async (identity: boolean): Promise<DoorRow> => {
       svc = await start(identity ? { BUYER_JWT_SECRET: JWT_SECRET } : {});
-      const productId = await newProduct(svc, { name: 'door orders', stock: 10_000_000, segments: 20 });
+      const productId = await newProduct(ctx, svc, { name: 'door orders', stock: 10_000_000, segments: 20 });
       // Every request takes the next buyer (and token): no buyer orders twice, the warm-ups' included.
-      const load: Partial<LoadSpec> = identity
-        ? {
-            bodyOf: () => JSON.stringify({ productId }),
-            headersOf: () => ({ authorization: `Bearer ${tokens[next++ % tokens.length]}` }),
-          }
-        : {
-            bodyOf: () => JSON.stringify({ userId: `buyer-${buyer++}`, productId }),
-            headersOf: () => ({ authorization: `Bearer ${tokens[buyer % tokens.length]}` }),
-          };
+      const load: Partial<LoadSpec> = {
+        bodyOf: () => JSON.stringify(identity ? { productId } : { userId: `buyer-${buyer++}`, productId }),
+        headersOf: () => ({ authorization: `Bearer ${tokens[(identity ? next++ : buyer) % tokens.length]}` }),
+      };
       await warmUp(ctx, svc, load, 'warm-up orders');
       const row = await measure(
         { ...ctx, durationS: durationS / 2 },
         svc,
-        head(`orders-${identity ? 'hs256' : 'plain'}`),
+        `orders-${identity ? 'hs256' : 'plain'}`,
         load,
       );
       await svc.stop();
@@ -358,7 +333,7 @@ async function main(): Promise<void> {
     svc = await start({ RATE_LIMIT_USER: '1' });
     // A sale that has not started: whatever passes the budget changes nothing (403).
     const startsAt = new Date(Date.now() + 3_600_000).toISOString();
-    const later = await newProduct(svc, { name: 'door limited', stock: 10, segments: 2, startsAt });
+    const later = await newProduct(ctx, svc, { name: 'door limited', stock: 10, segments: 2, startsAt });
     const eager = [JSON.stringify({ userId: 'eager', productId: later })];
     await warmUp(ctx, svc, { bodies: eager, okStatus: 429 }, 'warm-up 429s');
     rows.push(
@@ -369,19 +344,22 @@ async function main(): Promise<void> {
     );
     await svc.stop();
 
-    const report: DoorReport = {
-      startedAt,
-      machine: machine(),
-      durationS,
-      connections,
-      rows,
-      memory,
-      targets: doorTargets(rows),
-    };
-    const md = renderDoor(report);
-    writeResults(flags.out ?? RESULTS_DIR, 'door', report, md);
-    process.stdout.write(md);
+    return { startedAt, machine: machine(), durationS, connections, rows, memory, targets: doorTargets(rows) };
   });
+}
+
+export type DoorReport = Awaited<ReturnType<typeof runDoor>>;
+
+async function main(): Promise<void> {
+  const flags = readFlags(
+    ['duration', 'connections', 'holders', 'out', 'node-flags'],
+    'npm run bench:door -- [--duration S (8)] [--connections N (100)] [--holders N (100000)] [--out DIR (bench/results)]',
+  );
+  if (!flags) return;
+  const report = await runDoor(flags);
+  const md = renderDoor(report);
+  writeResults(flags.out ?? RESULTS_DIR, 'door', report, md);
+  process.stdout.write(md);
 }
 
 if (require.main === module) runMain('bench:door failed: ', main);
