@@ -127,8 +127,8 @@ interface OrderFact {
   closedMs: number | null;
 }
 
-/** Every order of the product and its segments, timestamps by PostgreSQL's clock (ms since the epoch). */
-async function facts(ctx: RunContext, productId: number) {
+/** Every order of the product, timestamps by PostgreSQL's clock (ms since the epoch). */
+async function facts(ctx: RunContext, productId: number): Promise<OrderFact[]> {
   const { rows } = await ctx.db.query<OrderFact & { id: string }>(
     `SELECT id::text AS id, user_id AS "userId", quantity, allocations, status,
             (extract(epoch FROM created_at) * 1000)::float8 AS "createdMs",
@@ -137,11 +137,7 @@ async function facts(ctx: RunContext, productId: number) {
        FROM orders WHERE product_id = $1`,
     [productId],
   );
-  const seg = await ctx.db.query('SELECT idx, stock FROM stock_segments WHERE product_id = $1', [productId]);
-  return {
-    orders: rows.map((r): OrderFact => ({ ...r, id: Number(r.id) })),
-    segments: new Map(seg.rows.map((r) => [Number(r.idx), Number(r.stock)])),
-  };
+  return rows.map((r) => ({ ...r, id: Number(r.id) }));
 }
 
 /** Whether the two lists of orders hold as many units as each other in every segment. */
@@ -237,25 +233,21 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
     const ordersInDb = await quietOrders(ctx, productId, spec.holdMs);
     const after = await snapshot(ctx.url, ctx.workers);
     const audit = await auditProduct(ctx.db, productId);
-    const { orders, segments } = await facts(ctx, productId);
+    const orders = await facts(ctx, productId);
 
     // What PostgreSQL says happened.
-    const firstPrefix = `b${productId}-`;
-    const resalePrefix = `r${productId}-`;
-    const firstOrders = orders.filter((o) => o.userId.startsWith(firstPrefix));
+    const firstOrders = orders.filter((o) => o.userId.startsWith(`b${productId}-`));
     const resaleLive = orders.filter(
-      (o) => o.userId.startsWith(resalePrefix) && (o.status === 'reserved' || o.status === 'paid'),
+      (o) => o.userId.startsWith(`r${productId}-`) && (o.status === 'reserved' || o.status === 'paid'),
     );
-    const returned = orders.filter((o) => o.status === 'cancelled' || o.status === 'expired');
-    const expired = orders.filter((o) => o.status === 'expired');
+    const byStatus = (status: OrderFact['status']) => orders.filter((o) => o.status === status);
+    const [cancelled, expired] = [byStatus('cancelled'), byStatus('expired')];
+    const returned = [...cancelled, ...expired];
     const ids = (list: OrderFact[]) => new Set(list.map((o) => o.id));
     const statuses = { reserved: 0, paid: 0, cancelled: 0, expired: 0 };
     for (const o of orders) statuses[o.status]++;
     const units = (list: OrderFact[]) => list.reduce((s, o) => s + o.quantity, 0);
-    const returnedUnits = {
-      cancelled: units(returned.filter((o) => o.status === 'cancelled')),
-      expired: units(expired),
-    };
+    const returnedUnits = { cancelled: units(cancelled), expired: units(expired) };
     const returnedTotal = returnedUnits.cancelled + returnedUnits.expired;
 
     // Each unit's time back on sale: the k-th returned unit (by closed_at) against the k-th resold
@@ -330,8 +322,7 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
       all201 <= ordersInDb,
       `${all201} answered 201 (${sale.created} + ${resale?.created ?? 0} resold), ${ordersInDb} orders stored`,
     );
-    const tooLate =
-      countOf(pays.figures.statusCounts, (c) => c === 409) + countOf(cancels.figures.statusCounts, (c) => c === 409);
+    const tooLate = countOf(addCounts(pays.figures.statusCounts, cancels.figures.statusCounts), (c) => c === 409);
     add(
       'pays and cancels as planned',
       pays.ok.size === planned.pay && cancels.ok.size === planned.cancel,
@@ -345,8 +336,8 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
     const paidOk = new Set([...pays.ok, ...resalePaid]);
     const firstLeft = new Set(firstOrders.filter((o) => !pays.ok.has(o.id) && !cancels.ok.has(o.id)).map((o) => o.id));
     const fates = [
-      ['paid', sameSet(ids(orders.filter((o) => o.status === 'paid')), paidOk)],
-      ['cancelled', sameSet(ids(orders.filter((o) => o.status === 'cancelled')), cancels.ok)],
+      ['paid', sameSet(ids(byStatus('paid')), paidOk)],
+      ['cancelled', sameSet(ids(cancelled), cancels.ok)],
       ['expired', sameSet(ids(expired), firstLeft)],
       ['none reserved', statuses.reserved === 0],
     ] as const;
@@ -359,15 +350,14 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
       }`,
     );
     // Returned units go back to their own segment, and nothing else moves stock here: segment by
-    // segment, what came back is what sold again, and nothing is left.
-    const left = [...segments.values()].reduce((s, n) => s + n, 0);
+    // segment, what came back is what sold again, and nothing is left (the audit's remaining stock).
     const perSegment = sameBySegment(returned, resaleLive);
     add(
       'every returned unit resold exactly once',
-      units(resaleLive) === returnedTotal && perSegment && left === 0,
+      units(resaleLive) === returnedTotal && perSegment && audit.remaining === 0,
       `${returnedTotal} back (${returnedUnits.cancelled} cancelled, ${returnedUnits.expired} expired), ${units(resaleLive)} resold, ${
         perSegment ? 'equal in every segment' : '**not equal segment by segment**'
-      }, ${left} left`,
+      }, ${audit.remaining} left`,
     );
     add(
       'resale sold out',
@@ -377,12 +367,11 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
     const sellOutMs = sale.lastCreatedAtMs;
     // Its phases mix orders, pays, cancels and expiries: no one unit to divide by, so no costs.
     const verification = { verified: checks.every((c) => c.ok), checks, audit };
-    const metrics = scenarioDeltas(before, after, ordersInDb);
     return resultOf(
       ctx,
       spec,
       sale,
-      { productId, ordersInDb, metrics, costs: null, verification },
+      { productId, ordersInDb, metrics: scenarioDeltas(before, after, ordersInDb), costs: null, verification },
       {
         connections: Math.min(ctx.connections, buyers),
         elapsedS: (endedAt - sale.startedAtMs) / 1000,
