@@ -13,14 +13,9 @@ import { BEHIND_UNITS_POLL_S, type QueueReport } from './waiting-room';
 
 export type Source = 'measured' | 'derived' | 'extrapolated' | 'assumed';
 
-/** One number the model uses, and where it comes from. */
-export interface Input {
-  value: number;
-  unit: string;
-  source: Source;
-  /** The scenario it was read from, or why it is what it is. */
-  basis: string;
-}
+/** One number the model uses, and where it comes from; `basis`: the scenario it was read from, or why it is what it is. */
+const input = (source: Source, value: number, unit: string, basis: string) => ({ value, unit, source, basis });
+export type Input = ReturnType<typeof input>;
 
 /** What one request of a kind costs (unitCost). Redis calls are split by where their keys live on a Redis Cluster. */
 export type UnitCost = ReturnType<typeof unitCost>;
@@ -29,18 +24,23 @@ export type UnitCost = ReturnType<typeof unitCost>;
 export type Measured = ReturnType<typeof readMeasured>;
 
 export type Sale = ModelOptions['sale'];
-/** Planning figures, none measured here (CAPACITY_BASIS says what each is). */
-export type Capacity = typeof DEFAULT_CAPACITY;
-
-export const DEFAULT_CAPACITY = {
-  processUtil: 0.7,
-  redisUtil: 0.7,
-  pgCores: 16,
-  pgUtil: 0.7,
-  pgCommitsPerS: 20_000,
-  walMBps: 100,
-  admitFactor: 2,
-};
+/**
+ * Planning figures, none measured here (CAPACITY_BASIS says what each is): the flag that sets one,
+ * its argument, its default, the least and the most it may be, and its help.
+ */
+const CAPACITY_FLAGS = {
+  processUtil: ['process-util', 'F', 0.7, 0.01, 1, 'share of a core per service process'],
+  redisUtil: ['redis-util', 'F', 0.7, 0.01, 1, "share of a Redis master's core"],
+  pgCores: ['pg-cores', 'N', 16, 1, Infinity, 'cores of the PostgreSQL primary'],
+  pgUtil: ['pg-util', 'F', 0.7, 0.01, 1, "share of PostgreSQL's cores"],
+  pgCommitsPerS: ['pg-commits', 'N', 20_000, 1, Infinity, 'commits/s the primary sustains'],
+  walMBps: ['wal-mbps', 'N', 100, 0.001, Infinity, 'WAL MB/s the primary sustains'],
+  admitFactor: ['admit', 'F', 2, 1, Infinity, 'the queue in front admits F x units until sold out, F >= 1'],
+} as const satisfies Record<string, readonly [string, string, number, number, number, string]>;
+export type Capacity = Record<keyof typeof CAPACITY_FLAGS, number>;
+const capacityOf = (f: (flag: (typeof CAPACITY_FLAGS)[keyof Capacity]) => number) =>
+  Object.fromEntries(Object.entries(CAPACITY_FLAGS).map(([k, flag]) => [k, f(flag)])) as Capacity;
+export const DEFAULT_CAPACITY = capacityOf(([, , dflt]) => dflt);
 
 const CAPACITY_BASIS: Record<keyof Capacity, [string, string]> = {
   processUtil: ['of one core', 'a Node process runs its event loop on one core; headroom for bursts and GC'],
@@ -56,14 +56,7 @@ const CAPACITY_BASIS: Record<keyof Capacity, [string, string]> = {
 };
 
 /** The order path without a queue in front, or behind one that caps the requests reaching it before the sell-out. */
-export interface Variant {
-  name: string;
-  what: string;
-  /** The most losers it lets into the order path; unlimited when absent. */
-  maxLosers?: (sale: Sale, cap: Capacity) => number;
-}
-
-export const VARIANTS: Variant[] = [
+export const VARIANTS = [
   {
     name: 'as built',
     what: "every buyer sends an order; refusals cost what the benchmark measured (the door's memory: no Redis call, no PostgreSQL statement); requests before the sell-out take the order path",
@@ -71,9 +64,11 @@ export const VARIANTS: Variant[] = [
   {
     name: '+ queue',
     what: 'the waiting room in front (docs/waiting-room.md) admits at most admitFactor x units into the order path until sold out; the rest wait',
-    maxLosers: (sale, cap) => Math.max(0, (cap.admitFactor - 1) * sale.units),
+    /** The most losers it lets into the order path; unlimited when absent. */
+    maxLosers: (sale: Sale, cap: Capacity) => Math.max(0, (cap.admitFactor - 1) * sale.units),
   },
 ];
+export type Variant = (typeof VARIANTS)[number];
 
 /**
  * A loser arrived before the sell-out and took the order path in vain: the order's service CPU and
@@ -216,15 +211,18 @@ const NEEDED: Array<[string, string]> = [
   ['GET /health/live', 'no --no-peers'],
 ];
 
-/** A scenario's cost per unit as the model splits it. productSlotCalls: the gate script, once per request. */
-function unitCost(c: ScenarioCosts, productSlotCalls: number) {
+/**
+ * A scenario's cost per unit as the model splits it. productSlotCalls: the gate script, once per
+ * request; extraSpread: round trips the measurement did not make (a Redis Cluster's user lock).
+ */
+function unitCost(c: ScenarioCosts, productSlotCalls: number, extraSpread = 0) {
   const p = c.perUnit;
   return {
     serviceCpuUs: p.targetCpuUs ?? NaN,
     /** Round trips on the product's hash slot (the hints: sold-out flag, empty segments, stock generation): one master, however many there are. */
     productSlotCalls: Math.min(productSlotCalls, p.redisScripts),
     /** Round trips whose keys hash over every master (segment locks, the user lock). */
-    spreadCalls: Math.max(0, p.redisScripts - productSlotCalls),
+    spreadCalls: Math.max(0, p.redisScripts - productSlotCalls) + extraSpread,
     redisCpuPerCallUs: p.redisScripts > 0 ? p.redisCpuUs / p.redisScripts : 0,
     pgPrimaryCpuUs: p.pgCpuUs ?? NaN,
     pgWriteTransactions: p.pgWriteTransactions,
@@ -274,13 +272,10 @@ export function readMeasured(report: BenchmarkReport, batch: 'group' | 'one', cl
       'the report has no CPU figures: the benchmark reads them from /proc, with PostgreSQL on the same machine',
     );
   }
-  const extra = cluster ? 1 : 0;
   const { retryDelayMs, retryJitterMs } = report.settings.lock;
-  const o = unitCost(oc, 1);
-  const orderCost: UnitCost = { ...o, spreadCalls: o.spreadCalls + extra };
+  const orderCost = unitCost(oc, 1, cluster ? 1 : 0);
   const refusalCost = unitCost(rc, 1);
   const [ord, ref] = [order!, refusal!];
-  const input = (source: Source, value: number, unit: string, basis: string): Input => ({ value, unit, source, basis });
   const m = (v: number, unit: string, from: ScenarioResult, what = '') =>
     input('measured', v, unit, `${from.id}${what}`);
   const d = (v: number, unit: string, basis: string) => input('derived', v, unit, basis);
@@ -338,8 +333,8 @@ export function readMeasured(report: BenchmarkReport, batch: 'group' | 'one', cl
 
 // ---- printing ----
 
-function num(n: number): string {
-  if (!Number.isFinite(n)) return '-';
+function num(n: number | null): string {
+  if (n === null || !Number.isFinite(n)) return '-';
   const a = Math.abs(n);
   if (a >= 100) return Math.round(n).toLocaleString('en-US');
   if (a >= 10) return n.toFixed(1);
@@ -358,7 +353,7 @@ export function render(report: BenchmarkReport, o: ModelOptions): string {
   const { sale, capacity: cap } = o;
   const capInputs = (Object.keys(CAPACITY_BASIS) as Array<keyof Capacity>).map((k): [string, Input] => [
     k,
-    { value: cap[k], unit: CAPACITY_BASIS[k][0], source: 'assumed', basis: CAPACITY_BASIS[k][1] },
+    input('assumed', cap[k], ...CAPACITY_BASIS[k]),
   ]);
   const plans = VARIANTS.map((v) => plan(m, sale, cap, v));
   const row = (what: string, f: (p: Plan, i: number) => string) => [what, ...plans.map(f)];
@@ -414,10 +409,7 @@ export function render(report: BenchmarkReport, o: ModelOptions): string {
           String(o.segmentList[i]),
           num(p.sellPerS),
           p.sellLimitedBy,
-          num(p.sellOutS),
-          num(p.losers),
-          num(p.commitsPerS),
-          num(p.walMBps),
+          ...[p.sellOutS, p.losers, p.commitsPerS, p.walMBps].map(num),
         ]),
       ]),
     ),
@@ -438,16 +430,12 @@ const FLAGS = {
   'segment-list': value('LIST', 'segment counts of the hot-segment table (default 1,20,100,500)'),
   batch: value('group|one', "orders' costs with group commit or ORDER_BATCH_MAX=1 (default group)"),
   'single-redis': toggle('one Redis instead of a Redis Cluster (the order entry is then one call, not two)'),
-  'process-util': value('F', `share of a core per service process (assumed, default ${DEFAULT_CAPACITY.processUtil})`),
-  'redis-util': value('F', `share of a Redis master's core (assumed, default ${DEFAULT_CAPACITY.redisUtil})`),
-  'pg-cores': value('N', `cores of the PostgreSQL primary (assumed, default ${DEFAULT_CAPACITY.pgCores})`),
-  'pg-util': value('F', `share of PostgreSQL's cores (assumed, default ${DEFAULT_CAPACITY.pgUtil})`),
-  'pg-commits': value('N', `commits/s the primary sustains (assumed, default ${DEFAULT_CAPACITY.pgCommitsPerS})`),
-  'wal-mbps': value('N', `WAL MB/s the primary sustains (assumed, default ${DEFAULT_CAPACITY.walMBps})`),
-  admit: value(
-    'F',
-    `the queue in front admits F x units until sold out, F >= 1 (assumed, default ${DEFAULT_CAPACITY.admitFactor})`,
-  ),
+  ...(Object.fromEntries(
+    Object.values(CAPACITY_FLAGS).map(([flag, arg, dflt, , , help]) => [
+      flag,
+      value(arg, `${help} (assumed, default ${dflt})`),
+    ]),
+  ) as Record<(typeof CAPACITY_FLAGS)[keyof Capacity][0], ReturnType<typeof value>>),
   help: HELP,
 } satisfies Record<string, Flag>;
 
@@ -482,15 +470,7 @@ export function parseModelArgs(argv: string[], root = projectRoot(__dirname)) {
       requestsPerBuyer: n('requests-per-buyer', v['requests-per-buyer'], 1, 1),
       segments: n('segments', v.segments, 20, 1),
     },
-    capacity: {
-      processUtil: n('process-util', v['process-util'], DEFAULT_CAPACITY.processUtil, 0.01, 1),
-      redisUtil: n('redis-util', v['redis-util'], DEFAULT_CAPACITY.redisUtil, 0.01, 1),
-      pgCores: n('pg-cores', v['pg-cores'], DEFAULT_CAPACITY.pgCores, 1),
-      pgUtil: n('pg-util', v['pg-util'], DEFAULT_CAPACITY.pgUtil, 0.01, 1),
-      pgCommitsPerS: n('pg-commits', v['pg-commits'], DEFAULT_CAPACITY.pgCommitsPerS, 1),
-      walMBps: n('wal-mbps', v['wal-mbps'], DEFAULT_CAPACITY.walMBps, 0.001),
-      admitFactor: n('admit', v.admit, DEFAULT_CAPACITY.admitFactor, 1),
-    },
+    capacity: capacityOf(([flag, , dflt, min, max]) => n(flag, v[flag], dflt, min, max)),
     batch,
     cluster: !v['single-redis'],
     segmentList,
@@ -506,21 +486,19 @@ export function parseModelArgs(argv: string[], root = projectRoot(__dirname)) {
  */
 export function joinPlan(q: QueueReport, o: Pick<ModelOptions, 'sale' | 'capacity'>) {
   const perS = o.sale.buyers / o.sale.seconds;
-  const w = q.withRoom;
-  const cpuUs = joinCpuUs(q);
+  const { cpuUs, redisCommands, pollCpuUs } = joinCosts(q);
   const serviceCores = cpuUs === null ? null : (perS * cpuUs) / 1e6 / o.capacity.processUtil;
   // One process per core, each sending at most one queue_join call per round trip (1 ms assumed under load).
   const processes = serviceCores === null ? null : Math.ceil(serviceCores);
   const ceiling = q.joinCeiling?.rowsPerS ?? null;
   // The crowd then waits, nearly all of it behind the units left: a poll each BEHIND_UNITS_POLL_S seconds.
   const pollsPerS = o.sale.buyers / BEHIND_UNITS_POLL_S;
-  const pollCpuUs = q.capacity?.poll.cpuUs ?? null;
   return {
     joinsPerS: perS,
     serviceCores,
     pollsPerS,
     pollCores: pollCpuUs === null ? null : (pollsPerS * pollCpuUs) / 1e6 / o.capacity.processUtil,
-    redisCommandsPerS: perS * (q.capacity?.join.redisCommands ?? w.redisCommandsPerJoin),
+    redisCommandsPerS: perS * redisCommands,
     pgCallsPerS: processes === null ? null : Math.min(perS, processes * 1000),
     oneProductCeilingPerS: ceiling,
     fits: ceiling === null ? null : perS <= ceiling,
@@ -531,30 +509,28 @@ export function joinPlan(q: QueueReport, o: Pick<ModelOptions, 'sale' | 'capacit
   };
 }
 
-/** Service CPU per join: joins of new users at full speed where the report has them, else the sale's joining. */
-function joinCpuUs(q: QueueReport): number | null {
-  return q.capacity?.join.cpuUs ?? q.withRoom.serviceCpuUsPerJoin;
-}
+/** Service CPU and Redis commands per join (of new users at full speed where the report has them, else the sale's joining), service CPU per poll. */
+const joinCosts = (q: QueueReport) => ({
+  cpuUs: q.capacity?.join.cpuUs ?? q.withRoom.serviceCpuUsPerJoin,
+  redisCommands: q.capacity?.join.redisCommands ?? q.withRoom.redisCommandsPerJoin,
+  pollCpuUs: q.capacity?.poll.cpuUs ?? null,
+});
 
 export function renderJoins(q: QueueReport, o: Pick<ModelOptions, 'sale' | 'capacity'>): string {
   const p = joinPlan(q, o);
-  const w = q.withRoom;
+  const c = joinCosts(q);
   return [
     '',
     `## The waiting room: ${num(o.sale.buyers)} joins within ${o.sale.seconds} s (costs from bench/results/queue.json, ${q.startedAt})`,
     '',
     ...table([
       ['input', 'value', 'source'],
-      ['service CPU per join', `${num(joinCpuUs(q) ?? NaN)} µs`, 'measured (bench:queue, joins at full speed)'],
-      ['Redis commands per join', num(q.capacity?.join.redisCommands ?? w.redisCommandsPerJoin), 'measured'],
-      [
-        'service CPU per poll of a waiting ticket',
-        `${num(q.capacity?.poll.cpuUs ?? NaN)} µs`,
-        'measured (bench:queue)',
-      ],
+      ['service CPU per join', `${num(c.cpuUs)} µs`, 'measured (bench:queue, joins at full speed)'],
+      ['Redis commands per join', num(c.redisCommands), 'measured'],
+      ['service CPU per poll of a waiting ticket', `${num(c.pollCpuUs)} µs`, 'measured (bench:queue)'],
       [
         "one product's joins per second, queue_join back to back",
-        num(q.joinCeiling?.rowsPerS ?? NaN),
+        num(p.oneProductCeilingPerS),
         `measured (groups of ${q.joinCeiling?.group ?? '-'}, this machine)`,
       ],
       ['process utilisation', String(o.capacity.processUtil), 'assumed'],
@@ -563,15 +539,15 @@ export function renderJoins(q: QueueReport, o: Pick<ModelOptions, 'sale' | 'capa
     ...table([
       ['needs', 'value'],
       ['joins per second', num(p.joinsPerS)],
-      ['service cores', num(p.serviceCores ?? NaN)],
+      ['service cores', num(p.serviceCores)],
       [`then polls per second while the crowd waits (one each ${BEHIND_UNITS_POLL_S} s)`, num(p.pollsPerS)],
-      ['service cores for those polls', num(p.pollCores ?? NaN)],
+      ['service cores for those polls', num(p.pollCores)],
       ['Redis commands per second', num(p.redisCommandsPerS)],
       [
         'PostgreSQL queue_join calls per second, at most (a process per core, a 1 ms round trip: assumed)',
-        num(p.pgCallsPerS ?? NaN),
+        num(p.pgCallsPerS),
       ],
-      ["one product's ceiling, joins per second", num(p.oneProductCeilingPerS ?? NaN)],
+      ["one product's ceiling, joins per second", num(p.oneProductCeilingPerS)],
       ['fits', p.fits === null ? '-' : p.fits ? 'yes' : 'no'],
       ['first limit', p.firstLimit],
     ]),
