@@ -4,7 +4,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from 'pg';
 import { costDeltas, ScenarioCosts } from './costs';
-import { Latency, mergeLatency, runLoad } from './load';
+import { LoadResult, mergeLatency, runLoad } from './load';
 import { createProductViaApi } from './scenarios';
 import { machine, readFlags, RESULTS_DIR, runMain, withServers, writeResults } from './standalone';
 
@@ -19,18 +19,22 @@ const TRIGGERS = [
 
 export type Mode = 'events' | 'no-events';
 
-export interface EventsPart {
-  mode: Mode;
-  round: number;
-  orders: number;
-  elapsedS: number;
-  perSec: number;
-  latencyMs: Latency | null;
-  statusCounts: Record<string, number>;
-  costs: ScenarioCosts;
-  /** order.reserved events written for this part's orders (scaled to the orders answered). */
-  events: number;
+/** One mode's load in one round; `orders` and `events`: the orders and order.reserved events PostgreSQL holds. */
+function partOf(mode: Mode, round: number, r: LoadResult, costs: ScenarioCosts, orders: number, events: number) {
+  return {
+    mode,
+    round,
+    orders: r.created,
+    elapsedS: r.elapsedS,
+    perSec: r.created / r.elapsedS,
+    latencyMs: r.latency201,
+    statusCounts: r.statusCounts,
+    costs,
+    /** order.reserved events written for this part's orders (scaled to the orders answered). */
+    events: r.created * (orders === 0 ? 0 : events / orders),
+  };
 }
+export type EventsPart = ReturnType<typeof partOf>;
 
 /** The parts of one mode added up: orders and time add up, costs per order weighted by orders. */
 export function summarise(parts: EventsPart[], mode: Mode) {
@@ -135,17 +139,7 @@ async function runEvents(flags: Partial<Record<'duration' | 'rounds' | 'connecti
           throw new Error(`${what}: ${result.created} orders answered 201, ${orders} in PostgreSQL`);
         if (events !== (mode === 'events' ? orders : 0))
           throw new Error(`${what}: ${orders} orders, ${events} order.reserved events`);
-        const part: EventsPart = {
-          mode,
-          round,
-          orders: result.created,
-          elapsedS: result.elapsedS,
-          perSec: result.created / result.elapsedS,
-          latencyMs: result.latency201,
-          statusCounts: result.statusCounts,
-          costs: costDeltas(before, after, 'order', orders),
-          events: result.created * (orders === 0 ? 0 : events / orders),
-        };
+        const part = partOf(mode, round, result, costDeltas(before, after, 'order', orders), orders, events);
         parts.push(part);
         log(`${what}: ${part.perSec.toFixed(0)} orders/s`);
       }
