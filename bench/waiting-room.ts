@@ -11,7 +11,7 @@ import { Pool } from 'undici';
 import { Audit, auditProduct, Check } from '../harness/verify';
 import { LIVELY_S } from '../src/waiting-room/ticket-status';
 import type { ServiceProcess } from '../harness/launcher';
-import { CostProbe, CostSnapshot, costDeltas } from './costs';
+import { CostProbe, costDeltas } from './costs';
 import { LoadSpec, nearestRank, runLoad, tally } from './load';
 import { countOf } from './returns';
 import { createProductViaApi } from './scenarios';
@@ -371,7 +371,7 @@ async function withWaitingRoom(
     startsAt: new Date(startsAt).toISOString(),
   });
   const buyers: Buyer[] = [];
-  const before: CostSnapshot = await probe.snapshot(svc.pid);
+  const before = await probe.snapshot(svc.pid);
   // The paced poller: every buyer due now is polled, never more than pollersInFlight at once.
   let paid = 0;
   let ordersMade = 0;
@@ -395,26 +395,18 @@ async function withWaitingRoom(
     b.soldOut = t.status === 'sold_out';
   };
   /**
-   * Polls one buyer and puts it back in the heap unless it is done. A buyer told sold out while
+   * A buyer is polled, and put back in the heap, until it is settled. A buyer told sold out while
    * units may still come back (some not yet paid) polls on as Retry-After says: a cancel or an
    * expiry can admit it yet. Its outcome counts as known from the first such answer.
    */
   const settled = (b: Buyer) => b.done || (b.soldOut === true && soldOutAt !== null);
   const poll = async (b: Buyer): Promise<void> => {
-    if (settled(b)) return;
-    await one(b);
-    if (!settled(b)) queue.push(b);
-  };
-  const one = async (b: Buyer): Promise<void> => {
     const r = await call(svc.url, 'GET', `/products/${productId}/queue/${b.ticketId}`).catch(() => null);
     polls++;
     if (r !== null) tally(statusCounts, r.status === 200 ? String(r.body.status) : `${r.status} ${r.body?.code}`);
-    const wait = r === null ? 1000 : (r.retryAfter ?? 1) * 1000;
-    if (r?.status !== 200) {
-      b.due = Date.now() + wait;
-      return;
-    }
     const now = Date.now();
+    b.due = now + (r === null ? 1000 : (r.retryAfter ?? 1) * 1000);
+    if (r?.status !== 200) return;
     see(b, r.body, now);
     if (r.body.status === 'admitted' && !b.ordered) {
       b.admittedSeenAt ??= now;
@@ -445,7 +437,6 @@ async function withWaitingRoom(
       }
     }
     if (r.body.status === 'ordered' || r.body.status === 'ended') b.done = true;
-    b.due = now + wait;
   };
   // The pollers start with the joins, as a crowd's early joiners poll while the rest still join.
   const pollers = Promise.all(
@@ -455,7 +446,11 @@ async function withWaitingRoom(
         if (next === undefined && !joining) return;
         if (next === undefined || next.due > Date.now())
           await sleep(Math.min(50, (next?.due ?? Infinity) - Date.now()));
-        else await poll(queue.pop() as Buyer);
+        else {
+          const b = queue.pop() as Buyer;
+          if (!settled(b)) await poll(b);
+          if (!settled(b)) queue.push(b);
+        }
       }
     }),
   );
@@ -641,12 +636,8 @@ const f = (n: number | null | undefined, digits = 0) => (n == null || !Number.is
 const ratio = (a: number | null, b: number | null) => (a === null || b === null ? null : a / b);
 
 export function renderQueue(r: QueueReport): string {
-  const w = r.withRoom;
-  const x = r.withoutRoom;
-  const pw = r.proofOfWork;
+  const { withRoom: w, withoutRoom: x, proofOfWork: pw, millionJoins: m, capacity: c } = r;
   const es = r.estimate.sale;
-  const m = r.millionJoins;
-  const c = r.capacity;
   return [
     `# The waiting room against the same crowd without one (${r.startedAt})`,
     '',
