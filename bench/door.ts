@@ -269,21 +269,17 @@ async function runDoor(flags: Partial<Record<'duration' | 'connections' | 'holde
     // 1. Identity off, no limits: the floor and the refusals, interleaved; then the orders.
     let svc = await start({});
     const soldOut = await newProduct(ctx, svc, { name: 'door sold out', stock: 20, segments: 20 });
-    for (let i = 0; i < 20; i++)
-      if ((await order(svc, { userId: `holder-${i}`, productId: soldOut })) !== 201)
-        throw new Error('the sell-out failed');
+    const holding = Array.from({ length: 20 }, (_, i) => ({ userId: `holder-${i}`, productId: soldOut }));
+    for (const body of holding) if ((await order(svc, body)) !== 201) throw new Error('the sell-out failed');
     await untilRefusedFromMemory(svc, soldOut, 'teach');
     // Unmeasured: the refusal path compiled by the JIT before it is timed, as the floor's was.
     await warmUp(ctx, svc, { productId: soldOut, userPrefix: 'warm-late-', okStatus: 410 }, 'warm-up refusals');
     let late = 0;
-    const holderBodies = Array.from({ length: 20 }, (_, i) =>
-      JSON.stringify({ userId: `holder-${i}`, productId: soldOut }),
-    );
     rows.push(
       ...(await interleaved(svc, [
         ['health-live-plain', { get: '/health/live' }],
         ['sold-out-410', { bodyOf: () => JSON.stringify({ userId: `late-${late++}`, productId: soldOut }) }],
-        ['already-ordered-409', { bodies: holderBodies }],
+        ['already-ordered-409', { bodies: holding.map((body) => JSON.stringify(body)) }],
       ])),
     );
     const memory = await boardMemory(ctx, svc, holders);

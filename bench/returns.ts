@@ -153,8 +153,7 @@ function sameBySegment(a: OrderFact[], b: OrderFact[]): boolean {
 const sameSet = (a: Set<number>, b: Set<number>) => a.size === b.size && [...a].every((x) => b.has(x));
 
 export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<ScenarioResult> {
-  const plan = spec.returnsPlan;
-  const buyers = spec.buyers;
+  const { returnsPlan: plan, buyers } = spec;
   if (!plan || !buyers) throw new Error(`${spec.id}: the sale with returns needs buyers and a returns plan`);
   const productId = await ctx.createProduct({
     name: `bench ${spec.id}`,
@@ -163,8 +162,7 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
     paymentTimeoutS: plan.paymentTimeoutS,
   });
   const before = await snapshot(ctx.url, ctx.workers);
-  const timeoutS = autocannonTimeoutS(ctx.lockWaitMs);
-  const backend = shopBackend(ctx.url, timeoutS * 1000);
+  const backend = shopBackend(ctx.url, autocannonTimeoutS(ctx.lockWaitMs) * 1000);
   try {
     // 1. The sale, run as the literal sale runs it; each reservation gets its fate as its 201 arrives.
     const first: Array<Reservation & { fate: Fate }> = [];

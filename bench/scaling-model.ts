@@ -107,7 +107,7 @@ const sum = (xs: number[]) => xs.reduce((s, x) => s + x, 0);
 export function plan(m: Measured, sale: Sale, cap: Capacity, variant: Variant) {
   const requests = sale.buyers * sale.requestsPerBuyer;
   const arrivalPerS = requests / sale.seconds;
-  const order = m.order;
+  const { order, refusal } = m;
   // Units sell as fast as the slowest of: arrivals, the segment locks, PostgreSQL's commits, its WAL.
   const rates: Array<[SellLimit, number]> = [
     ['arrivals', arrivalPerS],
@@ -120,7 +120,6 @@ export function plan(m: Measured, sale: Sale, cap: Capacity, variant: Variant) {
   const arrivedBeforeSellOut = Math.min(requests, arrivalPerS * sellOutS);
   const losers = Math.min(Math.max(0, arrivedBeforeSellOut - sale.units), variant.maxLosers?.(sale, cap) ?? Infinity);
   const refusals = Math.max(0, requests - sale.units - losers);
-  const refusal = m.refusal;
   // Losers arrive evenly until the sell-out (or until the last buyer came) and wait for it.
   const loserWaitS = sellOutS - Math.min(sale.seconds, sellOutS) / 2;
   const mix: Array<[number, UnitCost]> = [
@@ -272,7 +271,7 @@ export function readMeasured(report: BenchmarkReport, batch: 'group' | 'one', cl
       'the report has no CPU figures: the benchmark reads them from /proc, with PostgreSQL on the same machine',
     );
   }
-  const { retryDelayMs, retryJitterMs } = report.settings.lock;
+  const retryDelayMs = report.settings.lock.retryDelayMs + report.settings.lock.retryJitterMs / 2;
   const orderCost = unitCost(oc, 1, cluster ? 1 : 0);
   const refusalCost = unitCost(rc, 1);
   const [ord, ref] = [order!, refusal!];
@@ -312,7 +311,7 @@ export function readMeasured(report: BenchmarkReport, batch: 'group' | 'one', cl
     [
       "loser: pause between a waiting order's lock attempts",
       d(
-        retryDelayMs + retryJitterMs / 2,
+        retryDelayMs,
         'ms',
         "the run's LOCK_RETRY_DELAY_MS + LOCK_RETRY_JITTER_MS / 2; 2 round trips per attempt until the sell-out (extrapolated)",
       ),
@@ -326,7 +325,7 @@ export function readMeasured(report: BenchmarkReport, batch: 'group' | 'one', cl
     /** One segment, one process, hold 0. */
     segmentOrdersPerS: oneSegment.ordersPerSec,
     refusalsPerSProcess: ref.ordersPerSec,
-    retryDelayMs: retryDelayMs + retryJitterMs / 2,
+    retryDelayMs,
     inputs,
   };
 }
