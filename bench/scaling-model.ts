@@ -200,16 +200,6 @@ export function maxBuyersPerS(m: Measured, sale: Sale, cap: Capacity, variant: V
   return lo / sale.seconds;
 }
 
-/** What the model needs from a report, and the benchmark flag whose absence leaves it out. */
-const NEEDED: Array<[string, string]> = [
-  [
-    'the group-commit and ORDER_BATCH_MAX=1 orders at hold 0 (one process)',
-    'keep --hold 0 and the group-commit comparison (no --no-group-commit)',
-  ],
-  ['the refusals of a sold-out product', 'no --no-sold-out'],
-  ['GET /health/live', 'no --no-peers'],
-];
-
 /**
  * A scenario's cost per unit as the model splits it. productSlotCalls: the gate script, once per
  * request; extraSpread: round trips the measurement did not make (a Redis Cluster's user lock).
@@ -249,13 +239,19 @@ export function readMeasured(report: BenchmarkReport, batch: 'group' | 'one', cl
   const refusal = findSoldOut(report);
   const floor = findHealth(report);
   const missing: string[] = [];
-  const need = (r: ScenarioResult | undefined, i: number): ScenarioCosts | null => {
-    if (!r?.costs || r.status !== 'ok') missing.push(`${NEEDED[i][0]} (${NEEDED[i][1]})`);
+  // What the model needs from a report, and (in brackets) the benchmark flag whose absence leaves it out.
+  const need = (r: ScenarioResult | undefined, what: string): ScenarioCosts | null => {
+    if (!r?.costs || r.status !== 'ok') missing.push(what);
     return r?.costs && r.status === 'ok' ? r.costs : null;
   };
-  const [oc, rc, fc] = [need(order, 0), need(refusal, 1), need(floor, 2)];
+  const hold0 = 'keep --hold 0 and the group-commit comparison (no --no-group-commit)';
+  const [oc, rc, fc] = [
+    need(order, `the group-commit and ORDER_BATCH_MAX=1 orders at hold 0 (one process) (${hold0})`),
+    need(refusal, 'the refusals of a sold-out product (no --no-sold-out)'),
+    need(floor, 'GET /health/live (no --no-peers)'),
+  ];
   if (!oneSegment || oneSegment.status !== 'ok')
-    missing.push(`one segment at hold 0 with the same ORDER_BATCH_MAX (${NEEDED[0][1]})`);
+    missing.push(`one segment at hold 0 with the same ORDER_BATCH_MAX (${hold0})`);
   if (missing.length > 0 || !oc || !rc || !fc || !oneSegment) {
     throw new ModelInputError(
       `the report lacks, or has failed: ${missing.join('; ')}. Run the benchmark (npm run bench) with those scenarios.`,
@@ -575,10 +571,9 @@ function main(): number {
     else process.stdout.write(`\n(no ${queueFile}: run npm run bench:queue for the waiting room's part)\n`);
     return 0;
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
-      process.stderr.write(
-        `no benchmark report at ${(err as NodeJS.ErrnoException).path}: run npm run bench first, or name one with --results\n`,
-      );
+    const e = err as NodeJS.ErrnoException;
+    if (e.code === 'ENOENT') {
+      process.stderr.write(`no benchmark report at ${e.path}: run npm run bench first, or name one with --results\n`);
       return 2;
     }
     if (err instanceof ModelInputError) {
