@@ -142,12 +142,10 @@ async function facts(ctx: RunContext, productId: number): Promise<OrderFact[]> {
 
 /** Whether the two lists of orders hold as many units as each other in every segment. */
 function sameBySegment(a: OrderFact[], b: OrderFact[]): boolean {
-  const diff = new Map<number, number>();
-  const count = (o: OrderFact, sign: number) =>
-    o.allocations.forEach((x) => diff.set(x.segment, (diff.get(x.segment) ?? 0) + sign * x.quantity));
-  a.forEach((o) => count(o, 1));
-  b.forEach((o) => count(o, -1));
-  return [...diff.values()].every((n) => n === 0);
+  const diff: Record<string, number> = {};
+  for (const o of a) for (const x of o.allocations) tally(diff, String(x.segment), x.quantity);
+  for (const o of b) for (const x of o.allocations) tally(diff, String(x.segment), -x.quantity);
+  return Object.values(diff).every((n) => n === 0);
 }
 
 const sameSet = (a: Set<number>, b: Set<number>) => a.size === b.size && [...a].every((x) => b.has(x));
