@@ -37,8 +37,7 @@ const ROWS: Record<string, ['plain' | 'identity' | 'limited', string, number]> =
 export function doorTargets(rows: DoorRow[]) {
   const row = (id: string) => rows.find((r) => r.id === id);
   const rate = (id: string) => row(id)?.perSec ?? NaN;
-  const per = (id: string, key: 'pgStatements' | 'redisCommands') => row(id)?.costs.perUnit[key] ?? NaN;
-  const cpu = (id: string) => row(id)?.costs.perUnit.targetCpuUs ?? NaN;
+  const per = (id: string, key: 'pgStatements' | 'redisCommands' | 'targetCpuUs') => row(id)?.costs.perUnit[key] ?? NaN;
   const t = (name: string, measured: number, target: number, sense: '>=' | '<=' = '>=') => ({
     name,
     measured,
@@ -48,7 +47,7 @@ export function doorTargets(rows: DoorRow[]) {
   });
   // One row's answers/s over another's (by default the plain start's GET /health/live); CPU the other way round.
   const vs = (id: string, other = 'health-live-plain') => rate(id) / rate(other);
-  const cpuVs = (id: string, other = 'health-live-plain') => cpu(other) / cpu(id);
+  const cpuVs = (id: string, other = 'health-live-plain') => per(other, 'targetCpuUs') / per(id, 'targetCpuUs');
   return [
     t('410 to distinct buyers / GET /health/live (same process)', vs('sold-out-410'), 0.7),
     t('service CPU per GET /health/live / per 410 (same process)', cpuVs('sold-out-410'), 0.7),
@@ -169,10 +168,10 @@ async function metricValue(svc: ServiceProcess, name: string): Promise<number> {
     .reduce((sum, l) => sum + Number(l.split(' ').pop()), 0);
 }
 
-async function order(svc: ServiceProcess, body: unknown, headers: Record<string, string> = {}): Promise<number> {
+async function order(svc: ServiceProcess, body: unknown): Promise<number> {
   const r = await fetch(`${svc.url}/orders`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', ...headers },
+    headers: { 'content-type': 'application/json' },
     body: JSON.stringify(body),
   });
   await r.arrayBuffer();
@@ -285,8 +284,7 @@ async function runDoor(flags: Partial<Record<'duration' | 'connections' | 'holde
     const memory = await boardMemory(ctx, svc, holders);
     await svc.stop();
 
-    // 2. Orders with buyer identity off and on (HS256, each buyer a token of their own), in
-    // alternating starts: off, on, off, on.
+    // 2. Orders with buyer identity off and on (HS256, a token per buyer), in alternating starts: off, on, off, on.
     const key = new TextEncoder().encode(JWT_SECRET);
     const exp = Math.floor(Date.now() / 1000) + 3600;
     const tokens: string[] = [];
