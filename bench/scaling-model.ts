@@ -98,8 +98,6 @@ export type Limit = 'product slot (one Redis master)' | 'PostgreSQL primary CPU'
  */
 const WALLS: Limit[] = ['product slot (one Redis master)', 'PostgreSQL primary CPU'];
 
-type SellLimit = 'arrivals' | 'segment locks' | 'PostgreSQL commits/s' | 'WAL MB/s';
-
 export type Plan = ReturnType<typeof plan>;
 
 const sum = (xs: number[]) => xs.reduce((s, x) => s + x, 0);
@@ -109,12 +107,12 @@ export function plan(m: Measured, sale: Sale, cap: Capacity, variant: Variant) {
   const arrivalPerS = requests / sale.seconds;
   const { order, refusal } = m;
   // Units sell as fast as the slowest of: arrivals, the segment locks, PostgreSQL's commits, its WAL.
-  const rates: Array<[SellLimit, number]> = [
+  const rates = [
     ['arrivals', arrivalPerS],
     ['segment locks', sale.segments * m.segmentOrdersPerS],
     ['PostgreSQL commits/s', order.pgWriteTransactions > 0 ? cap.pgCommitsPerS / order.pgWriteTransactions : Infinity],
     ['WAL MB/s', order.walBytes > 0 ? (cap.walMBps * 1e6) / order.walBytes : Infinity],
-  ];
+  ] as const;
   const [sellLimitedBy, sellPerS] = rates.reduce((a, b) => (b[1] < a[1] ? b : a));
   const sellOutS = sale.units / sellPerS;
   const arrivedBeforeSellOut = Math.min(requests, arrivalPerS * sellOutS);
