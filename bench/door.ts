@@ -256,14 +256,14 @@ async function runDoor(flags: Partial<Record<'duration' | 'connections' | 'holde
     // Rows compared with each other are measured interleaved (A, B, A, B, half the time each) in the
     // same process, or in alternating starts: a one-off slow second, or a start that lands on a
     // busier moment of this shared machine, then weighs on both sides alike.
-    const interleaved = async (svc: ServiceProcess, parts: Array<[string, Partial<LoadSpec>]>, rounds = 2) => {
+    const inTurns = async <T>(parts: T[], measureOne: (part: T) => Promise<DoorRow>) => {
       const measured: DoorRow[][] = parts.map(() => []);
-      for (let r = 0; r < rounds; r++) {
-        for (const [i, [id, load]] of parts.entries())
-          measured[i].push(await measure({ ...ctx, durationS: durationS / rounds }, svc, id, load));
-      }
+      for (let round = 0; round < 2; round++)
+        for (const [i, part] of parts.entries()) measured[i].push(await measureOne(part));
       return measured.map(merge);
     };
+    const interleaved = (svc: ServiceProcess, parts: Array<[string, Partial<LoadSpec>]>) =>
+      inTurns(parts, ([id, load]) => measure({ ...ctx, durationS: durationS / 2 }, svc, id, load));
 
     // 1. Identity off, no limits: the floor and the refusals, interleaved; then the orders.
     let svc = await start({});
@@ -314,14 +314,8 @@ async function runDoor(flags: Partial<Record<'duration' | 'connections' | 'holde
     log(`signing ${count} buyer tokens ...`);
     for (let i = 0; i < count; i++)
       tokens.push(await new SignJWT({ sub: `jwt-buyer-${i}`, exp }).setProtectedHeader({ alg: 'HS256' }).sign(key));
-    const plainRuns: DoorRow[] = [];
-    const identityRuns: DoorRow[] = [];
-    for (let round = 0; round < 2; round++) {
-      plainRuns.push(await ordersOf(false));
-      identityRuns.push(await ordersOf(true));
-    }
+    rows.push(...(await inTurns([false, true], ordersOf)));
     if (next > tokens.length) log(`note: ${next - tokens.length} requests reused a token (answered 409)`);
-    rows.push(merge(plainRuns), merge(identityRuns));
 
     // 3. One user over a budget of 1 call per second, interleaved with the floor.
     svc = await start({ RATE_LIMIT_USER: '1' });
