@@ -26,7 +26,7 @@ const issue = (maxNumber: number) =>
     challengeParams({ productId: 1, userId: null, maxNumber }),
   );
 
-async function verification(rounds: number): Promise<{ verifyUs: number; issueUs: number }> {
+async function verification(rounds: number) {
   const maxNumber = DEFAULT_STEPS[0];
   const c = issue(maxNumber);
   const s = await solveChallenge(c.challenge, c.salt, c.algorithm, maxNumber).promise;
@@ -41,14 +41,13 @@ async function verification(rounds: number): Promise<{ verifyUs: number; issueUs
     });
     if (!v.ok) throw new Error(v.why);
   };
-  for (let i = 0; i < 1000; i++) once(); // warm-up
-  let t0 = process.hrtime.bigint();
-  for (let i = 0; i < rounds; i++) once();
-  const verifyUs = Number(process.hrtime.bigint() - t0) / rounds / 1000;
-  t0 = process.hrtime.bigint();
-  for (let i = 0; i < rounds / 4; i++) issue(maxNumber);
-  const issueUs = Number(process.hrtime.bigint() - t0) / (rounds / 4) / 1000;
-  return { verifyUs, issueUs };
+  const usEach = (n: number, fn: () => unknown) => {
+    const t0 = process.hrtime.bigint();
+    for (let i = 0; i < n; i++) fn();
+    return Number(process.hrtime.bigint() - t0) / n / 1000;
+  };
+  usEach(1000, once); // warm-up
+  return { verifyUs: usEach(rounds, once), issueUs: usEach(rounds / 4, () => issue(maxNumber)) };
 }
 
 function chromiumPath(): string {
@@ -95,7 +94,6 @@ async function solving(steps: number[], samples: number) {
     for (const maxNumber of steps) {
       const times: number[] = [];
       for (let i = 0; i < samples; i++) {
-        const c = issue(maxNumber);
         const ms = await page.evaluate(
           async (ch) => {
             const { solve } = window as unknown as { solve: (c: unknown) => Promise<number> };
@@ -103,7 +101,7 @@ async function solving(steps: number[], samples: number) {
             await solve(ch);
             return performance.now() - t0;
           },
-          { ...c, maxnumber: maxNumber },
+          { ...issue(maxNumber), maxnumber: maxNumber },
         );
         times.push(Math.round(ms));
       }
