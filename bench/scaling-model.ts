@@ -24,10 +24,7 @@ export type UnitCost = ReturnType<typeof unitCost>;
 export type Measured = ReturnType<typeof readMeasured>;
 
 export type Sale = ModelOptions['sale'];
-/**
- * Planning figures, none measured here (CAPACITY_BASIS says what each is): the flag that sets one,
- * its argument, its default, the least and the most it may be, and its help.
- */
+/** Planning figures, none measured here (CAPACITY_BASIS says what each is): flag, argument, default, least, most, help. */
 const CAPACITY_FLAGS = {
   processUtil: ['process-util', 'F', 0.7, 0.01, 1, 'share of a core per service process'],
   redisUtil: ['redis-util', 'F', 0.7, 0.01, 1, "share of a Redis master's core"],
@@ -198,10 +195,7 @@ export function maxBuyersPerS(m: Measured, sale: Sale, cap: Capacity, variant: V
   return lo / sale.seconds;
 }
 
-/**
- * A scenario's cost per unit as the model splits it. productSlotCalls: the gate script, once per
- * request; extraSpread: round trips the measurement did not make (a Redis Cluster's user lock).
- */
+/** A scenario's cost per unit as the model splits it. productSlotCalls: the gate script, once per request; extraSpread: a cluster's user lock. */
 function unitCost(c: ScenarioCosts, productSlotCalls: number, extraSpread = 0) {
   const p = c.perUnit;
   return {
@@ -334,9 +328,9 @@ function num(n: number | null): string {
   return n.toFixed(a >= 1 ? 2 : 3);
 }
 
-function table(rows: string[][]): string[] {
+function table(indent: string, rows: string[][]): string[] {
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
-  return rows.map((r) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  '));
+  return rows.map((r) => indent + r.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  '));
 }
 
 export type ModelOptions = Omit<ReturnType<typeof parseModelArgs>, 'help'>;
@@ -352,60 +346,53 @@ export function render(report: BenchmarkReport, o: ModelOptions): string {
   const row = (what: string, f: (p: Plan, i: number) => string) => [what, ...plans.map(f)];
   const pct = (x: number) => `${Math.round(x * 100)}%`;
   const bySegments = o.segmentList.map((segments) => plan(m, { ...sale, segments }, cap, VARIANTS[0]));
-  const indent = (lines: string[]) => lines.map((l) => `  ${l}`);
   return [
     `Scaling model: ${num(sale.buyers)} buyers x ${sale.requestsPerBuyer} request(s) in ${sale.seconds} s for ${num(sale.units)} units in ${sale.segments} segments`,
     `Costs from ${o.results}: ${report.settings.quick ? '--quick run (PROVISIONAL)' : 'full run'} of ${report.startedAt}, ${report.machine.cores} cores (${report.machine.cpuModel}); orders with ${o.batch === 'one' ? 'ORDER_BATCH_MAX=1' : 'group commit'}${o.cluster ? ', on a Redis Cluster' : ', on one Redis'}`,
     '',
     'Inputs',
-    ...indent(
-      table([
-        ['input', 'value', 'unit', 'source', 'from'],
-        ...[...m.inputs, ...capInputs].map(([name, i]) => [name, num(i.value), i.unit, i.source, i.basis]),
-      ]),
-    ),
+    ...table('  ', [
+      ['input', 'value', 'unit', 'source', 'from'],
+      ...[...m.inputs, ...capInputs].map(([name, i]) => [name, num(i.value), i.unit, i.source, i.basis]),
+    ]),
     '',
     'What the sale takes, without and with a queue in front',
     ...VARIANTS.map((v) => `  ${v.name}: ${v.what}`),
-    ...indent(
-      table([
-        ['', ...plans.map((p) => p.variant)],
-        row('requests per second', (p) => num(p.arrivalPerS)),
-        row('sell-out after (s)', (p) => num(p.sellOutS)),
-        row('  selling held by', (p) => p.sellLimitedBy),
-        row('losers (order path in vain)', (p) => num(p.losers)),
-        row('refusals after the sell-out', (p) => num(p.refusals)),
-        row('service cores', (p) => num(p.serviceCores)),
-        row(`service processes (${pct(cap.processUtil)} of a core)`, (p) => num(p.processes)),
-        row('  if a refusal cost GET /health/live', (p) => num(p.processesAtFloor)),
-        row('Redis: product slot, cores of 1 master', (p) => num(p.productSlotCores)),
-        row(`Redis: masters for locks (${pct(cap.redisUtil)} each)`, (p) => num(p.spreadMasters)),
-        row('PostgreSQL primary cores', (p) => num(p.pgPrimaryCores)),
-        row('commits in all', (p) => num(p.commits)),
-        row('commits/s while selling', (p) => num(p.commitsPerS)),
-        row('WAL MB in all', (p) => num(p.walMB)),
-        row('WAL MB/s while selling', (p) => num(p.walMBps)),
-        ...(Object.keys(plans[0].utilisation) as Limit[]).map((l) => row(`use: ${l}`, (p) => pct(p.utilisation[l]))),
-        row('FIRST LIMIT', (p) => p.firstLimit),
-        row('most buyers/s that fit (slot, primary CPU)', (_, i) => {
-          const b = maxBuyersPerS(m, sale, cap, VARIANTS[i]);
-          return Number.isFinite(b) ? num(b) : 'no bound';
-        }),
-      ]),
-    ),
+    ...table('  ', [
+      ['', ...plans.map((p) => p.variant)],
+      row('requests per second', (p) => num(p.arrivalPerS)),
+      row('sell-out after (s)', (p) => num(p.sellOutS)),
+      row('  selling held by', (p) => p.sellLimitedBy),
+      row('losers (order path in vain)', (p) => num(p.losers)),
+      row('refusals after the sell-out', (p) => num(p.refusals)),
+      row('service cores', (p) => num(p.serviceCores)),
+      row(`service processes (${pct(cap.processUtil)} of a core)`, (p) => num(p.processes)),
+      row('  if a refusal cost GET /health/live', (p) => num(p.processesAtFloor)),
+      row('Redis: product slot, cores of 1 master', (p) => num(p.productSlotCores)),
+      row(`Redis: masters for locks (${pct(cap.redisUtil)} each)`, (p) => num(p.spreadMasters)),
+      row('PostgreSQL primary cores', (p) => num(p.pgPrimaryCores)),
+      row('commits in all', (p) => num(p.commits)),
+      row('commits/s while selling', (p) => num(p.commitsPerS)),
+      row('WAL MB in all', (p) => num(p.walMB)),
+      row('WAL MB/s while selling', (p) => num(p.walMBps)),
+      ...(Object.keys(plans[0].utilisation) as Limit[]).map((l) => row(`use: ${l}`, (p) => pct(p.utilisation[l]))),
+      row('FIRST LIMIT', (p) => p.firstLimit),
+      row('most buyers/s that fit (slot, primary CPU)', (_, i) => {
+        const b = maxBuyersPerS(m, sale, cap, VARIANTS[i]);
+        return Number.isFinite(b) ? num(b) : 'no bound';
+      }),
+    ]),
     '',
     `Hot segments: selling ${num(sale.units)} units at ${num(plans[0].arrivalPerS)} requests/s, by segments (variant "${VARIANTS[0].name}")`,
-    ...indent(
-      table([
-        ['segments', 'orders/s', 'held by', 'sell-out s', 'losers', 'commits/s', 'WAL MB/s'],
-        ...bySegments.map((p, i) => [
-          String(o.segmentList[i]),
-          num(p.sellPerS),
-          p.sellLimitedBy,
-          ...[p.sellOutS, p.losers, p.commitsPerS, p.walMBps].map(num),
-        ]),
+    ...table('  ', [
+      ['segments', 'orders/s', 'held by', 'sell-out s', 'losers', 'commits/s', 'WAL MB/s'],
+      ...bySegments.map((p, i) => [
+        String(o.segmentList[i]),
+        num(p.sellPerS),
+        p.sellLimitedBy,
+        ...[p.sellOutS, p.losers, p.commitsPerS, p.walMBps].map(num),
       ]),
-    ),
+    ]),
     '',
     `Throughput cross-check: one process gave ${num(m.refusalsPerSProcess)} refusals/s here; ${num(plans[0].arrivalPerS)}/s of them would take ${num(Math.ceil(plans[0].arrivalPerS / m.refusalsPerSProcess))} such processes.`,
   ].join('\n');
@@ -516,7 +503,7 @@ export function renderJoins(q: QueueReport, o: Pick<ModelOptions, 'sale' | 'capa
     '',
     `## The waiting room: ${num(o.sale.buyers)} joins within ${o.sale.seconds} s (costs from bench/results/queue.json, ${q.startedAt})`,
     '',
-    ...table([
+    ...table('', [
       ['input', 'value', 'source'],
       ['service CPU per join', `${num(c.cpuUs)} µs`, 'measured (bench:queue, joins at full speed)'],
       ['Redis commands per join', num(c.redisCommands), 'measured'],
@@ -529,7 +516,7 @@ export function renderJoins(q: QueueReport, o: Pick<ModelOptions, 'sale' | 'capa
       ['process utilisation', String(o.capacity.processUtil), 'assumed'],
     ]),
     '',
-    ...table([
+    ...table('', [
       ['needs', 'value'],
       ['joins per second', num(p.joinsPerS)],
       ['service cores', num(p.serviceCores)],
