@@ -15,10 +15,7 @@ const JWT_SECRET = 'bench-door-buyer-secret-0123456789abcdef';
 
 export type DoorRow = Awaited<ReturnType<typeof measure>>;
 
-/**
- * Every row: the service start that measures it (plain: identity off, no limits; identity: HS256;
- * limited: RATE_LIMIT_USER=1), what it is, and the answer that counts.
- */
+/** Every row: the start that measures it (plain: identity off, no limits; identity: HS256; limited: RATE_LIMIT_USER=1), what it is, and the answer that counts. */
 const ROWS: Record<string, ['plain' | 'identity' | 'limited', string, number]> = {
   'health-live-plain': ['plain', 'GET /health/live', 200],
   'sold-out-410': ['plain', 'POST /orders, sold-out product, distinct buyers (a body per request)', 410],

@@ -633,7 +633,6 @@ async function withoutWaitingRoom(o: QueueOptions, svc: ServiceProcess, db: Clie
 }
 
 const f = (n: number | null | undefined, digits = 0) => (n == null || !Number.isFinite(n) ? '-' : n.toFixed(digits));
-const ratio = (a: number | null, b: number | null) => (a === null || b === null ? null : a / b);
 
 export function renderQueue(r: QueueReport): string {
   const { withRoom: w, withoutRoom: x, proofOfWork: pw, millionJoins: m, capacity: c } = r;
@@ -650,7 +649,7 @@ export function renderQueue(r: QueueReport): string {
     '|---|--:|--:|',
     `| joins of new users at full speed, /s (/ GET /health/live) | ${f(c.join.perS)} (${f(c.join.perS / c.health.perS, 2)}) | |`,
     `| polls of a waiting ticket at full speed, /s (/ GET /health/live) | ${f(c.poll.perS)} (${f(c.poll.perS / c.health.perS, 2)}) | |`,
-    `| service CPU per call at full speed, µs: GET /health/live / a poll / a join (join / health) | ${f(c.health.cpuUs)} / ${f(c.poll.cpuUs)} / ${f(c.join.cpuUs)} (${f(ratio(c.join.cpuUs, c.health.cpuUs), 2)}) | |`,
+    `| service CPU per call at full speed, µs: GET /health/live / a poll / a join (join / health) | ${f(c.health.cpuUs)} / ${f(c.poll.cpuUs)} / ${f(c.join.cpuUs)} (${f((c.join.cpuUs ?? NaN) / (c.health.cpuUs ?? NaN), 2)}) | |`,
     `| the sale's joins/s (all ${r.buyers} joined in ${f(w.joinSeconds, 1)} s, polls and orders of those in meanwhile; ${w.preQueue} before the start) | ${f(w.joinsPerS)} | |`,
     `| polls/s (${w.polls} polls, paced by Retry-After) | ${f(w.pollsPerS)} | |`,
     `| joins/s with proof of work on / off (${pw.joinsEach} new users a turn, off-on-off-on; ${pw.refused} refused) | ${f(pw.onPerS)} / ${f(pw.offPerS)} (${f(pw.onPerS / pw.offPerS, 2)}) | |`,
