@@ -253,14 +253,15 @@ async function runDoor(flags: Partial<Record<'duration' | 'connections' | 'holde
     // Rows compared with each other are measured interleaved (A, B, A, B, half the time each) in the
     // same process, or in alternating starts: a one-off slow second, or a start that lands on a
     // busier moment of this shared machine, then weighs on both sides alike.
+    const halfTime = { ...ctx, durationS: durationS / 2 };
     const inTurns = async <T>(parts: T[], measureOne: (part: T) => Promise<DoorRow>) => {
       const measured: DoorRow[][] = parts.map(() => []);
       for (let round = 0; round < 2; round++)
         for (const [i, part] of parts.entries()) measured[i].push(await measureOne(part));
-      return measured.map(merge);
+      rows.push(...measured.map(merge));
     };
     const interleaved = (svc: ServiceProcess, parts: Array<[string, Partial<LoadSpec>]>) =>
-      inTurns(parts, ([id, load]) => measure({ ...ctx, durationS: durationS / 2 }, svc, id, load));
+      inTurns(parts, ([id, load]) => measure(halfTime, svc, id, load));
 
     // 1. Identity off, no limits: the floor and the refusals, interleaved; then the orders.
     let svc = await start({});
@@ -271,13 +272,11 @@ async function runDoor(flags: Partial<Record<'duration' | 'connections' | 'holde
     // Unmeasured: the refusal path compiled by the JIT before it is timed, as the floor's was.
     await warmUp(ctx, svc, { productId: soldOut, userPrefix: 'warm-late-', okStatus: 410 }, 'warm-up refusals');
     let late = 0;
-    rows.push(
-      ...(await interleaved(svc, [
-        ['health-live-plain', { get: '/health/live' }],
-        ['sold-out-410', { bodyOf: () => JSON.stringify({ userId: `late-${late++}`, productId: soldOut }) }],
-        ['already-ordered-409', { bodies: holding.map((body) => JSON.stringify(body)) }],
-      ])),
-    );
+    await interleaved(svc, [
+      ['health-live-plain', { get: '/health/live' }],
+      ['sold-out-410', { bodyOf: () => JSON.stringify({ userId: `late-${late++}`, productId: soldOut }) }],
+      ['already-ordered-409', { bodies: holding.map((body) => JSON.stringify(body)) }],
+    ]);
     const memory = await boardMemory(ctx, svc, holders);
     await svc.stop();
 
@@ -296,12 +295,7 @@ async function runDoor(flags: Partial<Record<'duration' | 'connections' | 'holde
         headersOf: () => ({ authorization: `Bearer ${tokens[(identity ? next++ : buyer) % tokens.length]}` }),
       };
       await warmUp(ctx, svc, load, 'warm-up orders');
-      const row = await measure(
-        { ...ctx, durationS: durationS / 2 },
-        svc,
-        `orders-${identity ? 'hs256' : 'plain'}`,
-        load,
-      );
+      const row = await measure(halfTime, svc, `orders-${identity ? 'hs256' : 'plain'}`, load);
       await svc.stop();
       return row;
     };
@@ -311,7 +305,7 @@ async function runDoor(flags: Partial<Record<'duration' | 'connections' | 'holde
     log(`signing ${count} buyer tokens ...`);
     for (let i = 0; i < count; i++)
       tokens.push(await new SignJWT({ sub: `jwt-buyer-${i}`, exp }).setProtectedHeader({ alg: 'HS256' }).sign(key));
-    rows.push(...(await inTurns([false, true], ordersOf)));
+    await inTurns([false, true], ordersOf);
     if (next > tokens.length) log(`note: ${next - tokens.length} requests reused a token (answered 409)`);
 
     // 3. One user over a budget of 1 call per second, interleaved with the floor.
@@ -321,12 +315,10 @@ async function runDoor(flags: Partial<Record<'duration' | 'connections' | 'holde
     const later = await newProduct(ctx, svc, { name: 'door limited', stock: 10, segments: 2, startsAt });
     const eager = [JSON.stringify({ userId: 'eager', productId: later })];
     await warmUp(ctx, svc, { bodies: eager, okStatus: 429 }, 'warm-up 429s');
-    rows.push(
-      ...(await interleaved(svc, [
-        ['health-live-limited', { get: '/health/live' }],
-        ['rate-limited-429', { bodies: eager }],
-      ])),
-    );
+    await interleaved(svc, [
+      ['health-live-limited', { get: '/health/live' }],
+      ['rate-limited-429', { bodies: eager }],
+    ]);
     await svc.stop();
 
     return { startedAt, machine: machine(), durationS, connections, rows, memory, targets: doorTargets(rows) };
