@@ -158,11 +158,8 @@ export function merge(parts: DoorRow[]): DoorRow {
 }
 
 async function metricValue(svc: ServiceProcess, name: string): Promise<number> {
-  const text = await (await fetch(`${svc.url}/metrics`)).text();
-  return text
-    .split('\n')
-    .filter((l) => l.startsWith(name))
-    .reduce((sum, l) => sum + Number(l.split(' ').pop()), 0);
+  const lines = (await (await fetch(`${svc.url}/metrics`)).text()).split('\n');
+  return lines.reduce((sum, l) => sum + (l.startsWith(name) ? Number(l.split(' ').pop()) : 0), 0);
 }
 
 async function order(svc: ServiceProcess, body: unknown): Promise<number> {

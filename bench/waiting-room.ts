@@ -141,15 +141,14 @@ async function call(base: string, method: string, path: string, body?: unknown, 
     headersTimeout: 30_000,
     bodyTimeout: 30_000,
   });
-  const text = await r.body.text();
-  let parsed: any = text;
+  let answer: any = await r.body.text();
   try {
-    parsed = JSON.parse(text);
+    answer = JSON.parse(answer);
   } catch {
     /* keep the text */
   }
   const ra = r.headers['retry-after'];
-  return { status: r.statusCode, retryAfter: typeof ra === 'string' ? Number(ra) : null, body: parsed };
+  return { status: r.statusCode, retryAfter: typeof ra === 'string' ? Number(ra) : null, body: answer };
 }
 
 /** The shop's backend paying or cancelling an order. */
