@@ -159,11 +159,7 @@ function shop(url: string, orderId: number, action: 'pay' | 'cancel', userId: st
 const createProduct = (url: string, p: NewProduct) => createProductViaApi(url, ADMIN_TOKEN, p);
 
 /** One kind of call at full speed for 3 s: answers per second, service CPU (µs) and Redis commands per answer. */
-async function rateOf(
-  svc: ServiceProcess,
-  probe: CostProbe,
-  load: Pick<LoadSpec, 'get' | 'post' | 'bodyOf' | 'okStatus' | 'label' | 'connections'>,
-) {
+async function rateOf(svc: ServiceProcess, probe: CostProbe, load: Omit<LoadSpec, 'url' | 'durationS' | 'timeoutS'>) {
   const before = await probe.snapshot(svc.pid);
   const r = await runLoad({ url: svc.url, durationS: 3, timeoutS: 20, ...load });
   const after = await probe.snapshot(svc.pid);
@@ -352,14 +348,8 @@ async function roundTripMs(db: Client): Promise<number> {
   return Number(process.hrtime.bigint() - started) / 1e6 / 200;
 }
 
-async function withWaitingRoom(
-  o: QueueOptions,
-  svc: ServiceProcess,
-  db: Client,
-  probe: CostProbe,
-  /** Every cancelEvery-th buyer cancels the order instead of paying (0: all pay). */
-  cancelEvery = 0,
-) {
+/** The sale behind a waiting room; every cancelEvery-th buyer cancels the order instead of paying (0: all pay). */
+async function withWaitingRoom(o: QueueOptions, svc: ServiceProcess, db: Client, probe: CostProbe, cancelEvery = 0) {
   const startsAt = Date.now() + 2000;
   const productId = await createProduct(svc.url, {
     name: 'bench queued sale',
