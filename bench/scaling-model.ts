@@ -557,15 +557,13 @@ function main(): number {
     return 0;
   } catch (err) {
     const e = err as NodeJS.ErrnoException;
-    if (e.code === 'ENOENT') {
-      process.stderr.write(`no benchmark report at ${e.path}: run npm run bench first, or name one with --results\n`);
-      return 2;
-    }
-    if (err instanceof ModelInputError) {
-      process.stderr.write(`${err.message}\n\n${helpText()}`);
-      return 2;
-    }
-    throw err;
+    if (e.code !== 'ENOENT' && !(err instanceof ModelInputError)) throw err;
+    process.stderr.write(
+      e.code === 'ENOENT'
+        ? `no benchmark report at ${e.path}: run npm run bench first, or name one with --results\n`
+        : `${e.message}\n\n${helpText()}`,
+    );
+    return 2;
   }
 }
 
