@@ -249,12 +249,8 @@ export function readMeasured(report: BenchmarkReport, batch: 'group' | 'one', cl
       `the report lacks, or has failed: ${missing.join('; ')}. Run the benchmark (npm run bench) with those scenarios.`,
     );
   }
-  if (
-    oc.perUnit.pgCpuUs === null ||
-    oc.perUnit.targetCpuUs === null ||
-    rc.perUnit.pgCpuUs === null ||
-    fc.perUnit.targetCpuUs === null
-  ) {
+  const floorCpuUs = fc.perUnit.targetCpuUs;
+  if (floorCpuUs === null || [oc.perUnit.pgCpuUs, oc.perUnit.targetCpuUs, rc.perUnit.pgCpuUs].includes(null)) {
     throw new ModelInputError(
       'the report has no CPU figures: the benchmark reads them from /proc, with PostgreSQL on the same machine',
     );
@@ -286,7 +282,7 @@ export function readMeasured(report: BenchmarkReport, batch: 'group' | 'one', cl
       'refusals per second, one process',
       m(ref.ordersPerSec, '410/s', ref, ', sharing 2 cores with PostgreSQL, Redis and the load'),
     ],
-    ['floor: service CPU of GET /health/live', m(fc.perUnit.targetCpuUs, 'µs', floor!)],
+    ['floor: service CPU of GET /health/live', m(floorCpuUs, 'µs', floor!)],
     [
       'one segment: orders per second',
       m(
@@ -309,7 +305,7 @@ export function readMeasured(report: BenchmarkReport, batch: 'group' | 'one', cl
     order: orderCost,
     refusal: refusalCost,
     /** GET /health/live's service CPU: the least any answer can cost. */
-    floorCpuUs: fc.perUnit.targetCpuUs,
+    floorCpuUs,
     /** One segment, one process, hold 0. */
     segmentOrdersPerS: oneSegment.ordersPerSec,
     refusalsPerSProcess: ref.ordersPerSec,
