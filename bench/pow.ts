@@ -52,7 +52,7 @@ async function verification(rounds: number) {
 
 function chromiumPath(): string {
   const found = [process.env.CHROMIUM_PATH, '/usr/bin/chromium', '/usr/bin/chromium-browser'].find(
-    (p): p is string => p !== undefined && p !== '' && existsSync(p),
+    (p) => p && existsSync(p),
   );
   if (!found) throw new Error("no Chromium: install Debian's chromium package or set CHROMIUM_PATH");
   return found;
