@@ -54,11 +54,10 @@ export function percentiles(values: number[]): { p50: number | null; p90: number
  * before it and was made no earlier. 1 when every batch does (and when there is at most one).
  */
 export function fairnessShare(batches: Array<{ first: number; last: number; admittedAt: number }>): number {
-  if (batches.length <= 1) return 1;
-  let inOrder = 1;
-  for (let i = 1; i < batches.length; i++)
-    if (batches[i].first === batches[i - 1].last + 1 && batches[i].admittedAt >= batches[i - 1].admittedAt) inOrder++;
-  return inOrder / batches.length;
+  const inOrder = batches.filter(
+    (b, i) => i === 0 || (b.first === batches[i - 1].last + 1 && b.admittedAt >= batches[i - 1].admittedAt),
+  );
+  return batches.length === 0 ? 1 : inOrder.length / batches.length;
 }
 
 /**
@@ -151,7 +150,6 @@ async function call(base: string, method: string, path: string, body?: unknown, 
   return { status: r.statusCode, retryAfter: typeof ra === 'string' ? Number(ra) : null, body: answer };
 }
 
-/** The shop's backend paying or cancelling an order. */
 function shop(url: string, orderId: number, action: 'pay' | 'cancel', userId: string) {
   return call(url, 'POST', `/orders/${orderId}/${action}`, { userId }, { authorization: `Bearer ${BENCH_SHOP_TOKEN}` });
 }
@@ -162,8 +160,7 @@ const createProduct = (url: string, p: NewProduct) => createProductViaApi(url, A
 async function rateOf(svc: ServiceProcess, probe: CostProbe, load: Omit<LoadSpec, 'url' | 'durationS' | 'timeoutS'>) {
   const before = await probe.snapshot(svc.pid);
   const r = await runLoad({ url: svc.url, durationS: 3, timeoutS: 20, ...load });
-  const after = await probe.snapshot(svc.pid);
-  const { perUnit } = costDeltas(before, after, 'answer', r.created);
+  const { perUnit } = costDeltas(before, await probe.snapshot(svc.pid), 'answer', r.created);
   return { perS: r.created / r.elapsedS, cpuUs: perUnit.targetCpuUs, redisCommands: perUnit.redisCommands };
 }
 
@@ -310,16 +307,10 @@ async function proofOfWorkJoins(url: string, connections: number, joins: number,
     t.joins += r.created;
     t.s += r.elapsedS;
   }
-  const result = {
-    joinsEach: joins,
-    offPerS: totals.off.joins / totals.off.s,
-    onPerS: totals.on.joins / totals.on.s,
-    refused,
-  };
-  log(
-    `joins/s without proof of work ${result.offPerS.toFixed(0)}, with ${result.onPerS.toFixed(0)} (${refused} refused)`,
-  );
-  return result;
+  const offPerS = totals.off.joins / totals.off.s;
+  const onPerS = totals.on.joins / totals.on.s;
+  log(`joins/s without proof of work ${offPerS.toFixed(0)}, with ${onPerS.toFixed(0)} (${refused} refused)`);
+  return { joinsEach: joins, offPerS, onPerS, refused };
 }
 
 /**
@@ -468,8 +459,7 @@ async function withWaitingRoom(o: QueueOptions, svc: ServiceProcess, db: Client,
       if (!settled(b)) queue.push(b);
     },
   }).finally(() => (joining = false));
-  const afterJoins = await probe.snapshot(svc.pid);
-  const joinCosts = costDeltas(before, afterJoins, 'answer', joins.created);
+  const joinCosts = costDeltas(before, await probe.snapshot(svc.pid), 'answer', joins.created);
   const preQueue = buyers.filter((b) => b.joinedAt < startsAt).length;
   o.log(`${joins.created} joins in ${joins.elapsedS.toFixed(1)} s (${preQueue} before the start)`);
 
