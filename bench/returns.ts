@@ -326,10 +326,9 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
       }`,
     );
     // I7: paid iff a payment was answered 200, cancelled iff a cancel was; the rest of the first sale expired.
-    const paidOk = new Set([...pays.ok, ...resalePaid]);
     const firstLeft = new Set(firstOrders.filter((o) => !pays.ok.has(o.id) && !cancels.ok.has(o.id)).map((o) => o.id));
     const fates = [
-      ['paid', sameSet(ids(byStatus('paid')), paidOk)],
+      ['paid', sameSet(ids(byStatus('paid')), new Set([...pays.ok, ...resalePaid]))],
       ['cancelled', sameSet(ids(cancelled), cancels.ok)],
       ['expired', sameSet(ids(expired), firstLeft)],
       ['none reserved', statuses.reserved === 0],
