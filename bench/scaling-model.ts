@@ -464,8 +464,6 @@ export function joinPlan(q: QueueReport, o: Pick<ModelOptions, 'sale' | 'capacit
   const perS = o.sale.buyers / o.sale.seconds;
   const { cpuUs, redisCommands, pollCpuUs } = joinCosts(q);
   const serviceCores = cpuUs === null ? null : (perS * cpuUs) / 1e6 / o.capacity.processUtil;
-  // One process per core, each sending at most one queue_join call per round trip (1 ms assumed under load).
-  const processes = serviceCores === null ? null : Math.ceil(serviceCores);
   const ceiling = q.joinCeiling?.rowsPerS ?? null;
   // The crowd then waits, nearly all of it behind the units left: a poll each BEHIND_UNITS_POLL_S seconds.
   const pollsPerS = o.sale.buyers / BEHIND_UNITS_POLL_S;
@@ -475,7 +473,8 @@ export function joinPlan(q: QueueReport, o: Pick<ModelOptions, 'sale' | 'capacit
     pollsPerS,
     pollCores: pollCpuUs === null ? null : (pollsPerS * pollCpuUs) / 1e6 / o.capacity.processUtil,
     redisCommandsPerS: perS * redisCommands,
-    pgCallsPerS: processes === null ? null : Math.min(perS, processes * 1000),
+    // One process per core, each sending at most one queue_join call per round trip (1 ms assumed under load).
+    pgCallsPerS: serviceCores === null ? null : Math.min(perS, Math.ceil(serviceCores) * 1000),
     oneProductCeilingPerS: ceiling,
     fits: ceiling === null ? null : perS <= ceiling,
     firstLimit:
