@@ -64,6 +64,21 @@ function shopBackend(base: string, timeoutMs: number) {
   return { post, close: () => agent.destroy() };
 }
 
+/** The answers to one action's calls: the ids answered 200, status counts, the 200s' latencies; `onBad` gets the rest. */
+function answerTally(action: 'pay' | 'cancel', onBad: (status: number, body: string) => void) {
+  const ok = new Set<number>();
+  const statusCounts: Record<string, number> = {};
+  const latencies = createHistogram();
+  const add = (o: Reservation, a: { status: number; body: string; ms: number }) => {
+    tally(statusCounts, String(a.status));
+    if (a.status === 200) {
+      ok.add(o.id);
+      latencies.record(Math.max(1, Math.round(a.ms * 1000)));
+    } else onBad(a.status, `${action}: ${a.body}`);
+  };
+  return { ok, statusCounts, latencies, add };
+}
+
 /** One call per reservation of this fate, BACKEND_CONCURRENCY at a time; the ids answered 200 and the figures. */
 export async function calls(
   backend: ReturnType<typeof shopBackend>,
@@ -72,20 +87,9 @@ export async function calls(
   onBad: (status: number, body: string) => void,
 ) {
   const list = all.filter((o) => o.fate === action);
-  const ok = new Set<number>();
-  const statusCounts: Record<string, number> = {};
-  const latencies = createHistogram();
+  const { ok, statusCounts, latencies, add } = answerTally(action, onBad);
   const started = Date.now();
-  await Promise.all(
-    list.map(async (o) => {
-      const a = await backend.post(o, action);
-      tally(statusCounts, String(a.status));
-      if (a.status === 200) {
-        ok.add(o.id);
-        latencies.record(Math.max(1, Math.round(a.ms * 1000)));
-      } else onBad(a.status, `${action}: ${a.body}`);
-    }),
-  );
+  await Promise.all(list.map(async (o) => add(o, await backend.post(o, action))));
   const elapsedMs = Date.now() - started;
   return {
     ok,
@@ -191,9 +195,8 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
     //    from just before the first cancel until all of them sold again, each paying at once.
     const resaleTarget = first.length - pays.ok.size;
     const resold: Reservation[] = [];
-    const resalePaid = new Set<number>();
+    const resalePay = answerTally('pay', keep5xx);
     const resalePays: Array<Promise<void>> = [];
-    const resalePaysStatus: Record<string, number> = {};
     const capS = Math.ceil(plan.paymentTimeoutS + plan.expirySweepMs / 1000 + RESALE_MARGIN_S);
     const resaleRun: Promise<LoadResult | null> =
       resaleTarget > 0
@@ -204,13 +207,7 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
               if (status !== 201) return keep5xx(status, body);
               const o = parseOrder(body);
               resold.push(o);
-              resalePays.push(
-                backend.post(o, 'pay').then((a) => {
-                  tally(resalePaysStatus, String(a.status));
-                  if (a.status === 200) resalePaid.add(o.id);
-                  else keep5xx(a.status, `pay: ${a.body}`);
-                }),
-              );
+              resalePays.push(backend.post(o, 'pay').then((a) => resalePay.add(o, a)));
             },
             stopWhen: () => resold.length >= resaleTarget,
           })
@@ -268,7 +265,7 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
         created: resale?.created ?? 0,
         elapsedS: resale?.elapsedS ?? 0,
         latency201Ms: resale?.latency201 ?? null,
-        paysStatusCounts: resalePaysStatus,
+        paysStatusCounts: resalePay.statusCounts,
         firstReturnToSoldOutMs: toSoldOut(backAt[0]),
         lastReturnToSoldOutMs: toSoldOut(backAt.at(-1)),
         onSaleMs: spread(onSale),
@@ -296,7 +293,7 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
     );
     const answers = {
       'POST /orders': addCounts(sale.statusCounts, resale?.statusCounts ?? {}),
-      pay: addCounts(pays.figures.statusCounts, resalePaysStatus),
+      pay: addCounts(pays.figures.statusCounts, resalePay.statusCounts),
       cancel: cancels.figures.statusCounts,
     };
     const bad = Object.entries(answers)
@@ -328,7 +325,7 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
     // I7: paid iff a payment was answered 200, cancelled iff a cancel was; the rest of the first sale expired.
     const firstLeft = new Set(firstOrders.filter((o) => !pays.ok.has(o.id) && !cancels.ok.has(o.id)).map((o) => o.id));
     const fates = [
-      ['paid', sameSet(ids(byStatus('paid')), new Set([...pays.ok, ...resalePaid]))],
+      ['paid', sameSet(ids(byStatus('paid')), new Set([...pays.ok, ...resalePay.ok]))],
       ['cancelled', sameSet(ids(cancelled), cancels.ok)],
       ['expired', sameSet(ids(expired), firstLeft)],
       ['none reserved', statuses.reserved === 0],
@@ -337,7 +334,7 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
     add(
       'statuses as answered',
       wrong.length === 0,
-      `paid ${statuses.paid} (${pays.ok.size} + ${resalePaid.size} resold), cancelled ${statuses.cancelled}, expired ${statuses.expired} (planned ${planned.expire}), reserved ${statuses.reserved}${
+      `paid ${statuses.paid} (${pays.ok.size} + ${resalePay.ok.size} resold), cancelled ${statuses.cancelled}, expired ${statuses.expired} (planned ${planned.expire}), reserved ${statuses.reserved}${
         wrong.length > 0 ? `; differs from the answers: ${wrong.join(', ')}` : ''
       }`,
     );
