@@ -189,8 +189,7 @@ export function maxBuyersPerS(m: Measured, sale: Sale, cap: Capacity, variant: V
   }
   for (let i = 0; i < 60 && hi - lo > 1; i++) {
     const mid = (lo + hi) / 2;
-    if (over(mid)) hi = mid;
-    else lo = mid;
+    [lo, hi] = over(mid) ? [lo, mid] : [mid, hi];
   }
   return lo / sale.seconds;
 }
