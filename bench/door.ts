@@ -13,18 +13,10 @@ import type { NewProduct } from './types';
 
 const JWT_SECRET = 'bench-door-buyer-secret-0123456789abcdef';
 
-interface RowHead {
-  id: string;
-  /** Which service start measured it: plain (identity off, no limits), identity (HS256), limited (RATE_LIMIT_USER=1). */
-  start: 'plain' | 'identity' | 'limited';
-  what: string;
-  okStatus: number;
-}
-
 export type DoorRow = Awaited<ReturnType<typeof measure>>;
 
-/** Every row: the start that measures it, what it is, and the answer that counts. */
-const ROWS: Record<string, [RowHead['start'], string, number]> = {
+/** Every row: the start that measures it (plain: identity off, no limits; identity: HS256; limited: RATE_LIMIT_USER=1), what it is, and the answer that counts. */
+const ROWS: Record<string, ['plain' | 'identity' | 'limited', string, number]> = {
   'health-live-plain': ['plain', 'GET /health/live', 200],
   'sold-out-410': ['plain', 'POST /orders, sold-out product, distinct buyers (a body per request)', 410],
   'already-ordered-409': ['plain', 'POST /orders, sold-out product, its 20 holders again (20 fixed bodies)', 409],
@@ -37,24 +29,12 @@ const ROWS: Record<string, [RowHead['start'], string, number]> = {
   'health-live-limited': ['limited', 'GET /health/live', 200],
   'rate-limited-429': ['limited', 'POST /orders, one user over RATE_LIMIT_USER=1 (one fixed body)', 429],
 };
-const head = (id: string): RowHead => ({ id, start: ROWS[id][0], what: ROWS[id][1], okStatus: ROWS[id][2] });
-
-export interface DoorReport {
-  startedAt: string;
-  machine: { cores: number; memoryGb: number; node: string };
-  durationS: number;
-  connections: number;
-  rows: DoorRow[];
-  memory: { holders: number; heapBeforeMb: number; heapAfterMb: number; learnMs: number; entryMb: number | null };
-  targets: ReturnType<typeof doorTargets>;
-}
 
 /** The targets of the door, as ratios of rows measured in this run, each at least (>=) or at most (<=) its target. */
 export function doorTargets(rows: DoorRow[]) {
   const row = (id: string) => rows.find((r) => r.id === id);
   const rate = (id: string) => row(id)?.perSec ?? NaN;
-  const per = (id: string, key: 'pgStatements' | 'redisCommands') => row(id)?.costs.perUnit[key] ?? NaN;
-  const cpu = (id: string) => row(id)?.costs.perUnit.targetCpuUs ?? NaN;
+  const per = (id: string, key: 'pgStatements' | 'redisCommands' | 'targetCpuUs') => row(id)?.costs.perUnit[key] ?? NaN;
   const t = (name: string, measured: number, target: number, sense: '>=' | '<=' = '>=') => ({
     name,
     measured,
@@ -62,9 +42,10 @@ export function doorTargets(rows: DoorRow[]) {
     sense,
     ok: sense === '>=' ? measured >= target : measured <= target,
   });
-  // One row's answers/s over another's (by default the plain start's GET /health/live); CPU the other way round.
-  const vs = (id: string, other = 'health-live-plain') => rate(id) / rate(other);
-  const cpuVs = (id: string, other = 'health-live-plain') => cpu(other) / cpu(id);
+  // One row's answers/s over another's (by default GET /health/live of the same start); CPU the other way round.
+  const floor = (id: string) => `health-live-${ROWS[id][0]}`;
+  const vs = (id: string, other = floor(id)) => rate(id) / rate(other);
+  const cpuVs = (id: string) => per(floor(id), 'targetCpuUs') / per(id, 'targetCpuUs');
   return [
     t('410 to distinct buyers / GET /health/live (same process)', vs('sold-out-410'), 0.7),
     t('service CPU per GET /health/live / per 410 (same process)', cpuVs('sold-out-410'), 0.7),
@@ -73,12 +54,8 @@ export function doorTargets(rows: DoorRow[]) {
     t('Redis commands per 410', per('sold-out-410', 'redisCommands'), 0.01, '<='),
     t('PostgreSQL statements per 409', per('already-ordered-409', 'pgStatements'), 0.01, '<='),
     t('Redis commands per 409', per('already-ordered-409', 'redisCommands'), 0.01, '<='),
-    t('429 / GET /health/live (same process)', vs('rate-limited-429', 'health-live-limited'), 0.7),
-    t(
-      'service CPU per GET /health/live / per 429 (same process)',
-      cpuVs('rate-limited-429', 'health-live-limited'),
-      0.7,
-    ),
+    t('429 / GET /health/live (same process)', vs('rate-limited-429'), 0.7),
+    t('service CPU per GET /health/live / per 429 (same process)', cpuVs('rate-limited-429'), 0.7),
     t('orders/s with HS256 identity / without', vs('orders-hs256', 'orders-plain'), 0.9),
   ];
 }
@@ -117,24 +94,28 @@ export function renderDoor(r: DoorReport): string {
 
 type Ctx = Servers & { durationS: number; connections: number; log: (line: string) => void };
 
-async function measure(ctx: Ctx, svc: ServiceProcess, row: RowHead, load: Partial<LoadSpec>) {
+async function measure(ctx: Ctx, svc: ServiceProcess, id: string, load: Partial<LoadSpec>) {
+  const [start, what, okStatus] = ROWS[id];
   const before = await ctx.probe.snapshot(svc.pid);
   const result = await runLoad({
     url: svc.url,
     connections: ctx.connections,
     durationS: ctx.durationS,
     timeoutS: 20,
-    label: row.id,
-    okStatus: row.okStatus,
+    label: id,
+    okStatus,
     progress: ctx.log,
     ...load,
   });
   await sleep(200);
   const after = await ctx.probe.snapshot(svc.pid);
   const answers = result.responses;
-  ctx.log(`${row.id}: ${JSON.stringify(result.statusCounts)} in ${result.elapsedS.toFixed(1)} s`);
+  ctx.log(`${id}: ${JSON.stringify(result.statusCounts)} in ${result.elapsedS.toFixed(1)} s`);
   return {
-    ...row,
+    id,
+    start,
+    what,
+    okStatus,
     answers,
     /** Seconds of load the row's answers took. */
     elapsedS: result.elapsedS,
@@ -174,17 +155,14 @@ export function merge(parts: DoorRow[]): DoorRow {
 }
 
 async function metricValue(svc: ServiceProcess, name: string): Promise<number> {
-  const text = await (await fetch(`${svc.url}/metrics`)).text();
-  return text
-    .split('\n')
-    .filter((l) => l.startsWith(name))
-    .reduce((sum, l) => sum + Number(l.split(' ').pop()), 0);
+  const lines = (await (await fetch(`${svc.url}/metrics`)).text()).split('\n');
+  return lines.reduce((sum, l) => sum + (l.startsWith(name) ? Number(l.split(' ').pop()) : 0), 0);
 }
 
-async function order(svc: ServiceProcess, body: unknown, headers: Record<string, string> = {}): Promise<number> {
+async function order(svc: ServiceProcess, body: unknown): Promise<number> {
   const r = await fetch(`${svc.url}/orders`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', ...headers },
+    headers: { 'content-type': 'application/json' },
     body: JSON.stringify(body),
   });
   await r.arrayBuffer();
@@ -203,6 +181,8 @@ async function untilRefusedFromMemory(svc: ServiceProcess, productId: number, pr
   }
   throw new Error(`product ${productId} was not answered from memory within 30 s`);
 }
+
+const newProduct = (ctx: Ctx, svc: ServiceProcess, p: NewProduct) => createProductViaApi(svc.url, ctx.adminToken, p);
 
 /** Unmeasured load for 2 s: JIT-compiled before anything is timed. */
 async function warmUp(ctx: Ctx, svc: ServiceProcess, load: Partial<LoadSpec>, label: string): Promise<void> {
@@ -233,12 +213,8 @@ function entryMb(holders: number): number | null {
 }
 
 /** A product of `holders` units, sold out straight in PostgreSQL (a fixture), then learnt by the process. */
-async function boardMemory(ctx: Ctx, svc: ServiceProcess, holders: number): Promise<DoorReport['memory']> {
-  const productId = await createProductViaApi(svc.url, ctx.adminToken, {
-    name: 'door memory',
-    stock: holders,
-    segments: 20,
-  });
+async function boardMemory(ctx: Ctx, svc: ServiceProcess, holders: number) {
+  const productId = await newProduct(ctx, svc, { name: 'door memory', stock: holders, segments: 20 });
   await ctx.db.query(
     `INSERT INTO orders (product_id, user_id, quantity, allocations, status, expires_at)
      SELECT $1, 'memory-buyer-' || g, 1, jsonb_build_array(jsonb_build_object('segment', g % 20, 'quantity', 1)), 'reserved', now() + interval '1 hour'
@@ -252,12 +228,7 @@ async function boardMemory(ctx: Ctx, svc: ServiceProcess, holders: number): Prom
   return { holders, heapBeforeMb, heapAfterMb: await heapUsedMb(svc), learnMs, entryMb: entryMb(holders) };
 }
 
-async function main(): Promise<void> {
-  const flags = readFlags(
-    ['duration', 'connections', 'holders', 'out', 'node-flags'],
-    'npm run bench:door -- [--duration S (8)] [--connections N (100)] [--holders N (100000)] [--out DIR (bench/results)]',
-  );
-  if (!flags) return;
+async function runDoor(flags: Partial<Record<'duration' | 'connections' | 'holders' | 'node-flags', string>>) {
   const durationS = Number(flags.duration ?? 8);
   const connections = Number(flags.connections ?? 100);
   const holders = Number(flags.holders ?? 100_000);
@@ -265,52 +236,45 @@ async function main(): Promise<void> {
   const nodeFlags = splitFlags(flags['node-flags']) ?? [];
   const log = (line: string) => process.stderr.write(`${line}\n`);
   const startedAt = new Date().toISOString();
-  await withServers('door', log, async (servers) => {
+  return withServers('door', log, async (servers) => {
     const ctx = { ...servers, durationS, connections, log };
     const start = async (env: Record<string, string>) => {
       const svc = await servers.start({ LOCK_WAIT_MS: '30000', DB_TIMEOUT_MS: '30000', ...env }, nodeFlags);
       await warmUp(ctx, svc, { get: '/health/live', okStatus: 200 }, 'warm-up');
       return svc;
     };
-    const newProduct = (svc: ServiceProcess, p: NewProduct) => createProductViaApi(svc.url, ctx.adminToken, p);
     const rows: DoorRow[] = [];
     // Rows compared with each other are measured interleaved (A, B, A, B, half the time each) in the
     // same process, or in alternating starts: a one-off slow second, or a start that lands on a
     // busier moment of this shared machine, then weighs on both sides alike.
-    const interleaved = async (svc: ServiceProcess, parts: Array<[string, Partial<LoadSpec>]>, rounds = 2) => {
+    const halfTime = { ...ctx, durationS: durationS / 2 };
+    const inTurns = async <T>(parts: T[], measureOne: (part: T) => Promise<DoorRow>) => {
       const measured: DoorRow[][] = parts.map(() => []);
-      for (let r = 0; r < rounds; r++) {
-        for (const [i, [id, load]] of parts.entries())
-          measured[i].push(await measure({ ...ctx, durationS: durationS / rounds }, svc, head(id), load));
-      }
-      return measured.map(merge);
+      for (let round = 0; round < 2; round++)
+        for (const [i, part] of parts.entries()) measured[i].push(await measureOne(part));
+      rows.push(...measured.map(merge));
     };
+    const interleaved = (svc: ServiceProcess, parts: Array<[string, Partial<LoadSpec>]>) =>
+      inTurns(parts, ([id, load]) => measure(halfTime, svc, id, load));
 
     // 1. Identity off, no limits: the floor and the refusals, interleaved; then the orders.
     let svc = await start({});
-    const soldOut = await newProduct(svc, { name: 'door sold out', stock: 20, segments: 20 });
-    for (let i = 0; i < 20; i++)
-      if ((await order(svc, { userId: `holder-${i}`, productId: soldOut })) !== 201)
-        throw new Error('the sell-out failed');
+    const soldOut = await newProduct(ctx, svc, { name: 'door sold out', stock: 20, segments: 20 });
+    const holding = Array.from({ length: 20 }, (_, i) => ({ userId: `holder-${i}`, productId: soldOut }));
+    for (const body of holding) if ((await order(svc, body)) !== 201) throw new Error('the sell-out failed');
     await untilRefusedFromMemory(svc, soldOut, 'teach');
     // Unmeasured: the refusal path compiled by the JIT before it is timed, as the floor's was.
     await warmUp(ctx, svc, { productId: soldOut, userPrefix: 'warm-late-', okStatus: 410 }, 'warm-up refusals');
     let late = 0;
-    const holderBodies = Array.from({ length: 20 }, (_, i) =>
-      JSON.stringify({ userId: `holder-${i}`, productId: soldOut }),
-    );
-    rows.push(
-      ...(await interleaved(svc, [
-        ['health-live-plain', { get: '/health/live' }],
-        ['sold-out-410', { bodyOf: () => JSON.stringify({ userId: `late-${late++}`, productId: soldOut }) }],
-        ['already-ordered-409', { bodies: holderBodies }],
-      ])),
-    );
+    await interleaved(svc, [
+      ['health-live-plain', { get: '/health/live' }],
+      ['sold-out-410', { bodyOf: () => JSON.stringify({ userId: `late-${late++}`, productId: soldOut }) }],
+      ['already-ordered-409', { bodies: holding.map((body) => JSON.stringify(body)) }],
+    ]);
     const memory = await boardMemory(ctx, svc, holders);
     await svc.stop();
 
-    // 2. Orders with buyer identity off and on (HS256, each buyer a token of their own), in
-    // alternating starts: off, on, off, on.
+    // 2. Orders with buyer identity off and on (HS256, a token per buyer), in alternating starts: off, on, off, on.
     const key = new TextEncoder().encode(JWT_SECRET);
     const exp = Math.floor(Date.now() / 1000) + 3600;
     const tokens: string[] = [];
@@ -318,24 +282,14 @@ async function main(): Promise<void> {
     let buyer = 0;
     const ordersOf = async (identity: boolean): Promise<DoorRow> => {
       svc = await start(identity ? { BUYER_JWT_SECRET: JWT_SECRET } : {});
-      const productId = await newProduct(svc, { name: 'door orders', stock: 10_000_000, segments: 20 });
+      const productId = await newProduct(ctx, svc, { name: 'door orders', stock: 10_000_000, segments: 20 });
       // Every request takes the next buyer (and token): no buyer orders twice, the warm-ups' included.
-      const load: Partial<LoadSpec> = identity
-        ? {
-            bodyOf: () => JSON.stringify({ productId }),
-            headersOf: () => ({ authorization: `Bearer ${tokens[next++ % tokens.length]}` }),
-          }
-        : {
-            bodyOf: () => JSON.stringify({ userId: `buyer-${buyer++}`, productId }),
-            headersOf: () => ({ authorization: `Bearer ${tokens[buyer % tokens.length]}` }),
-          };
+      const load: Partial<LoadSpec> = {
+        bodyOf: () => JSON.stringify(identity ? { productId } : { userId: `buyer-${buyer++}`, productId }),
+        headersOf: () => ({ authorization: `Bearer ${tokens[(identity ? next++ : buyer) % tokens.length]}` }),
+      };
       await warmUp(ctx, svc, load, 'warm-up orders');
-      const row = await measure(
-        { ...ctx, durationS: durationS / 2 },
-        svc,
-        head(`orders-${identity ? 'hs256' : 'plain'}`),
-        load,
-      );
+      const row = await measure(halfTime, svc, `orders-${identity ? 'hs256' : 'plain'}`, load);
       await svc.stop();
       return row;
     };
@@ -345,43 +299,38 @@ async function main(): Promise<void> {
     log(`signing ${count} buyer tokens ...`);
     for (let i = 0; i < count; i++)
       tokens.push(await new SignJWT({ sub: `jwt-buyer-${i}`, exp }).setProtectedHeader({ alg: 'HS256' }).sign(key));
-    const plainRuns: DoorRow[] = [];
-    const identityRuns: DoorRow[] = [];
-    for (let round = 0; round < 2; round++) {
-      plainRuns.push(await ordersOf(false));
-      identityRuns.push(await ordersOf(true));
-    }
+    await inTurns([false, true], ordersOf);
     if (next > tokens.length) log(`note: ${next - tokens.length} requests reused a token (answered 409)`);
-    rows.push(merge(plainRuns), merge(identityRuns));
 
     // 3. One user over a budget of 1 call per second, interleaved with the floor.
     svc = await start({ RATE_LIMIT_USER: '1' });
     // A sale that has not started: whatever passes the budget changes nothing (403).
     const startsAt = new Date(Date.now() + 3_600_000).toISOString();
-    const later = await newProduct(svc, { name: 'door limited', stock: 10, segments: 2, startsAt });
+    const later = await newProduct(ctx, svc, { name: 'door limited', stock: 10, segments: 2, startsAt });
     const eager = [JSON.stringify({ userId: 'eager', productId: later })];
     await warmUp(ctx, svc, { bodies: eager, okStatus: 429 }, 'warm-up 429s');
-    rows.push(
-      ...(await interleaved(svc, [
-        ['health-live-limited', { get: '/health/live' }],
-        ['rate-limited-429', { bodies: eager }],
-      ])),
-    );
+    await interleaved(svc, [
+      ['health-live-limited', { get: '/health/live' }],
+      ['rate-limited-429', { bodies: eager }],
+    ]);
     await svc.stop();
 
-    const report: DoorReport = {
-      startedAt,
-      machine: machine(),
-      durationS,
-      connections,
-      rows,
-      memory,
-      targets: doorTargets(rows),
-    };
-    const md = renderDoor(report);
-    writeResults(flags.out ?? RESULTS_DIR, 'door', report, md);
-    process.stdout.write(md);
+    return { startedAt, machine: machine(), durationS, connections, rows, memory, targets: doorTargets(rows) };
   });
+}
+
+export type DoorReport = Awaited<ReturnType<typeof runDoor>>;
+
+async function main(): Promise<void> {
+  const flags = readFlags(
+    ['duration', 'connections', 'holders', 'out', 'node-flags'],
+    'npm run bench:door -- [--duration S (8)] [--connections N (100)] [--holders N (100000)] [--out DIR (bench/results)]',
+  );
+  if (!flags) return;
+  const report = await runDoor(flags);
+  const md = renderDoor(report);
+  writeResults(flags.out ?? RESULTS_DIR, 'door', report, md);
+  process.stdout.write(md);
 }
 
 if (require.main === module) runMain('bench:door failed: ', main);

@@ -4,7 +4,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from 'pg';
 import { costDeltas, ScenarioCosts } from './costs';
-import { Latency, mergeLatency, runLoad } from './load';
+import { LoadResult, mergeLatency, runLoad } from './load';
 import { createProductViaApi } from './scenarios';
 import { machine, readFlags, RESULTS_DIR, runMain, withServers, writeResults } from './standalone';
 
@@ -19,31 +19,22 @@ const TRIGGERS = [
 
 export type Mode = 'events' | 'no-events';
 
-export interface EventsPart {
-  mode: Mode;
-  round: number;
-  orders: number;
-  elapsedS: number;
-  perSec: number;
-  latencyMs: Latency | null;
-  statusCounts: Record<string, number>;
-  costs: ScenarioCosts;
-  /** order.reserved events written for this part's orders (scaled to the orders answered). */
-  events: number;
+/** One mode's load in one round; `orders` and `events`: the orders and order.reserved events PostgreSQL holds. */
+function partOf(mode: Mode, round: number, r: LoadResult, costs: ScenarioCosts, orders: number, events: number) {
+  return {
+    mode,
+    round,
+    orders: r.created,
+    elapsedS: r.elapsedS,
+    perSec: r.created / r.elapsedS,
+    latencyMs: r.latency201,
+    statusCounts: r.statusCounts,
+    costs,
+    /** order.reserved events written for this part's orders (scaled to the orders answered). */
+    events: r.created * (orders === 0 ? 0 : events / orders),
+  };
 }
-
-export interface EventsReport {
-  startedAt: string;
-  machine: { cores: number; memoryGb: number; node: string };
-  durationS: number;
-  rounds: number;
-  connections: number;
-  segments: number;
-  parts: EventsPart[];
-  rows: Array<ReturnType<typeof summarise>>;
-  ratio: number;
-  target: number;
-}
+export type EventsPart = ReturnType<typeof partOf>;
 
 /** The parts of one mode added up: orders and time add up, costs per order weighted by orders. */
 export function summarise(parts: EventsPart[], mode: Mode) {
@@ -102,19 +93,16 @@ async function setTriggers(db: Client, on: boolean): Promise<void> {
     await db.query(`ALTER TABLE ${table} ${on ? 'ENABLE' : 'DISABLE'} TRIGGER ${trigger}`);
 }
 
-async function main(): Promise<void> {
-  const flags = readFlags(
-    ['duration', 'rounds', 'connections', 'out'],
-    'npm run bench:events -- [--duration S (40: load seconds in all)] [--rounds N (4)] [--connections N (100)] [--out DIR (bench/results)]',
-  );
-  if (!flags) return;
+const log = (line: string) => process.stderr.write(`${line}\n`);
+
+/** The outbox's triggers enabled and disabled in turn: `duration` seconds of load in all, over `rounds` rounds. */
+async function runEvents(flags: Partial<Record<'duration' | 'rounds' | 'connections', string>>) {
   const durationS = Number(flags.duration ?? 40);
   const rounds = Number(flags.rounds ?? 4);
   const connections = Number(flags.connections ?? 100);
   const segments = 20;
-  const log = (line: string) => process.stderr.write(`${line}\n`);
   const startedAt = new Date().toISOString();
-  await withServers('events', log, async ({ db, probe, adminToken, start }) => {
+  return withServers('events', log, async ({ db, probe, adminToken, start }) => {
     const svc = await start();
     const productId = await createProductViaApi(svc.url, adminToken, {
       name: 'events bench',
@@ -151,23 +139,14 @@ async function main(): Promise<void> {
           throw new Error(`${what}: ${result.created} orders answered 201, ${orders} in PostgreSQL`);
         if (events !== (mode === 'events' ? orders : 0))
           throw new Error(`${what}: ${orders} orders, ${events} order.reserved events`);
-        parts.push({
-          mode,
-          round,
-          orders: result.created,
-          elapsedS: result.elapsedS,
-          perSec: result.created / result.elapsedS,
-          latencyMs: result.latency201,
-          statusCounts: result.statusCounts,
-          costs: costDeltas(before, after, 'order', orders),
-          events: result.created * (orders === 0 ? 0 : events / orders),
-        });
-        log(`${what}: ${(result.created / result.elapsedS).toFixed(0)} orders/s`);
+        const part = partOf(mode, round, result, costDeltas(before, after, 'order', orders), orders, events);
+        parts.push(part);
+        log(`${what}: ${part.perSec.toFixed(0)} orders/s`);
       }
     }
     await setTriggers(db, true);
     const rows = [summarise(parts, 'events'), summarise(parts, 'no-events')];
-    const report: EventsReport = {
+    return {
       startedAt,
       machine: { ...machine(), node: process.version },
       durationS,
@@ -179,9 +158,21 @@ async function main(): Promise<void> {
       ratio: rows[0].perSec / rows[1].perSec,
       target: 0.9,
     };
-    writeResults(flags.out ?? RESULTS_DIR, 'events', report, renderEvents(report));
-    process.stdout.write(renderEvents(report));
   });
+}
+
+export type EventsReport = Awaited<ReturnType<typeof runEvents>>;
+
+async function main(): Promise<void> {
+  const flags = readFlags(
+    ['duration', 'rounds', 'connections', 'out'],
+    'npm run bench:events -- [--duration S (40: load seconds in all)] [--rounds N (4)] [--connections N (100)] [--out DIR (bench/results)]',
+  );
+  if (!flags) return;
+  const report = await runEvents(flags);
+  const md = renderEvents(report);
+  writeResults(flags.out ?? RESULTS_DIR, 'events', report, md);
+  process.stdout.write(md);
 }
 
 if (require.main === module) runMain('', main);

@@ -17,21 +17,22 @@ import { readFlags, RESULTS_DIR, runMain, writeResults } from './standalone';
 const KEY = 'a-proof-of-work-key-for-the-benchmark-0123';
 const DEFAULT_STEPS = [20_000, 60_000, 200_000, 600_000];
 
-async function verification(rounds: number): Promise<{ verifyUs: number; issueUs: number }> {
+/** A challenge as the service makes one (product 1, no user, valid a minute). */
+const issue = (maxNumber: number) =>
+  makeChallenge(
+    KEY,
+    maxNumber,
+    new Date(Date.now() + 60_000),
+    challengeParams({ productId: 1, userId: null, maxNumber }),
+  );
+
+async function verification(rounds: number) {
   const maxNumber = DEFAULT_STEPS[0];
-  const issue = () =>
-    makeChallenge(
-      KEY,
-      maxNumber,
-      new Date(Date.now() + 60_000),
-      challengeParams({ productId: 1, userId: null, maxNumber }),
-    );
-  const c = issue();
+  const c = issue(maxNumber);
   const s = await solveChallenge(c.challenge, c.salt, c.algorithm, maxNumber).promise;
   const header = Buffer.from(JSON.stringify({ ...c, number: s!.number })).toString('base64');
   const once = () => {
-    const payload = decodeSolution(header);
-    const v = verifyProof(payload!, KEY, {
+    const v = verifyProof(decodeSolution(header)!, KEY, {
       productId: 1,
       userId: 'u',
       bound: false,
@@ -40,19 +41,18 @@ async function verification(rounds: number): Promise<{ verifyUs: number; issueUs
     });
     if (!v.ok) throw new Error(v.why);
   };
-  for (let i = 0; i < 1000; i++) once(); // warm-up
-  let t0 = process.hrtime.bigint();
-  for (let i = 0; i < rounds; i++) once();
-  const verifyUs = Number(process.hrtime.bigint() - t0) / rounds / 1000;
-  t0 = process.hrtime.bigint();
-  for (let i = 0; i < rounds / 4; i++) issue();
-  const issueUs = Number(process.hrtime.bigint() - t0) / (rounds / 4) / 1000;
-  return { verifyUs, issueUs };
+  const usEach = (n: number, fn: () => unknown) => {
+    const t0 = process.hrtime.bigint();
+    for (let i = 0; i < n; i++) fn();
+    return Number(process.hrtime.bigint() - t0) / n / 1000;
+  };
+  usEach(1000, once); // warm-up
+  return { verifyUs: usEach(rounds, once), issueUs: usEach(rounds / 4, () => issue(maxNumber)) };
 }
 
 function chromiumPath(): string {
   const found = [process.env.CHROMIUM_PATH, '/usr/bin/chromium', '/usr/bin/chromium-browser'].find(
-    (p): p is string => p !== undefined && p !== '' && existsSync(p),
+    (p) => p && existsSync(p),
   );
   if (!found) throw new Error("no Chromium: install Debian's chromium package or set CHROMIUM_PATH");
   return found;
@@ -94,12 +94,6 @@ async function solving(steps: number[], samples: number) {
     for (const maxNumber of steps) {
       const times: number[] = [];
       for (let i = 0; i < samples; i++) {
-        const c = makeChallenge(
-          KEY,
-          maxNumber,
-          new Date(Date.now() + 60_000),
-          challengeParams({ productId: 1, userId: null, maxNumber }),
-        );
         const ms = await page.evaluate(
           async (ch) => {
             const { solve } = window as unknown as { solve: (c: unknown) => Promise<number> };
@@ -107,7 +101,7 @@ async function solving(steps: number[], samples: number) {
             await solve(ch);
             return performance.now() - t0;
           },
-          { ...c, maxnumber: maxNumber },
+          { ...issue(maxNumber), maxnumber: maxNumber },
         );
         times.push(Math.round(ms));
       }

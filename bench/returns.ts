@@ -64,6 +64,21 @@ function shopBackend(base: string, timeoutMs: number) {
   return { post, close: () => agent.destroy() };
 }
 
+/** The answers to one action's calls: the ids answered 200, status counts, the 200s' latencies; `onBad` gets the rest. */
+function answerTally(action: 'pay' | 'cancel', onBad: (status: number, body: string) => void) {
+  const ok = new Set<number>();
+  const statusCounts: Record<string, number> = {};
+  const latencies = createHistogram();
+  const add = (o: Reservation, a: { status: number; body: string; ms: number }) => {
+    tally(statusCounts, String(a.status));
+    if (a.status === 200) {
+      ok.add(o.id);
+      latencies.record(Math.max(1, Math.round(a.ms * 1000)));
+    } else onBad(a.status, `${action}: ${a.body}`);
+  };
+  return { ok, statusCounts, latencies, add };
+}
+
 /** One call per reservation of this fate, BACKEND_CONCURRENCY at a time; the ids answered 200 and the figures. */
 export async function calls(
   backend: ReturnType<typeof shopBackend>,
@@ -72,20 +87,9 @@ export async function calls(
   onBad: (status: number, body: string) => void,
 ) {
   const list = all.filter((o) => o.fate === action);
-  const ok = new Set<number>();
-  const statusCounts: Record<string, number> = {};
-  const latencies = createHistogram();
+  const { ok, statusCounts, latencies, add } = answerTally(action, onBad);
   const started = Date.now();
-  await Promise.all(
-    list.map(async (o) => {
-      const a = await backend.post(o, action);
-      tally(statusCounts, String(a.status));
-      if (a.status === 200) {
-        ok.add(o.id);
-        latencies.record(Math.max(1, Math.round(a.ms * 1000)));
-      } else onBad(a.status, `${action}: ${a.body}`);
-    }),
-  );
+  await Promise.all(list.map(async (o) => add(o, await backend.post(o, action))));
   const elapsedMs = Date.now() - started;
   return {
     ok,
@@ -110,11 +114,8 @@ function parseOrder(body: string) {
 type Reservation = ReturnType<typeof parseOrder>;
 
 /** The answers of the status codes `pred` picks. */
-export function countOf(counts: Record<string, number>, pred: (code: number) => boolean): number {
-  return Object.entries(counts)
-    .filter(([c]) => pred(Number(c)))
-    .reduce((s, [, n]) => s + n, 0);
-}
+export const countOf = (counts: Record<string, number>, pred: (code: number) => boolean): number =>
+  Object.entries(counts).reduce((s, [code, n]) => s + (pred(Number(code)) ? n : 0), 0);
 
 interface OrderFact {
   id: number;
@@ -127,8 +128,8 @@ interface OrderFact {
   closedMs: number | null;
 }
 
-/** Every order of the product and its segments, timestamps by PostgreSQL's clock (ms since the epoch). */
-async function facts(ctx: RunContext, productId: number) {
+/** Every order of the product, timestamps by PostgreSQL's clock (ms since the epoch). */
+async function facts(ctx: RunContext, productId: number): Promise<OrderFact[]> {
   const { rows } = await ctx.db.query<OrderFact & { id: string }>(
     `SELECT id::text AS id, user_id AS "userId", quantity, allocations, status,
             (extract(epoch FROM created_at) * 1000)::float8 AS "createdMs",
@@ -137,28 +138,21 @@ async function facts(ctx: RunContext, productId: number) {
        FROM orders WHERE product_id = $1`,
     [productId],
   );
-  const seg = await ctx.db.query('SELECT idx, stock FROM stock_segments WHERE product_id = $1', [productId]);
-  return {
-    orders: rows.map((r): OrderFact => ({ ...r, id: Number(r.id) })),
-    segments: new Map(seg.rows.map((r) => [Number(r.idx), Number(r.stock)])),
-  };
+  return rows.map((r) => ({ ...r, id: Number(r.id) }));
 }
 
 /** Whether the two lists of orders hold as many units as each other in every segment. */
 function sameBySegment(a: OrderFact[], b: OrderFact[]): boolean {
-  const diff = new Map<number, number>();
-  const count = (o: OrderFact, sign: number) =>
-    o.allocations.forEach((x) => diff.set(x.segment, (diff.get(x.segment) ?? 0) + sign * x.quantity));
-  a.forEach((o) => count(o, 1));
-  b.forEach((o) => count(o, -1));
-  return [...diff.values()].every((n) => n === 0);
+  const diff: Record<string, number> = {};
+  for (const o of a) for (const x of o.allocations) tally(diff, String(x.segment), x.quantity);
+  for (const o of b) for (const x of o.allocations) tally(diff, String(x.segment), -x.quantity);
+  return Object.values(diff).every((n) => n === 0);
 }
 
 const sameSet = (a: Set<number>, b: Set<number>) => a.size === b.size && [...a].every((x) => b.has(x));
 
 export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<ScenarioResult> {
-  const plan = spec.returnsPlan;
-  const buyers = spec.buyers;
+  const { returnsPlan: plan, buyers } = spec;
   if (!plan || !buyers) throw new Error(`${spec.id}: the sale with returns needs buyers and a returns plan`);
   const productId = await ctx.createProduct({
     name: `bench ${spec.id}`,
@@ -167,8 +161,7 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
     paymentTimeoutS: plan.paymentTimeoutS,
   });
   const before = await snapshot(ctx.url, ctx.workers);
-  const timeoutS = autocannonTimeoutS(ctx.lockWaitMs);
-  const backend = shopBackend(ctx.url, timeoutS * 1000);
+  const backend = shopBackend(ctx.url, autocannonTimeoutS(ctx.lockWaitMs) * 1000);
   try {
     // 1. The sale, run as the literal sale runs it; each reservation gets its fate as its 201 arrives.
     const first: Array<Reservation & { fate: Fate }> = [];
@@ -202,9 +195,8 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
     //    from just before the first cancel until all of them sold again, each paying at once.
     const resaleTarget = first.length - pays.ok.size;
     const resold: Reservation[] = [];
-    const resalePaid = new Set<number>();
+    const resalePay = answerTally('pay', keep5xx);
     const resalePays: Array<Promise<void>> = [];
-    const resalePaysStatus: Record<string, number> = {};
     const capS = Math.ceil(plan.paymentTimeoutS + plan.expirySweepMs / 1000 + RESALE_MARGIN_S);
     const resaleRun: Promise<LoadResult | null> =
       resaleTarget > 0
@@ -215,13 +207,7 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
               if (status !== 201) return keep5xx(status, body);
               const o = parseOrder(body);
               resold.push(o);
-              resalePays.push(
-                backend.post(o, 'pay').then((a) => {
-                  tally(resalePaysStatus, String(a.status));
-                  if (a.status === 200) resalePaid.add(o.id);
-                  else keep5xx(a.status, `pay: ${a.body}`);
-                }),
-              );
+              resalePays.push(backend.post(o, 'pay').then((a) => resalePay.add(o, a)));
             },
             stopWhen: () => resold.length >= resaleTarget,
           })
@@ -237,25 +223,21 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
     const ordersInDb = await quietOrders(ctx, productId, spec.holdMs);
     const after = await snapshot(ctx.url, ctx.workers);
     const audit = await auditProduct(ctx.db, productId);
-    const { orders, segments } = await facts(ctx, productId);
+    const orders = await facts(ctx, productId);
 
     // What PostgreSQL says happened.
-    const firstPrefix = `b${productId}-`;
-    const resalePrefix = `r${productId}-`;
-    const firstOrders = orders.filter((o) => o.userId.startsWith(firstPrefix));
+    const firstOrders = orders.filter((o) => o.userId.startsWith(`b${productId}-`));
     const resaleLive = orders.filter(
-      (o) => o.userId.startsWith(resalePrefix) && (o.status === 'reserved' || o.status === 'paid'),
+      (o) => o.userId.startsWith(`r${productId}-`) && (o.status === 'reserved' || o.status === 'paid'),
     );
-    const returned = orders.filter((o) => o.status === 'cancelled' || o.status === 'expired');
-    const expired = orders.filter((o) => o.status === 'expired');
+    const byStatus = (status: OrderFact['status']) => orders.filter((o) => o.status === status);
+    const [cancelled, expired] = [byStatus('cancelled'), byStatus('expired')];
+    const returned = [...cancelled, ...expired];
     const ids = (list: OrderFact[]) => new Set(list.map((o) => o.id));
     const statuses = { reserved: 0, paid: 0, cancelled: 0, expired: 0 };
     for (const o of orders) statuses[o.status]++;
     const units = (list: OrderFact[]) => list.reduce((s, o) => s + o.quantity, 0);
-    const returnedUnits = {
-      cancelled: units(returned.filter((o) => o.status === 'cancelled')),
-      expired: units(expired),
-    };
+    const returnedUnits = { cancelled: units(cancelled), expired: units(expired) };
     const returnedTotal = returnedUnits.cancelled + returnedUnits.expired;
 
     // Each unit's time back on sale: the k-th returned unit (by closed_at) against the k-th resold
@@ -283,7 +265,7 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
         created: resale?.created ?? 0,
         elapsedS: resale?.elapsedS ?? 0,
         latency201Ms: resale?.latency201 ?? null,
-        paysStatusCounts: resalePaysStatus,
+        paysStatusCounts: resalePay.statusCounts,
         firstReturnToSoldOutMs: toSoldOut(backAt[0]),
         lastReturnToSoldOutMs: toSoldOut(backAt.at(-1)),
         onSaleMs: spread(onSale),
@@ -311,7 +293,7 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
     );
     const answers = {
       'POST /orders': addCounts(sale.statusCounts, resale?.statusCounts ?? {}),
-      pay: addCounts(pays.figures.statusCounts, resalePaysStatus),
+      pay: addCounts(pays.figures.statusCounts, resalePay.statusCounts),
       cancel: cancels.figures.statusCounts,
     };
     const bad = Object.entries(answers)
@@ -330,8 +312,7 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
       all201 <= ordersInDb,
       `${all201} answered 201 (${sale.created} + ${resale?.created ?? 0} resold), ${ordersInDb} orders stored`,
     );
-    const tooLate =
-      countOf(pays.figures.statusCounts, (c) => c === 409) + countOf(cancels.figures.statusCounts, (c) => c === 409);
+    const tooLate = countOf(addCounts(pays.figures.statusCounts, cancels.figures.statusCounts), (c) => c === 409);
     add(
       'pays and cancels as planned',
       pays.ok.size === planned.pay && cancels.ok.size === planned.cancel,
@@ -342,11 +323,10 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
       }`,
     );
     // I7: paid iff a payment was answered 200, cancelled iff a cancel was; the rest of the first sale expired.
-    const paidOk = new Set([...pays.ok, ...resalePaid]);
     const firstLeft = new Set(firstOrders.filter((o) => !pays.ok.has(o.id) && !cancels.ok.has(o.id)).map((o) => o.id));
     const fates = [
-      ['paid', sameSet(ids(orders.filter((o) => o.status === 'paid')), paidOk)],
-      ['cancelled', sameSet(ids(orders.filter((o) => o.status === 'cancelled')), cancels.ok)],
+      ['paid', sameSet(ids(byStatus('paid')), new Set([...pays.ok, ...resalePay.ok]))],
+      ['cancelled', sameSet(ids(cancelled), cancels.ok)],
       ['expired', sameSet(ids(expired), firstLeft)],
       ['none reserved', statuses.reserved === 0],
     ] as const;
@@ -354,20 +334,19 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
     add(
       'statuses as answered',
       wrong.length === 0,
-      `paid ${statuses.paid} (${pays.ok.size} + ${resalePaid.size} resold), cancelled ${statuses.cancelled}, expired ${statuses.expired} (planned ${planned.expire}), reserved ${statuses.reserved}${
+      `paid ${statuses.paid} (${pays.ok.size} + ${resalePay.ok.size} resold), cancelled ${statuses.cancelled}, expired ${statuses.expired} (planned ${planned.expire}), reserved ${statuses.reserved}${
         wrong.length > 0 ? `; differs from the answers: ${wrong.join(', ')}` : ''
       }`,
     );
     // Returned units go back to their own segment, and nothing else moves stock here: segment by
-    // segment, what came back is what sold again, and nothing is left.
-    const left = [...segments.values()].reduce((s, n) => s + n, 0);
+    // segment, what came back is what sold again, and nothing is left (the audit's remaining stock).
     const perSegment = sameBySegment(returned, resaleLive);
     add(
       'every returned unit resold exactly once',
-      units(resaleLive) === returnedTotal && perSegment && left === 0,
+      units(resaleLive) === returnedTotal && perSegment && audit.remaining === 0,
       `${returnedTotal} back (${returnedUnits.cancelled} cancelled, ${returnedUnits.expired} expired), ${units(resaleLive)} resold, ${
         perSegment ? 'equal in every segment' : '**not equal segment by segment**'
-      }, ${left} left`,
+      }, ${audit.remaining} left`,
     );
     add(
       'resale sold out',
@@ -377,12 +356,11 @@ export async function runReturns(ctx: RunContext, spec: ScenarioSpec): Promise<S
     const sellOutMs = sale.lastCreatedAtMs;
     // Its phases mix orders, pays, cancels and expiries: no one unit to divide by, so no costs.
     const verification = { verified: checks.every((c) => c.ok), checks, audit };
-    const metrics = scenarioDeltas(before, after, ordersInDb);
     return resultOf(
       ctx,
       spec,
       sale,
-      { productId, ordersInDb, metrics, costs: null, verification },
+      { productId, ordersInDb, metrics: scenarioDeltas(before, after, ordersInDb), costs: null, verification },
       {
         connections: Math.min(ctx.connections, buyers),
         elapsedS: (endedAt - sale.startedAtMs) / 1000,

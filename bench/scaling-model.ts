@@ -13,14 +13,9 @@ import { BEHIND_UNITS_POLL_S, type QueueReport } from './waiting-room';
 
 export type Source = 'measured' | 'derived' | 'extrapolated' | 'assumed';
 
-/** One number the model uses, and where it comes from. */
-export interface Input {
-  value: number;
-  unit: string;
-  source: Source;
-  /** The scenario it was read from, or why it is what it is. */
-  basis: string;
-}
+/** One number the model uses, and where it comes from; `basis`: the scenario it was read from, or why it is what it is. */
+const input = (source: Source, value: number, unit: string, basis: string) => ({ value, unit, source, basis });
+export type Input = ReturnType<typeof input>;
 
 /** What one request of a kind costs (unitCost). Redis calls are split by where their keys live on a Redis Cluster. */
 export type UnitCost = ReturnType<typeof unitCost>;
@@ -29,18 +24,20 @@ export type UnitCost = ReturnType<typeof unitCost>;
 export type Measured = ReturnType<typeof readMeasured>;
 
 export type Sale = ModelOptions['sale'];
-/** Planning figures, none measured here (CAPACITY_BASIS says what each is). */
-export type Capacity = typeof DEFAULT_CAPACITY;
-
-export const DEFAULT_CAPACITY = {
-  processUtil: 0.7,
-  redisUtil: 0.7,
-  pgCores: 16,
-  pgUtil: 0.7,
-  pgCommitsPerS: 20_000,
-  walMBps: 100,
-  admitFactor: 2,
-};
+/** Planning figures, none measured here (CAPACITY_BASIS says what each is): flag, argument, default, least, most, help. */
+const CAPACITY_FLAGS = {
+  processUtil: ['process-util', 'F', 0.7, 0.01, 1, 'share of a core per service process'],
+  redisUtil: ['redis-util', 'F', 0.7, 0.01, 1, "share of a Redis master's core"],
+  pgCores: ['pg-cores', 'N', 16, 1, Infinity, 'cores of the PostgreSQL primary'],
+  pgUtil: ['pg-util', 'F', 0.7, 0.01, 1, "share of PostgreSQL's cores"],
+  pgCommitsPerS: ['pg-commits', 'N', 20_000, 1, Infinity, 'commits/s the primary sustains'],
+  walMBps: ['wal-mbps', 'N', 100, 0.001, Infinity, 'WAL MB/s the primary sustains'],
+  admitFactor: ['admit', 'F', 2, 1, Infinity, 'the queue in front admits F x units until sold out, F >= 1'],
+} as const satisfies Record<string, readonly [string, string, number, number, number, string]>;
+export type Capacity = Record<keyof typeof CAPACITY_FLAGS, number>;
+const capacityOf = (f: (flag: (typeof CAPACITY_FLAGS)[keyof Capacity]) => number) =>
+  Object.fromEntries(Object.entries(CAPACITY_FLAGS).map(([k, flag]) => [k, f(flag)])) as Capacity;
+export const DEFAULT_CAPACITY = capacityOf(([, , dflt]) => dflt);
 
 const CAPACITY_BASIS: Record<keyof Capacity, [string, string]> = {
   processUtil: ['of one core', 'a Node process runs its event loop on one core; headroom for bursts and GC'],
@@ -56,14 +53,7 @@ const CAPACITY_BASIS: Record<keyof Capacity, [string, string]> = {
 };
 
 /** The order path without a queue in front, or behind one that caps the requests reaching it before the sell-out. */
-export interface Variant {
-  name: string;
-  what: string;
-  /** The most losers it lets into the order path; unlimited when absent. */
-  maxLosers?: (sale: Sale, cap: Capacity) => number;
-}
-
-export const VARIANTS: Variant[] = [
+export const VARIANTS = [
   {
     name: 'as built',
     what: "every buyer sends an order; refusals cost what the benchmark measured (the door's memory: no Redis call, no PostgreSQL statement); requests before the sell-out take the order path",
@@ -71,9 +61,11 @@ export const VARIANTS: Variant[] = [
   {
     name: '+ queue',
     what: 'the waiting room in front (docs/waiting-room.md) admits at most admitFactor x units into the order path until sold out; the rest wait',
-    maxLosers: (sale, cap) => Math.max(0, (cap.admitFactor - 1) * sale.units),
+    /** The most losers it lets into the order path; unlimited when absent. */
+    maxLosers: (sale: Sale, cap: Capacity) => Math.max(0, (cap.admitFactor - 1) * sale.units),
   },
 ];
+export type Variant = (typeof VARIANTS)[number];
 
 /**
  * A loser arrived before the sell-out and took the order path in vain: the order's service CPU and
@@ -103,8 +95,6 @@ export type Limit = 'product slot (one Redis master)' | 'PostgreSQL primary CPU'
  */
 const WALLS: Limit[] = ['product slot (one Redis master)', 'PostgreSQL primary CPU'];
 
-type SellLimit = 'arrivals' | 'segment locks' | 'PostgreSQL commits/s' | 'WAL MB/s';
-
 export type Plan = ReturnType<typeof plan>;
 
 const sum = (xs: number[]) => xs.reduce((s, x) => s + x, 0);
@@ -112,20 +102,19 @@ const sum = (xs: number[]) => xs.reduce((s, x) => s + x, 0);
 export function plan(m: Measured, sale: Sale, cap: Capacity, variant: Variant) {
   const requests = sale.buyers * sale.requestsPerBuyer;
   const arrivalPerS = requests / sale.seconds;
-  const order = m.order;
+  const { order, refusal } = m;
   // Units sell as fast as the slowest of: arrivals, the segment locks, PostgreSQL's commits, its WAL.
-  const rates: Array<[SellLimit, number]> = [
+  const rates = [
     ['arrivals', arrivalPerS],
     ['segment locks', sale.segments * m.segmentOrdersPerS],
     ['PostgreSQL commits/s', order.pgWriteTransactions > 0 ? cap.pgCommitsPerS / order.pgWriteTransactions : Infinity],
     ['WAL MB/s', order.walBytes > 0 ? (cap.walMBps * 1e6) / order.walBytes : Infinity],
-  ];
+  ] as const;
   const [sellLimitedBy, sellPerS] = rates.reduce((a, b) => (b[1] < a[1] ? b : a));
   const sellOutS = sale.units / sellPerS;
   const arrivedBeforeSellOut = Math.min(requests, arrivalPerS * sellOutS);
   const losers = Math.min(Math.max(0, arrivedBeforeSellOut - sale.units), variant.maxLosers?.(sale, cap) ?? Infinity);
   const refusals = Math.max(0, requests - sale.units - losers);
-  const refusal = m.refusal;
   // Losers arrive evenly until the sell-out (or until the last buyer came) and wait for it.
   const loserWaitS = sellOutS - Math.min(sale.seconds, sellOutS) / 2;
   const mix: Array<[number, UnitCost]> = [
@@ -200,31 +189,20 @@ export function maxBuyersPerS(m: Measured, sale: Sale, cap: Capacity, variant: V
   }
   for (let i = 0; i < 60 && hi - lo > 1; i++) {
     const mid = (lo + hi) / 2;
-    if (over(mid)) hi = mid;
-    else lo = mid;
+    [lo, hi] = over(mid) ? [lo, mid] : [mid, hi];
   }
   return lo / sale.seconds;
 }
 
-/** What the model needs from a report, and the benchmark flag whose absence leaves it out. */
-const NEEDED: Array<[string, string]> = [
-  [
-    'the group-commit and ORDER_BATCH_MAX=1 orders at hold 0 (one process)',
-    'keep --hold 0 and the group-commit comparison (no --no-group-commit)',
-  ],
-  ['the refusals of a sold-out product', 'no --no-sold-out'],
-  ['GET /health/live', 'no --no-peers'],
-];
-
-/** A scenario's cost per unit as the model splits it. productSlotCalls: the gate script, once per request. */
-function unitCost(c: ScenarioCosts, productSlotCalls: number) {
+/** A scenario's cost per unit as the model splits it. productSlotCalls: the gate script, once per request; extraSpread: a cluster's user lock. */
+function unitCost(c: ScenarioCosts, productSlotCalls: number, extraSpread = 0) {
   const p = c.perUnit;
   return {
     serviceCpuUs: p.targetCpuUs ?? NaN,
     /** Round trips on the product's hash slot (the hints: sold-out flag, empty segments, stock generation): one master, however many there are. */
     productSlotCalls: Math.min(productSlotCalls, p.redisScripts),
     /** Round trips whose keys hash over every master (segment locks, the user lock). */
-    spreadCalls: Math.max(0, p.redisScripts - productSlotCalls),
+    spreadCalls: Math.max(0, p.redisScripts - productSlotCalls) + extraSpread,
     redisCpuPerCallUs: p.redisScripts > 0 ? p.redisCpuUs / p.redisScripts : 0,
     pgPrimaryCpuUs: p.pgCpuUs ?? NaN,
     pgWriteTransactions: p.pgWriteTransactions,
@@ -252,35 +230,34 @@ export function readMeasured(report: BenchmarkReport, batch: 'group' | 'one', cl
   const refusal = findSoldOut(report);
   const floor = findHealth(report);
   const missing: string[] = [];
-  const need = (r: ScenarioResult | undefined, i: number): ScenarioCosts | null => {
-    if (!r?.costs || r.status !== 'ok') missing.push(`${NEEDED[i][0]} (${NEEDED[i][1]})`);
+  // What the model needs from a report, and (in brackets) the benchmark flag whose absence leaves it out.
+  const need = (r: ScenarioResult | undefined, what: string): ScenarioCosts | null => {
+    if (!r?.costs || r.status !== 'ok') missing.push(what);
     return r?.costs && r.status === 'ok' ? r.costs : null;
   };
-  const [oc, rc, fc] = [need(order, 0), need(refusal, 1), need(floor, 2)];
+  const hold0 = 'keep --hold 0 and the group-commit comparison (no --no-group-commit)';
+  const [oc, rc, fc] = [
+    need(order, `the group-commit and ORDER_BATCH_MAX=1 orders at hold 0 (one process) (${hold0})`),
+    need(refusal, 'the refusals of a sold-out product (no --no-sold-out)'),
+    need(floor, 'GET /health/live (no --no-peers)'),
+  ];
   if (!oneSegment || oneSegment.status !== 'ok')
-    missing.push(`one segment at hold 0 with the same ORDER_BATCH_MAX (${NEEDED[0][1]})`);
+    missing.push(`one segment at hold 0 with the same ORDER_BATCH_MAX (${hold0})`);
   if (missing.length > 0 || !oc || !rc || !fc || !oneSegment) {
     throw new ModelInputError(
       `the report lacks, or has failed: ${missing.join('; ')}. Run the benchmark (npm run bench) with those scenarios.`,
     );
   }
-  if (
-    oc.perUnit.pgCpuUs === null ||
-    oc.perUnit.targetCpuUs === null ||
-    rc.perUnit.pgCpuUs === null ||
-    fc.perUnit.targetCpuUs === null
-  ) {
+  const floorCpuUs = fc.perUnit.targetCpuUs;
+  if (floorCpuUs === null || [oc.perUnit.pgCpuUs, oc.perUnit.targetCpuUs, rc.perUnit.pgCpuUs].includes(null)) {
     throw new ModelInputError(
       'the report has no CPU figures: the benchmark reads them from /proc, with PostgreSQL on the same machine',
     );
   }
-  const extra = cluster ? 1 : 0;
-  const { retryDelayMs, retryJitterMs } = report.settings.lock;
-  const o = unitCost(oc, 1);
-  const orderCost: UnitCost = { ...o, spreadCalls: o.spreadCalls + extra };
+  const retryDelayMs = report.settings.lock.retryDelayMs + report.settings.lock.retryJitterMs / 2;
+  const orderCost = unitCost(oc, 1, cluster ? 1 : 0);
   const refusalCost = unitCost(rc, 1);
   const [ord, ref] = [order!, refusal!];
-  const input = (source: Source, value: number, unit: string, basis: string): Input => ({ value, unit, source, basis });
   const m = (v: number, unit: string, from: ScenarioResult, what = '') =>
     input('measured', v, unit, `${from.id}${what}`);
   const d = (v: number, unit: string, basis: string) => input('derived', v, unit, basis);
@@ -304,7 +281,7 @@ export function readMeasured(report: BenchmarkReport, batch: 'group' | 'one', cl
       'refusals per second, one process',
       m(ref.ordersPerSec, '410/s', ref, ', sharing 2 cores with PostgreSQL, Redis and the load'),
     ],
-    ['floor: service CPU of GET /health/live', m(fc.perUnit.targetCpuUs, 'µs', floor!)],
+    ['floor: service CPU of GET /health/live', m(floorCpuUs, 'µs', floor!)],
     [
       'one segment: orders per second',
       m(
@@ -317,7 +294,7 @@ export function readMeasured(report: BenchmarkReport, batch: 'group' | 'one', cl
     [
       "loser: pause between a waiting order's lock attempts",
       d(
-        retryDelayMs + retryJitterMs / 2,
+        retryDelayMs,
         'ms',
         "the run's LOCK_RETRY_DELAY_MS + LOCK_RETRY_JITTER_MS / 2; 2 round trips per attempt until the sell-out (extrapolated)",
       ),
@@ -327,28 +304,28 @@ export function readMeasured(report: BenchmarkReport, batch: 'group' | 'one', cl
     order: orderCost,
     refusal: refusalCost,
     /** GET /health/live's service CPU: the least any answer can cost. */
-    floorCpuUs: fc.perUnit.targetCpuUs,
+    floorCpuUs,
     /** One segment, one process, hold 0. */
     segmentOrdersPerS: oneSegment.ordersPerSec,
     refusalsPerSProcess: ref.ordersPerSec,
-    retryDelayMs: retryDelayMs + retryJitterMs / 2,
+    retryDelayMs,
     inputs,
   };
 }
 
 // ---- printing ----
 
-function num(n: number): string {
-  if (!Number.isFinite(n)) return '-';
+function num(n: number | null): string {
+  if (n === null || !Number.isFinite(n)) return '-';
   const a = Math.abs(n);
   if (a >= 100) return Math.round(n).toLocaleString('en-US');
   if (a >= 10) return n.toFixed(1);
   return n.toFixed(a >= 1 ? 2 : 3);
 }
 
-function table(rows: string[][]): string[] {
+function table(indent: string, rows: string[][]): string[] {
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
-  return rows.map((r) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  '));
+  return rows.map((r) => indent + r.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  '));
 }
 
 export type ModelOptions = Omit<ReturnType<typeof parseModelArgs>, 'help'>;
@@ -358,69 +335,59 @@ export function render(report: BenchmarkReport, o: ModelOptions): string {
   const { sale, capacity: cap } = o;
   const capInputs = (Object.keys(CAPACITY_BASIS) as Array<keyof Capacity>).map((k): [string, Input] => [
     k,
-    { value: cap[k], unit: CAPACITY_BASIS[k][0], source: 'assumed', basis: CAPACITY_BASIS[k][1] },
+    input('assumed', cap[k], ...CAPACITY_BASIS[k]),
   ]);
   const plans = VARIANTS.map((v) => plan(m, sale, cap, v));
   const row = (what: string, f: (p: Plan, i: number) => string) => [what, ...plans.map(f)];
   const pct = (x: number) => `${Math.round(x * 100)}%`;
   const bySegments = o.segmentList.map((segments) => plan(m, { ...sale, segments }, cap, VARIANTS[0]));
-  const indent = (lines: string[]) => lines.map((l) => `  ${l}`);
   return [
     `Scaling model: ${num(sale.buyers)} buyers x ${sale.requestsPerBuyer} request(s) in ${sale.seconds} s for ${num(sale.units)} units in ${sale.segments} segments`,
     `Costs from ${o.results}: ${report.settings.quick ? '--quick run (PROVISIONAL)' : 'full run'} of ${report.startedAt}, ${report.machine.cores} cores (${report.machine.cpuModel}); orders with ${o.batch === 'one' ? 'ORDER_BATCH_MAX=1' : 'group commit'}${o.cluster ? ', on a Redis Cluster' : ', on one Redis'}`,
     '',
     'Inputs',
-    ...indent(
-      table([
-        ['input', 'value', 'unit', 'source', 'from'],
-        ...[...m.inputs, ...capInputs].map(([name, i]) => [name, num(i.value), i.unit, i.source, i.basis]),
-      ]),
-    ),
+    ...table('  ', [
+      ['input', 'value', 'unit', 'source', 'from'],
+      ...[...m.inputs, ...capInputs].map(([name, i]) => [name, num(i.value), i.unit, i.source, i.basis]),
+    ]),
     '',
     'What the sale takes, without and with a queue in front',
     ...VARIANTS.map((v) => `  ${v.name}: ${v.what}`),
-    ...indent(
-      table([
-        ['', ...plans.map((p) => p.variant)],
-        row('requests per second', (p) => num(p.arrivalPerS)),
-        row('sell-out after (s)', (p) => num(p.sellOutS)),
-        row('  selling held by', (p) => p.sellLimitedBy),
-        row('losers (order path in vain)', (p) => num(p.losers)),
-        row('refusals after the sell-out', (p) => num(p.refusals)),
-        row('service cores', (p) => num(p.serviceCores)),
-        row(`service processes (${pct(cap.processUtil)} of a core)`, (p) => num(p.processes)),
-        row('  if a refusal cost GET /health/live', (p) => num(p.processesAtFloor)),
-        row('Redis: product slot, cores of 1 master', (p) => num(p.productSlotCores)),
-        row(`Redis: masters for locks (${pct(cap.redisUtil)} each)`, (p) => num(p.spreadMasters)),
-        row('PostgreSQL primary cores', (p) => num(p.pgPrimaryCores)),
-        row('commits in all', (p) => num(p.commits)),
-        row('commits/s while selling', (p) => num(p.commitsPerS)),
-        row('WAL MB in all', (p) => num(p.walMB)),
-        row('WAL MB/s while selling', (p) => num(p.walMBps)),
-        ...(Object.keys(plans[0].utilisation) as Limit[]).map((l) => row(`use: ${l}`, (p) => pct(p.utilisation[l]))),
-        row('FIRST LIMIT', (p) => p.firstLimit),
-        row('most buyers/s that fit (slot, primary CPU)', (_, i) => {
-          const b = maxBuyersPerS(m, sale, cap, VARIANTS[i]);
-          return Number.isFinite(b) ? num(b) : 'no bound';
-        }),
-      ]),
-    ),
+    ...table('  ', [
+      ['', ...plans.map((p) => p.variant)],
+      row('requests per second', (p) => num(p.arrivalPerS)),
+      row('sell-out after (s)', (p) => num(p.sellOutS)),
+      row('  selling held by', (p) => p.sellLimitedBy),
+      row('losers (order path in vain)', (p) => num(p.losers)),
+      row('refusals after the sell-out', (p) => num(p.refusals)),
+      row('service cores', (p) => num(p.serviceCores)),
+      row(`service processes (${pct(cap.processUtil)} of a core)`, (p) => num(p.processes)),
+      row('  if a refusal cost GET /health/live', (p) => num(p.processesAtFloor)),
+      row('Redis: product slot, cores of 1 master', (p) => num(p.productSlotCores)),
+      row(`Redis: masters for locks (${pct(cap.redisUtil)} each)`, (p) => num(p.spreadMasters)),
+      row('PostgreSQL primary cores', (p) => num(p.pgPrimaryCores)),
+      row('commits in all', (p) => num(p.commits)),
+      row('commits/s while selling', (p) => num(p.commitsPerS)),
+      row('WAL MB in all', (p) => num(p.walMB)),
+      row('WAL MB/s while selling', (p) => num(p.walMBps)),
+      ...(Object.keys(plans[0].utilisation) as Limit[]).map((l) => row(`use: ${l}`, (p) => pct(p.utilisation[l]))),
+      row('FIRST LIMIT', (p) => p.firstLimit),
+      row('most buyers/s that fit (slot, primary CPU)', (_, i) => {
+        const b = maxBuyersPerS(m, sale, cap, VARIANTS[i]);
+        return Number.isFinite(b) ? num(b) : 'no bound';
+      }),
+    ]),
     '',
     `Hot segments: selling ${num(sale.units)} units at ${num(plans[0].arrivalPerS)} requests/s, by segments (variant "${VARIANTS[0].name}")`,
-    ...indent(
-      table([
-        ['segments', 'orders/s', 'held by', 'sell-out s', 'losers', 'commits/s', 'WAL MB/s'],
-        ...bySegments.map((p, i) => [
-          String(o.segmentList[i]),
-          num(p.sellPerS),
-          p.sellLimitedBy,
-          num(p.sellOutS),
-          num(p.losers),
-          num(p.commitsPerS),
-          num(p.walMBps),
-        ]),
+    ...table('  ', [
+      ['segments', 'orders/s', 'held by', 'sell-out s', 'losers', 'commits/s', 'WAL MB/s'],
+      ...bySegments.map((p, i) => [
+        String(o.segmentList[i]),
+        num(p.sellPerS),
+        p.sellLimitedBy,
+        ...[p.sellOutS, p.losers, p.commitsPerS, p.walMBps].map(num),
       ]),
-    ),
+    ]),
     '',
     `Throughput cross-check: one process gave ${num(m.refusalsPerSProcess)} refusals/s here; ${num(plans[0].arrivalPerS)}/s of them would take ${num(Math.ceil(plans[0].arrivalPerS / m.refusalsPerSProcess))} such processes.`,
   ].join('\n');
@@ -438,16 +405,12 @@ const FLAGS = {
   'segment-list': value('LIST', 'segment counts of the hot-segment table (default 1,20,100,500)'),
   batch: value('group|one', "orders' costs with group commit or ORDER_BATCH_MAX=1 (default group)"),
   'single-redis': toggle('one Redis instead of a Redis Cluster (the order entry is then one call, not two)'),
-  'process-util': value('F', `share of a core per service process (assumed, default ${DEFAULT_CAPACITY.processUtil})`),
-  'redis-util': value('F', `share of a Redis master's core (assumed, default ${DEFAULT_CAPACITY.redisUtil})`),
-  'pg-cores': value('N', `cores of the PostgreSQL primary (assumed, default ${DEFAULT_CAPACITY.pgCores})`),
-  'pg-util': value('F', `share of PostgreSQL's cores (assumed, default ${DEFAULT_CAPACITY.pgUtil})`),
-  'pg-commits': value('N', `commits/s the primary sustains (assumed, default ${DEFAULT_CAPACITY.pgCommitsPerS})`),
-  'wal-mbps': value('N', `WAL MB/s the primary sustains (assumed, default ${DEFAULT_CAPACITY.walMBps})`),
-  admit: value(
-    'F',
-    `the queue in front admits F x units until sold out, F >= 1 (assumed, default ${DEFAULT_CAPACITY.admitFactor})`,
-  ),
+  ...(Object.fromEntries(
+    Object.values(CAPACITY_FLAGS).map(([flag, arg, dflt, , , help]) => [
+      flag,
+      value(arg, `${help} (assumed, default ${dflt})`),
+    ]),
+  ) as Record<(typeof CAPACITY_FLAGS)[keyof Capacity][0], ReturnType<typeof value>>),
   help: HELP,
 } satisfies Record<string, Flag>;
 
@@ -482,15 +445,7 @@ export function parseModelArgs(argv: string[], root = projectRoot(__dirname)) {
       requestsPerBuyer: n('requests-per-buyer', v['requests-per-buyer'], 1, 1),
       segments: n('segments', v.segments, 20, 1),
     },
-    capacity: {
-      processUtil: n('process-util', v['process-util'], DEFAULT_CAPACITY.processUtil, 0.01, 1),
-      redisUtil: n('redis-util', v['redis-util'], DEFAULT_CAPACITY.redisUtil, 0.01, 1),
-      pgCores: n('pg-cores', v['pg-cores'], DEFAULT_CAPACITY.pgCores, 1),
-      pgUtil: n('pg-util', v['pg-util'], DEFAULT_CAPACITY.pgUtil, 0.01, 1),
-      pgCommitsPerS: n('pg-commits', v['pg-commits'], DEFAULT_CAPACITY.pgCommitsPerS, 1),
-      walMBps: n('wal-mbps', v['wal-mbps'], DEFAULT_CAPACITY.walMBps, 0.001),
-      admitFactor: n('admit', v.admit, DEFAULT_CAPACITY.admitFactor, 1),
-    },
+    capacity: capacityOf(([flag, , dflt, min, max]) => n(flag, v[flag], dflt, min, max)),
     batch,
     cluster: !v['single-redis'],
     segmentList,
@@ -506,22 +461,19 @@ export function parseModelArgs(argv: string[], root = projectRoot(__dirname)) {
  */
 export function joinPlan(q: QueueReport, o: Pick<ModelOptions, 'sale' | 'capacity'>) {
   const perS = o.sale.buyers / o.sale.seconds;
-  const w = q.withRoom;
-  const cpuUs = joinCpuUs(q);
+  const { cpuUs, redisCommands, pollCpuUs } = joinCosts(q);
   const serviceCores = cpuUs === null ? null : (perS * cpuUs) / 1e6 / o.capacity.processUtil;
-  // One process per core, each sending at most one queue_join call per round trip (1 ms assumed under load).
-  const processes = serviceCores === null ? null : Math.ceil(serviceCores);
   const ceiling = q.joinCeiling?.rowsPerS ?? null;
   // The crowd then waits, nearly all of it behind the units left: a poll each BEHIND_UNITS_POLL_S seconds.
   const pollsPerS = o.sale.buyers / BEHIND_UNITS_POLL_S;
-  const pollCpuUs = q.capacity?.poll.cpuUs ?? null;
   return {
     joinsPerS: perS,
     serviceCores,
     pollsPerS,
     pollCores: pollCpuUs === null ? null : (pollsPerS * pollCpuUs) / 1e6 / o.capacity.processUtil,
-    redisCommandsPerS: perS * (q.capacity?.join.redisCommands ?? w.redisCommandsPerJoin),
-    pgCallsPerS: processes === null ? null : Math.min(perS, processes * 1000),
+    redisCommandsPerS: perS * redisCommands,
+    // One process per core, each sending at most one queue_join call per round trip (1 ms assumed under load).
+    pgCallsPerS: serviceCores === null ? null : Math.min(perS, Math.ceil(serviceCores) * 1000),
     oneProductCeilingPerS: ceiling,
     fits: ceiling === null ? null : perS <= ceiling,
     firstLimit:
@@ -531,47 +483,45 @@ export function joinPlan(q: QueueReport, o: Pick<ModelOptions, 'sale' | 'capacit
   };
 }
 
-/** Service CPU per join: joins of new users at full speed where the report has them, else the sale's joining. */
-function joinCpuUs(q: QueueReport): number | null {
-  return q.capacity?.join.cpuUs ?? q.withRoom.serviceCpuUsPerJoin;
-}
+/** Service CPU and Redis commands per join (of new users at full speed where the report has them, else the sale's joining), service CPU per poll. */
+const joinCosts = (q: QueueReport) => ({
+  cpuUs: q.capacity?.join.cpuUs ?? q.withRoom.serviceCpuUsPerJoin,
+  redisCommands: q.capacity?.join.redisCommands ?? q.withRoom.redisCommandsPerJoin,
+  pollCpuUs: q.capacity?.poll.cpuUs ?? null,
+});
 
 export function renderJoins(q: QueueReport, o: Pick<ModelOptions, 'sale' | 'capacity'>): string {
   const p = joinPlan(q, o);
-  const w = q.withRoom;
+  const c = joinCosts(q);
   return [
     '',
     `## The waiting room: ${num(o.sale.buyers)} joins within ${o.sale.seconds} s (costs from bench/results/queue.json, ${q.startedAt})`,
     '',
-    ...table([
+    ...table('', [
       ['input', 'value', 'source'],
-      ['service CPU per join', `${num(joinCpuUs(q) ?? NaN)} µs`, 'measured (bench:queue, joins at full speed)'],
-      ['Redis commands per join', num(q.capacity?.join.redisCommands ?? w.redisCommandsPerJoin), 'measured'],
-      [
-        'service CPU per poll of a waiting ticket',
-        `${num(q.capacity?.poll.cpuUs ?? NaN)} µs`,
-        'measured (bench:queue)',
-      ],
+      ['service CPU per join', `${num(c.cpuUs)} µs`, 'measured (bench:queue, joins at full speed)'],
+      ['Redis commands per join', num(c.redisCommands), 'measured'],
+      ['service CPU per poll of a waiting ticket', `${num(c.pollCpuUs)} µs`, 'measured (bench:queue)'],
       [
         "one product's joins per second, queue_join back to back",
-        num(q.joinCeiling?.rowsPerS ?? NaN),
+        num(p.oneProductCeilingPerS),
         `measured (groups of ${q.joinCeiling?.group ?? '-'}, this machine)`,
       ],
       ['process utilisation', String(o.capacity.processUtil), 'assumed'],
     ]),
     '',
-    ...table([
+    ...table('', [
       ['needs', 'value'],
       ['joins per second', num(p.joinsPerS)],
-      ['service cores', num(p.serviceCores ?? NaN)],
+      ['service cores', num(p.serviceCores)],
       [`then polls per second while the crowd waits (one each ${BEHIND_UNITS_POLL_S} s)`, num(p.pollsPerS)],
-      ['service cores for those polls', num(p.pollCores ?? NaN)],
+      ['service cores for those polls', num(p.pollCores)],
       ['Redis commands per second', num(p.redisCommandsPerS)],
       [
         'PostgreSQL queue_join calls per second, at most (a process per core, a 1 ms round trip: assumed)',
-        num(p.pgCallsPerS ?? NaN),
+        num(p.pgCallsPerS),
       ],
-      ["one product's ceiling, joins per second", num(p.oneProductCeilingPerS ?? NaN)],
+      ["one product's ceiling, joins per second", num(p.oneProductCeilingPerS)],
       ['fits', p.fits === null ? '-' : p.fits ? 'yes' : 'no'],
       ['first limit', p.firstLimit],
     ]),
@@ -600,17 +550,14 @@ function main(): number {
     else process.stdout.write(`\n(no ${queueFile}: run npm run bench:queue for the waiting room's part)\n`);
     return 0;
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
-      process.stderr.write(
-        `no benchmark report at ${(err as NodeJS.ErrnoException).path}: run npm run bench first, or name one with --results\n`,
-      );
-      return 2;
-    }
-    if (err instanceof ModelInputError) {
-      process.stderr.write(`${err.message}\n\n${helpText()}`);
-      return 2;
-    }
-    throw err;
+    const e = err as NodeJS.ErrnoException;
+    if (e.code !== 'ENOENT' && !(err instanceof ModelInputError)) throw err;
+    process.stderr.write(
+      e.code === 'ENOENT'
+        ? `no benchmark report at ${e.path}: run npm run bench first, or name one with --results\n`
+        : `${e.message}\n\n${helpText()}`,
+    );
+    return 2;
   }
 }
 

@@ -11,7 +11,7 @@ import { Pool } from 'undici';
 import { Audit, auditProduct, Check } from '../harness/verify';
 import { LIVELY_S } from '../src/waiting-room/ticket-status';
 import type { ServiceProcess } from '../harness/launcher';
-import { CostProbe, CostSnapshot, costDeltas } from './costs';
+import { CostProbe, costDeltas } from './costs';
 import { LoadSpec, nearestRank, runLoad, tally } from './load';
 import { countOf } from './returns';
 import { createProductViaApi } from './scenarios';
@@ -54,11 +54,10 @@ export function percentiles(values: number[]): { p50: number | null; p90: number
  * before it and was made no earlier. 1 when every batch does (and when there is at most one).
  */
 export function fairnessShare(batches: Array<{ first: number; last: number; admittedAt: number }>): number {
-  if (batches.length <= 1) return 1;
-  let inOrder = 1;
-  for (let i = 1; i < batches.length; i++)
-    if (batches[i].first === batches[i - 1].last + 1 && batches[i].admittedAt >= batches[i - 1].admittedAt) inOrder++;
-  return inOrder / batches.length;
+  const inOrder = batches.filter(
+    (b, i) => i === 0 || (b.first === batches[i - 1].last + 1 && b.admittedAt >= batches[i - 1].admittedAt),
+  );
+  return batches.length === 0 ? 1 : inOrder.length / batches.length;
 }
 
 /**
@@ -141,18 +140,16 @@ async function call(base: string, method: string, path: string, body?: unknown, 
     headersTimeout: 30_000,
     bodyTimeout: 30_000,
   });
-  const text = await r.body.text();
-  let parsed: any = text;
+  let answer: any = await r.body.text();
   try {
-    parsed = JSON.parse(text);
+    answer = JSON.parse(answer);
   } catch {
     /* keep the text */
   }
   const ra = r.headers['retry-after'];
-  return { status: r.statusCode, retryAfter: typeof ra === 'string' ? Number(ra) : null, body: parsed };
+  return { status: r.statusCode, retryAfter: typeof ra === 'string' ? Number(ra) : null, body: answer };
 }
 
-/** The shop's backend paying or cancelling an order. */
 function shop(url: string, orderId: number, action: 'pay' | 'cancel', userId: string) {
   return call(url, 'POST', `/orders/${orderId}/${action}`, { userId }, { authorization: `Bearer ${BENCH_SHOP_TOKEN}` });
 }
@@ -160,15 +157,10 @@ function shop(url: string, orderId: number, action: 'pay' | 'cancel', userId: st
 const createProduct = (url: string, p: NewProduct) => createProductViaApi(url, ADMIN_TOKEN, p);
 
 /** One kind of call at full speed for 3 s: answers per second, service CPU (µs) and Redis commands per answer. */
-async function rateOf(
-  svc: ServiceProcess,
-  probe: CostProbe,
-  load: Pick<LoadSpec, 'get' | 'post' | 'bodyOf' | 'okStatus' | 'label' | 'connections'>,
-) {
+async function rateOf(svc: ServiceProcess, probe: CostProbe, load: Omit<LoadSpec, 'url' | 'durationS' | 'timeoutS'>) {
   const before = await probe.snapshot(svc.pid);
   const r = await runLoad({ url: svc.url, durationS: 3, timeoutS: 20, ...load });
-  const after = await probe.snapshot(svc.pid);
-  const { perUnit } = costDeltas(before, after, 'answer', r.created);
+  const { perUnit } = costDeltas(before, await probe.snapshot(svc.pid), 'answer', r.created);
   return { perS: r.created / r.elapsedS, cpuUs: perUnit.targetCpuUs, redisCommands: perUnit.redisCommands };
 }
 
@@ -195,7 +187,6 @@ async function capacities(svc: ServiceProcess, probe: CostProbe, connections: nu
     rateOf(svc, probe, {
       post: `/products/${productId}/queue`,
       bodyOf: (n) => JSON.stringify({ userId: `${prefix}-${n}` }),
-      okStatus: 201,
       connections,
       label: 'joins of new users',
     });
@@ -305,7 +296,6 @@ async function proofOfWorkJoins(url: string, connections: number, joins: number,
       amount: joins,
       connections,
       timeoutS: 30,
-      okStatus: 201,
       label: pow ? 'joins with proof of work' : 'joins without proof of work',
       bodyOf: (n) => JSON.stringify({ userId: `pow-${turn}-${n}` }),
       ...(pow ? { headersOf: (n: number) => headers[n % joins] } : {}),
@@ -315,16 +305,10 @@ async function proofOfWorkJoins(url: string, connections: number, joins: number,
     t.joins += r.created;
     t.s += r.elapsedS;
   }
-  const result = {
-    joinsEach: joins,
-    offPerS: totals.off.joins / totals.off.s,
-    onPerS: totals.on.joins / totals.on.s,
-    refused,
-  };
-  log(
-    `joins/s without proof of work ${result.offPerS.toFixed(0)}, with ${result.onPerS.toFixed(0)} (${refused} refused)`,
-  );
-  return result;
+  const offPerS = totals.off.joins / totals.off.s;
+  const onPerS = totals.on.joins / totals.on.s;
+  log(`joins/s without proof of work ${offPerS.toFixed(0)}, with ${onPerS.toFixed(0)} (${refused} refused)`);
+  return { joinsEach: joins, offPerS, onPerS, refused };
 }
 
 /**
@@ -353,14 +337,8 @@ async function roundTripMs(db: Client): Promise<number> {
   return Number(process.hrtime.bigint() - started) / 1e6 / 200;
 }
 
-async function withWaitingRoom(
-  o: QueueOptions,
-  svc: ServiceProcess,
-  db: Client,
-  probe: CostProbe,
-  /** Every cancelEvery-th buyer cancels the order instead of paying (0: all pay). */
-  cancelEvery = 0,
-) {
+/** The sale behind a waiting room; every cancelEvery-th buyer cancels the order instead of paying (0: all pay). */
+async function withWaitingRoom(o: QueueOptions, svc: ServiceProcess, db: Client, probe: CostProbe, cancelEvery = 0) {
   const startsAt = Date.now() + 2000;
   const productId = await createProduct(svc.url, {
     name: 'bench queued sale',
@@ -371,7 +349,7 @@ async function withWaitingRoom(
     startsAt: new Date(startsAt).toISOString(),
   });
   const buyers: Buyer[] = [];
-  const before: CostSnapshot = await probe.snapshot(svc.pid);
+  const before = await probe.snapshot(svc.pid);
   // The paced poller: every buyer due now is polled, never more than pollersInFlight at once.
   let paid = 0;
   let ordersMade = 0;
@@ -395,26 +373,18 @@ async function withWaitingRoom(
     b.soldOut = t.status === 'sold_out';
   };
   /**
-   * Polls one buyer and puts it back in the heap unless it is done. A buyer told sold out while
+   * A buyer is polled, and put back in the heap, until it is settled. A buyer told sold out while
    * units may still come back (some not yet paid) polls on as Retry-After says: a cancel or an
    * expiry can admit it yet. Its outcome counts as known from the first such answer.
    */
   const settled = (b: Buyer) => b.done || (b.soldOut === true && soldOutAt !== null);
   const poll = async (b: Buyer): Promise<void> => {
-    if (settled(b)) return;
-    await one(b);
-    if (!settled(b)) queue.push(b);
-  };
-  const one = async (b: Buyer): Promise<void> => {
     const r = await call(svc.url, 'GET', `/products/${productId}/queue/${b.ticketId}`).catch(() => null);
     polls++;
     if (r !== null) tally(statusCounts, r.status === 200 ? String(r.body.status) : `${r.status} ${r.body?.code}`);
-    const wait = r === null ? 1000 : (r.retryAfter ?? 1) * 1000;
-    if (r?.status !== 200) {
-      b.due = Date.now() + wait;
-      return;
-    }
     const now = Date.now();
+    b.due = now + (r === null ? 1000 : (r.retryAfter ?? 1) * 1000);
+    if (r?.status !== 200) return;
     see(b, r.body, now);
     if (r.body.status === 'admitted' && !b.ordered) {
       b.admittedSeenAt ??= now;
@@ -445,7 +415,6 @@ async function withWaitingRoom(
       }
     }
     if (r.body.status === 'ordered' || r.body.status === 'ended') b.done = true;
-    b.due = now + wait;
   };
   // The pollers start with the joins, as a crowd's early joiners poll while the rest still join.
   const pollers = Promise.all(
@@ -455,7 +424,11 @@ async function withWaitingRoom(
         if (next === undefined && !joining) return;
         if (next === undefined || next.due > Date.now())
           await sleep(Math.min(50, (next?.due ?? Infinity) - Date.now()));
-        else await poll(queue.pop() as Buyer);
+        else {
+          const b = queue.pop() as Buyer;
+          if (!settled(b)) await poll(b);
+          if (!settled(b)) queue.push(b);
+        }
       }
     }),
   );
@@ -467,7 +440,6 @@ async function withWaitingRoom(
     amount: o.buyers,
     connections: o.connections,
     timeoutS: 30,
-    okStatus: 201,
     label: 'joins',
     progress: o.log,
     bodyOf: (n) => JSON.stringify({ userId: `q-${n}` }),
@@ -484,8 +456,7 @@ async function withWaitingRoom(
       if (!settled(b)) queue.push(b);
     },
   }).finally(() => (joining = false));
-  const afterJoins = await probe.snapshot(svc.pid);
-  const joinCosts = costDeltas(before, afterJoins, 'answer', joins.created);
+  const joinCosts = costDeltas(before, await probe.snapshot(svc.pid), 'answer', joins.created);
   const preQueue = buyers.filter((b) => b.joinedAt < startsAt).length;
   o.log(`${joins.created} joins in ${joins.elapsedS.toFixed(1)} s (${preQueue} before the start)`);
 
@@ -638,15 +609,10 @@ async function withoutWaitingRoom(o: QueueOptions, svc: ServiceProcess, db: Clie
 }
 
 const f = (n: number | null | undefined, digits = 0) => (n == null || !Number.isFinite(n) ? '-' : n.toFixed(digits));
-const ratio = (a: number | null, b: number | null) => (a === null || b === null ? null : a / b);
 
 export function renderQueue(r: QueueReport): string {
-  const w = r.withRoom;
-  const x = r.withoutRoom;
-  const pw = r.proofOfWork;
+  const { withRoom: w, withoutRoom: x, proofOfWork: pw, millionJoins: m, capacity: c } = r;
   const es = r.estimate.sale;
-  const m = r.millionJoins;
-  const c = r.capacity;
   return [
     `# The waiting room against the same crowd without one (${r.startedAt})`,
     '',
@@ -659,7 +625,7 @@ export function renderQueue(r: QueueReport): string {
     '|---|--:|--:|',
     `| joins of new users at full speed, /s (/ GET /health/live) | ${f(c.join.perS)} (${f(c.join.perS / c.health.perS, 2)}) | |`,
     `| polls of a waiting ticket at full speed, /s (/ GET /health/live) | ${f(c.poll.perS)} (${f(c.poll.perS / c.health.perS, 2)}) | |`,
-    `| service CPU per call at full speed, µs: GET /health/live / a poll / a join (join / health) | ${f(c.health.cpuUs)} / ${f(c.poll.cpuUs)} / ${f(c.join.cpuUs)} (${f(ratio(c.join.cpuUs, c.health.cpuUs), 2)}) | |`,
+    `| service CPU per call at full speed, µs: GET /health/live / a poll / a join (join / health) | ${f(c.health.cpuUs)} / ${f(c.poll.cpuUs)} / ${f(c.join.cpuUs)} (${f((c.join.cpuUs ?? NaN) / (c.health.cpuUs ?? NaN), 2)}) | |`,
     `| the sale's joins/s (all ${r.buyers} joined in ${f(w.joinSeconds, 1)} s, polls and orders of those in meanwhile; ${w.preQueue} before the start) | ${f(w.joinsPerS)} | |`,
     `| polls/s (${w.polls} polls, paced by Retry-After) | ${f(w.pollsPerS)} | |`,
     `| joins/s with proof of work on / off (${pw.joinsEach} new users a turn, off-on-off-on; ${pw.refused} refused) | ${f(pw.onPerS)} / ${f(pw.offPerS)} (${f(pw.onPerS / pw.offPerS, 2)}) | |`,
