@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
-import { join, resolve } from 'node:path';
+import { join, relative, resolve } from 'node:path';
 import Redis from 'ioredis';
 import { Client } from 'pg';
 import { projectRoot } from '../src/infrastructure/project-root';
@@ -273,11 +273,7 @@ export async function runBenchmark(options: BenchmarkOptions = {}) {
     const report: BenchmarkReport = {
       startedAt: started.toISOString(),
       finishedAt: new Date().toISOString(),
-      // How a user repeats this run: through npm when npm started it, else the node command line.
-      command:
-        process.env.npm_lifecycle_event === 'bench'
-          ? ['npm run bench', ...(process.argv.length > 2 ? ['--', ...process.argv.slice(2)] : [])].join(' ')
-          : process.argv.slice(1).join(' '),
+      command: repeatCommand(),
       machine,
       settings: {
         quick: opts.quick,
@@ -359,4 +355,14 @@ function startTarget(
     },
     x.signal,
   );
+}
+
+/**
+ * How a user repeats this run: through npm when npm started it (the top's `npm run bench` runs the
+ * workspace's start script), else the node command line, from the folder it ran in.
+ */
+function repeatCommand(): string {
+  const args = process.argv.slice(2);
+  if (process.env.npm_lifecycle_event) return ['npm run bench', ...(args.length > 0 ? ['--', ...args] : [])].join(' ');
+  return ['node', relative(process.cwd(), process.argv[1]), ...args].join(' ');
 }

@@ -3,7 +3,7 @@
 // every request is an order, a loser (the order path in vain before the sell-out) or a refusal, each
 // costing what the benchmark measured; every input is printed with where it comes from.
 import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import { projectRoot } from '../src/infrastructure/project-root';
 import { Flag, HELP, usageText, readFlags, toggle, value } from './cli';
 import type { ScenarioCosts } from './costs';
@@ -343,7 +343,7 @@ export function render(report: BenchmarkReport, o: ModelOptions): string {
   const bySegments = o.segmentList.map((segments) => plan(m, { ...sale, segments }, cap, VARIANTS[0]));
   return [
     `Scaling model: ${num(sale.buyers)} buyers x ${sale.requestsPerBuyer} request(s) in ${sale.seconds} s for ${num(sale.units)} units in ${sale.segments} segments`,
-    `Costs from ${o.results}: ${report.settings.quick ? '--quick run (PROVISIONAL)' : 'full run'} of ${report.startedAt}, ${report.machine.cores} cores (${report.machine.cpuModel}); orders with ${o.batch === 'one' ? 'ORDER_BATCH_MAX=1' : 'group commit'}${o.cluster ? ', on a Redis Cluster' : ', on one Redis'}`,
+    `Costs from ${relative(process.cwd(), o.results)}: ${report.settings.quick ? '--quick run (PROVISIONAL)' : 'full run'} of ${report.startedAt}, ${report.machine.cores} cores (${report.machine.cpuModel}); orders with ${o.batch === 'one' ? 'ORDER_BATCH_MAX=1' : 'group commit'}${o.cluster ? ', on a Redis Cluster' : ', on one Redis'}`,
     '',
     'Inputs',
     ...table('  ', [
