@@ -8,7 +8,7 @@ import { costDeltas } from './costs';
 import { addCounts, LoadSpec, mergeLatency, runLoad } from './load';
 import { createProductViaApi } from './scenarios';
 import { SERVICE_HEAP_MB } from './service';
-import { machine, readFlags, RESULTS_DIR, runMain, Servers, splitFlags, withServers, writeResults } from './standalone';
+import { machine, reportMain, Servers, splitFlags, withServers } from './standalone';
 import type { NewProduct } from './types';
 
 const JWT_SECRET = 'bench-door-buyer-secret-0123456789abcdef';
@@ -321,16 +321,14 @@ async function runDoor(flags: Partial<Record<'duration' | 'connections' | 'holde
 
 export type DoorReport = Awaited<ReturnType<typeof runDoor>>;
 
-async function main(): Promise<void> {
-  const flags = readFlags(
-    ['duration', 'connections', 'holders', 'out', 'node-flags'],
-    'npm run bench:door -- [--duration S (8)] [--connections N (100)] [--holders N (100000)] [--out DIR (bench/results)]',
+if (require.main === module)
+  reportMain(
+    'door',
+    [
+      ['duration', 'connections', 'holders', 'node-flags'],
+      'npm run bench:door -- [--duration S (8)] [--connections N (100)] [--holders N (100000)] [--out DIR (bench/results)]',
+    ],
+    runDoor,
+    renderDoor,
+    'bench:door failed: ',
   );
-  if (!flags) return;
-  const report = await runDoor(flags);
-  const md = renderDoor(report);
-  writeResults(flags.out ?? RESULTS_DIR, 'door', report, md);
-  process.stdout.write(md);
-}
-
-if (require.main === module) runMain('bench:door failed: ', main);

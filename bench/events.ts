@@ -6,7 +6,7 @@ import { Client } from 'pg';
 import { costDeltas, ScenarioCosts } from './costs';
 import { LoadResult, mergeLatency, runLoad } from './load';
 import { createProductViaApi } from './scenarios';
-import { machine, readFlags, RESULTS_DIR, runMain, withServers, writeResults } from './standalone';
+import { machine, reportMain, withServers } from './standalone';
 
 // The outbox's triggers as the migrations leave them: product.sold_out is written at commit by
 // product_sold_out_at_commit (migrations/1764300000000-SoldOutAfterCause.ts), which replaced
@@ -163,16 +163,13 @@ async function runEvents(flags: Partial<Record<'duration' | 'rounds' | 'connecti
 
 export type EventsReport = Awaited<ReturnType<typeof runEvents>>;
 
-async function main(): Promise<void> {
-  const flags = readFlags(
-    ['duration', 'rounds', 'connections', 'out'],
-    'npm run bench:events -- [--duration S (40: load seconds in all)] [--rounds N (4)] [--connections N (100)] [--out DIR (bench/results)]',
+if (require.main === module)
+  reportMain(
+    'events',
+    [
+      ['duration', 'rounds', 'connections'],
+      'npm run bench:events -- [--duration S (40: load seconds in all)] [--rounds N (4)] [--connections N (100)] [--out DIR (bench/results)]',
+    ],
+    runEvents,
+    renderEvents,
   );
-  if (!flags) return;
-  const report = await runEvents(flags);
-  const md = renderEvents(report);
-  writeResults(flags.out ?? RESULTS_DIR, 'events', report, md);
-  process.stdout.write(md);
-}
-
-if (require.main === module) runMain('', main);

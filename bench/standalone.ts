@@ -127,6 +127,27 @@ export function writeResults(outDir: string, name: string, report: unknown, md: 
   writeFileSync(join(outDir, `${name}.md`), md);
 }
 
+/**
+ * The main of a benchmark whose report is one object: reads its flags (`--out` among them), runs it,
+ * writes `<name>.json` and `<name>.md` into `--out` (default bench/results) and prints the markdown.
+ */
+export function reportMain<K extends string, R>(
+  name: string,
+  usage: [readonly K[], string],
+  run: (flags: Partial<Record<K, string>>) => Promise<R>,
+  render: (report: R) => string,
+  failurePrefix = '',
+): void {
+  runMain(failurePrefix, async () => {
+    const flags = readFlags([...usage[0], 'out'], usage[1]);
+    if (!flags) return;
+    const report = await run(flags);
+    const md = render(report);
+    writeResults(flags.out ?? RESULTS_DIR, name, report, md);
+    process.stdout.write(md);
+  });
+}
+
 /** Runs a benchmark's main; on a failure prints `prefix` and the stack, and exits 1. */
 export function runMain(prefix: string, main: () => Promise<void>): void {
   main().catch((err: Error) => {
