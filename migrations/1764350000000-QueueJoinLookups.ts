@@ -19,9 +19,19 @@ export class QueueJoinLookups1764350000000 implements MigrationInterface {
   name = 'QueueJoinLookups1764350000000';
 
   public async up(q: QueryRunner): Promise<void> {
-    // The same contract as before (see 1764200000000-QueueInPostgres): one group, in the order
-    // given, holding the counter row; a user with a ticket gets it back (created = false).
-    await q.query(`
+    await q.query(QUEUE_JOIN_LOOKUPS);
+  }
+
+  public async down(q: QueryRunner): Promise<void> {
+    await q.query(`DROP FUNCTION ${SIGNATURE}`);
+    await q.query(QUEUE_JOIN_FIRST);
+  }
+}
+
+// The same contract as before (see 1764200000000-QueueInPostgres): one group, in the order given,
+// holding the counter row; a user with a ticket gets it back (created = false). Exported for the
+// migration that follows (it counts the pre-queue in the same statement).
+export const QUEUE_JOIN_LOOKUPS = `
       CREATE OR REPLACE FUNCTION queue_join(p_product integer, p_arrival boolean, p_users text[], p_tickets text[], p_keys bytea[])
       RETURNS TABLE (user_id text, ticket_id text, kind char(1), "position" bigint, created boolean)
       LANGUAGE plpgsql AS $fn$
@@ -67,11 +77,4 @@ export class QueueJoinLookups1764350000000 implements MigrationInterface {
                  OFFSET 0) x
            ORDER BY g.o;
       END
-      $fn$`);
-  }
-
-  public async down(q: QueryRunner): Promise<void> {
-    await q.query(`DROP FUNCTION ${SIGNATURE}`);
-    await q.query(QUEUE_JOIN_FIRST);
-  }
-}
+      $fn$`;

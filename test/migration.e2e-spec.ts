@@ -15,6 +15,7 @@ import { ProofOfWork1764250000000 } from '../migrations/1764250000000-ProofOfWor
 import { SoldOutAfterCause1764300000000 } from '../migrations/1764300000000-SoldOutAfterCause';
 import { QueueJoinLookups1764350000000 } from '../migrations/1764350000000-QueueJoinLookups';
 import { AdmissionPause1764400000000 } from '../migrations/1764400000000-AdmissionPause';
+import { PreQueueCount1764450000000 } from '../migrations/1764450000000-PreQueueCount';
 import { withPg } from './faults/support';
 import { testUrls } from './support/service';
 
@@ -68,6 +69,7 @@ describe('the order lifecycle migration', () => {
       'SoldOutAfterCause1764300000000',
       'QueueJoinLookups1764350000000',
       'AdmissionPause1764400000000',
+      'PreQueueCount1764450000000',
     ]);
 
     await withPg(url, async (db) => {
@@ -111,8 +113,48 @@ describe('the order lifecycle migration', () => {
       SoldOutAfterCause1764300000000,
       QueueJoinLookups1764350000000,
       AdmissionPause1764400000000,
+      PreQueueCount1764450000000,
     ]);
     try {
+      // The pre-queue's count: made from the tickets a room already holds, then kept by each group
+      // of joins (a user with a ticket is not counted again; an arrival is not in the pre-queue),
+      // reset with a room made again, and gone on the way back.
+      const counts = () =>
+        withPg(
+          url,
+          async (db) => (await db.query('SELECT pre_joined::int AS pre, arrivals::int FROM queue_counts')).rows,
+        );
+      const joinAs = (users: string[], arrival = false) =>
+        withPg(url, (db) =>
+          db.query('SELECT count(*) FROM queue_join(1, $3, $1, $1, $2)', [
+            users,
+            users.map(() => Buffer.alloc(1)),
+            arrival,
+          ]),
+        );
+      const room = (sql: string) => withPg(url, (db) => db.query(sql));
+      await ds.undoLastMigration({ transaction: 'each' });
+      await room(`INSERT INTO waiting_rooms (product_id, seed, seed_hash) VALUES (1, '\\x00', repeat('0', 64))`);
+      await joinAs(['pa', 'pb', 'pc']);
+      await ds.runMigrations({ transaction: 'each' });
+      expect(await counts()).toEqual([{ pre: 3, arrivals: 0 }]);
+      await joinAs(['pa', 'pd', 'pe']);
+      expect(await counts()).toEqual([{ pre: 5, arrivals: 0 }]);
+      await joinAs(['pf'], true);
+      expect(await counts()).toEqual([{ pre: 5, arrivals: 1 }]);
+      await room('DELETE FROM waiting_rooms');
+      await room(`INSERT INTO waiting_rooms (product_id, seed, seed_hash) VALUES (1, '\\x00', repeat('0', 64))`);
+      expect(await counts()).toEqual([{ pre: 0, arrivals: 0 }]);
+      await ds.undoLastMigration({ transaction: 'each' });
+      const column = await withPg(url, (db) =>
+        db.query(
+          `SELECT 1 FROM information_schema.columns WHERE table_name = 'queue_counts' AND column_name = 'pre_joined'`,
+        ),
+      );
+      expect(column.rows).toEqual([]);
+      await joinAs(['pg']);
+      await room('DELETE FROM waiting_rooms');
+      await room('DELETE FROM queue_tickets');
       // The admission clocks' pause: one column of the room's row, and back.
       const pauseColumn = () =>
         withPg(url, async (db) => {

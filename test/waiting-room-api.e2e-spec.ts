@@ -309,6 +309,47 @@ describe('the waiting room, call by call', () => {
     // An order before admission is refused (the window first: the sale has not started).
     expect((await send('POST', '/orders', { userId: 'gus', productId: id })).body.code).toBe('SALE_NOT_STARTED');
   });
+
+  it("times a pre-queue ticket's first poll after the start by its lottery key, as the revealed seed confirms", async () => {
+    // 3 units at ratio 1: the first admission is 3 places. 40 tickets in the pre-queue: a ticket
+    // polls at the start when its key's share x 40 lies within 3.3 places, a second later within
+    // 6.6, else two seconds later. Far enough ahead for the joins and polls on a loaded machine:
+    // the start is then moved up to now, as an operator may.
+    const id = await product({ stock: 3, waitingRoom: true, startsAt: new Date(Date.now() + 25_000).toISOString() });
+    const users = Array.from({ length: 40 }, (_, i) => `wave-${i}`);
+    const tickets = await Promise.all(users.map(async (u) => (await join(id, u)).body));
+    // The room's pre-queue count as this process's admitter last read it (what the waves are paced by).
+    const counted = async () =>
+      (await send('GET', '/metrics')).text
+        .split('\n')
+        .find((l) => l.startsWith(`flashsale_queue_pre_queue{product="${id}"}`))
+        ?.split(' ')[1];
+    for (let i = 0; (await counted()) !== '40'; i++) {
+      if (i > 600) throw new Error(`the pre-queue count never reached 40\n${svc.output()}`);
+      await new Promise((res) => setTimeout(res, 20));
+    }
+    // Before the start: Retry-After is the seconds until the start (estimatedWaitS) plus the wave.
+    const waves = new Map<string, number>();
+    for (const t of tickets) {
+      const r = await poll(id, t.id);
+      expect(r.body).toMatchObject({ status: 'waiting', position: null });
+      waves.set(t.lotteryId, Number(r.headers['retry-after']) - r.body.estimatedWaitS);
+    }
+    const opened = await send('PATCH', `/admin/products/${id}`, { startsAt: new Date().toISOString() }, admin);
+    expect(opened.status).toBe(200);
+    await pollUntil(id, tickets[0].id, 'waiting', 'admitted', 'sold_out');
+    const { seed } = (await send('GET', `/products/${id}/queue/fairness`)).body;
+    for (const t of tickets) {
+      const key = createHmac('sha256', Buffer.from(seed, 'hex')).update(t.lotteryId).digest();
+      const share = key.readUInt32BE(0) / 2 ** 32;
+      expect({ ticket: t.lotteryId, wave: waves.get(t.lotteryId) }).toEqual({
+        ticket: t.lotteryId,
+        wave: Math.min(2, Math.floor((share * 40) / 3.3)),
+      });
+    }
+    // Most of the pre-queue is told to come last (the draw is uniform: about 32 of 40 here).
+    expect([...waves.values()].filter((w) => w === 2).length).toBeGreaterThan(20);
+  });
 });
 
 describe('the waiting room with buyer identity on (I9)', () => {

@@ -211,6 +211,10 @@ export class MetricsService {
     'flashsale_queue_waiting',
     'Queue positions handed out and not yet admitted, per product',
   );
+  readonly queuePreQueue = this.productGauge(
+    'flashsale_queue_pre_queue',
+    'Tickets in the pre-queue, per product: counted as it fills before the start, then its drawn size',
+  );
   readonly queueOutstanding = this.productGauge(
     'flashsale_queue_admissions_outstanding',
     'Admissions neither spent by an order nor expired, per product',

@@ -16,6 +16,7 @@ const roomRow = (preQueue: number | null): RoomRow => ({
 });
 const viewOf = (over: Partial<AdmissionView>): AdmissionView => ({
   preQueue: 0,
+  preJoined: 0,
   highWater: 500,
   admittedThrough: 100,
   outstanding: 0,

@@ -100,6 +100,7 @@ export class Admitter implements OnModuleInit, OnModuleDestroy {
     if (view) {
       const label = String(room.productId);
       this.metrics.queueWaiting.set({ product: label }, Math.max(0, view.highWater - view.admittedThrough));
+      this.metrics.queuePreQueue.set({ product: label }, view.preJoined);
       this.metrics.queueOutstanding.set({ product: label }, view.outstanding);
       this.metrics.queueUnitsLeft.set({ product: label }, view.unitsLeft);
       this.metrics.queueAdmissionRate.set({ product: label }, view.ratePerS);

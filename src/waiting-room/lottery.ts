@@ -30,6 +30,14 @@ export function lotteryKey(seed: Buffer, ticketId: string): string {
 }
 
 /**
+ * A ticket's lottery key read as a fraction of the key space (its first 32 bits): the draw will
+ * place it at about this share of the pre-queue.
+ */
+export function keyShare(seed: Buffer, ticketId: string): number {
+  return parseInt(lotteryKey(seed, ticketId).slice(0, 8), 16) / 2 ** 32;
+}
+
+/**
  * A pre-queue ticket's place among the drawn pre-queue, given as the first 8 bytes of each lottery
  * key in draw order: its rank by binary search. Null when its key is not there, or when another
  * key shares its first 8 bytes (about one pair in 10^7 for a million tickets): then the draw's

@@ -5,7 +5,7 @@
 import { Injectable } from '@nestjs/common';
 import { UnavailableError } from '../common/domain-errors';
 import { DoorConfig, HttpConfig, WaitingRoomConfig } from '../config/app-config';
-import { drawnRank } from './lottery';
+import { drawnRank, keyShare } from './lottery';
 import { AdmissionView, RoomRow, WaitingRoomRepository } from './waiting-room.repository';
 
 /** The drawn pre-queue of one room: 8-byte key prefixes in draw order. */
@@ -14,11 +14,18 @@ interface Drawn {
   count: number;
 }
 
+/** A pre-queue ticket's place (null before the draw), or before the draw its key's share (see keyShare). */
+export interface PreQueuePlace {
+  position: number | null;
+  keyShare: number | null;
+  view: AdmissionView | null;
+}
+
 @Injectable()
 export class QueueStates {
   private readonly rooms = new Map<number, RoomRow>();
   private readonly views = new Map<number, AdmissionView>();
-  /** productId -> when this process last made an arrival's ticket of it (the admitter asks). */
+  /** productId -> when this process last made a ticket of it (the admitter asks). */
   private readonly joined = new Map<number, number>();
   private readonly drawn = new Map<number, Drawn>();
   private readonly refreshing = new Map<number, Promise<AdmissionView | null>>();
@@ -62,7 +69,11 @@ export class QueueStates {
     return known && Date.now() - known.at < this.freshForMs ? known : undefined;
   }
 
-  /** A ticket with a place (an arrival) was made here just now. */
+  /**
+   * A ticket was made here just now. The admitter reads the room at its next tick rather than a
+   * second later: an arrival may be admitted at once where the budget has room, and before the
+   * start the pre-queue's size paces the first polls (firstPollWave).
+   */
   noteJoin(productId: number): void {
     // One entry per product with a room; past the bound the record starts again (a join then only
     // waits for a quiet room's next read, at most a second).
@@ -70,7 +81,7 @@ export class QueueStates {
     this.joined.set(productId, Date.now());
   }
 
-  /** When this process last made an arrival's ticket of the product (epoch ms; 0: not since it started). */
+  /** When this process last made a ticket of the product (epoch ms; 0: not since it started). */
   joinedAt(productId: number): number {
     return this.joined.get(productId) ?? 0;
   }
@@ -93,14 +104,22 @@ export class QueueStates {
     );
   }
 
-  /** A pre-queue ticket's place, once drawn (null before the draw), from the drawn keys in memory. */
-  async drawnPosition(productId: number, userId: string, ticketId: string): Promise<number | null> {
+  /**
+   * A pre-queue ticket's place once drawn, from the drawn keys in memory; before the draw, its
+   * lottery key's share of the key space (what paces its first poll after the start), with the view
+   * read for it.
+   */
+  async preQueuePlace(productId: number, userId: string, ticketId: string): Promise<PreQueuePlace> {
     const view = await this.view(productId);
     const room = await this.room(productId);
-    if (view === null || view.preQueue === null || room === null) return null;
-    const drawn = await this.drawnKeys(productId, view.preQueue);
+    if (view === null || room === null) return { position: null, keyShare: null, view };
+    const drawn = view.preQueue === null ? null : await this.drawnKeys(productId, view.preQueue);
+    if (drawn === null) return { position: null, keyShare: keyShare(room.seed, ticketId), view };
     // Not among the keys loaded, or sharing its first 8 bytes with another: PostgreSQL has the last word.
-    return drawnRank(room.seed, ticketId, drawn.keys) ?? this.repo.position(productId, userId).catch(this.unavailable);
+    const position =
+      drawnRank(room.seed, ticketId, drawn.keys) ??
+      (await this.repo.position(productId, userId).catch(this.unavailable));
+    return { position, keyShare: null, view };
   }
 
   private async drawnKeys(productId: number, count: number): Promise<Drawn> {

@@ -1,9 +1,19 @@
-import { admissionsDue, findBatch, pollAfterS, SaleWindow, standingOf, waitingOf } from './ticket-status';
+import {
+  admissionsDue,
+  findBatch,
+  firstPollWave,
+  LAST_WAVE_S,
+  pollAfterS,
+  SaleWindow,
+  standingOf,
+  waitingOf,
+} from './ticket-status';
 import { AdmissionView } from './waiting-room.repository';
 
 const now = 1_000_000;
 const view = (over: Partial<AdmissionView> = {}): AdmissionView => ({
   preQueue: 0,
+  preJoined: 0,
   highWater: 40,
   admittedThrough: 10,
   outstanding: 3,
@@ -118,6 +128,35 @@ describe('Retry-After of a ticket', () => {
     expect(pollAfterS('waiting', null, { ...window, startsAt: now - 10 }, now, 'awaitingDraw')).toBe(1);
     expect(pollAfterS('waiting', null, { ...window, startsAt: now + 4200 }, now, 'awaitingDraw')).toBe(5);
     expect(pollAfterS('waiting', null, { ...window, startsAt: now - 10 }, now)).toBe(2);
+  });
+});
+
+describe("a pre-queue ticket's first poll after the start", () => {
+  it('is at the start for a key whose rank floor lies within the first admission, with a tenth to spare', () => {
+    // 20,000 in the pre-queue so far, 1,500 admitted first: rank floor = share x 20,000.
+    expect(firstPollWave(0, 20_000, 1500)).toBe(0);
+    expect(firstPollWave(1500 / 20_000, 20_000, 1500)).toBe(0);
+    expect(firstPollWave((1.1 * 1500 - 1) / 20_000, 20_000, 1500)).toBe(0);
+    expect(firstPollWave((1.1 * 1500 + 1) / 20_000, 20_000, 1500)).toBe(1);
+  });
+
+  it('is a second later within the second admission, and at most LAST_WAVE_S later for the rest', () => {
+    expect(firstPollWave(2000 / 20_000, 20_000, 1500)).toBe(1);
+    expect(firstPollWave(3400 / 20_000, 20_000, 1500)).toBe(LAST_WAVE_S);
+    expect(firstPollWave(0.999, 20_000, 1500)).toBe(LAST_WAVE_S);
+  });
+
+  it('is at the start for every ticket while the pre-queue is smaller than the first admission, or nothing is on sale', () => {
+    expect(firstPollWave(0.999, 1000, 1500)).toBe(0);
+    expect(firstPollWave(0.999, 20_000, 0)).toBe(0);
+  });
+
+  it("adds the wave to a pre-queue ticket's Retry-After before the start, within the longest pace", () => {
+    expect(pollAfterS('waiting', null, { ...window, startsAt: now + 4200 }, now, null, 2)).toBe(7);
+    expect(pollAfterS('waiting', null, { ...window, startsAt: now + 400_000 }, now, null, 2)).toBe(30);
+    expect(pollAfterS('waiting', null, { ...window, startsAt: now + 4200, admissionTtlS: 24 }, now, null, 2)).toBe(6);
+    // After the start the wave plays no part: the draw places the ticket at the next tick.
+    expect(pollAfterS('waiting', null, { ...window, startsAt: now - 10 }, now, 'awaitingDraw', 2)).toBe(1);
   });
 });
 

@@ -14,6 +14,8 @@ export interface AdmissionBatch {
 export interface AdmissionView {
   /** Tickets in the drawn pre-queue; null until the draw. */
   preQueue: number | null;
+  /** Tickets in the pre-queue so far: counted as it fills, then its drawn size. */
+  preJoined: number;
   /** Positions handed out so far. */
   highWater: number;
   admittedThrough: number;
@@ -117,6 +119,28 @@ export function waitingOf(
   return { status: 'waiting', ahead, estimatedWaitS };
 }
 
+/** The latest second after the start a pre-queue ticket is first told to poll at (see firstPollWave). */
+export const LAST_WAVE_S = 2;
+
+/**
+ * The second after the start at which a pre-queue ticket should first poll, from its lottery key
+ * before the draw: its rank will be about `keyShare` (the key read as a fraction of the key space)
+ * times the pre-queue's size, and that size only grows, so `keyShare x preJoined` (the size so far)
+ * is a floor of the rank. A ticket whose floor lies within the first admission (`firstAdmission`
+ * places, with a tenth to spare for the draw's spread) polls at the start, one within the second
+ * admission's reach a second later, every other one LAST_WAVE_S later. At the start every pre-queue
+ * ticket polls within about a second, and the service answers them behind the arrivals' joins: so
+ * the buyers admitted first would be spread evenly through that wave. Paced this way, they come
+ * first, and most of the others poll once the first admissions have settled what is left.
+ * What it gives away: a buyer can tell from Retry-After before the start whether they are likely
+ * among the first admitted. The draw, the seed's commitment and its reveal are unchanged, and the
+ * ticket's key cannot be chosen (the seed is secret until after the draw).
+ */
+export function firstPollWave(keyShare: number, preJoined: number, firstAdmission: number): number {
+  if (firstAdmission <= 0) return 0;
+  return Math.min(LAST_WAVE_S, Math.floor((keyShare * preJoined) / (firstAdmission * 1.1)));
+}
+
 /** The pace of a ticket whose answer may change any second: sold out (units may come back), or behind the units left. */
 export const LIVELY_S = 5;
 
@@ -131,7 +155,8 @@ export type Pace = 'behindUnitsLeft' | 'awaitingDraw' | null;
  * lifetime, so an admitted buyer learns it with most of the admission left; sooner as the turn nears.
  * A waiting ticket behind the reach of the units left is most likely to end sold out, which can
  * happen any second in a flash sale: it polls at the sold-out pace, so its buyer learns the outcome
- * within seconds rather than at the end of a long wait estimated from the admission rate. A
+ * within seconds rather than at the end of a long wait estimated from the admission rate. Before
+ * the start a ticket polls at the start, a pre-queue ticket `wave` seconds after it. A
  * pre-queue ticket after the start polls again in a second: the draw that places it (and admits
  * the first of the pre-queue) is made at the next tick.
  */
@@ -141,6 +166,8 @@ export function pollAfterS(
   window: SaleWindow,
   now: number,
   pace: Pace = null,
+  /** Before the start, a pre-queue ticket's wave (firstPollWave): seconds its first poll after the start waits. */
+  wave = 0,
 ): number {
   const longest = Math.max(1, Math.min(30, Math.floor(window.admissionTtlS / 4)));
   switch (status) {
@@ -153,7 +180,7 @@ export function pollAfterS(
       return Math.min(longest, LIVELY_S);
     case 'waiting': {
       if (window.startsAt !== null && now < window.startsAt)
-        return Math.max(1, Math.min(longest, Math.ceil((window.startsAt - now) / 1000)));
+        return Math.max(1, Math.min(longest, Math.ceil((window.startsAt - now) / 1000) + wave));
       if (pace === 'awaitingDraw') return 1;
       if (estimatedWaitS === null) return Math.min(longest, 2);
       const paced = Math.max(1, Math.min(longest, Math.ceil(estimatedWaitS / 3)));

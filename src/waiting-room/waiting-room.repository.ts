@@ -275,6 +275,7 @@ export class WaitingRoomRepository {
                     FROM admission_batches
                    WHERE product_id = $1 AND admitted_at > now() - interval '30 seconds' AND first_position > 1)
        SELECT (SELECT c.pre_queue FROM queue_counts c WHERE c.product_id = $1) AS pre_queue,
+              (SELECT c.pre_joined FROM queue_counts c WHERE c.product_id = $1) AS pre_joined,
               ${HANDED_OUT} AS high_water, w.admitted_through,
               ${UNITS_LEFT} AS units_left,
               (SELECT COALESCE(sum(l - f + 1), 0) FROM live)::bigint - (SELECT n FROM spent) AS outstanding,
@@ -297,6 +298,7 @@ export class WaitingRoomRepository {
     const span = Math.min(30, Math.max(1, Number(r.span ?? 0)));
     return {
       preQueue: r.pre_queue,
+      preJoined: Number(r.pre_joined ?? 0),
       highWater: Number(r.high_water),
       admittedThrough: Number(r.admitted_through),
       outstanding: Number(r.outstanding),
@@ -335,6 +337,7 @@ export class WaitingRoomRepository {
 
 interface ViewRow {
   pre_queue: number | null;
+  pre_joined: string | null;
   high_water: string;
   admitted_through: string;
   units_left: string;

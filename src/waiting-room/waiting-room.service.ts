@@ -13,9 +13,9 @@ import { MetricsService } from '../metrics/metrics.service';
 import { BoundedMap } from './bounded-map';
 import { GroupedCalls } from '../common/grouped-calls';
 import { ALGORITHM, lotteryKey, ticketIdFor } from './lottery';
-import { QueueStates } from './queue-states';
+import { PreQueuePlace, QueueStates } from './queue-states';
 import { TicketClaims, TicketTokens } from './ticket-tokens';
-import { admissionsDue, Pace, pollAfterS, standingOf, TicketStatus, waitingOf } from './ticket-status';
+import { admissionsDue, firstPollWave, Pace, pollAfterS, standingOf, TicketStatus, waitingOf } from './ticket-status';
 import { JoinedRow, JoinInput, WaitingRoomRepository } from './waiting-room.repository';
 
 export interface TicketView {
@@ -101,8 +101,7 @@ export class WaitingRoomService implements OnModuleInit {
         throw new UnavailableError('postgres', this.http.retryAfterS, err);
       });
     this.metrics.queueJoins.inc({ outcome: joined.created ? 'new' : 'existing' });
-    // An arrival may be admitted at once where the budget has room: the admitter looks at its next tick.
-    if (joined.created && joined.position !== null) this.states.noteJoin(productId);
+    if (joined.created) this.states.noteJoin(productId);
     const claims: TicketClaims = { userId, productId, ticketId, position: joined.position };
     const ticket = await this.answer(product, this.signer.issue(claims), claims);
     return { ticket, created: joined.created };
@@ -161,8 +160,10 @@ export class WaitingRoomService implements OnModuleInit {
     };
     // A pre-queue ticket's place comes from the draw: found once, then remembered.
     let position = claims.position ?? entry?.drawn ?? null;
+    let preQueue: PreQueuePlace | null = null;
     if (position === null) {
-      position = await this.states.drawnPosition(product.id, claims.userId, claims.ticketId);
+      preQueue = await this.states.preQueuePlace(product.id, claims.userId, claims.ticketId);
+      position = preQueue.position;
       if (position !== null) remember().drawn = position;
     }
     const ended = product.endsAt !== null && now >= product.endsAt;
@@ -171,6 +172,12 @@ export class WaitingRoomService implements OnModuleInit {
       position === null || ended || entry?.over
         ? null
         : (this.states.freshView(product.id) ?? (await this.states.refreshView(product.id)));
+    // Before the start, a pre-queue ticket's first poll after it is timed by its lottery key.
+    let wave = 0;
+    if (preQueue?.view && preQueue.keyShare !== null && product.startsAt !== null && now < product.startsAt) {
+      const firstAdmission = admissionsDue(this.config.admissionRatio, preQueue.view.unitsLeft, 0);
+      wave = firstPollWave(preQueue.keyShare, preQueue.view.preJoined, firstAdmission);
+    }
     // Every answer is built by this one function: a poll is the crowd's commonest call, so no
     // intermediate objects (it was a tenth of a poll's CPU in the garbage collector).
     const told = (
@@ -189,7 +196,7 @@ export class WaitingRoomService implements OnModuleInit {
         position,
         ahead,
         estimatedWaitS,
-        retryAfterS: pollAfterS(status, estimatedWaitS, product, now, pace),
+        retryAfterS: pollAfterS(status, estimatedWaitS, product, now, pace, wave),
       };
     };
 
