@@ -328,7 +328,8 @@ describe('the waiting room, call by call', () => {
       if (i > 600) throw new Error(`the pre-queue count never reached 40\n${svc.output()}`);
       await new Promise((res) => setTimeout(res, 20));
     }
-    // Before the start: Retry-After is the seconds until the start (estimatedWaitS) plus the wave.
+    // Before the start: Retry-After is the seconds until the start (estimatedWaitS) plus the wave; a
+    // ticket due at the start (wave 0) is asked back a second before it, to be paced again then.
     const waves = new Map<string, number>();
     for (const t of tickets) {
       const r = await poll(id, t.id);
@@ -342,9 +343,10 @@ describe('the waiting room, call by call', () => {
     for (const t of tickets) {
       const key = createHmac('sha256', Buffer.from(seed, 'hex')).update(t.lotteryId).digest();
       const share = key.readUInt32BE(0) / 2 ** 32;
-      expect({ ticket: t.lotteryId, wave: waves.get(t.lotteryId) }).toEqual({
+      const wave = Math.min(2, Math.floor((share * 40) / 3.3));
+      expect({ ticket: t.lotteryId, told: waves.get(t.lotteryId) }).toEqual({
         ticket: t.lotteryId,
-        wave: Math.min(2, Math.floor((share * 40) / 3.3)),
+        told: wave === 0 ? -1 : wave,
       });
     }
     // Most of the pre-queue is told to come last (the draw is uniform: about 32 of 40 here).

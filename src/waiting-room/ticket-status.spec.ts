@@ -153,8 +153,19 @@ describe("a pre-queue ticket's first poll after the start", () => {
 
   it("adds the wave to a pre-queue ticket's Retry-After before the start, within the longest pace", () => {
     expect(pollAfterS('waiting', null, { ...window, startsAt: now + 4200 }, now, null, 2)).toBe(7);
+    expect(pollAfterS('waiting', null, { ...window, startsAt: now + 4200 }, now, null, 1)).toBe(6);
     expect(pollAfterS('waiting', null, { ...window, startsAt: now + 400_000 }, now, null, 2)).toBe(30);
     expect(pollAfterS('waiting', null, { ...window, startsAt: now + 4200, admissionTtlS: 24 }, now, null, 2)).toBe(6);
+  });
+
+  it('asks a pre-queue ticket due at the start back once in the second before it, to reckon its wave again', () => {
+    // 4.2 s to go: back at 4 s (0.2 s before the start); from there, at the start.
+    expect(pollAfterS('waiting', null, { ...window, startsAt: now + 4200 }, now, null, 0)).toBe(4);
+    expect(pollAfterS('waiting', null, { ...window, startsAt: now + 200 }, now, null, 0)).toBe(1);
+    expect(pollAfterS('waiting', null, { ...window, startsAt: now + 1200 }, now, null, 0)).toBe(1);
+    expect(pollAfterS('waiting', null, { ...window, startsAt: now + 400_000 }, now, null, 0)).toBe(30);
+    // A ticket that is not in the pre-queue (no wave) polls at the start, as before.
+    expect(pollAfterS('waiting', null, { ...window, startsAt: now + 4200 }, now)).toBe(5);
     // After the start the wave plays no part: the draw places the ticket at the next tick.
     expect(pollAfterS('waiting', null, { ...window, startsAt: now - 10 }, now, 'awaitingDraw', 2)).toBe(1);
   });

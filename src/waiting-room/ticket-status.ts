@@ -156,7 +156,8 @@ export type Pace = 'behindUnitsLeft' | 'awaitingDraw' | null;
  * A waiting ticket behind the reach of the units left is most likely to end sold out, which can
  * happen any second in a flash sale: it polls at the sold-out pace, so its buyer learns the outcome
  * within seconds rather than at the end of a long wait estimated from the admission rate. Before
- * the start a ticket polls at the start, a pre-queue ticket `wave` seconds after it. A
+ * the start a ticket polls at the start, a pre-queue ticket `wave` seconds after it (one due at the
+ * start first polls once more in the second before it). A
  * pre-queue ticket after the start polls again in a second: the draw that places it (and admits
  * the first of the pre-queue) is made at the next tick.
  */
@@ -167,7 +168,7 @@ export function pollAfterS(
   now: number,
   pace: Pace = null,
   /** Before the start, a pre-queue ticket's wave (firstPollWave): seconds its first poll after the start waits. */
-  wave = 0,
+  wave: number | null = null,
 ): number {
   const longest = Math.max(1, Math.min(30, Math.floor(window.admissionTtlS / 4)));
   switch (status) {
@@ -179,8 +180,13 @@ export function pollAfterS(
     case 'sold_out':
       return Math.min(longest, LIVELY_S);
     case 'waiting': {
-      if (window.startsAt !== null && now < window.startsAt)
-        return Math.max(1, Math.min(longest, Math.ceil((window.startsAt - now) / 1000) + wave));
+      if (window.startsAt !== null && now < window.startsAt) {
+        const untilStart = Math.ceil((window.startsAt - now) / 1000);
+        // Due at the start, a pre-queue ticket is asked back once in the second before it: its wave
+        // is then reckoned with the pre-queue as it is by then, not as it was when it joined.
+        const early = wave === 0 && untilStart >= 2 ? -1 : (wave ?? 0);
+        return Math.max(1, Math.min(longest, untilStart + early));
+      }
       if (pace === 'awaitingDraw') return 1;
       if (estimatedWaitS === null) return Math.min(longest, 2);
       const paced = Math.max(1, Math.min(longest, Math.ceil(estimatedWaitS / 3)));

@@ -173,7 +173,7 @@ export class WaitingRoomService implements OnModuleInit {
         ? null
         : (this.states.freshView(product.id) ?? (await this.states.refreshView(product.id)));
     // Before the start, a pre-queue ticket's first poll after it is timed by its lottery key.
-    let wave = 0;
+    let wave: number | null = null;
     if (preQueue?.view && preQueue.keyShare !== null && product.startsAt !== null && now < product.startsAt) {
       const firstAdmission = admissionsDue(this.config.admissionRatio, preQueue.view.unitsLeft, 0);
       wave = firstPollWave(preQueue.keyShare, preQueue.view.preJoined, firstAdmission);
