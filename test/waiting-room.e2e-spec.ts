@@ -98,6 +98,12 @@ describe('the waiting room under a storm across two service processes (I8, I1-I7
     await pooled(joinTasks(buyers.slice(0, PRE), 0), 100);
     for (const buyer of buyers.slice(0, PRE))
       expect((joins.get(buyer) ?? []).map((r) => r.body.position)).toEqual((joins.get(buyer) ?? []).map(() => null));
+    // The pre-queue's count (what paces its first polls) is exact under both processes' joins, a
+    // user who joined on both counted once.
+    const counted = await withDb((db) =>
+      db.query('SELECT pre_joined::int AS n FROM queue_counts WHERE product_id = $1', [productId]),
+    );
+    expect(counted.rows).toEqual([{ n: PRE }]);
     await openSaleNow(urls, productId, joins.get(buyers[0])![0].body.id);
     // After it: waves of arrivals, each sent once the one before was answered.
     const waves: Buyer[][] = [];

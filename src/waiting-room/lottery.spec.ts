@@ -1,5 +1,14 @@
 import { createHash, createHmac, randomBytes } from 'node:crypto';
-import { drawnRank, lotteryKey, lotteryOrder, seedHashOf, TICKET_ID, ticketIdFor } from './lottery';
+import {
+  drawnRank,
+  keyShare,
+  lotteryKey,
+  lotteryOrder,
+  seedHashOf,
+  shareOfKey,
+  TICKET_ID,
+  ticketIdFor,
+} from './lottery';
 
 describe('the lottery and ticket arithmetic', () => {
   it('gives one user one ticket id per product, different across products and users', () => {
@@ -43,5 +52,14 @@ describe('the lottery and ticket arithmetic', () => {
     const prefix = Buffer.from(lotteryKey(seed, id).slice(0, 16), 'hex');
     expect(drawnRank(seed, id, Buffer.concat([prefix, prefix]))).toBeNull();
     expect(drawnRank(seed, id, prefix)).toBe(1);
+  });
+
+  it("reads a key's share of the key space from its first 32 bits, alike from the key and from the seed and id", () => {
+    expect(shareOfKey(Buffer.from('00000000ff', 'hex'))).toBe(0);
+    expect(shareOfKey(Buffer.from('80000000', 'hex'))).toBe(0.5);
+    expect(shareOfKey(Buffer.from('ffffffff', 'hex'))).toBeLessThan(1);
+    const seed = randomBytes(32);
+    const id = ticketIdFor(3, 'ann');
+    expect(keyShare(seed, id)).toBe(shareOfKey(Buffer.from(lotteryKey(seed, id), 'hex')));
   });
 });

@@ -30,11 +30,16 @@ export function lotteryKey(seed: Buffer, ticketId: string): string {
 }
 
 /**
- * A ticket's lottery key read as a fraction of the key space (its first 32 bits): the draw will
- * place it at about this share of the pre-queue.
+ * A lottery key read as a fraction of the key space (its first 32 bits): the draw will place its
+ * ticket at about this share of the pre-queue.
  */
+export function shareOfKey(key: Buffer): number {
+  return key.readUInt32BE(0) / 2 ** 32;
+}
+
+/** A ticket's lottery key's share of the key space (see shareOfKey). */
 export function keyShare(seed: Buffer, ticketId: string): number {
-  return parseInt(lotteryKey(seed, ticketId).slice(0, 8), 16) / 2 ** 32;
+  return shareOfKey(Buffer.from(lotteryKey(seed, ticketId).slice(0, 8), 'hex'));
 }
 
 /**

@@ -106,15 +106,15 @@ export class QueueStates {
 
   /**
    * A pre-queue ticket's place once drawn, from the drawn keys in memory; before the draw, its
-   * lottery key's share of the key space (what paces its first poll after the start), with the view
-   * read for it.
+   * lottery key's share of the key space (what paces its first poll after the start; `share` when
+   * the caller has it already), with the view read for it.
    */
-  async preQueuePlace(productId: number, userId: string, ticketId: string): Promise<PreQueuePlace> {
+  async preQueuePlace(productId: number, userId: string, ticketId: string, share?: number): Promise<PreQueuePlace> {
     const view = await this.view(productId);
     const room = await this.room(productId);
     if (view === null || room === null) return { position: null, keyShare: null, view };
     const drawn = view.preQueue === null ? null : await this.drawnKeys(productId, view.preQueue);
-    if (drawn === null) return { position: null, keyShare: keyShare(room.seed, ticketId), view };
+    if (drawn === null) return { position: null, keyShare: share ?? keyShare(room.seed, ticketId), view };
     // Not among the keys loaded, or sharing its first 8 bytes with another: PostgreSQL has the last word.
     const position =
       drawnRank(room.seed, ticketId, drawn.keys) ??

@@ -12,7 +12,7 @@ import { ProductInfo } from '../inventory/product.types';
 import { MetricsService } from '../metrics/metrics.service';
 import { BoundedMap } from './bounded-map';
 import { GroupedCalls } from '../common/grouped-calls';
-import { ALGORITHM, lotteryKey, ticketIdFor } from './lottery';
+import { ALGORITHM, lotteryKey, shareOfKey, ticketIdFor } from './lottery';
 import { PreQueuePlace, QueueStates } from './queue-states';
 import { TicketClaims, TicketTokens } from './ticket-tokens';
 import { admissionsDue, firstPollWave, Pace, pollAfterS, standingOf, TicketStatus, waitingOf } from './ticket-status';
@@ -90,12 +90,9 @@ export class WaitingRoomService implements OnModuleInit {
     // Before the start by this process's clock, a pre-queue join; PostgreSQL turns it into an
     // arrival if the pre-queue was drawn already.
     const arrival = product.startsAt === null || now >= product.startsAt;
+    const key = arrival ? null : Buffer.from(lotteryKey(room.seed, ticketId), 'hex');
     const joined = await this.joins
-      .take(productId * 2 + (arrival ? 1 : 0), {
-        userId,
-        ticketId,
-        lotteryKey: arrival ? null : Buffer.from(lotteryKey(room.seed, ticketId), 'hex'),
-      })
+      .take(productId * 2 + (arrival ? 1 : 0), { userId, ticketId, lotteryKey: key })
       .catch((err) => {
         this.metrics.dependencyErrors.inc({ dependency: 'postgres' });
         throw new UnavailableError('postgres', this.http.retryAfterS, err);
@@ -103,7 +100,9 @@ export class WaitingRoomService implements OnModuleInit {
     this.metrics.queueJoins.inc({ outcome: joined.created ? 'new' : 'existing' });
     if (joined.created) this.states.noteJoin(productId);
     const claims: TicketClaims = { userId, productId, ticketId, position: joined.position };
-    const ticket = await this.answer(product, this.signer.issue(claims), claims);
+    // The key's share is passed on: a pre-queue ticket's answer paces its first poll by it.
+    const share = key === null ? undefined : shareOfKey(key);
+    const ticket = await this.answer(product, this.signer.issue(claims), claims, share);
     return { ticket, created: joined.created };
   }
 
@@ -150,7 +149,13 @@ export class WaitingRoomService implements OnModuleInit {
   }
 
   /** The ticket's answer, from its claims and what this process knows. */
-  private async answer(product: ProductInfo, token: string, claims: TicketClaims): Promise<TicketView> {
+  private async answer(
+    product: ProductInfo,
+    token: string,
+    claims: TicketClaims,
+    /** The ticket's lottery key's share when the caller has it (see keyShare), else computed where needed. */
+    share?: number,
+  ): Promise<TicketView> {
     const now = Date.now();
     // What this process remembers of the ticket, made only when there is something to remember.
     let entry = this.known.get(claims.ticketId);
@@ -162,7 +167,7 @@ export class WaitingRoomService implements OnModuleInit {
     let position = claims.position ?? entry?.drawn ?? null;
     let preQueue: PreQueuePlace | null = null;
     if (position === null) {
-      preQueue = await this.states.preQueuePlace(product.id, claims.userId, claims.ticketId);
+      preQueue = await this.states.preQueuePlace(product.id, claims.userId, claims.ticketId, share);
       position = preQueue.position;
       if (position !== null) remember().drawn = position;
     }
