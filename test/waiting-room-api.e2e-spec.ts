@@ -354,6 +354,44 @@ describe('the waiting room, call by call', () => {
   });
 });
 
+describe('the waiting room at its start', () => {
+  let svc: InProcessService;
+  beforeAll(async () => {
+    // A tick a second: the draw comes at a tick, and a poll can be sent between the start and it.
+    svc = await startInProcess({ ...env, ADMISSION_TICK_MS: '1000' });
+  });
+  afterAll(() => svc?.close());
+
+  it('answers a pre-queue ticket polled after the start but before the draw once the draw and first admission are made, not a second later', async () => {
+    const startsAt = Date.now() + 3000;
+    const created = await svc.request(
+      'POST',
+      '/admin/products',
+      { name: 'opening', stock: 2, segments: 1, waitingRoom: true, startsAt: new Date(startsAt).toISOString() },
+      admin,
+    );
+    const id = created.body.id as number;
+    const ann = await svc.request('POST', `/products/${id}/queue`, { userId: 'ann' });
+    expect({ status: ann.status, position: ann.body.position }).toEqual({ status: 201, position: null });
+    await withDb(async (db) => {
+      // The test holds the room's row as a process making the draw would: the admitter, which
+      // takes it with SKIP LOCKED, can make neither the draw nor an admission meanwhile.
+      await db.query('BEGIN');
+      await db.query('SELECT 1 FROM waiting_rooms WHERE product_id = $1 FOR UPDATE', [id]);
+      while (Date.now() <= startsAt) await new Promise((r) => setTimeout(r, 20));
+      let answered = false;
+      const polled = svc.request('GET', `/products/${id}/queue/${ann.body.id}`).finally(() => (answered = true));
+      await new Promise((r) => setTimeout(r, 300));
+      // Not answered while no draw can be made (it would have said: no place yet, come back in a second).
+      expect(answered).toBe(false);
+      await db.query('COMMIT');
+      const r = await polled;
+      expect(r.body).toMatchObject({ status: 'admitted', position: 1, admission: expect.any(String) });
+      expect(r.headers['retry-after']).toBe('1');
+    });
+  });
+});
+
 describe('the waiting room with buyer identity on (I9)', () => {
   let svc: InProcessService;
   beforeAll(async () => {

@@ -42,6 +42,7 @@ function admitterOver(view: () => AdmissionView, rows: Array<RoomRow>, returnedA
       outstandingBefore: 0,
     })),
     draw: jest.fn(async () => 3),
+    activeRooms: jest.fn(async () => [room]),
     pause: jest.fn(async () => true),
     resume: jest.fn(async () => true),
   };
@@ -179,5 +180,23 @@ describe('the admitter tick', () => {
     expect(repo.exclusively).toHaveBeenCalledTimes(1);
     expect(repo.draw).not.toHaveBeenCalled();
     expect(repo.room).toHaveBeenCalledTimes(2);
+  });
+
+  it("ticks at a room's start, so the draw is made then and not up to a tick after it", async () => {
+    const { admitter, repo } = admitterOver(() => viewOf({}), [roomRow(null)]);
+    const startsAt = Date.now() + 130;
+    repo.activeRooms.mockImplementation(async () => [{ ...room, startsAt }]);
+    repo.exclusively.mockImplementation(async (_: number, work: (r: RoomRow, q: unknown) => Promise<unknown>) =>
+      work(roomRow(null), null),
+    );
+    admitter.onModuleInit();
+    try {
+      await jest.advanceTimersByTimeAsync(100); // the first tick reads the rooms: this one starts in 30 ms
+      expect(repo.draw).not.toHaveBeenCalled();
+      await jest.advanceTimersByTimeAsync(31); // the start, 69 ms before the next tick would have been
+      expect(repo.draw).toHaveBeenCalledTimes(1);
+    } finally {
+      await admitter.onModuleDestroy();
+    }
   });
 });

@@ -59,8 +59,19 @@ export class Admitter implements OnModuleInit, OnModuleDestroy {
         this.running = null;
         this.schedule();
       });
-    }, this.config.admissionTickMs);
+    }, this.nextTickInMs(Date.now()));
     this.timer.unref();
+  }
+
+  /**
+   * A tick from now, or sooner when a room starts before that: its draw and first admission are
+   * made at the start, not up to a tick after it.
+   */
+  private nextTickInMs(now: number): number {
+    let ms = this.config.admissionTickMs;
+    for (const room of this.rooms)
+      if (room.startsAt !== null && room.startsAt > now) ms = Math.min(ms, room.startsAt - now + 1);
+    return ms;
   }
 
   /** One round over every active room; a failing room is logged and counted, the others go on. */

@@ -14,6 +14,17 @@ interface Drawn {
   count: number;
 }
 
+/**
+ * How long, in admission ticks, a poll of a pre-queue ticket made after the start may wait for the
+ * draw and the first admission (see firstAdmission); then it is answered as before the draw.
+ */
+export const DRAW_WAIT_TICKS = 3;
+
+/** Whether a view shows the draw and, where anyone can be admitted, the first admission. */
+function drawSettled(view: AdmissionView): boolean {
+  return view.preQueue !== null && (view.admittedThrough > 0 || view.preQueue === 0 || view.unitsLeft === 0);
+}
+
 /** A pre-queue ticket's place (null before the draw), or before the draw its key's share (see keyShare). */
 export interface PreQueuePlace {
   position: number | null;
@@ -30,8 +41,10 @@ export class QueueStates {
   private readonly drawn = new Map<number, Drawn>();
   private readonly refreshing = new Map<number, Promise<AdmissionView | null>>();
   private readonly loadingDraw = new Map<number, Promise<Drawn>>();
+  private readonly awaitingDraw = new Map<number, Promise<AdmissionView | null>>();
   /** How old an admission view may be when a poll reads it. */
   private readonly freshForMs: number;
+  private readonly tickMs: number;
 
   constructor(
     private readonly repo: WaitingRoomRepository,
@@ -41,6 +54,7 @@ export class QueueStates {
   ) {
     // A waiting ticket must learn that units came back as soon as a refusal from memory would (I8).
     this.freshForMs = Math.min(config.admissionTickMs, door.soldOutStaleMs);
+    this.tickMs = config.admissionTickMs;
   }
 
   /** The room's row as first read (the seed never changes); null when the product has no room. */
@@ -107,10 +121,18 @@ export class QueueStates {
   /**
    * A pre-queue ticket's place once drawn, from the drawn keys in memory; before the draw, its
    * lottery key's share of the key space (what paces its first poll after the start; `share` when
-   * the caller has it already), with the view read for it.
+   * the caller has it already), with the view read for it. `started`: the sale has started by this
+   * process's clock, so the draw is due (see firstAdmission).
    */
-  async preQueuePlace(productId: number, userId: string, ticketId: string, share?: number): Promise<PreQueuePlace> {
-    const view = await this.view(productId);
+  async preQueuePlace(
+    productId: number,
+    userId: string,
+    ticketId: string,
+    started: boolean,
+    share?: number,
+  ): Promise<PreQueuePlace> {
+    let view = await this.view(productId);
+    if (started && view !== null && !drawSettled(view)) view = await this.firstAdmission(productId, view);
     const room = await this.room(productId);
     if (view === null || room === null) return { position: null, keyShare: null, view };
     const drawn = view.preQueue === null ? null : await this.drawnKeys(productId, view.preQueue);
@@ -120,6 +142,27 @@ export class QueueStates {
       drawnRank(room.seed, ticketId, drawn.keys) ??
       (await this.repo.position(productId, userId).catch(this.unavailable));
     return { position, keyShare: null, view };
+  }
+
+  /**
+   * The view once it shows the draw and the first admission, which the admitter makes in its first
+   * tick after the start: a pre-queue ticket polled in that moment is answered with its place (and,
+   * among the first, its admission) rather than asked back a second later. One loop per product
+   * reads the view every quarter tick (at most 25 ms) for every poll waiting meanwhile, for at most
+   * DRAW_WAIT_TICKS ticks; then the last view read (a draw that takes longer is waited for as
+   * before it).
+   */
+  private firstAdmission(productId: number, read: AdmissionView): Promise<AdmissionView | null> {
+    return this.once(this.awaitingDraw, productId, async () => {
+      const until = Date.now() + DRAW_WAIT_TICKS * this.tickMs;
+      const every = Math.min(25, this.tickMs / 4);
+      let view: AdmissionView | null = read;
+      while (view !== null && !drawSettled(view) && Date.now() + every <= until) {
+        await new Promise((resolve) => setTimeout(resolve, every));
+        view = await this.refreshView(productId);
+      }
+      return view;
+    });
   }
 
   private async drawnKeys(productId: number, count: number): Promise<Drawn> {

@@ -156,7 +156,7 @@ export class WaitingRoomService implements OnModuleInit {
     /** The ticket's lottery key's share when the caller has it (see keyShare), else computed where needed. */
     share?: number,
   ): Promise<TicketView> {
-    const now = Date.now();
+    let now = Date.now();
     // What this process remembers of the ticket, made only when there is something to remember.
     let entry = this.known.get(claims.ticketId);
     const remember = (): Known => {
@@ -167,9 +167,13 @@ export class WaitingRoomService implements OnModuleInit {
     let position = claims.position ?? entry?.drawn ?? null;
     let preQueue: PreQueuePlace | null = null;
     if (position === null) {
-      preQueue = await this.states.preQueuePlace(product.id, claims.userId, claims.ticketId, share);
+      const started =
+        (product.startsAt === null || now >= product.startsAt) && (product.endsAt === null || now < product.endsAt);
+      preQueue = await this.states.preQueuePlace(product.id, claims.userId, claims.ticketId, started, share);
       position = preQueue.position;
       if (position !== null) remember().drawn = position;
+      // After the start it may have waited for the draw (QueueStates.firstAdmission).
+      now = Date.now();
     }
     const ended = product.endsAt !== null && now >= product.endsAt;
     // The admission view, from memory when fresh (not needed once the ticket's outcome is settled).
