@@ -307,6 +307,78 @@ describe("the buyer's waiting page in a real browser, against two service proces
     await page.context().close();
   });
 
+  it('when its countdown reaches the start, polls when Retry-After says (never sooner) and shows the drawn place', async () => {
+    // 40 tickets in the pre-queue for one unit: the service paces most of their first polls after
+    // the start 2 s late (by lottery key). Once the count is in, the start is moved 5 s ahead and the
+    // page opened for a user told so: its countdown then reaches zero while its poll is due later.
+    const id = await product({
+      stock: 1,
+      waitingRoom: true,
+      proofOfWork: false,
+      startsAt: new Date(Date.now() + 1_800_000).toISOString(),
+    });
+    const users = Array.from({ length: 40 }, (_, i) => `paced-${i}`);
+    const joined: Array<{ id: string }> = [];
+    for (const u of users) joined.push((await request(a.url, 'POST', `/products/${id}/queue`, { userId: u })).body);
+    const opened = await request(
+      a.url,
+      'PATCH',
+      `/admin/products/${id}`,
+      { startsAt: new Date(Date.now() + 5000).toISOString() },
+      admin,
+    );
+    expect(opened.status).toBe(200);
+    // A user whose answer now puts its first poll 2 s after the start (the wave: Retry-After beyond the seconds to the start).
+    const late = await waitFor('a ticket paced 2 s after the start', async () => {
+      for (const [i, t] of joined.entries()) {
+        const r = await request(b.url, 'GET', `/products/${id}/queue/${t.id}`);
+        if (Number(r.headers['retry-after']) - r.body.estimatedWaitS === 2) return users[i];
+      }
+      return null;
+    });
+    const context = await phone();
+    const page = watch(await context.newPage());
+    // Every call of the page, timed by the page's own clock: sent, and answered with Retry-After.
+    await page.addInitScript(() => {
+      const log: Array<{ path: string; sentAt: number; answeredAt?: number; retryAfterS?: number }> = [];
+      (window as unknown as { calls: typeof log }).calls = log;
+      const fetched = window.fetch.bind(window);
+      window.fetch = async (input, init) => {
+        const call: (typeof log)[number] = {
+          path: input instanceof Request ? input.url : input.toString(),
+          sentAt: Date.now(),
+        };
+        log.push(call);
+        const res = await fetched(input, init);
+        call.answeredAt = Date.now();
+        call.retryAfterS = Number(res.headers.get('retry-after'));
+        return res;
+      };
+    });
+    await page.goto(`${a.url}/products/${id}/wait#user=${late}`);
+    // Until the page shows the drawn place (or the admission, should the draw put this user first).
+    await waitFor(
+      'the place after the draw',
+      async () =>
+        /^\d/.test((await text(page, 'position')) ?? '') ||
+        (await page.evaluate(() => document.documentElement.dataset.ticketStatus)) === 'admitted',
+      30_000,
+    );
+    const calls = (await page.evaluate(() => (window as unknown as { calls: unknown[] }).calls)) as Array<{
+      path: string;
+      sentAt: number;
+      answeredAt: number;
+      retryAfterS: number;
+    }>;
+    const polls = calls.filter((c) => c.path.includes('/queue'));
+    expect(polls.length).toBeGreaterThanOrEqual(2);
+    for (let i = 1; i < polls.length; i++) {
+      const due = polls[i - 1].answeredAt + polls[i - 1].retryAfterS * 1000;
+      expect({ poll: i, early: polls[i].sentAt < due - 5 }).toEqual({ poll: i, early: false });
+    }
+    await context.close();
+  });
+
   it('solves a new challenge when the service refuses a solution (altered on its way) or asks for one it did not need before', async () => {
     // Refused: the first join's solution is altered in flight, so the service answers PROOF_INVALID.
     const id = await product({ stock: 1, waitingRoom: true, proofOfWork: true });

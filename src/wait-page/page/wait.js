@@ -246,7 +246,8 @@ function tick() {
     const pad = (n) => String(n).padStart(2, '0');
     $('countdown').textContent = `${h > 0 ? `${h}:` : ''}${pad(m)}:${pad(s)}`;
     $('countdown').setAttribute('datetime', `PT${left}S`);
-    if (left === 0 && state.ticketId) later(1, poll);
+    // At zero the page waits for the poll that Retry-After has already put at the start, or one or
+    // two seconds after it (the service paces the pre-queue's first polls by lottery key).
   }
 }
 
