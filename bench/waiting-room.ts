@@ -254,6 +254,16 @@ export async function runQueueBenchmark(o: QueueOptions) {
   }).finally(() => Promise.all([...pools.values()].map((p) => p.close())).then(() => pools.clear()));
 }
 
+/**
+ * When a buyer polls next, as the waiting page does (src/wait-page/page/pacing.js): after the
+ * answer's Retry-After, except that before the start a poll it puts within the first second after
+ * the start is made at the start (50 ms after it).
+ */
+function nextPollAt(now: number, retryAfterS: number, startsAt: number): number {
+  const at = now + Math.max(1, retryAfterS) * 1000;
+  return now < startsAt && at >= startsAt && at < startsAt + 1000 ? startsAt + 50 : at;
+}
+
 /** How long a buyer of the estimate sale who cancels holds the order first. */
 const CANCEL_AFTER_MS = 3000;
 
@@ -395,7 +405,7 @@ async function withWaitingRoom(o: QueueOptions, svc: ServiceProcess, db: Client,
     polls++;
     if (r !== null) tally(statusCounts, r.status === 200 ? String(r.body.status) : `${r.status} ${r.body?.code}`);
     const now = Date.now();
-    b.due = now + (r === null ? 1000 : (r.retryAfter ?? 1) * 1000);
+    b.due = r === null ? now + 1000 : nextPollAt(now, r.retryAfter ?? 1, startsAt);
     if (r?.status !== 200) return;
     see(b, r.body, now);
     if (r.body.status === 'admitted' && !b.ordered) {
@@ -469,9 +479,8 @@ async function withWaitingRoom(o: QueueOptions, svc: ServiceProcess, db: Client,
       const now = Date.now();
       const b: Buyer = { userId: t.userId, ticketId: t.id, joinedAt: now, due: 0, ordered: false, done: false };
       see(b, t, now);
-      // The first poll as the buyer's waiting page makes it: after the join's Retry-After (whole
-      // seconds: a pre-queue ticket's first poll lands within a second after the start).
-      b.due = now + Number(headers['retry-after'] ?? 1) * 1000;
+      // The first poll as the buyer's waiting page makes it, after the join's Retry-After.
+      b.due = nextPollAt(now, Number(headers['retry-after'] ?? 1), startsAt);
       buyers.push(b);
       if (!settled(b)) queue.push(b);
     },

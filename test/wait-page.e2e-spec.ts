@@ -307,7 +307,7 @@ describe("the buyer's waiting page in a real browser, against two service proces
     await page.context().close();
   });
 
-  it('when its countdown reaches the start, polls when Retry-After says (never sooner) and shows the drawn place', async () => {
+  it('when its countdown reaches the start, polls when Retry-After says (never sooner, but at the start for a poll it puts in the first second after it) and shows the drawn place', async () => {
     // 40 tickets in the pre-queue for one unit: the service paces most of their first polls after
     // the start 2 s late (by lottery key). Once the count is in, the start is moved 5 s ahead and the
     // page opened for a user told so: its countdown then reaches zero while its poll is due later.
@@ -320,11 +320,12 @@ describe("the buyer's waiting page in a real browser, against two service proces
     const users = Array.from({ length: 40 }, (_, i) => `paced-${i}`);
     const joined: Array<{ id: string }> = [];
     for (const u of users) joined.push((await request(a.url, 'POST', `/products/${id}/queue`, { userId: u })).body);
+    const startsAt = Date.now() + 5000;
     const opened = await request(
       a.url,
       'PATCH',
       `/admin/products/${id}`,
-      { startsAt: new Date(Date.now() + 5000).toISOString() },
+      { startsAt: new Date(startsAt).toISOString() },
       admin,
     );
     expect(opened.status).toBe(200);
@@ -373,9 +374,27 @@ describe("the buyer's waiting page in a real browser, against two service proces
     const polls = calls.filter((c) => c.path.includes('/queue'));
     expect(polls.length).toBeGreaterThanOrEqual(2);
     for (let i = 1; i < polls.length; i++) {
-      const due = polls[i - 1].answeredAt + polls[i - 1].retryAfterS * 1000;
+      const { answeredAt, retryAfterS } = polls[i - 1];
+      let due = answeredAt + retryAfterS * 1000;
+      // Put by Retry-After in the first second after the start: made at the start.
+      if (answeredAt < startsAt && due >= startsAt && due < startsAt + 1000) due = startsAt;
       expect({ poll: i, early: polls[i].sentAt < due - 5 }).toEqual({ poll: i, early: false });
     }
+    // The rule itself, in the page, with chosen times (s: the start). A string, so that the
+    // dynamic import reaches the browser as written (compiled here, it would become a require).
+    const delays = await page.evaluate(`(async () => {
+      const { nextPollDelayMs } = await import('/wait/assets/pacing.js');
+      const s = 1000000;
+      return [
+        nextPollDelayMs(1, s - 400, s), // lands 0.6 s after the start: at the start, 50 ms after it
+        nextPollDelayMs(3, s - 2100, s), // 0.9 s after: the same
+        nextPollDelayMs(2, s - 900, s), // 1.1 s after: as Retry-After says
+        nextPollDelayMs(1, s - 1500, s), // before the start (the service's asking back): as it says
+        nextPollDelayMs(1, s + 100, s), // after the start: as it says
+        nextPollDelayMs(5, s, null), // no start
+      ];
+    })()`);
+    expect(delays).toEqual([450, 2150, 2000, 1000, 1000, 5000]);
     await context.close();
   });
 

@@ -19,6 +19,7 @@ const solverDir = () => join(dirname(require.resolve('altcha-lib/v1')), '..', '.
 const ASSETS: Record<string, { type: string; path: () => string }> = {
   'wait.js': { type: JS, path: () => join(__dirname, 'page', 'wait.js') },
   'solver.js': { type: JS, path: () => join(__dirname, 'page', 'solver.js') },
+  'pacing.js': { type: JS, path: () => join(__dirname, 'page', 'pacing.js') },
   'wait.css': { type: 'text/css; charset=utf-8', path: () => join(__dirname, 'page', 'wait.css') },
   'worker.js': { type: JS, path: () => join(solverDir(), 'worker.js') },
   'index.js': { type: JS, path: () => join(solverDir(), 'index.js') },

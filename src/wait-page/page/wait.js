@@ -4,6 +4,7 @@
 // the ticket as often as Retry-After says. The shop hands the buyer over in the URL's fragment,
 // which never reaches a server: #token=<buyer JWT> when buyer identity is on (moved to
 // sessionStorage at once and taken out of the address bar), or #user=<userId> when it is off.
+import { nextPollDelayMs } from './pacing.js';
 import { solve } from './solver.js';
 
 const $ = (id) => document.getElementById(id);
@@ -116,8 +117,11 @@ async function poll() {
 }
 
 function later(seconds, what) {
+  laterMs(Math.max(1, seconds) * 1000, what);
+}
+function laterMs(ms, what) {
   clearTimeout(state.timer);
-  state.timer = setTimeout(() => void what().catch(networkTrouble), Math.max(1, seconds) * 1000);
+  state.timer = setTimeout(() => void what().catch(networkTrouble), ms);
 }
 function networkTrouble() {
   working(null);
@@ -132,7 +136,10 @@ function handle(res) {
     state.ticketId = data.id;
     localStorage.setItem(ticketKey(), data.id);
     render(data);
-    if (data.status !== 'ended' && data.status !== 'ordered') later(res.retryAfterS ?? 2, poll);
+    if (data.status !== 'ended' && data.status !== 'ordered') {
+      const startsAt = state.info.startsAt === null ? null : Date.parse(state.info.startsAt);
+      laterMs(nextPollDelayMs(res.retryAfterS ?? 2, serverNow(), startsAt), poll);
+    }
     return;
   }
   const code = data?.code;
@@ -247,7 +254,7 @@ function tick() {
     $('countdown').textContent = `${h > 0 ? `${h}:` : ''}${pad(m)}:${pad(s)}`;
     $('countdown').setAttribute('datetime', `PT${left}S`);
     // At zero the page waits for the poll that Retry-After has already put at the start, or one or
-    // two seconds after it (the service paces the pre-queue's first polls by lottery key).
+    // two seconds after it (the service paces the pre-queue's first polls by lottery key; see pacing.js).
   }
 }
 
