@@ -1,6 +1,6 @@
 import { DoorConfig, HttpConfig, WaitingRoomConfig } from '../config/app-config';
 import { lotteryKey, ticketIdFor } from './lottery';
-import { DRAW_WAIT_TICKS, QueueStates } from './queue-states';
+import { DRAW_WAIT_MAX_MS, DRAW_WAIT_TICKS, QueueStates } from './queue-states';
 import { AdmissionView, RoomRow, WaitingRoomRepository } from './waiting-room.repository';
 
 const seed = Buffer.alloc(32, 9);
@@ -27,7 +27,7 @@ const viewOf = (over: Partial<AdmissionView>): AdmissionView => ({
 });
 
 /** QueueStates over a repository whose admission view is `views()` at each read (tick: 100 ms). */
-function statesOver(views: () => AdmissionView) {
+function statesOver(views: () => AdmissionView, admissionTickMs = 100) {
   const repo = {
     room: jest.fn(async () => row),
     view: jest.fn(async () => views()),
@@ -36,7 +36,7 @@ function statesOver(views: () => AdmissionView) {
   };
   const states = new QueueStates(
     repo as unknown as WaitingRoomRepository,
-    Object.assign(new WaitingRoomConfig(), { admissionTickMs: 100 }),
+    Object.assign(new WaitingRoomConfig(), { admissionTickMs }),
     new HttpConfig(),
     Object.assign(new DoorConfig(), { soldOutStaleMs: 1000 }),
   );
@@ -94,6 +94,29 @@ describe("a pre-queue ticket's place around the draw", () => {
     expect(settled).toHaveBeenCalledWith(expect.objectContaining({ position: null, keyShare: expect.any(Number) }));
     const reads = repo.view.mock.calls.length;
     expect(reads).toBeLessThanOrEqual(DRAW_WAIT_TICKS * 4 + 1); // the first read, then one every 25 ms
+  });
+
+  it(`holds a poll no longer than ${DRAW_WAIT_MAX_MS} ms however long the tick`, async () => {
+    const { states } = statesOver(() => viewOf({}), 10_000);
+    const settled = jest.fn();
+    void states.preQueuePlace(7, 'ann', ann, true).then(settled);
+    await jest.advanceTimersByTimeAsync(DRAW_WAIT_MAX_MS - 100);
+    expect(settled).not.toHaveBeenCalled();
+    await jest.advanceTimersByTimeAsync(100);
+    expect(settled).toHaveBeenCalledWith(expect.objectContaining({ position: null }));
+  });
+
+  it('fails the polls waiting for the draw when a read of the view fails, rather than holding them', async () => {
+    let down = false;
+    const { states } = statesOver(() => {
+      if (down) throw new Error('connection refused');
+      return viewOf({});
+    });
+    const failed = jest.fn();
+    void states.preQueuePlace(7, 'ann', ann, true).catch(failed);
+    down = true;
+    await jest.advanceTimersByTimeAsync(25);
+    expect(failed).toHaveBeenCalledWith(expect.objectContaining({ code: 'UNAVAILABLE' }));
   });
 
   it('does not wait before the start: the draw is not due', async () => {

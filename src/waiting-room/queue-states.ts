@@ -16,9 +16,11 @@ interface Drawn {
 
 /**
  * How long, in admission ticks, a poll of a pre-queue ticket made after the start may wait for the
- * draw and the first admission (see firstAdmission); then it is answered as before the draw.
+ * draw and the first admission (see firstAdmission), and at most DRAW_WAIT_MAX_MS (a long
+ * ADMISSION_TICK_MS must not hold a poll for long); then it is answered as before the draw.
  */
 export const DRAW_WAIT_TICKS = 3;
+export const DRAW_WAIT_MAX_MS = 3000;
 
 /** Whether a view shows the draw and, where anyone can be admitted, the first admission. */
 function drawSettled(view: AdmissionView): boolean {
@@ -149,12 +151,13 @@ export class QueueStates {
    * tick after the start: a pre-queue ticket polled in that moment is answered with its place (and,
    * among the first, its admission) rather than asked back a second later. One loop per product
    * reads the view every quarter tick (at most 25 ms) for every poll waiting meanwhile, for at most
-   * DRAW_WAIT_TICKS ticks; then the last view read (a draw that takes longer is waited for as
-   * before it).
+   * DRAW_WAIT_TICKS ticks (and DRAW_WAIT_MAX_MS); then the last view read (a draw that takes longer
+   * is waited for as before it). A failed read fails the polls waiting on it (503), as a poll's own
+   * read would.
    */
   private firstAdmission(productId: number, read: AdmissionView): Promise<AdmissionView | null> {
     return this.once(this.awaitingDraw, productId, async () => {
-      const until = Date.now() + DRAW_WAIT_TICKS * this.tickMs;
+      const until = Date.now() + Math.min(DRAW_WAIT_TICKS * this.tickMs, DRAW_WAIT_MAX_MS);
       const every = Math.min(25, this.tickMs / 4);
       let view: AdmissionView | null = read;
       while (view !== null && !drawSettled(view) && Date.now() + every <= until) {
