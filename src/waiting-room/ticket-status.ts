@@ -157,9 +157,9 @@ export type Pace = 'behindUnitsLeft' | 'awaitingDraw' | null;
  * happen any second in a flash sale: it polls at the sold-out pace, so its buyer learns the outcome
  * within seconds rather than at the end of a long wait estimated from the admission rate. Before
  * the start a ticket polls at the start, a pre-queue ticket `wave` seconds after it (one due at the
- * start first polls once more in the second before it). A
- * pre-queue ticket after the start polls again in a second: the draw that places it (and admits
- * the first of the pre-queue) is made at the next tick.
+ * start first polls once more in the second before it). A pre-queue ticket still unplaced after
+ * the start (its poll waited for the draw and gave up, QueueStates.firstAdmission) polls again in
+ * a second.
  */
 export function pollAfterS(
   status: TicketStatus,
