@@ -228,8 +228,9 @@ describe('loadConfig', () => {
     expect(loadConfig({ LOCK_EXTEND: value }).locks.extend).toBe(expected);
   });
 
-  it('should turn load shedding off with SHED_LAG_MS=off', () => {
+  it('should turn load shedding off with SHED_LAG_MS=off, and take an empty value for the default', () => {
     expect(loadConfig({ SHED_LAG_MS: 'off' }).overload.lagMs).toEqual([]);
+    expect(loadConfig({ SHED_LAG_MS: '' }).overload.lagMs).toEqual(loadConfig({}).overload.lagMs);
   });
 
   it('should ignore variables that are not its own', () => {

@@ -35,6 +35,7 @@ import {
 
 export { SECRET_VARIABLES } from './env';
 
+const DEFAULT_SHED_LAG_MS = [150, 300, 600];
 const SHED_LAG_MESSAGE =
   'SHED_LAG_MS must be three rising whole numbers of milliseconds (joins, new orders, the rest), for example 150,300,600, or off';
 
@@ -176,7 +177,9 @@ export class OverloadConfig {
    * rest are shed: three rising numbers, or `off`.
    */
   @Env('SHED_LAG_MS')
-  @Transform(({ value }: { value: unknown }) => (value === 'off' ? [] : toIntList({ value })))
+  @Transform(({ value }: { value: unknown }) =>
+    value === 'off' ? [] : value === '' ? [...DEFAULT_SHED_LAG_MS] : toIntList({ value }),
+  )
   @ValidateIf((o: OverloadConfig) => o.lagMs.length > 0)
   @ArrayMinSize(3, { message: SHED_LAG_MESSAGE })
   @ArrayMaxSize(3, { message: SHED_LAG_MESSAGE })
@@ -184,7 +187,7 @@ export class OverloadConfig {
   @Min(1, { each: true, message: SHED_LAG_MESSAGE })
   @Max(60_000, { each: true, message: SHED_LAG_MESSAGE })
   @IsRising({ message: SHED_LAG_MESSAGE })
-  lagMs: number[] = [150, 300, 600];
+  lagMs: number[] = [...DEFAULT_SHED_LAG_MS];
   /** How often the event-loop delay is sampled, ms. */
   @Env('SHED_SAMPLE_MS') @Transform(toInt) @IsInt() @Min(10) @Max(10_000) sampleMs = 100;
 }

@@ -199,6 +199,37 @@ describe('SoldOutBoardService', () => {
     board.onApplicationShutdown();
   });
 
+  it('should answer the orders that found a product sold out from one read sent after they began, with each holder its order', async () => {
+    const { board, stock } = world(soldOut);
+    let answer: (s: SoldOutSnapshot) => void = () => undefined;
+    stock.soldOutSnapshot.mockImplementation(() => new Promise((resolve) => (answer = resolve)));
+    // A read already on its way was sent before these orders began: they wait for the next one.
+    board.learn(P);
+    jest.setSystemTime(1_000_000 + 5);
+    const asked = Date.now();
+    const carol = board.soldOutFor(P, 'carol', asked);
+    const bob = board.soldOutFor(P, 'bob', asked);
+    answer({ ...soldOut, holders: [['alice', 11]] });
+    await jest.advanceTimersByTimeAsync(0);
+    expect(stock.soldOutSnapshot).toHaveBeenCalledTimes(2);
+    answer(soldOut);
+    expect(await carol).toEqual({ kind: 'sold_out' });
+    expect(await bob).toEqual({ kind: 'already_ordered', orderId: 12 });
+    expect(stock.soldOutSnapshot).toHaveBeenCalledTimes(2);
+    // The entry that read made answers the door at once.
+    expect(board.refusal(P, 'dave')).toEqual({ kind: 'sold_out' });
+    board.onApplicationShutdown();
+  });
+
+  it('should leave the answer to the order path when the read shows units left or fails', async () => {
+    const { board, stock } = world({ remaining: 1, fingerprint: 'f1', holders: null });
+    expect(await board.soldOutFor(P, 'carol', Date.now())).toBeNull();
+    stock.soldOutSnapshot.mockRejectedValue(new Error('PostgreSQL is down'));
+    jest.setSystemTime(1_000_000 + 10);
+    expect(await board.soldOutFor(P, 'carol', Date.now())).toBeNull();
+    expect(board.holds(P)).toBe(false);
+  });
+
   it('should not hold a product with more holders than the board may hold, and drop the oldest to make room', async () => {
     const many = (n: number, prefix: string): SoldOutSnapshot => ({
       remaining: 0,

@@ -69,8 +69,10 @@ export class SoldOutBoardService implements OnApplicationShutdown {
   private readonly entries = new Map<number, Entry>();
   /** productId -> when this process last returned units of it (the waiting room's admitter asks). */
   private readonly returns = new Map<number, number>();
-  /** Learning in flight, one per product. */
-  private readonly learning = new Map<number, Promise<void>>();
+  /** Reads of a product in flight (one per product), with when each was sent. */
+  private readonly learning = new Map<number, { sentAt: number; done: Promise<void> }>();
+  /** The read that starts when a product's read on its way has answered, for orders that came after it was sent. */
+  private readonly learnQueued = new Map<number, Promise<void>>();
   /** A product found with units left is not looked at again before this (epoch ms). */
   private readonly quietUntil = new Map<number, number>();
   private timer: NodeJS.Timeout | null = null;
@@ -124,8 +126,42 @@ export class SoldOutBoardService implements OnApplicationShutdown {
   learn(productId: number): void {
     if (this.knowsSoldOut(productId) || this.learning.has(productId)) return;
     if ((this.quietUntil.get(productId) ?? 0) > Date.now()) return;
-    const started = Date.now();
-    const read = this.stock
+    void this.read(productId);
+  }
+
+  /**
+   * The order path found nothing left for this buyer (a request that began at `asked`): the board's
+   * answer from a read sent after that, which every order of the product waiting then shares (so
+   * the crowd that arrives as a product sells out costs one read per process, not one each). Null
+   * when that read shows units left, cannot be held or failed: the order path reads for itself.
+   */
+  async soldOutFor(productId: number, userId: string, asked: number): Promise<Refusal | null> {
+    const known = this.entries.get(productId);
+    if (known === undefined || known.confirmedAt < asked) await this.readSentAfter(productId, asked);
+    const e = this.entries.get(productId);
+    return e !== undefined && e.confirmedAt >= asked ? refusalOf(e, userId) : null;
+  }
+
+  /** A read of the product sent at `asked` or later: the one on its way if it was, else the next one. */
+  private readSentAfter(productId: number, asked: number): Promise<void> {
+    const inFlight = this.learning.get(productId);
+    if (inFlight === undefined) return this.read(productId);
+    if (inFlight.sentAt >= asked) return inFlight.done;
+    let next = this.learnQueued.get(productId);
+    if (next === undefined) {
+      next = inFlight.done.then(() => {
+        this.learnQueued.delete(productId);
+        return this.learning.get(productId)?.done ?? this.read(productId);
+      });
+      this.learnQueued.set(productId, next);
+    }
+    return next;
+  }
+
+  /** One read of the product's stock and holders; an entry when nothing remains. Never throws. */
+  private read(productId: number): Promise<void> {
+    const sentAt = Date.now();
+    const done = this.stock
       .soldOutSnapshot(productId)
       .then((snap) => {
         if (snap === null || snap.remaining > 0 || snap.holders === null) {
@@ -153,14 +189,17 @@ export class SoldOutBoardService implements OnApplicationShutdown {
         this.entries.set(productId, {
           holders: new Map(snap.holders),
           fingerprint: snap.fingerprint,
-          confirmedAt: started,
+          confirmedAt: sentAt,
         });
         this.metrics.soldOutBoardProducts.set(this.entries.size);
         this.schedule();
       })
       .catch((err: Error) => this.logger.debug(`could not learn product ${productId}: ${err.message}`))
-      .finally(() => this.learning.delete(productId));
-    this.learning.set(productId, read);
+      .finally(() => {
+        if (this.learning.get(productId)?.done === done) this.learning.delete(productId);
+      });
+    this.learning.set(productId, { sentAt, done });
+    return done;
   }
 
   private heldHolders(): number {
@@ -185,7 +224,7 @@ export class SoldOutBoardService implements OnApplicationShutdown {
 
   /** Resolves once every learn in flight has finished (tests). */
   async settled(): Promise<void> {
-    await Promise.all(this.learning.values());
+    await Promise.all([...this.learning.values()].map((l) => l.done));
   }
 
   onApplicationShutdown(): void {

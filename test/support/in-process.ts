@@ -55,6 +55,7 @@ export async function startInProcess(env: Record<string, string> = {}): Promise<
     SHOP_TOKEN,
     RATE_LIMIT_USER: '0',
     RATE_LIMIT_IP: '0',
+    SHED_LAG_MS: 'off',
     LOG_LEVEL: 'warn',
     ...env,
   });
