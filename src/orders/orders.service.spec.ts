@@ -17,7 +17,7 @@ import {
 import { ProductInfo } from '../inventory/product.types';
 import { takeFrom } from '../inventory/segment-plan';
 import { Layout, StockRepository } from '../inventory/stock.repository';
-import { SoldOutBoardService } from '../inventory/sold-out-board.service';
+import { Refusal, SoldOutBoardService } from '../inventory/sold-out-board.service';
 import { BatchAttempt, BatchResult, OrderRow, SegmentAttempt, UncertainBatch, UncertainWrite } from './order.types';
 import { OrderReadsRepository } from './repositories/order-reads.repository';
 import { OutcomesRepository } from './repositories/outcomes.repository';
@@ -257,7 +257,7 @@ function world(opts: {
     metrics as never,
   );
   // By default the board cannot tell (its read failed): the order path reads for itself.
-  const board: World['board'] = { soldOutFor: jest.fn(async () => null), forget: jest.fn() };
+  const board: World['board'] = { soldOutFor: jest.fn(async (): Promise<Refusal | null> => null), forget: jest.fn() };
   // An admission checked by the waiting room (its own specs cover the checks) names position 42.
   const room: World['room'] = {
     check: jest.fn<Promise<number>, [number, string, string | undefined]>(async () => 42),
