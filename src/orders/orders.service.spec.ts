@@ -257,7 +257,10 @@ function world(opts: {
     metrics as never,
   );
   // By default the board cannot tell (its read failed): the order path reads for itself.
-  const board: World['board'] = { soldOutFor: jest.fn(async (): Promise<Refusal | null> => null), forget: jest.fn() };
+  const board: World['board'] = {
+    soldOutFor: jest.fn(async (_p: number, _u: string, _asked: number): Promise<Refusal | null> => null),
+    forget: jest.fn(),
+  };
   // An admission checked by the waiting room (its own specs cover the checks) names position 42.
   const room: World['room'] = {
     check: jest.fn<Promise<number>, [number, string, string | undefined]>(async () => 42),
