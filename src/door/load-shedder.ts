@@ -32,6 +32,8 @@ export class LoadShedder {
       order: on ? config.lagMs[1] : Infinity,
       settle: on ? config.lagMs[2] : Infinity,
     };
+    // Every class's series exists from the start (at 0), so a rate over it reads 0, not "no data".
+    for (const c of SHED_CLASSES) metrics.shed.inc({ class: c }, 0);
     // Label lookups once, not per call.
     this.shedCount = {
       join: metrics.shed.labels('join'),
