@@ -27,6 +27,8 @@ export interface ClassResult {
 export interface LoadOutcome {
   /** Seconds from the first request due to the last answer. */
   elapsedS: number;
+  /** Requests sent per second, from the first to the last sent (below the rate asked when this side could not keep up). */
+  sentPerS: number;
   byKind: Record<string, ClassResult>;
 }
 
@@ -74,12 +76,21 @@ async function send(pool: Pool, o: LoadOptions, call: Call, dueAt: number, rec: 
       bodyTimeout: o.timeoutMs,
     });
     const text = await res.body.text();
-    tally(k.statuses, String(res.statusCode));
+    // A 503's code says whether it was shed (OVERLOADED) or something else (BUSY, UNAVAILABLE).
+    tally(k.statuses, res.statusCode === 503 ? `503 ${codeOf(text)}` : String(res.statusCode));
     if (res.statusCode !== 503) k.h.record(Math.max(1, Math.round((performance.now() - dueAt) * 1000)));
     o.onAnswer?.(call, res.statusCode, text);
   } catch (err) {
     const code = (err as { code?: string }).code ?? '';
     tally(k.statuses, /TIMEOUT/.test(code) ? 'timeout' : 'error');
+  }
+}
+
+function codeOf(text: string): string {
+  try {
+    return String((JSON.parse(text) as { code?: unknown }).code ?? '?');
+  } catch {
+    return '?';
   }
 }
 
@@ -96,14 +107,17 @@ export async function openLoop(o: LoadOptions & { ratePerS: number; durationS: n
   const start = performance.now();
   let n = 0;
   try {
+    let lastSent = start;
     while (n < total) {
       const elapsed = performance.now() - start;
       const due = Math.min(total, Math.floor((elapsed * o.ratePerS) / 1000) + 1);
       for (; n < due; n++) inFlight.push(send(p, o, o.call(n), start + (n * 1000) / o.ratePerS, rec));
+      lastSent = performance.now();
       await sleep(1);
     }
     await Promise.all(inFlight);
-    return { elapsedS: (performance.now() - start) / 1000, byKind: rec.result() };
+    const sentS = Math.max((lastSent - start) / 1000, (total - 1) / o.ratePerS);
+    return { elapsedS: (performance.now() - start) / 1000, sentPerS: total / sentS, byKind: rec.result() };
   } finally {
     await p.destroy();
   }
@@ -122,7 +136,8 @@ export async function closedLoop(o: LoadOptions & { concurrency: number; duratio
         while (performance.now() < end) await send(p, o, o.call(n++), performance.now(), rec);
       }),
     );
-    return { elapsedS: (performance.now() - start) / 1000, byKind: rec.result() };
+    const elapsedS = (performance.now() - start) / 1000;
+    return { elapsedS, sentPerS: n / elapsedS, byKind: rec.result() };
   } finally {
     await p.destroy();
   }

@@ -46,6 +46,7 @@ export const benchEnv = (databaseUrl: string, adminToken: string) => ({
   RATE_LIMIT_USER: '0',
   RATE_LIMIT_IP: '0',
   SHED_LAG_MS: 'off',
+  SHED_ORDERS_IN_FLIGHT: '0',
 });
 
 /** One benchmark configuration of the service, through the launcher the e2e tests use too. */

@@ -174,4 +174,35 @@ describe('overload: a lagging process keeps its "no" free and sheds the rest', (
     expect(changed).toEqual([]);
     expect((await metric(lagging.url, 'flashsale_shed_total')) - shedBefore).toBe(shed.length);
   });
+
+  it('should shed new orders beyond SHED_ORDERS_IN_FLIGHT on the order path at once, and change nothing for them', async () => {
+    // One segment and 300 ms of work inside its lock: orders queue on the order path, not on the event loop.
+    const bounded = await startService({ SHED_ORDERS_IN_FLIGHT: '4', ORDER_HOLD_MS: '300', ORDER_BATCH_MAX: '1' });
+    try {
+      const product = await createProduct(bounded.url, { stock: 100, segments: 1 });
+      const calls = await pooled(
+        Array.from({ length: 40 }, (_, i) => async (): Promise<[string, Reply]> => {
+          const userId = `queued-${i}`;
+          return [userId, await order(bounded.url, userId, product.id)];
+        }),
+        40,
+      );
+      const shed = calls.filter(([, r]) => r.status === 503 && r.body.code === 'OVERLOADED');
+      const sold = calls.filter(([, r]) => r.status === 201);
+      expect(shed.length).toBeGreaterThan(0);
+      expect(sold.length).toBeGreaterThan(0);
+      expect(calls.filter(([, r]) => r.status !== 201 && r.status !== 503).map(([u, r]) => [u, r.body])).toEqual([]);
+      for (const [, r] of shed) expect(Number(r.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+      const shedUsers = shed.map(([u]) => u);
+      const ordersOfShed = await withDb(
+        async (db) => (await db.query(`SELECT user_id FROM orders WHERE user_id = ANY($1::text[])`, [shedUsers])).rows,
+      );
+      expect(ordersOfShed).toEqual([]);
+      expect(await liveOrders(product.id)).toBe(sold.length);
+      // Once the queue has drained, orders are taken again.
+      expect((await order(bounded.url, 'after-the-queue', product.id)).status).toBe(201);
+    } finally {
+      await bounded.stop();
+    }
+  });
 });

@@ -190,6 +190,12 @@ export class OverloadConfig {
   lagMs: number[] = [...DEFAULT_SHED_LAG_MS];
   /** How often the event-loop delay is sampled, ms. */
   @Env('SHED_SAMPLE_MS') @Transform(toInt) @IsInt() @Min(10) @Max(10_000) sampleMs = 100;
+  /**
+   * New orders one process has on the order path at once (waiting for a segment lock or
+   * PostgreSQL) beyond which a further new order is shed: a queue that long is served no faster,
+   * only later. 0: no bound.
+   */
+  @Env('SHED_ORDERS_IN_FLIGHT') @Transform(toInt) @IsInt() @Min(0) @Max(1_000_000) ordersInFlight = 256;
 }
 
 /** Who the buyers and the shop are. */

@@ -152,7 +152,10 @@ export class DoorService {
       const answered = this.answeredFromMemory(body, userId, reply);
       if (answered === true || (answered !== false && (await answered))) return;
     }
-    this.shedding('order');
+    const admitted = this.shedder.admitsOrder();
+    if (admitted === null) throw this.overloaded;
+    // In flight until its answer is written or its client goes (close fires once either way).
+    reply.raw.once('close', admitted.done);
     await this.withinBudget(userId, req, reply);
   }
 

@@ -4,9 +4,9 @@ import { OverloadConfig } from '../config/app-config';
 import { MetricsService } from '../metrics/metrics.service';
 import { LoadShedder, ShedClass } from './load-shedder';
 
-function shedder(lagMs: number[]) {
+function shedder(lagMs: number[], ordersInFlight = 256) {
   const metrics = new MetricsService();
-  const s = new LoadShedder(Object.assign(new OverloadConfig(), { lagMs }), metrics);
+  const s = new LoadShedder(Object.assign(new OverloadConfig(), { lagMs, ordersInFlight }), metrics);
   let delay = 0;
   s.measureWith(() => delay);
   return { s, metrics, setDelay: (ms: number) => (delay = ms) };
@@ -49,5 +49,30 @@ describe('LoadShedder', () => {
     expect(text).toContain('flashsale_shed_total{class="settle"} 0');
     expect(text).toContain('flashsale_event_loop_delay_seconds 0.25');
     expect(text).toContain('flashsale_shedding_level 2');
+  });
+
+  it('should shed a new order while the process has SHED_ORDERS_IN_FLIGHT orders on the order path, and admit again as they end', async () => {
+    const { s, metrics } = shedder([100, 200, 400], 2);
+    const first = s.admitsOrder();
+    const second = s.admitsOrder();
+    expect([first, second].every((a) => a !== null)).toBe(true);
+    expect(s.admitsOrder()).toBeNull();
+    // Ending one twice frees one place only.
+    first?.done();
+    first?.done();
+    const third = s.admitsOrder();
+    expect(third).not.toBeNull();
+    expect(s.admitsOrder()).toBeNull();
+    second?.done();
+    third?.done();
+    expect(s.admitsOrder()).not.toBeNull();
+    expect(await metrics.registry.metrics()).toContain('flashsale_shed_total{class="order"} 2');
+  });
+
+  it('should not bound the orders in flight with SHED_ORDERS_IN_FLIGHT=0, nor admit an order while orders are shed for the delay', () => {
+    const { s, setDelay } = shedder([100, 200, 400], 0);
+    expect(Array.from({ length: 10_000 }, () => s.admitsOrder()).every((a) => a !== null)).toBe(true);
+    setDelay(201);
+    expect(s.admitsOrder()).toBeNull();
   });
 });

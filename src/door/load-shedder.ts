@@ -6,6 +6,10 @@
 // a saturated CPU, a stalled process and a burst queued in the process all show there first. Each
 // class of call has its own level (SHED_LAG_MS): joins are shed first, then new orders, then what
 // settles or follows an order already made; health checks, metrics and the operator's calls never.
+// New orders have a second bound: the orders this process already has on the order path
+// (SHED_ORDERS_IN_FLIGHT). They wait on segment locks and PostgreSQL, not on the event loop, so
+// a saturated order path shows there and not in the loop's delay; a longer queue would be served
+// no faster, only later.
 // A shed call is refused before any work: no PostgreSQL statement, no Redis command, no effect.
 import { Injectable } from '@nestjs/common';
 import { OverloadConfig } from '../config/app-config';
@@ -21,12 +25,15 @@ export class LoadShedder {
   private delayMs: () => number = () => 0;
   private readonly levels: Record<ShedClass, number>;
   private readonly shedCount: Record<ShedClass, { inc(): void }>;
+  private readonly maxOrdersInFlight: number;
+  private ordersInFlight = 0;
 
   constructor(
     config: OverloadConfig,
     private readonly metrics: MetricsService,
   ) {
     const on = config.lagMs.length === SHED_CLASSES.length;
+    this.maxOrdersInFlight = config.ordersInFlight === 0 ? Infinity : config.ordersInFlight;
     this.levels = {
       join: on ? config.lagMs[0] : Infinity,
       order: on ? config.lagMs[1] : Infinity,
@@ -53,6 +60,26 @@ export class LoadShedder {
     if (this.delayMs() <= this.levels[kind]) return false;
     this.shedCount[kind].inc();
     return true;
+  }
+
+  /**
+   * A new order may go on to the order path (counted in flight until `done` is called), or is to
+   * be refused (counted as shed).
+   */
+  admitsOrder(): { done: () => void } | null {
+    if (this.ordersInFlight >= this.maxOrdersInFlight) {
+      this.shedCount.order.inc();
+      return null;
+    }
+    if (this.sheds('order')) return null;
+    this.ordersInFlight++;
+    let open = true;
+    return {
+      done: () => {
+        if (open) this.ordersInFlight--;
+        open = false;
+      },
+    };
   }
 
   /** How many classes are shed now (0: none; 3: every class that can be). */

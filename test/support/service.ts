@@ -40,6 +40,7 @@ function startOnTestDatabase(env: Record<string, string>): Promise<ServiceProces
       RATE_LIMIT_USER: '0',
       RATE_LIMIT_IP: '0',
       SHED_LAG_MS: 'off',
+      SHED_ORDERS_IN_FLIGHT: '0',
       ...rest,
     },
     port: PORT ? Number(PORT) : undefined,
