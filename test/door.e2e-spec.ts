@@ -9,12 +9,14 @@ import { CLOCK } from '../src/waiting-room/waiting-room.repository';
 import { redisCommandCount, resetState, statementCount, withDb } from './support/database';
 import {
   admin,
+  ADMIN_TOKEN,
   createProduct,
   pooled,
   Reply,
   request,
   ServiceProcess,
   shop,
+  SHOP_TOKEN,
   startedTogether,
   startService,
   testUrls,
@@ -488,6 +490,18 @@ describe('the door: buyer identity and the shop token (I9)', () => {
       const r = await request(a.url, 'POST', '/orders', body, bearer(token));
       expect(`${String(body)}: ${r.status} ${r.body.code}`).toBe(`${String(body)}: 400 VALIDATION_FAILED`);
     }
+  });
+
+  it('should tell the admin token and the shop token sent as a buyer token by name, never by value', async () => {
+    const product = await createProduct(a.url, { stock: 1, segments: 1 });
+    const asAdmin = await request(a.url, 'POST', '/orders', { productId: product.id }, admin);
+    expect([asAdmin.status, asAdmin.body.code]).toEqual([401, 'UNAUTHENTICATED']);
+    expect(asAdmin.body.message).toBe(
+      "the bearer token is the admin token (ADMIN_TOKEN), not a buyer token: this call takes a buyer's JWT",
+    );
+    const asShop = await request(b.url, 'POST', '/orders', { productId: product.id }, shop);
+    expect(asShop.body.message).toContain("the shop's token (SHOP_TOKEN), not a buyer token");
+    expect(JSON.stringify([asAdmin.body, asShop.body])).not.toMatch(new RegExp(`${ADMIN_TOKEN}|${SHOP_TOKEN}`));
   });
 
   it('should document the three bearer schemes in OpenAPI', async () => {
