@@ -123,6 +123,16 @@ describe('the door: refusals from memory, across two processes', () => {
     expect(told.map((x) => [x.userId, x.r.status, x.r.body.code, x.r.body.orderId])).toEqual(
       told.map((x) => [x.userId, 409, 'ALREADY_ORDERED', holders.get(x.userId)]),
     );
+    // The bodies the order path would give, in the service's one error shape.
+    expect([late[0].r.body, told[0].r.body]).toEqual([
+      { statusCode: 410, code: 'SOLD_OUT', message: 'sold out' },
+      {
+        statusCode: 409,
+        code: 'ALREADY_ORDERED',
+        message: 'this user already has an order for this product',
+        orderId: holders.get(told[0].userId),
+      },
+    ]);
     expect({ statements: statementsAfter - statementsBefore, redisCommands: redisAfter - redisBefore }).toEqual({
       statements: 0,
       redisCommands: 0,
@@ -275,7 +285,11 @@ describe('the door: rate limits shared by the processes', () => {
     const limited = answers.filter((r) => r.status === 429);
     expect([passed.length, limited.length]).toEqual([3, 7]);
     for (const r of limited) {
-      expect(r.body.code).toBe('RATE_LIMITED');
+      expect(r.body).toEqual({
+        statusCode: 429,
+        code: 'RATE_LIMITED',
+        message: `too many calls from this user: retry after ${r.headers['retry-after']} s`,
+      });
       expect(Number(r.headers['retry-after'])).toBeGreaterThanOrEqual(1);
       expect(Number(r.headers['retry-after'])).toBeLessThanOrEqual(3);
     }
