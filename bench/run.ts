@@ -1,12 +1,13 @@
 // CLI entry of `npm run bench`: parses the flags, runs runBenchmark() (bench/benchmark.ts), prints
 // the table, and exits non-zero when a scenario FAILED. Ctrl-C stops the load and everything the
 // benchmark started before exiting; a second Ctrl-C exits at once.
-import { BenchmarkOptions, runBenchmark } from './benchmark';
+import { runBenchmark } from './benchmark';
 import { Flag, HELP, usageText, readFlags, toggle, value } from './cli';
 import { dirname, join } from 'node:path';
 import { renderConsole } from './report';
 import { renderQueue, runQueueBenchmark } from './waiting-room';
-import { PEER_NAMES, PeerName, pick } from './types';
+import { BenchmarkOptions, PEER_NAMES, PeerName } from './options';
+import { pick } from './pick';
 
 // Every flag once: parseArgs reads them, --help prints them.
 const FLAGS = {
