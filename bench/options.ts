@@ -2,15 +2,8 @@
 // plans from them: the bottom of the benchmark, which bench/types.ts's report shapes are made from.
 import { join, resolve } from 'node:path';
 import { projectRoot } from '../src/infrastructure/project-root';
+import { PEER_NAMES } from './cli';
 import { pick } from './pick';
-
-/**
- * The peers a run can hold; bare-nolock and bare-one-lock are the bare peer without Redis locks and
- * on 1 segment; bare-held is the bare peer holding its lock BARE_HELD_MS, on 1 segment and on the
- * speed segments (the floor of the segments-against-one-lock target on this machine).
- */
-export const PEER_NAMES = ['bare', 'bare-nolock', 'bare-one-lock', 'bare-lua', 'bare-held'] as const;
-export type PeerName = (typeof PEER_NAMES)[number];
 
 /**
  * runBenchmark's options, each at its default; `quick` (a smoke run: short scenarios, a small sweep,
