@@ -3,8 +3,10 @@
 // `mktemp -d`. The project is laid out as a clone would be: its own dist/, package.json and lua/,
 // and the embedded PostgreSQL binaries in its own node_modules (hard-linked, not copied); the other
 // packages are linked from this checkout. As root, PostgreSQL runs as the `postgres` user, who
-// cannot reach that folder; as any other user, the same start runs it as that user.
-import { ChildProcess, execFileSync, spawn } from 'node:child_process';
+// cannot reach that folder; as any other user, the same start runs it as that user. A second start
+// while the first runs is told the service already runs, and where; Ctrl-C says what it stopped.
+// And `npm start`'s build step says when it builds, and how long that took.
+import { ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import {
   cpSync,
   existsSync,
@@ -17,6 +19,7 @@ import {
   rmSync,
   statSync,
   symlinkSync,
+  writeFileSync,
 } from 'node:fs';
 import { createServer, Server } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -153,7 +156,7 @@ describe('first run from a private (0700) folder', () => {
     rmSync(project.privateDir, { recursive: true, force: true });
   });
 
-  it(`should serve with its own PostgreSQL and Redis${isRoot ? ' (run as the postgres user)' : ''}, keep its data across a restart, and stop every server it started on SIGINT`, async () => {
+  it(`should serve with its own PostgreSQL and Redis${isRoot ? ' (run as the postgres user)' : ''}, refuse a second start on its data folder, keep its data across a restart, and stop every server it started on SIGINT`, async () => {
     const port = await freePort();
     const first = launch(project.app, port);
     await serving(first, port);
@@ -179,9 +182,24 @@ describe('first run from a private (0700) folder', () => {
     expect(created.status).toBe(201);
     const { id } = (await created.json()) as { id: number };
 
+    // A second start from the same folder, on another port: told where the running one is, and
+    // never to stop the PostgreSQL that the running one uses.
+    const secondPort = await freePort();
+    const duplicate = launch(project.app, secondPort);
+    expect(await duplicate.exited).toBe(1);
+    expect(duplicate.output()).toContain(
+      `failed to start: the service is already running on port ${port} (pid ${first.child.pid}), started from this data folder`,
+    );
+    expect(duplicate.output()).not.toMatch(/another PostgreSQL|kill \d+\), or set DATA_DIR/);
+    expect(duplicate.output()).not.toMatch(new RegExp(`\\b${servers[0].pid}\\b`));
+    expect((await fetch(`http://127.0.0.1:${port}/health`)).status).toBe(200);
+
     first.child.kill('SIGINT');
     expect(await first.exited).toBe(0);
     await expectGone(servers);
+    // Ctrl-C says that the embedded servers stopped.
+    expect(first.output()).toContain(`stopped embedded PostgreSQL (pid ${servers[0].pid})`);
+    expect(first.output()).toContain(`stopped redis-server (pid ${servers[1].pid})`);
 
     const second = launch(project.app, port);
     await serving(second, port);
@@ -221,4 +239,35 @@ describe('first run from a private (0700) folder', () => {
       }
     },
   );
+});
+
+describe("npm start's build step", () => {
+  let dir: string;
+  afterAll(() => dir && rmSync(dir, { recursive: true, force: true }));
+
+  it('should say that it builds and how long that took on the first start, and nothing once dist/ is fresh', () => {
+    // scripts/build-once.js in a project whose `npm run build` only writes dist/src/main.js: the
+    // step's own words and decisions, without a minute of nest build.
+    dir = mkdtempSync(join(tmpdir(), 'flashsale-build-step-'));
+    cpSync(join(ROOT, 'scripts'), join(dir, 'scripts'), { recursive: true });
+    mkdirSync(join(dir, 'src'));
+    const build =
+      "node -e \"require('fs').mkdirSync('dist/src',{recursive:true});require('fs').writeFileSync('dist/src/main.js','')\"";
+    writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'build-step', private: true, scripts: { build } }));
+    const start = () =>
+      spawnSync(process.execPath, [join(dir, 'scripts', 'build-once.js')], {
+        cwd: dir,
+        encoding: 'utf8',
+        env: { PATH: process.env.PATH, HOME: process.env.HOME },
+      });
+
+    const first = start();
+    expect(first.status).toBe(0);
+    expect(first.stderr).toMatch(/^building the service into dist\/ \(the first start\): about a minute on 2 cores/m);
+    expect(first.stderr).toMatch(/^built in \d+ s$/m);
+
+    const again = start();
+    expect(again.status).toBe(0);
+    expect(again.stderr).toBe('');
+  });
 });
