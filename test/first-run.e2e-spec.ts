@@ -26,6 +26,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../src/infrastructure/free-port';
 import { keepServiceLog } from '../harness/launcher';
+import { testUrls } from './support/service';
 
 const ROOT = join(__dirname, '..');
 const ADMIN_TOKEN = 'first-run-admin-token-0123456789';
@@ -64,7 +65,7 @@ interface Started {
   exited: Promise<number | null>;
 }
 
-function launch(app: string, port: number, workers = 1): Started {
+function launch(app: string, port: number, workers = 1, more: NodeJS.ProcessEnv = {}): Started {
   let out = '';
   const env: NodeJS.ProcessEnv = {
     PATH: process.env.PATH,
@@ -74,6 +75,7 @@ function launch(app: string, port: number, workers = 1): Started {
     ADMIN_TOKEN,
     LOG_LEVEL: 'info',
     WORKERS: String(workers),
+    ...more,
   };
   const child = spawn(process.execPath, [join(app, 'dist', 'src', 'main.js')], {
     cwd: app,
@@ -218,7 +220,8 @@ describe('first run from a private (0700) folder', () => {
     'should exit non-zero saying the port is taken, and leave none of its servers running (WORKERS=%i)',
     async (workers) => {
       const port = await freePort();
-      const taken: Server = createServer();
+      // Not an HTTP server: what connects to it (the start's probe for a running service) is dropped.
+      const taken: Server = createServer((socket) => socket.destroy());
       await new Promise<void>((resolve) => taken.listen(port, '127.0.0.1', resolve));
       try {
         const svc = launch(project.app, port, workers);
@@ -236,6 +239,29 @@ describe('first run from a private (0700) folder', () => {
         await expectGone(embeddedServers(svc.output()));
       } finally {
         await new Promise((r) => taken.close(r));
+      }
+    },
+  );
+  it.each([1, 2])(
+    'should say that the service is already running when its port answers as the service does (WORKERS=%i)',
+    async (workers) => {
+      // On the test run's servers, so nothing is claimed: the port is what the two starts share.
+      const { databaseUrl, redisUrl } = testUrls();
+      const env = { DATABASE_URL: databaseUrl, REDIS_URL: redisUrl };
+      const port = await freePort();
+      const first = launch(project.app, port, 1, env);
+      try {
+        await serving(first, port);
+        const second = launch(project.app, port, workers, env);
+        expect(await second.exited).toBe(1);
+        const message =
+          `failed to start: the service is already running on port ${port} ` +
+          `(http://127.0.0.1:${port}/health/live answers): use it, or set PORT to a free port for a second one`;
+        expect(second.output().split(message).length - 1).toBe(1);
+        expect((await fetch(`http://127.0.0.1:${port}/health/live`)).status).toBe(200);
+      } finally {
+        first.child.kill('SIGTERM');
+        await first.exited;
       }
     },
   );
