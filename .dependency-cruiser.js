@@ -25,12 +25,12 @@ const LAYERS = [
  */
 const BENCH_LAYERS = [
   ['run', 'scaling-model', 'fixtures'],
-  ['benchmark', 'waiting-room', 'door', 'events', 'pow'],
+  ['benchmark', 'waiting-room', 'door', 'events', 'pow', 'overload'],
   ['scenarios', 'report'],
   ['standalone', 'returns', 'redis-setups', 'peers'],
   ['scenario-result', 'service'],
   ['types'],
-  ['metrics', 'costs', 'options'],
+  ['metrics', 'costs', 'options', 'open-loop'],
   ['http', 'load', 'cli', 'pick'],
 ];
 
