@@ -176,7 +176,7 @@ async function soldOutStatements(servers: Servers): Promise<number> {
     `SELECT coalesce(sum(s.calls), 0)::text AS n FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
       WHERE d.datname = current_database()
         AND (s.query LIKE '%WITH seg AS%' OR s.query LIKE '%p.layout_version, p.segment_count%'
-             OR s.query LIKE '%WHERE product_id = $1 AND user_id = $2%')`,
+             OR s.query LIKE '%FROM orders WHERE product_id = $1 AND user_id = $2%')`,
   );
   return Number(rows[0].n);
 }
