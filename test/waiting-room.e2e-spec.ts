@@ -125,7 +125,7 @@ describe('the waiting room under a storm across two service processes (I8, I1-I7
     }
 
     // The sale runs until every unit is paid for and the crowd has had its answers.
-    const settling = saleWatch(() => saleState(productId, withDb), Date.now() + 150_000);
+    const settling = saleWatch(() => saleState(productId, withDb));
     const watching = settling.watch();
     await runCrowd({
       urls,
@@ -133,7 +133,6 @@ describe('the waiting room under a storm across two service processes (I8, I1-I7
       buyers,
       inFlight: 48,
       finished: settling.settled,
-      deadline: Date.now() + 150_000,
     });
     await watching;
     // Past the sold-out staleness bound, each buyer's last answer.
@@ -205,7 +204,7 @@ describe('the waiting room under a storm across two service processes (I8, I1-I7
       expect(orders.find((o) => o.id === x.orderId)?.status).toBe('cancelled');
     // No 5xx to any buyer's order.
     expect(buyers.flatMap((x) => x.orderReplies).filter((r) => r.status >= 500)).toEqual([]);
-  }, 240_000);
+  });
 
   it('holds the admissions of buyers told sold_out through a pause, whichever process they poll, and they order first when units come back', async () => {
     const units = 40;

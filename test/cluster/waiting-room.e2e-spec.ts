@@ -44,14 +44,13 @@ describe('the waiting room on a Redis Cluster, one master killed mid-queue, acro
     );
 
     const state = () => saleState(productId, withDb);
-    const settling = saleWatch(state, Date.now() + 150_000);
+    const settling = saleWatch(state);
     const crowd = runCrowd({
       urls,
       productId,
       buyers,
       inFlight: 24,
       finished: settling.settled,
-      deadline: Date.now() + 150_000,
     });
     await waitFor('a third of the units ordered', async () => (await state()).orders >= UNITS / 3, 60_000, 200);
     const dead = sale.cluster.nodes[1];
@@ -73,5 +72,5 @@ describe('the waiting room on a Redis Cluster, one master killed mid-queue, acro
     const { orders } = await expectAdmissionsKept(productId, 1.5, buyers, withDb);
     expect(orders.filter((o) => o.status === 'paid')).toHaveLength(UNITS);
     await expectStockBalanced(productId, UNITS);
-  }, 240_000);
+  });
 });

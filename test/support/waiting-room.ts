@@ -42,7 +42,8 @@ export interface CrowdOptions {
   inFlight: number;
   /** Stop when this says so (checked after every poll), or at the deadline. */
   finished: () => boolean;
-  deadline: number;
+  /** Epoch ms; by default CROWD_GUARD_MS from the start: a guard against a hang, not a judge of speed (saleWatch judges progress). */
+  deadline?: number;
   /** Retry-After is honoured up to this many ms (a spec has no minutes to spare); default 2000. */
   longestWaitMs?: number;
   /** On 404 TICKET_NOT_FOUND (the queue lost the ticket) join again, as a storefront would; default false. */
@@ -51,8 +52,12 @@ export interface CrowdOptions {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** How long a crowd polls at most, unless told: inside the jest timeout (480 s) of the specs that run one. */
+const CROWD_GUARD_MS = 400_000;
+
 /** Polls every buyer's ticket until `finished` or the deadline; buyers order when admitted. */
 export async function runCrowd(o: CrowdOptions): Promise<void> {
+  const deadline = o.deadline ?? Date.now() + CROWD_GUARD_MS;
   const due = new Map<Buyer, number>(o.buyers.filter((b) => b.ticketId).map((b) => [b, Date.now()]));
   let turn = 0;
   const one = async (b: Buyer): Promise<void> => {
@@ -92,7 +97,7 @@ export async function runCrowd(o: CrowdOptions): Promise<void> {
     due.set(b, Date.now() + wait);
   };
   const workers = Array.from({ length: o.inFlight }, async () => {
-    while (Date.now() < o.deadline && !o.finished()) {
+    while (Date.now() < deadline && !o.finished()) {
       let next: Buyer | undefined;
       let at = Infinity;
       for (const [b, t] of due) if (!b.done && t < at) [next, at] = [b, t];
@@ -245,19 +250,26 @@ export async function saleState(
 /**
  * A watch on a sale: once `watch()` is called it reads the sale every 300 ms until every unit is
  * ordered and no reservation is left to expire (all paid); `settled()` turns true then, and the
- * promise `watch()` returned resolves. It fails, saying where the sale stood, past `deadline`.
+ * promise `watch()` returned resolves. It fails, saying where the sale stood, when the sale has not
+ * moved (units left, reservations and orders all unchanged) for `stalledMs`: a busy machine makes a
+ * sale slow, not still.
  */
 export function saleWatch(
   read: () => Promise<SaleState>,
-  deadline: number,
+  stalledMs = 60_000,
 ): { settled: () => boolean; watch: () => Promise<void> } {
   let settled = false;
   const watch = async () => {
+    let last = '';
+    let movedAt = Date.now();
     while (!settled) {
-      await new Promise((r) => setTimeout(r, 300));
+      await sleep(300);
       const s = await read();
       settled = s.left === 0 && s.reserved === 0;
-      if (!settled && Date.now() > deadline) throw new Error(`the sale did not settle in time: ${JSON.stringify(s)}`);
+      const now = JSON.stringify(s);
+      if (now !== last) [last, movedAt] = [now, Date.now()];
+      if (!settled && Date.now() - movedAt > stalledMs)
+        throw new Error(`the sale stopped moving for ${stalledMs} ms: ${now}`);
     }
   };
   return { settled: () => settled, watch };
