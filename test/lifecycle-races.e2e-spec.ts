@@ -5,7 +5,7 @@
 // phase is checked from PostgreSQL, and every answer a client got is checked against it.
 import type { ProductView } from '../src/inventory/product.types';
 import { Client } from 'pg';
-import { waitFor } from './faults/support';
+import { sleep, waitFor } from './support/wait';
 import { auditProduct, countByStatus, expectStockBalanced, resetState } from './support/database';
 import {
   admin,
@@ -322,7 +322,7 @@ describe('order lifecycle races across two service processes', () => {
       shuffled(orders, 7).map(async (o, i) => {
         const at = Date.parse(o.expiresAt) - 5000 + Math.round((i * SPREAD_MS) / ORDERS);
         const delay = at - Date.now();
-        if (delay > 0) await new Promise((r) => setTimeout(r, delay));
+        if (delay > 0) await sleep(delay);
         return { order: o, reply: await pay(pick(i), o) };
       }),
     );

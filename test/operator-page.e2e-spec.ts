@@ -12,7 +12,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Browser, chromium, Page } from 'playwright-core';
 import { Client } from 'pg';
-import { waitFor } from './faults/support';
+import { sleep, waitFor } from './support/wait';
 import { chromiumPath } from './support/chromium';
 import { resetState } from './support/database';
 import {
@@ -78,7 +78,7 @@ describe('the operator page in a real browser, against two service processes', (
   const shot = async (name: string) => {
     if (!SCREENSHOTS) return;
     // The seconds just past are flushed and polled by then.
-    await new Promise((r) => setTimeout(r, 2500));
+    await sleep(2500);
     mkdirSync(SCREENSHOTS, { recursive: true });
     await page.screenshot({ path: join(SCREENSHOTS, name), fullPage: true });
   };
@@ -156,7 +156,7 @@ describe('the operator page in a real browser, against two service processes', (
       while (busy) {
         seen.ordersPerS = Math.max(seen.ordersPerS, Number(await text('orders-per-s')));
         seen.processes = Math.max(seen.processes, Number(/\d+/.exec((await text('processes')) ?? '')?.[0] ?? 0));
-        await new Promise((r) => setTimeout(r, 200));
+        await sleep(200);
       }
     })();
     const sold = (

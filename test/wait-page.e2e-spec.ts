@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import { createSigner } from 'fast-jwt';
 import { solveChallenge } from 'altcha-lib/v1';
 import { Browser, chromium, Page } from 'playwright-core';
-import { waitFor } from './faults/support';
+import { waitFor } from './support/wait';
 import { chromiumPath } from './support/chromium';
 import { resetState } from './support/database';
 import { admin, request, ServiceProcess, startedTogether, startService } from './support/service';

@@ -33,9 +33,9 @@ import {
   scratchDir,
   startFaultService,
   stopAll,
-  waitFor,
   withPg,
 } from './support';
+import { sleep, waitFor } from '../support/wait';
 
 const SECRET = 'webhook-secret-for-the-specs-0123456789';
 const TIMEOUT_MS = 400;
@@ -229,7 +229,7 @@ describe('the event stream when PostgreSQL crashes mid-sale', () => {
     });
     await waitFor('orders before the crash', () => load.outcomes.filter((o) => o.status === 201).length >= 100);
     await crashPostgres(pg);
-    await new Promise((r) => setTimeout(r, 500));
+    await sleep(500); // half a second down
     await pg.start();
     await waitFor(
       'orders after the restart',

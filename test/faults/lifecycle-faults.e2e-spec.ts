@@ -28,13 +28,12 @@ import {
   Outcome,
   placeOrder,
   scratchDir,
-  sleep,
   StallingProxy,
   startFaultService,
   stopAll,
-  waitFor,
   withPg,
 } from './support';
+import { sleep, waitFor } from '../support/wait';
 
 const DB_TIMEOUT_MS = 800;
 const LOCK_WAIT_MS = 400;

@@ -19,12 +19,12 @@ import {
   metric,
   placeOrder,
   scratchDir,
-  sleep,
   StallingProxy,
   startFaultService,
   stopAll,
   withPg,
 } from './support';
+import { sleep } from '../support/wait';
 
 const LOCK_TTL_MS = 1000;
 const STALL_MS = 3 * LOCK_TTL_MS;

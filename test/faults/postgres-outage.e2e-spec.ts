@@ -20,9 +20,9 @@ import {
   startFaultService,
   stopAll,
   tally,
-  waitFor,
   withPg,
 } from './support';
+import { waitFor } from '../support/wait';
 
 const DB_TIMEOUT_MS = 800;
 const LOCK_WAIT_MS = 400;

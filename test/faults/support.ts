@@ -13,6 +13,7 @@ import { EmbeddedRedis, startEmbeddedRedis } from '../../src/infrastructure/embe
 import { onFreePort } from '../../src/infrastructure/free-port';
 import { PortTakenError } from '../../src/infrastructure/postgres-placement';
 import { request, ServiceProcess, startService } from '../support/service';
+import { sleep, waitFor } from '../support/wait';
 
 export const FAULT_DATABASE = 'flashsale_fault_test';
 const ROOT = join(__dirname, '..', '..');
@@ -394,28 +395,6 @@ export function loadUntilStopped(opts: {
       return outcomes;
     },
   };
-}
-
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/**
- * Polls `check` every `everyMs` until it returns a truthy value; fails with `what` after `timeoutMs`
- * (a function is asked then, so the message can say what was seen instead).
- */
-export async function waitFor<T>(
-  what: string | (() => string),
-  check: () => Promise<T> | T,
-  timeoutMs = 15_000,
-  everyMs = 25,
-): Promise<NonNullable<T>> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline)
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${typeof what === 'string' ? what : what()}`);
-    await sleep(everyMs);
-  }
 }
 
 /** One line per outcome, for readable failure diffs. */

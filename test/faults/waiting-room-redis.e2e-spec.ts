@@ -15,17 +15,8 @@ import {
   saleState,
   saleWatch,
 } from '../support/waiting-room';
-import {
-  audit,
-  FaultPostgres,
-  FaultRedis,
-  scratchDir,
-  sleep,
-  startFaultService,
-  stopAll,
-  waitFor,
-  withPg,
-} from './support';
+import { audit, FaultPostgres, FaultRedis, scratchDir, startFaultService, stopAll, withPg } from './support';
+import { sleep, waitFor } from '../support/wait';
 import type { ServiceProcess } from '../support/service';
 
 const UNITS = 80;

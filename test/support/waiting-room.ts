@@ -5,6 +5,7 @@
 import { createHash, createHmac } from 'node:crypto';
 import { withDb } from './database';
 import { admin, Reply, request, shop } from './service';
+import { sleep, waitFor } from './wait';
 
 export type Part = 'pay' | 'cancel' | 'leave unpaid' | 'ignore admission';
 
@@ -17,6 +18,8 @@ export interface Buyer {
   lotteryId?: string;
   /** Every status this buyer's polls answered, in order. */
   seen: string[];
+  /** Polls answered 200. */
+  polls: number;
   position?: number | null;
   last?: Reply;
   orderId?: number;
@@ -50,8 +53,6 @@ export interface CrowdOptions {
   rejoinWhenLost?: boolean;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 /** How long a crowd polls at most, unless told: inside the jest timeout (480 s) of the specs that run one. */
 const CROWD_GUARD_MS = 400_000;
 
@@ -83,6 +84,7 @@ export async function runCrowd(o: CrowdOptions): Promise<void> {
       return;
     }
     b.last = r;
+    b.polls++;
     b.position = r.body.position;
     if (typeof r.body.position === 'number') b.positions.add(r.body.position);
     if (r.body.status === 'admitted') b.admittedAt.add(r.body.position);
@@ -133,6 +135,7 @@ export function newBuyer(userId: string, part: Part): Buyer {
     userId,
     part,
     seen: [],
+    polls: 0,
     orderReplies: [],
     done: false,
     positions: new Set(),
@@ -290,13 +293,13 @@ export async function openSaleNow(urls: string[], productId: number, preQueueTic
     admin,
   );
   if (opened.status !== 200) throw new Error(`PATCH startsAt answered ${opened.status}`);
-  const deadline = Date.now() + 60_000;
-  for (const url of urls) {
-    while ((await request(url, 'GET', `/products/${productId}/queue/${preQueueTicket}`)).body?.position == null) {
-      if (Date.now() > deadline) throw new Error(`${url} did not tell the pre-queue's draw within 60 s`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
+  for (const url of urls)
+    await waitFor(
+      `${url} to tell the pre-queue's draw`,
+      async () => (await request(url, 'GET', `/products/${productId}/queue/${preQueueTicket}`)).body?.position != null,
+      60_000,
+      50,
+    );
 }
 
 /** The room's pause mark: when its admission clocks stopped, null while they run. */
