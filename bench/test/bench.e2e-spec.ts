@@ -36,7 +36,7 @@ describe('benchmark (quick path)', () => {
     try {
       result = await runBenchmark({
         quick: true,
-        duration: 2,
+        duration: 1,
         connections: 20,
         workers: 2,
         speedWorkers: 2,
