@@ -9,6 +9,7 @@ import { HttpAdapterHost, NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { SwaggerModule } from '@nestjs/swagger';
+import underPressure from '@fastify/under-pressure';
 import type { Logger as Pino } from 'pino';
 import { AppModule } from './app.module';
 import { AllExceptionsFilter, sendError } from './common/all-exceptions.filter';
@@ -16,6 +17,7 @@ import { capConnectionsPerAddress, drainRefusedBodies, serverOptions } from './i
 import { registerJsonBody } from './common/json-body';
 import { RouteMethods } from './common/route-methods';
 import { DoorService } from './door/door.service';
+import { LoadShedder } from './door/load-shedder';
 import { requestId } from './common/request-id';
 import { validationPipe } from './common/validation.pipe';
 import { AppConfig, ConfigurationError, loadConfig, ResolvedConfig } from './config/app-config';
@@ -77,6 +79,10 @@ export async function createApp(
     reply.header('X-Request-Id', req.id);
     done();
   });
+  // The event-loop delay the door's load shedder reads: @fastify/under-pressure's sampler alone
+  // (no thresholds of its own, so it adds no hook; LoadShedder decides by the class of call).
+  await fastify.register(underPressure, { sampleInterval: config.overload.sampleMs });
+  app.get(LoadShedder).measureWith(() => fastify.memoryUsage().eventLoopDelay);
   fastify.addHook('preHandler', app.get(DoorService).preHandler);
   // Joins and polls that the door let through are answered here, before Nest's pipeline.
   fastify.addHook('preHandler', queueAnswers(app.get(WaitingRoomService)));

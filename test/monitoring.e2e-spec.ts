@@ -126,7 +126,7 @@ describe('dashboards and alert rules against a real Prometheus scraping two serv
       'rules',
       join(MONITORING, 'alerts.yml'),
     ]);
-    expect(stdout).toMatch(/SUCCESS: 8 rules found/);
+    expect(stdout).toMatch(/SUCCESS: 9 rules found/);
   }, 120_000);
 
   it('fires the sweep alert while no process sweeps, the dead-letter alert while the webhook fails, and the Redis alert once Redis stops', async () => {

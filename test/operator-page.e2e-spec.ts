@@ -131,7 +131,7 @@ describe('the operator page in a real browser, against two service processes', (
     const legends = await page.$$eval('.u-legend', (els) => els.map((e) => e.textContent ?? ''));
     expect(legends).toHaveLength(2);
     for (const legend of legends) expect(legend).not.toContain('--');
-    expect(legends.join(' ')).toMatch(/created.*refused.*429.*5xx.*lock waits.*fall-overs/);
+    expect(legends.join(' ')).toMatch(/created.*refused.*429.*5xx.*shed.*lock waits.*fall-overs/);
 
     await page.fill('#create input[name="name"]', 'page sale');
     await page.fill('#create input[name="stock"]', '120');
@@ -261,6 +261,50 @@ describe('the operator page in a real browser, against two service processes', (
       return r.status === 403 && r.body.code === 'SALE_ENDED';
     });
     await shot('operator-page-actions.png');
+  });
+
+  it('shows the calls a stalled process shed and its event-loop delay', async () => {
+    // A third process that sheds new orders from 10 ms of event-loop delay, stopped again and
+    // again for longer than that while buyers order from it.
+    const c = await startService({ SHED_LAG_MS: '5,10,60000', SHED_SAMPLE_MS: '50' });
+    const productId = (
+      await request(
+        c.url,
+        'POST',
+        '/admin/products',
+        { name: 'shed sale', stock: 10_000, segments: 4 },
+        {
+          authorization: `Bearer ${ADMIN_TOKEN}`,
+        },
+      )
+    ).body.id as number;
+    let stalling = true;
+    const stalls = (async () => {
+      while (stalling) {
+        process.kill(c.pid, 'SIGSTOP');
+        await new Promise((r) => setTimeout(r, 200));
+        process.kill(c.pid, 'SIGCONT');
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    })();
+    try {
+      let n = 0;
+      await waitFor('the page to show calls shed and the event-loop delay', async () => {
+        await pooled(
+          Array.from(
+            { length: 40 },
+            () => () => request(c.url, 'POST', '/orders', { userId: `shed-${n++}`, productId }),
+          ),
+          20,
+        );
+        return Number(await text('shed-per-s')) > 0 && Number(await text('loop-delay')) > 10;
+      });
+    } finally {
+      stalling = false;
+      await stalls;
+      process.kill(c.pid, 'SIGCONT');
+      await c.stop();
+    }
   });
 
   it('serves every file the page asked for, its icon included, with no error answer', async () => {

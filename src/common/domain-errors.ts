@@ -33,6 +33,7 @@ export type ErrorCode =
   | 'ORDER_CANCELLED'
   | 'ORDER_PAID'
   | 'BUSY'
+  | 'OVERLOADED'
   | 'UNAVAILABLE'
   | 'OUTCOME_UNKNOWN'
   | 'INTERNAL';
@@ -70,6 +71,7 @@ export const ERROR_STATUS: Record<ErrorCode, number> = {
   HEADERS_TOO_LARGE: 431,
   INTERNAL: 500,
   BUSY: 503,
+  OVERLOADED: 503,
   UNAVAILABLE: 503,
   OUTCOME_UNKNOWN: 503,
 };
@@ -298,6 +300,13 @@ export class BusyError extends DomainError {
     override readonly retryAfterS: number,
   ) {
     super(message);
+  }
+}
+/** Shed at the door: this process is too far behind to take this kind of call now (docs/overload.md). Nothing happened. */
+export class OverloadedError extends DomainError {
+  readonly code = 'OVERLOADED';
+  constructor(override readonly retryAfterS: number) {
+    super('the service is overloaded: retry later');
   }
 }
 /** Redis or PostgreSQL did not answer. `cause` keeps what failed, for the log only. */

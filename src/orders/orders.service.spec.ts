@@ -17,7 +17,7 @@ import {
 import { ProductInfo } from '../inventory/product.types';
 import { takeFrom } from '../inventory/segment-plan';
 import { Layout, StockRepository } from '../inventory/stock.repository';
-import { SoldOutBoardService } from '../inventory/sold-out-board.service';
+import { Refusal, SoldOutBoardService } from '../inventory/sold-out-board.service';
 import { BatchAttempt, BatchResult, OrderRow, SegmentAttempt, UncertainBatch, UncertainWrite } from './order.types';
 import { OrderReadsRepository } from './repositories/order-reads.repository';
 import { OutcomesRepository } from './repositories/outcomes.repository';
@@ -37,7 +37,7 @@ interface World {
   catalog: { get: jest.Mock; remember: jest.Mock };
   hints: { read: jest.Mock; markEmpty: jest.Mock; markSoldOut: jest.Mock; stockReturned: jest.Mock };
   stock: jest.Mocked<Pick<StockRepository, 'readLayout'>>;
-  board: jest.Mocked<Pick<SoldOutBoardService, 'learn' | 'forget'>>;
+  board: jest.Mocked<Pick<SoldOutBoardService, 'soldOutFor' | 'forget'>>;
   /** The order repositories the sale reaches, as one fake: sale writes, reads by key or id, and settling. */
   orders: jest.Mocked<
     Pick<SaleWritesRepository, 'sellFromSegment' | 'sellFromSegments' | 'sellBatch'> &
@@ -256,7 +256,11 @@ function world(opts: {
     ordersRepo as never,
     metrics as never,
   );
-  const board: World['board'] = { learn: jest.fn(), forget: jest.fn() };
+  // By default the board cannot tell (its read failed): the order path reads for itself.
+  const board: World['board'] = {
+    soldOutFor: jest.fn(async (_p: number, _u: string, _asked: number): Promise<Refusal | null> => null),
+    forget: jest.fn(),
+  };
   // An admission checked by the waiting room (its own specs cover the checks) names position 42.
   const room: World['room'] = {
     check: jest.fn<Promise<number>, [number, string, string | undefined]>(async () => 42),
@@ -521,7 +525,33 @@ describe('OrdersService.place', () => {
       expect(w.orders.sellFromSegment).not.toHaveBeenCalled();
       expect(w.stock.readLayout).toHaveBeenCalledTimes(1);
       expect(w.metrics.soldOutShortCircuits.inc).toHaveBeenCalled();
-      expect(w.board.learn).toHaveBeenCalledWith(PRODUCT);
+      expect(w.board.soldOutFor).toHaveBeenCalledWith(PRODUCT, 'u1', expect.any(Number));
+    });
+
+    it("should answer SOLD_OUT from the sold-out board's shared read, with no read of its own, asking for one sent after the request began", async () => {
+      const w = world({ stocks: [0, 0] });
+      w.hints.read.mockResolvedValue({ soldOut: true, empty: new Set() });
+      w.board.soldOutFor.mockResolvedValue({ kind: 'sold_out' });
+      const began = Date.now();
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(
+        SoldOutError,
+      );
+      expect(w.stock.readLayout).not.toHaveBeenCalled();
+      expect(w.orders.findByKey).not.toHaveBeenCalled();
+      const asked = w.board.soldOutFor.mock.calls[0][2];
+      expect(asked).toBeGreaterThanOrEqual(began);
+    });
+
+    it("should answer ALREADY_ORDERED with the order the sold-out board's read found for the buyer", async () => {
+      const w = world({ stocks: [0, 0] });
+      w.hints.read.mockResolvedValue({ soldOut: false, empty: new Set() });
+      w.board.soldOutFor.mockResolvedValue({ kind: 'already_ordered', orderId: 42 });
+      startAt(0, 2);
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toMatchObject({
+        code: 'ALREADY_ORDERED',
+        orderId: 42,
+      });
+      expect(w.orders.findByKey).not.toHaveBeenCalled();
     });
 
     it('should clear a sold-out flag that PostgreSQL contradicts (its clearing was lost) and sell', async () => {
@@ -536,7 +566,7 @@ describe('OrdersService.place', () => {
       expect(order.allocations).toEqual([{ segment: 1, quantity: 1 }]);
       expect(w.hints.stockReturned).toHaveBeenCalledWith(PRODUCT, 1, [1]);
       expect(w.metrics.staleSoldOutFlags.inc).toHaveBeenCalledTimes(1);
-      expect(w.board.learn).not.toHaveBeenCalled();
+      expect(w.board.soldOutFor).toHaveBeenCalledTimes(1);
     });
 
     it('should answer ALREADY_ORDERED instead of SOLD_OUT to a user who holds an order of the sold-out product', async () => {

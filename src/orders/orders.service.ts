@@ -59,9 +59,10 @@ export class OrdersService {
 
   /** `admission`: the waiting room's token, for a product that has one. */
   async place(req: PlaceOrder, admission?: string): Promise<OrderRow> {
+    const asked = Date.now();
     let end: SaleEnd;
     try {
-      end = await this.sellPastStaleHint(req, admission);
+      end = await this.sellPastStaleHint(req, admission, asked);
     } catch (err) {
       // The unique key refused the insert: the order is there; its id is a courtesy.
       if (err instanceof AlreadyOrderedError && err.orderId === undefined) {
@@ -71,10 +72,15 @@ export class OrdersService {
       throw err;
     }
     if (end.kind === 'sold') return end.order;
-    // From now on this process answers the product's refusals from memory, if it is sold out.
-    if (end.remaining === 0) this.board.learn(req.productId);
+    if (end.remaining === 0) {
+      // The board's read (sent after this request began, shared by every order waiting then) knows
+      // whether this buyer holds an order; from then on the door answers the product from memory.
+      const known = await this.board.soldOutFor(req.productId, req.userId, asked);
+      if (known?.kind === 'already_ordered') throw new AlreadyOrderedError(known.orderId);
+      if (known?.kind === 'sold_out') throw new SoldOutError(0, req.quantity);
+    }
     // A client retrying after a lost answer must learn that its order exists, and which, also
-    // once the product is sold out. Costs one index lookup, on this path only.
+    // once the product is sold out. Costs one index lookup, when the board could not tell.
     const existing = await this.orderReads.findByKey(req.productId, req.userId);
     if (existing) throw new AlreadyOrderedError(existing.id);
     throw new SoldOutError(end.remaining, req.quantity);
@@ -83,12 +89,16 @@ export class OrdersService {
   /**
    * The Redis sold-out flag is a hint: before it refuses, PostgreSQL is asked, so a flag whose
    * clearing was lost (Redis away when units came back, a failover) cannot hide returned units.
-   * Such a flag is cleared and the order sold. This costs one read per refusal only until this
-   * process's sold-out board knows the product (then refusals never reach the order path).
+   * Such a flag is cleared and the order sold. The question goes to the sold-out board, whose one
+   * read serves every order of the product waiting then; only when it shows units left does this
+   * order read the layout itself.
    */
-  private async sellPastStaleHint(req: PlaceOrder, admission: string | undefined): Promise<SaleEnd> {
+  private async sellPastStaleHint(req: PlaceOrder, admission: string | undefined, asked: number): Promise<SaleEnd> {
     const end = await this.sell(req, admission);
     if (end.kind === 'sold' || !end.fromHint) return end;
+    // The board's read, shared by the orders waiting, confirms most flags at no cost of their own.
+    if ((await this.board.soldOutFor(req.productId, req.userId, asked)) !== null)
+      return { kind: 'soldOut', remaining: 0, fromHint: false };
     const layout = await this.stock.readLayout(req.productId);
     const left = layout?.segments.filter((s) => s.stock > 0) ?? [];
     const remaining = left.reduce((sum, s) => sum + s.stock, 0);

@@ -92,8 +92,9 @@
           ['refused', '#3f7be0'],
           ['429', '#e0a03f'],
           ['5xx', '#b3261e'],
+          ['shed', '#6b6b6b'],
         ]),
-        [[], [], [], [], []],
+        [[], [], [], [], [], []],
         $('chart-orders'),
       ),
       locks: new uPlot(
@@ -143,9 +144,11 @@
     $('p50').textContent = fmt(l.p50Ms, 1);
     $('p99').textContent = fmt(l.p99Ms, 1);
     $('lock-wait').textContent = fmt(l.lockWaitMeanMs, 1);
+    $('shed-per-s').textContent = fmt(l.shedPerS, 1);
+    $('loop-delay').textContent = fmt(l.eventLoopDelayMs);
     const c = charts();
     const s = l.series;
-    c.orders.setData([s.at, s.created, s.refused, s.rateLimited, s.errors]);
+    c.orders.setData([s.at, s.created, s.refused, s.rateLimited, s.errors, s.shed]);
     c.locks.setData([s.at, s.lockWaits, s.fallovers]);
     table(
       'codes',
