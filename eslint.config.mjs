@@ -45,12 +45,12 @@ export default defineConfig(
     },
   },
   {
-    files: ['**/*.js', '**/*.mjs'],
+    files: ['**/*.js', '**/*.mjs', '**/*.cjs'],
     extends: [tseslint.configs.disableTypeChecked],
   },
   {
-    // Jest reads its configuration files as CommonJS.
-    files: ['**/jest.config.js'],
+    // Jest reads its configuration files as CommonJS, and bench/main.cjs loads the flag table with require().
+    files: ['**/jest.config.js', '**/*.cjs'],
     languageOptions: { sourceType: 'commonjs' },
     rules: { '@typescript-eslint/no-require-imports': 'off' },
   },

@@ -88,7 +88,8 @@ async function send(pool: Pool, o: LoadOptions, call: Call, dueAt: number, rec: 
 
 function codeOf(text: string): string {
   try {
-    return String((JSON.parse(text) as { code?: unknown }).code ?? '?');
+    const code = (JSON.parse(text) as { code?: unknown }).code;
+    return typeof code === 'string' ? code : '?';
   } catch {
     return '?';
   }

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { projectRoot } from '../src/infrastructure/project-root';
 import { childrenOf, launchService, ServiceProcess } from '../harness/launcher';
 import { readProc } from './costs';
-import type { ProcessConfig } from './types';
+import type { ProcessConfig, ProcessPeak } from './types';
 
 /** Where the service finds Redis: REDIS_URL (and REDIS_LOCK_URLS for a Redlock quorum), or REDIS_CLUSTER_NODES alone (the service refuses it beside either). */
 export type ServiceRedis = { url: string; lockUrls?: string[] } | { clusterNodes: string[] };
@@ -98,12 +98,6 @@ export function serviceReads(name: string, root = projectRoot(__dirname)): boole
 function rssKb(pid: number): number | null {
   const m = readProc(pid, 'status')?.match(/^VmRSS:\s+(\d+)\s+kB/m);
   return m ? Number(m[1]) : null;
-}
-
-export interface ProcessPeak {
-  pid: number;
-  role: 'primary' | 'worker';
-  peakRssMb: number;
 }
 
 /** Samples VmRSS of the primary and its children every 500 ms; keeps each pid's peak. */

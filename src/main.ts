@@ -24,7 +24,7 @@ import { AppConfig, ConfigurationError, loadConfig, ResolvedConfig } from './con
 import { Dependencies, resolveDependencies, topology } from './infrastructure/dependencies';
 import { closeOnSignals } from './infrastructure/graceful-shutdown';
 import { runMigrations } from './infrastructure/migrate';
-import { startLinks } from './infrastructure/start-links';
+import { serviceUrl, startLinks } from './infrastructure/start-links';
 import { createLogger, nestLogger } from './logging/logger';
 import { MetricsService, serveClusterMetrics } from './metrics/metrics.service';
 import { openApiDocument } from './openapi';
@@ -126,6 +126,27 @@ export function startFailure(err: unknown, config: Pick<AppConfig['http'], 'port
   return e instanceof Error ? e.message : String(err);
 }
 
+/**
+ * startFailure, except that a port taken by a service that answers as this one does (GET
+ * /health/live) is said to be that: most often the service started a second time.
+ */
+async function explainFailure(err: unknown, config: Pick<AppConfig['http'], 'port' | 'host'>): Promise<string> {
+  const said = startFailure(err, config);
+  if ((err as NodeJS.ErrnoException)?.code !== 'EADDRINUSE') return said;
+  const host = ['0.0.0.0', '::'].includes(config.host) ? '127.0.0.1' : config.host;
+  const live = await fetch(`${serviceUrl({ host, port: config.port })}/health/live`, {
+    signal: AbortSignal.timeout(1000),
+  }).then(
+    (res) => res.ok,
+    () => false,
+  );
+  if (!live) return said;
+  return (
+    `the service is already running on port ${config.port} (${serviceUrl(config)}/health/live answers): ` +
+    'use it, or set PORT to a free port for a second one'
+  );
+}
+
 /** Sent by a worker that could not start, so the primary can stop everything and say why. */
 interface StartFailedMessage {
   startFailed: string;
@@ -169,7 +190,7 @@ async function primary(config: AppConfig, root: Pino): Promise<void> {
       await app.listen(resolved.http.port, resolved.http.host);
     }
   } catch (err) {
-    const message = startFailure(err, config.http);
+    const message = await explainFailure(err, config.http);
     await app?.close().catch(() => undefined);
     await deps.stop();
     throw new Error(message, { cause: err });
@@ -274,8 +295,8 @@ async function main(): Promise<void> {
 }
 
 if (require.main === module) {
-  main().catch((err: Error) => {
-    const message = cluster.isWorker ? startFailure(err, loadConfig().http) : err.message;
+  main().catch(async (err: Error) => {
+    const message = cluster.isWorker ? await explainFailure(err, loadConfig().http) : err.message;
     // A worker tells the primary, which stops everything and says it once; exit only once it is sent.
     if (cluster.isWorker && process.send)
       return void process.send({ startFailed: message } satisfies StartFailedMessage, () => process.exit(1));

@@ -11,12 +11,14 @@ import { EVENT_CLOCK } from '../src/events/events.repository';
 import { callsBetween, redisCommandCalls, resetState, statementCalls, withDb } from './support/database';
 import {
   admin,
+  ADMIN_TOKEN,
   createProduct,
   pooled,
   Reply,
   request,
   ServiceProcess,
   shop,
+  SHOP_TOKEN,
   startedTogether,
   startService,
   testUrls,
@@ -122,6 +124,16 @@ describe('the door: refusals from memory, across two processes', () => {
     expect(told.map((x) => [x.userId, x.r.status, x.r.body.code, x.r.body.orderId])).toEqual(
       told.map((x) => [x.userId, 409, 'ALREADY_ORDERED', holders.get(x.userId)]),
     );
+    // The bodies the order path would give, in the service's one error shape.
+    expect([late[0].r.body, told[0].r.body]).toEqual([
+      { statusCode: 410, code: 'SOLD_OUT', message: 'sold out' },
+      {
+        statusCode: 409,
+        code: 'ALREADY_ORDERED',
+        message: 'this user already has an order for this product',
+        orderId: holders.get(told[0].userId),
+      },
+    ]);
     // Every refusal answered from memory, and nothing but the clock's statements ran: a failure
     // names each statement and command the refusals caused.
     const ran = callsBetween(pgBefore, pgAfter);
@@ -281,7 +293,11 @@ describe('the door: rate limits shared by the processes', () => {
     const limited = answers.filter((r) => r.status === 429);
     expect([passed.length, limited.length]).toEqual([3, 7]);
     for (const r of limited) {
-      expect(r.body.code).toBe('RATE_LIMITED');
+      expect(r.body).toEqual({
+        statusCode: 429,
+        code: 'RATE_LIMITED',
+        message: `too many calls from this user: retry after ${r.headers['retry-after']} s`,
+      });
       expect(Number(r.headers['retry-after'])).toBeGreaterThanOrEqual(1);
       expect(Number(r.headers['retry-after'])).toBeLessThanOrEqual(3);
     }
@@ -498,6 +514,18 @@ describe('the door: buyer identity and the shop token (I9)', () => {
       const r = await request(a.url, 'POST', '/orders', body, bearer(token));
       expect(`${String(body)}: ${r.status} ${r.body.code}`).toBe(`${String(body)}: 400 VALIDATION_FAILED`);
     }
+  });
+
+  it('should tell the admin token and the shop token sent as a buyer token by name, never by value', async () => {
+    const product = await createProduct(a.url, { stock: 1, segments: 1 });
+    const asAdmin = await request(a.url, 'POST', '/orders', { productId: product.id }, admin);
+    expect([asAdmin.status, asAdmin.body.code]).toEqual([401, 'UNAUTHENTICATED']);
+    expect(asAdmin.body.message).toBe(
+      "the bearer token is the admin token (ADMIN_TOKEN), not a buyer token: this call takes a buyer's JWT",
+    );
+    const asShop = await request(b.url, 'POST', '/orders', { productId: product.id }, shop);
+    expect(asShop.body.message).toContain("the shop's token (SHOP_TOKEN), not a buyer token");
+    expect(JSON.stringify([asAdmin.body, asShop.body])).not.toMatch(new RegExp(`${ADMIN_TOKEN}|${SHOP_TOKEN}`));
   });
 
   it('should document the three bearer schemes in OpenAPI', async () => {

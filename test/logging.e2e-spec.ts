@@ -1,5 +1,7 @@
 // The service's log format, as an operator meets it: piped (a log collector), every line on stdout
-// is one JSON object from the very first; on a terminal, readable coloured lines instead.
+// is one JSON object from the very first; on a terminal, readable coloured lines instead. At info the
+// start says what an operator needs (where it listens, where to look); Nest's own lines about each
+// module and route it assembled are debug.
 import { ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { freePort } from '../src/infrastructure/free-port';
@@ -67,6 +69,9 @@ function stop(run: Run): Promise<void> {
 
 const lines = (text: string) => text.split('\n').filter((l) => l.trim() !== '');
 
+/** The contexts of Nest's start-up lines: which modules it loaded and which routes it mapped. */
+const NEST_ASSEMBLY = ['NestFactory', 'InstanceLoader', 'RoutesResolver', 'RouterExplorer', 'NestApplication'];
+
 describe('log format', () => {
   let run: Run | undefined;
   afterEach(async () => run && (await stop(run)));
@@ -92,10 +97,8 @@ describe('log format', () => {
         expect(entry).toEqual(
           expect.objectContaining({ level: expect.any(Number), time: expect.any(Number), msg: expect.any(String) }),
         );
-      // Nest's own start-up lines and the primary's lines are among them, not printed in Nest's text format.
-      expect(parsed).toContainEqual(
-        expect.objectContaining({ context: 'NestFactory', msg: 'Starting Nest application...' }),
-      );
+      // Nest's assembly (a line per module and per route, in every process) is not among them.
+      expect(parsed.filter((e) => NEST_ASSEMBLY.includes(e.context ?? ''))).toEqual([]);
       expect(parsed).toContainEqual(
         expect.objectContaining({ context: 'Main', msg: expect.stringMatching(/^listening on .*\(\d+ process/) }),
       );
@@ -110,7 +113,7 @@ describe('log format', () => {
     },
   );
 
-  it('should log requests only at debug, one JSON line each, with the request id and without the Authorization header', async () => {
+  it("should log requests and Nest's assembly only at debug, a request one JSON line with its id and without the Authorization header", async () => {
     const port = await freePort();
     const base = `http://127.0.0.1:${port}`;
     run = launch(process.execPath, [main], { PORT: String(port), LOG_LEVEL: 'info' });
@@ -148,6 +151,14 @@ describe('log format', () => {
     ]);
     expect(completed[0].req?.headers?.authorization).toBe('[Redacted]');
     expect(run.stdout()).not.toContain('secret-at-debug');
+    // Nest's assembly is there at debug (pino's level 20), route by route.
+    const assembly = lines(run.stdout())
+      .map((l) => JSON.parse(l) as { level?: number; context?: string; msg?: string })
+      .filter((e) => NEST_ASSEMBLY.includes(e.context ?? ''));
+    expect(assembly).toContainEqual(
+      expect.objectContaining({ level: 20, context: 'RouterExplorer', msg: 'Mapped {/orders, POST} route' }),
+    );
+    expect(assembly.every((e) => e.level === 20)).toBe(true);
   });
 
   it('should print coloured, readable lines when stdout is a terminal', async () => {

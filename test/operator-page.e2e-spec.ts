@@ -7,11 +7,14 @@
 // reporting, orders per second, the events) is checked against PostgreSQL; then every action
 // (restock, rebalance, change the window, end the sale now) is made through the page, each after
 // its confirmation, and checked in PostgreSQL. With OPERATOR_SCREENSHOTS=<dir> it saves screenshots
-// of the live sale there (docs/images holds the ones the README shows).
+// of the live sale there (docs/images holds the ones the README shows). axe-core's WCAG 2.1 AA
+// rules find nothing in the sign-in or the console, at a desktop's width and a phone's, where the
+// panels stack without overlapping.
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Browser, chromium, Page } from 'playwright-core';
 import { Client } from 'pg';
+import { axeViolations } from './support/axe';
 import { sleep, waitFor } from './support/wait';
 import { chromiumPath } from './support/chromium';
 import { resetState } from './support/database';
@@ -282,9 +285,9 @@ describe('the operator page in a real browser, against two service processes', (
     const stalls = (async () => {
       while (stalling) {
         process.kill(c.pid, 'SIGSTOP');
-        await new Promise((r) => setTimeout(r, 200));
+        await sleep(200);
         process.kill(c.pid, 'SIGCONT');
-        await new Promise((r) => setTimeout(r, 100));
+        await sleep(100);
       }
     })();
     try {
@@ -304,6 +307,55 @@ describe('the operator page in a real browser, against two service processes', (
       await stalls;
       process.kill(c.pid, 'SIGCONT');
       await c.stop();
+    }
+  });
+
+  it('says which token it wants, and keeps its sign-in and console free of WCAG 2.1 AA violations (axe-core) at 1400, 390 and 360 px, its panels side by side without overlap on a phone', async () => {
+    // Its own context: axe-core's script is added to the page, which the page's CSP would refuse.
+    const context = await browser.newContext({ bypassCSP: true, viewport: { width: 390, height: 844 } });
+    const phone = await context.newPage();
+    try {
+      await phone.goto(`${a.url}/admin`);
+      expect(await phone.textContent('label[for="token"]')).toContain('ADMIN_TOKEN');
+      expect(await phone.textContent('[data-testid="token-hint"]')).toContain('ADMIN_TOKEN');
+      expect(await axeViolations(phone)).toEqual([]);
+      await phone.fill('#token', 'a-shop-or-buyer-token-perhaps');
+      await phone.click('#login button[type="submit"]');
+      await waitFor('the refusal', async () =>
+        (await phone.textContent('[data-testid="login-error"]'))?.includes('401'),
+      );
+      expect(await phone.textContent('[data-testid="login-error"]')).toContain('ADMIN_TOKEN');
+      expect(await axeViolations(phone)).toEqual([]);
+
+      await phone.fill('#token', ADMIN_TOKEN);
+      await phone.click('#login button[type="submit"]');
+      await phone.waitForSelector('#console:not([hidden]) [data-product] button[data-action="restock"]');
+      // Every input of a product's actions has a name a screen reader says (axe-core's "label" rule).
+      const unnamed = await phone.$$eval('[data-product] .actions input', (inputs) =>
+        inputs.filter((i) => (i as HTMLInputElement).labels?.length === 0).map((i) => (i as HTMLInputElement).name),
+      );
+      expect(unnamed).toEqual([]);
+      for (const width of [1400, 390, 360]) {
+        await phone.setViewportSize({ width, height: 900 });
+        expect({ width, violations: await axeViolations(phone) }).toEqual({ width, violations: [] });
+        if (width > 400) continue;
+        // The panels (figures, charts, answers, products, new product and events) stack: none
+        // overlaps another, and nothing is wider than the screen (the charts follow the width).
+        await waitFor(`a one-column layout at ${width} px`, async () => {
+          const layout = await phone.evaluate(() => {
+            const boxes = [...document.querySelectorAll('main > section')].map((e) => e.getBoundingClientRect());
+            const overlaps = boxes.flatMap((p, i) =>
+              boxes
+                .slice(i + 1)
+                .filter((q) => p.left < q.right && q.left < p.right && p.top < q.bottom && q.top < p.bottom),
+            ).length;
+            return { overlaps, scrollWidth: document.documentElement.scrollWidth, width: window.innerWidth };
+          });
+          return layout.overlaps === 0 && layout.scrollWidth <= layout.width;
+        });
+      }
+    } finally {
+      await context.close();
     }
   });
 

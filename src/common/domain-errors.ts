@@ -119,11 +119,7 @@ export class RateLimitedError extends DomainError {
     readonly limit: 'user' | 'ip',
     override readonly retryAfterS: number,
   ) {
-    super(RateLimitedError.messageFor(limit, retryAfterS));
-  }
-
-  static messageFor(limit: 'user' | 'ip', retryAfterS: number): string {
-    return `too many calls from this ${limit === 'user' ? 'user' : 'address'}: retry after ${retryAfterS} s`;
+    super(`too many calls from this ${limit === 'user' ? 'user' : 'address'}: retry after ${retryAfterS} s`);
   }
 }
 /** A path that names nothing (an asset of the operator page that does not exist). */

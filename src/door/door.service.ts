@@ -21,11 +21,13 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { HttpConfig, IdentityConfig, ResolvedIdentityConfig } from '../config/app-config';
 import { bearerToken, SharedSecret } from '../common/bearer';
 import {
+  AlreadyOrderedError,
   DomainError,
   ForbiddenError,
   IdentityMismatchError,
   OverloadedError,
   RateLimitedError,
+  SoldOutError,
   UnauthenticatedError,
   UnavailableError,
 } from '../common/domain-errors';
@@ -53,8 +55,15 @@ declare module 'fastify' {
 }
 
 const ORDER_FIELDS = new Set(['userId', 'productId', 'quantity', 'admission']);
-const SOLD_OUT_BODY = JSON.stringify({ statusCode: 410, code: 'SOLD_OUT', message: 'sold out' });
-const ALREADY_ORDERED_MESSAGE = 'this user already has an order for this product';
+// The refusals from memory, made once from the error table as AllExceptionsFilter answers them:
+// each refusal then costs a send, not an Error and its serialization.
+const SOLD_OUT = toErrorResponse(new SoldOutError(0, 1)).body;
+const SOLD_OUT_BODY = JSON.stringify(SOLD_OUT);
+const ALREADY_ORDERED = toErrorResponse(new AlreadyOrderedError()).body;
+/** ALREADY_ORDERED's body up to the orderId that each refusal ends it with. */
+const ALREADY_ORDERED_HEAD = `${JSON.stringify(ALREADY_ORDERED).slice(0, -1)},"orderId":`;
+/** 429 bodies by budget and Retry-After, each made once: a flood over budget repeats a few of them. */
+const overBudgetBodies = new Map<string, { status: number; body: string }>();
 const JSON_TYPE = 'application/json; charset=utf-8';
 
 /** A userId as the order DTO keeps it (a positive integer as its decimal string), or null when it is not one. */
@@ -251,16 +260,14 @@ export class DoorService {
     if (refusal.kind === 'sold_out') {
       this.refusedSoldOut[0].inc();
       this.refusedSoldOut[1].inc();
-      void reply.code(410).header('content-type', JSON_TYPE).send(SOLD_OUT_BODY);
+      void reply.code(SOLD_OUT.statusCode).header('content-type', JSON_TYPE).send(SOLD_OUT_BODY);
     } else {
       this.refusedAlready[0].inc();
       this.refusedAlready[1].inc();
       void reply
-        .code(409)
+        .code(ALREADY_ORDERED.statusCode)
         .header('content-type', JSON_TYPE)
-        .send(
-          `{"statusCode":409,"code":"ALREADY_ORDERED","message":"${ALREADY_ORDERED_MESSAGE}","orderId":${refusal.orderId}}`,
-        );
+        .send(`${ALREADY_ORDERED_HEAD}${refusal.orderId}}`);
     }
     return true;
   }
@@ -329,10 +336,22 @@ export class DoorService {
     return new IdentityMismatchError();
   }
 
-  /** 429 in the service's error shape, built without an Error (RateLimitedError's message, status and code). */
+  /** 429 RATE_LIMITED, its body made from the error table the first time a budget and Retry-After come. */
   private overBudget(reply: FastifyReply, over: OverBudget): void {
-    const body = `{"statusCode":429,"code":"RATE_LIMITED","message":"${RateLimitedError.messageFor(over.limit, over.retryAfterS)}"}`;
-    void reply.code(429).header('Retry-After', String(over.retryAfterS)).header('content-type', JSON_TYPE).send(body);
+    const key = `${over.limit}:${over.retryAfterS}`;
+    let answer = overBudgetBodies.get(key);
+    if (answer === undefined) {
+      const { body } = toErrorResponse(new RateLimitedError(over.limit, over.retryAfterS));
+      answer = { status: body.statusCode, body: JSON.stringify(body) };
+      // Retry-After is a few whole seconds: the map stays small; the bound only guards the memory.
+      if (overBudgetBodies.size >= 1000) overBudgetBodies.clear();
+      overBudgetBodies.set(key, answer);
+    }
+    void reply
+      .code(answer.status)
+      .header('Retry-After', String(over.retryAfterS))
+      .header('content-type', JSON_TYPE)
+      .send(answer.body);
   }
 
   /** Answered here in the service's one error shape (the same mapping as AllExceptionsFilter). */

@@ -30,6 +30,7 @@ function world(snapshot: SoldOutSnapshot | null) {
 
 const terms: ProductInfo = {
   id: P,
+  name: 'Sneaker',
   limitPerUser: 1,
   segmentCount: 2,
   layoutVersion: 1,

@@ -88,6 +88,7 @@ function world(opts: {
   const stocks = [...opts.stocks];
   const info: ProductInfo = {
     id: PRODUCT,
+    name: 'Sneaker',
     limitPerUser: opts.limitPerUser ?? 1,
     segmentCount: stocks.length,
     layoutVersion: 1,

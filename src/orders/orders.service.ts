@@ -1,7 +1,7 @@
 // The order path: user lock, random segment, fall over when busy or empty, bounded wait when every
 // live segment is busy, an authoritative read before SOLD_OUT, and several segments when no single
 // one holds the quantity. How a segment is held (the gate, Redlock, group commit) is
-// sale/segment-locking.service.ts; the sale's outcomes come back as values (sale/sale.types.ts), and
+// sale/segment-locking.service.ts; the sale's outcomes come back as values (sale/sale.ts), and
 // only place() turns sold out into the client's error. See docs/order-path.md for why each step is there.
 import { Injectable } from '@nestjs/common';
 import { HttpConfig, LocksConfig } from '../config/app-config';

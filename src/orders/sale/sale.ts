@@ -16,14 +16,14 @@ export interface PlaceOrder {
   admissionPosition?: number;
 }
 
-/** An order on its way: its user lock (if the mode has one) and the hints it opened with. */
+/** An order on its way: its user lock and the hints it opened with. */
 export interface OrderPass {
   userId: string;
-  /** The user lock's token; null when the mode has none or its Redis was unreachable. */
+  /** The user lock's token; null when its Redis could not be reached (the order goes on without it). */
   token: string | null;
   /** Segments known empty in the product's current layout. */
   empty: Set<number>;
-  /** The product's stock generation when the order opened (see StockHintsService); null when the mode keeps no hints. */
+  /** The product's stock generation when the order opened (see StockHintsService); null when the hint Redis failed. */
   generation: number | null;
 }
 
