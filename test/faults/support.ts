@@ -510,9 +510,13 @@ export async function expectPromisesKept(
   return a;
 }
 
-/** True when a reply body shows nothing of the inside: no stack, error class, path or SQL. */
+/**
+ * True when a reply body shows something of the inside: a stack frame (`at fn (file:line:col)`,
+ * or a line starting with `at `), an error class, a path or SQL. A message that says where in the
+ * body a JSON error is ("at line 1, column 29") is the client's own text, not a frame.
+ */
 export function leaksInternals(text: string): boolean {
-  return /Error\b|\s+at\s|\/work\/|node_modules|\.ts:\d|\.js:\d|SELECT|INSERT|UPDATE|QueryFailed|ECONN|stack/.test(
+  return /Error\b|\bat \S+ \(|(^|\\n|\n)\s*at\s|\/work\/|node_modules|\.ts:\d|\.js:\d|SELECT|INSERT|UPDATE|QueryFailed|ECONN|stack/.test(
     text,
   );
 }
