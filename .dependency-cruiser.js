@@ -30,7 +30,7 @@ const BENCH_LAYERS = [
   ['standalone', 'returns', 'redis-setups', 'peers'],
   ['scenario-result', 'service'],
   ['types'],
-  ['metrics', 'costs', 'options', 'open-loop'],
+  ['metrics', 'costs', 'options', 'open-loop', 'cpu-cap'],
   ['http', 'load', 'cli', 'pick'],
 ];
 

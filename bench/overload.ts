@@ -8,23 +8,26 @@
 // beside burners. One service start (WORKERS=2) per part and machine load.
 import { ChildProcess, spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { ServiceProcess } from '../harness/launcher';
 import { costDeltas, CostSnapshot } from './costs';
 import { Latency, nearestRank, runLoad } from './load';
 import { Call, closedLoop, goodAnswers, LoadOutcome, openLoop } from './open-loop';
 import { createProductViaApi } from './scenarios';
+import { capCpu } from './cpu-cap';
+import { childrenOf, ServiceProcess } from '../harness/launcher';
 import { BENCH_SHOP_TOKEN, RssSampler } from './service';
 import { machine, reportMain, Servers, withServers } from './standalone';
 
-const USAGE = `npm run bench:overload -- [--steps 0.5,1,2,4,8,16] [--step-s 6] [--burners 1] [--crowd-burners 0,2|none] [--shed off] [--out DIR]
+const USAGE = `npm run bench:overload -- [--steps 0.5,1,2,4,8,16] [--step-s 6] [--burners 1] [--service-cores 1] [--crowd-burners 0,2|none] [--shed off] [--out DIR]
 
   --steps          multiples of the measured capacity offered in turn (open loop)
   --step-s         seconds of load per step (default 6)
   --burners        CPU burners beside the service during part one (default 1)
+  --service-cores  cap the service's processes at this many cores in part one (a cgroup; root only):
+                   one load generator on the same cores cannot outpace a service that has them all
   --crowd-burners  machine loads of part two, as burner counts (default 0,2; none: part one only)
   --shed LEVELS    SHED_LAG_MS of the service (default: its own default; off: no shedding, to compare)`;
 
-const FLAGS = ['steps', 'step-s', 'burners', 'crowd-burners', 'shed'] as const;
+const FLAGS = ['steps', 'step-s', 'burners', 'service-cores', 'crowd-burners', 'shed'] as const;
 
 /** Connections the crowd may open in part one: far more than the service takes at once. */
 const CONNECTIONS = 1000;
@@ -40,6 +43,8 @@ export interface OverloadReport {
   machine: ReturnType<typeof machine>;
   stepS: number;
   burners: number;
+  /** The service's CPU cap in part one, in cores; null: none. */
+  serviceCores: number | null;
   shed: string;
   capacityPerS: number;
   steps: Step[];
@@ -243,7 +248,8 @@ async function runStep(f: Fixtures, multiple: number, capacityPerS: number, step
     sentPerS: r.sentPerS,
     elapsedS: r.elapsedS,
     byKind: r.byKind,
-    goodputPerS: answers / stepS,
+    // Answers that came after the step's end still count, over the time they took.
+    goodputPerS: answers / Math.max(stepS, r.elapsedS),
     latencyMs: allLatency(r),
     shed: {
       join: after.shedJoin - before.shedJoin,
@@ -270,7 +276,7 @@ async function runStep(f: Fixtures, multiple: number, capacityPerS: number, step
 
 async function partOne(
   servers: Servers,
-  o: { steps: number[]; stepS: number; burners: number; shed: string },
+  o: { steps: number[]; stepS: number; burners: number; serviceCores: number | null; shed: string },
   log: (l: string) => void,
 ) {
   const svc = await servers.start({
@@ -295,6 +301,8 @@ async function partOne(
   }
   const f: Fixtures = { svc, servers, room, tickets };
   const burners = burn(o.burners);
+  const cap =
+    o.serviceCores === null ? null : capCpu([svc.pid, ...childrenOf(svc.pid)], o.serviceCores, `overload-${svc.pid}`);
   try {
     // Warm-up and capacity: the same mix on a product that does not sell out, as many callers as connections.
     const big = await createProductViaApi(svc.url, servers.adminToken, {
@@ -326,6 +334,7 @@ async function partOne(
     return { capacityPerS, steps };
   } finally {
     stopBurners(burners);
+    cap?.release();
   }
 }
 
@@ -366,7 +375,8 @@ async function runCrowd(servers: Servers, burnerCount: number, log: (l: string) 
     const after = await servers.probe.snapshot(svc.pid);
     const costs = costDeltas(before, after, 'answer', crowd.responses);
     const healthPerS = health.responses / health.elapsedS;
-    const answersPerS = crowd.responses / crowd.elapsedS;
+    const answered = crowd.responses - (crowd.statusCounts['503'] ?? 0);
+    const answersPerS = answered / crowd.elapsedS;
     const row = {
       burners: burnerCount,
       healthPerS,
@@ -392,10 +402,11 @@ export async function runOverload(flags: Partial<Record<(typeof FLAGS)[number], 
   const log = (l: string) => process.stderr.write(`${l}\n`);
   const stepS = Number(flags['step-s'] ?? 6);
   const burners = Number(flags.burners ?? 1);
+  const serviceCores = flags['service-cores'] === undefined ? null : Number(flags['service-cores']);
   const steps = list(flags.steps, [0.5, 1, 2, 4, 8, 16]);
   const shed = flags.shed ?? 'on';
   return withServers('overload', log, async (servers) => {
-    const one = await partOne(servers, { steps, stepS, burners, shed }, log);
+    const one = await partOne(servers, { steps, stepS, burners, serviceCores, shed }, log);
     const crowd: CrowdRow[] = [];
     if (flags['crowd-burners'] !== 'none')
       for (const b of list(flags['crowd-burners'], [0, 2])) crowd.push(await runCrowd(servers, b, log));
@@ -404,6 +415,7 @@ export async function runOverload(flags: Partial<Record<(typeof FLAGS)[number], 
       machine: machine(),
       stepS,
       burners,
+      serviceCores,
       shed,
       ...one,
       crowd,
@@ -423,7 +435,8 @@ export function overloadTargets(r: Pick<OverloadReport, 'steps' | 'crowd'>) {
     ok: sense === '>=' ? measured >= target : measured <= target,
   });
   const peak = Math.max(...r.steps.map((s) => s.goodputPerS));
-  const top = r.steps.at(-1);
+  // The targets are set at 8x (the highest step when the run stopped below it).
+  const top = r.steps.find((s) => s.multiple === 8) ?? r.steps.at(-1);
   const low = r.steps[0];
   const worstReads = Math.max(...r.steps.map((s) => (s.soldOutRefusals ? s.soldOutStatements / s.soldOutRefusals : 0)));
   return [
@@ -450,7 +463,7 @@ export function renderOverload(r: OverloadReport): string {
     `# Overload: a crowd larger than the machine`,
     '',
     `${r.machine.cores} cores, ${r.machine.memoryGb} GB, Node ${r.machine.node}; the service as WORKERS=2, shedding ${r.shed}; the load generator, PostgreSQL and Redis on the same cores. ` +
-      `Part one beside ${r.burners} CPU burner(s): the capacity is the mix's answers/s in a closed loop (200 callers); each step then offers a multiple of it in an open loop for ${r.stepS} s ` +
+      `Part one beside ${r.burners} CPU burner(s)${r.serviceCores === null ? '' : `, the service's processes capped at ${r.serviceCores} core(s) (a cgroup) so that the load generator can outpace them`}: the capacity is the mix's answers/s in a closed loop (200 callers); each step then offers a multiple of it in an open loop for ${r.stepS} s ` +
       `(requests sent when due over up to ${CONNECTIONS} connections, latency counted from when each was due, ${TIMEOUT_MS / 1000} s timeout), ` +
       'the mix being 17 new orders of a product that sells out mid-step, 1 join, 1 poll of a waiting ticket and 1 payment in 20. Goodput: answers that are not 503, per second of the step.',
     '',

@@ -44,6 +44,8 @@ const polled = (remaining: number, fingerprint: string): PolledProduct => ({ rem
 const soldOut: SoldOutSnapshot = {
   remaining: 0,
   fingerprint: 'f1',
+  layoutVersion: 1,
+  withStock: [],
   holders: [
     ['alice', 11],
     ['bob', 12],
@@ -66,7 +68,13 @@ describe('SoldOutBoardService', () => {
   });
 
   it('should not remember a product that PostgreSQL shows with units left', async () => {
-    const { board, stock } = world({ remaining: 3, fingerprint: 'f1', holders: null });
+    const { board, stock } = world({
+      remaining: 3,
+      fingerprint: 'f1',
+      holders: null,
+      layoutVersion: 1,
+      withStock: [0],
+    });
     board.learn(P);
     await board.settled();
     expect(board.refusal(P, 'carol')).toBeNull();
@@ -222,12 +230,24 @@ describe('SoldOutBoardService', () => {
     board.onApplicationShutdown();
   });
 
-  it('should leave the answer to the order path when the read shows units left or fails', async () => {
-    const { board, stock } = world({ remaining: 1, fingerprint: 'f1', holders: null });
-    expect(await board.soldOutFor(P, 'carol', Date.now())).toBeNull();
-    stock.soldOutSnapshot.mockRejectedValue(new Error('PostgreSQL is down'));
+  it('should answer with the layout a read found with units left, or with the error a read failed with', async () => {
+    const { board, stock } = world({
+      remaining: 5,
+      fingerprint: 'f1',
+      holders: null,
+      layoutVersion: 3,
+      withStock: [0, 2],
+    });
+    expect(await board.soldOutFor(P, 'carol', Date.now())).toEqual({
+      kind: 'units_left',
+      remaining: 5,
+      layoutVersion: 3,
+      withStock: [0, 2],
+    });
+    const down = new Error('PostgreSQL is down');
+    stock.soldOutSnapshot.mockRejectedValue(down);
     jest.setSystemTime(1_000_000 + 10);
-    expect(await board.soldOutFor(P, 'carol', Date.now())).toBeNull();
+    expect(await board.soldOutFor(P, 'carol', Date.now())).toEqual({ kind: 'failed', error: down });
     expect(board.holds(P)).toBe(false);
   });
 
@@ -235,12 +255,17 @@ describe('SoldOutBoardService', () => {
     const many = (n: number, prefix: string): SoldOutSnapshot => ({
       remaining: 0,
       fingerprint: 'f1',
+      layoutVersion: 1,
+      withStock: [],
       holders: Array.from({ length: n }, (_, i): [string, number] => [`${prefix}${i}`, i + 1]),
     });
     const { board, stock } = world(many(BOARD_MAX_HOLDERS + 1, 'x'));
     board.learn(P);
     await board.settled();
     expect(board.holds(P)).toBe(false);
+    // An order that found it sold out is told so, and looks its buyer up itself.
+    jest.setSystemTime(1_000_000 + 1);
+    expect(await board.soldOutFor(P, 'x1', Date.now())).toEqual({ kind: 'nothing_left' });
     stock.soldOutSnapshot.mockResolvedValueOnce(many(BOARD_MAX_HOLDERS - 10, 'a')).mockResolvedValueOnce(many(20, 'b'));
     board.learn(P + 1);
     await board.settled();

@@ -26,7 +26,7 @@ import { Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
 import { DoorConfig } from '../config/app-config';
 import { MetricsService } from '../metrics/metrics.service';
 import { ProductCatalogService } from './product-catalog.service';
-import { PolledProduct, StockRepository } from './stock.repository';
+import { PolledProduct, SoldOutSnapshot, StockRepository } from './stock.repository';
 
 /** At most this many sold-out products are held per process (the oldest learnt is dropped first). */
 export const BOARD_MAX_PRODUCTS = 256;
@@ -56,7 +56,22 @@ export type Refusal = { kind: 'sold_out' } | { kind: 'already_ordered'; orderId:
  */
 export type Confirmation = Refusal | { kind: 'changed' } | { kind: 'unsure' };
 
+/**
+ * What the board tells an order that found nothing left: a refusal; the layout a read found with
+ * units left (a stale sold-out flag); nothing left but too many holders to tell this buyer's; or
+ * the read's failure.
+ */
+export type BoardAnswer =
+  | Refusal
+  | { kind: 'units_left'; remaining: number; layoutVersion: number; withStock: number[] }
+  | { kind: 'nothing_left' }
+  | { kind: 'failed'; error: Error };
+
+/** What one read of a product saw: its snapshot (null: no segments), or the error it failed with. */
+type Seen = SoldOutSnapshot | null | Error;
+
 const SOLD_OUT: Refusal = { kind: 'sold_out' };
+const NOTHING_LEFT: BoardAnswer = { kind: 'nothing_left' };
 const CHANGED: Confirmation = { kind: 'changed' };
 const UNSURE: Confirmation = { kind: 'unsure' };
 
@@ -70,9 +85,9 @@ export class SoldOutBoardService implements OnApplicationShutdown {
   /** productId -> when this process last returned units of it (the waiting room's admitter asks). */
   private readonly returns = new Map<number, number>();
   /** Reads of a product in flight (one per product), with when each was sent. */
-  private readonly learning = new Map<number, { sentAt: number; done: Promise<void> }>();
+  private readonly learning = new Map<number, { sentAt: number; done: Promise<Seen> }>();
   /** The read that starts when a product's read on its way has answered, for orders that came after it was sent. */
-  private readonly learnQueued = new Map<number, Promise<void>>();
+  private readonly learnQueued = new Map<number, Promise<Seen>>();
   /** A product found with units left is not looked at again before this (epoch ms). */
   private readonly quietUntil = new Map<number, number>();
   private timer: NodeJS.Timeout | null = null;
@@ -130,20 +145,31 @@ export class SoldOutBoardService implements OnApplicationShutdown {
   }
 
   /**
-   * The order path found nothing left for this buyer (a request that began at `asked`): the board's
-   * answer from a read sent after that, which every order of the product waiting then shares (so
-   * the crowd that arrives as a product sells out costs one read per process, not one each). Null
-   * when that read shows units left, cannot be held or failed: the order path reads for itself.
+   * The order path found nothing left for this buyer (a request that began at `asked`): what a read
+   * sent after that saw, which every order of the product waiting then shares (so the crowd that
+   * arrives as a product sells out costs one read per process, not one each). A refusal from the
+   * entry it made; `units_left` with the layout it read (the Redis sold-out flag was stale);
+   * `nothing_left` when the product has more holders than the board holds; `failed` with the error.
    */
-  async soldOutFor(productId: number, userId: string, asked: number): Promise<Refusal | null> {
+  async soldOutFor(productId: number, userId: string, asked: number): Promise<BoardAnswer> {
     const known = this.entries.get(productId);
-    if (known === undefined || known.confirmedAt < asked) await this.readSentAfter(productId, asked);
+    if (known !== undefined && known.confirmedAt >= asked) return refusalOf(known, userId);
+    const seen = await this.readSentAfter(productId, asked);
+    if (seen instanceof Error) return { kind: 'failed', error: seen };
+    if (seen === null) return NOTHING_LEFT;
+    if (seen.remaining > 0)
+      return {
+        kind: 'units_left',
+        remaining: seen.remaining,
+        layoutVersion: seen.layoutVersion,
+        withStock: seen.withStock,
+      };
     const e = this.entries.get(productId);
-    return e !== undefined && e.confirmedAt >= asked ? refusalOf(e, userId) : null;
+    return e !== undefined && e.confirmedAt >= asked ? refusalOf(e, userId) : NOTHING_LEFT;
   }
 
   /** A read of the product sent at `asked` or later: the one on its way if it was, else the next one. */
-  private readSentAfter(productId: number, asked: number): Promise<void> {
+  private readSentAfter(productId: number, asked: number): Promise<Seen> {
     const inFlight = this.learning.get(productId);
     if (inFlight === undefined) return this.read(productId);
     if (inFlight.sentAt >= asked) return inFlight.done;
@@ -158,48 +184,48 @@ export class SoldOutBoardService implements OnApplicationShutdown {
     return next;
   }
 
-  /** One read of the product's stock and holders; an entry when nothing remains. Never throws. */
-  private read(productId: number): Promise<void> {
+  /** One read of the product's stock and holders; an entry when nothing remains. Never rejects: a failure is its answer. */
+  private read(productId: number): Promise<Seen> {
     const sentAt = Date.now();
-    const done = this.stock
+    const done: Promise<Seen> = this.stock
       .soldOutSnapshot(productId)
-      .then((snap) => {
-        if (snap === null || snap.remaining > 0 || snap.holders === null) {
-          this.quietUntil.set(productId, Date.now() + 2 * this.pollMs);
-          return;
-        }
-        this.quietUntil.delete(productId);
-        if (snap.holders.length > BOARD_MAX_HOLDERS) {
-          this.logger.warn(
-            `product ${productId} has ${snap.holders.length} live orders, more than the board holds (${BOARD_MAX_HOLDERS}): its refusals take the order path`,
-          );
-          this.quietUntil.set(productId, Date.now() + 60_000);
-          return;
-        }
-        this.entries.delete(productId);
-        // The oldest learnt go first, until the new one fits both bounds.
-        while (
-          this.entries.size >= BOARD_MAX_PRODUCTS ||
-          this.heldHolders() + snap.holders.length > BOARD_MAX_HOLDERS
-        ) {
-          const oldest = this.entries.keys().next().value;
-          if (oldest === undefined) break;
-          this.entries.delete(oldest);
-        }
-        this.entries.set(productId, {
-          holders: new Map(snap.holders),
-          fingerprint: snap.fingerprint,
-          confirmedAt: sentAt,
-        });
-        this.metrics.soldOutBoardProducts.set(this.entries.size);
-        this.schedule();
+      .then((snap) => this.remember(productId, snap, sentAt))
+      .catch((err: Error) => {
+        this.logger.debug(`could not learn product ${productId}: ${err.message}`);
+        return err;
       })
-      .catch((err: Error) => this.logger.debug(`could not learn product ${productId}: ${err.message}`))
       .finally(() => {
         if (this.learning.get(productId)?.done === done) this.learning.delete(productId);
       });
     this.learning.set(productId, { sentAt, done });
     return done;
+  }
+
+  /** What a read saw, kept as an entry when nothing remains and the holders fit. */
+  private remember(productId: number, snap: SoldOutSnapshot | null, sentAt: number): SoldOutSnapshot | null {
+    if (snap === null || snap.remaining > 0 || snap.holders === null) {
+      this.quietUntil.set(productId, Date.now() + 2 * this.pollMs);
+      return snap;
+    }
+    this.quietUntil.delete(productId);
+    if (snap.holders.length > BOARD_MAX_HOLDERS) {
+      this.logger.warn(
+        `product ${productId} has ${snap.holders.length} live orders, more than the board holds (${BOARD_MAX_HOLDERS}): its refusals take the order path`,
+      );
+      this.quietUntil.set(productId, Date.now() + 60_000);
+      return snap;
+    }
+    this.entries.delete(productId);
+    // The oldest learnt go first, until the new one fits both bounds.
+    while (this.entries.size >= BOARD_MAX_PRODUCTS || this.heldHolders() + snap.holders.length > BOARD_MAX_HOLDERS) {
+      const oldest = this.entries.keys().next().value;
+      if (oldest === undefined) break;
+      this.entries.delete(oldest);
+    }
+    this.entries.set(productId, { holders: new Map(snap.holders), fingerprint: snap.fingerprint, confirmedAt: sentAt });
+    this.metrics.soldOutBoardProducts.set(this.entries.size);
+    this.schedule();
+    return snap;
   }
 
   private heldHolders(): number {

@@ -17,7 +17,7 @@ import {
 import { ProductInfo } from '../inventory/product.types';
 import { takeFrom } from '../inventory/segment-plan';
 import { Layout, StockRepository } from '../inventory/stock.repository';
-import { Refusal, SoldOutBoardService } from '../inventory/sold-out-board.service';
+import { BoardAnswer, SoldOutBoardService } from '../inventory/sold-out-board.service';
 import { BatchAttempt, BatchResult, OrderRow, SegmentAttempt, UncertainBatch, UncertainWrite } from './order.types';
 import { OrderReadsRepository } from './repositories/order-reads.repository';
 import { OutcomesRepository } from './repositories/outcomes.repository';
@@ -257,9 +257,15 @@ function world(opts: {
     ordersRepo as never,
     metrics as never,
   );
-  // By default the board cannot tell (its read failed): the order path reads for itself.
+  // The board's read over the same stock: units left with the layout, or nothing left and the buyer's order.
   const board: World['board'] = {
-    soldOutFor: jest.fn(async (_p: number, _u: string, _asked: number): Promise<Refusal | null> => null),
+    soldOutFor: jest.fn(async (_p: number, userId: string, _asked: number): Promise<BoardAnswer> => {
+      const remaining = stocks.reduce((a, b) => a + b, 0);
+      const withStock = stocks.flatMap((n, idx) => (n > 0 ? [idx] : []));
+      if (remaining > 0) return { kind: 'units_left', remaining, layoutVersion: opts.layoutVersion ?? 1, withStock };
+      const held = existing(userId);
+      return held ? { kind: 'already_ordered', orderId: held.id } : { kind: 'sold_out' };
+    }),
     forget: jest.fn(),
   };
   // An admission checked by the waiting room (its own specs cover the checks) names position 42.
@@ -516,7 +522,7 @@ describe('OrdersService.place', () => {
       expect(w.hints.markSoldOut).not.toHaveBeenCalled();
     });
 
-    it('should answer SOLD_OUT from the sold-out flag, checked by one read, without taking the user lock or touching a segment', async () => {
+    it("should answer SOLD_OUT from the sold-out flag, checked by the board's read, without taking the user lock or touching a segment", async () => {
       const w = world({ stocks: [0, 0] });
       w.hints.read.mockResolvedValue({ soldOut: true, empty: new Set() });
       await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(
@@ -524,7 +530,9 @@ describe('OrdersService.place', () => {
       );
       expect(w.locks.tryAcquire).not.toHaveBeenCalled();
       expect(w.orders.sellFromSegment).not.toHaveBeenCalled();
-      expect(w.stock.readLayout).toHaveBeenCalledTimes(1);
+      expect(w.board.soldOutFor).toHaveBeenCalledTimes(1);
+      expect(w.stock.readLayout).not.toHaveBeenCalled();
+      expect(w.orders.findByKey).not.toHaveBeenCalled();
       expect(w.metrics.soldOutShortCircuits.inc).toHaveBeenCalled();
       expect(w.board.soldOutFor).toHaveBeenCalledWith(PRODUCT, 'u1', expect.any(Number));
     });
@@ -579,7 +587,22 @@ describe('OrdersService.place', () => {
       await expect(w.service.place({ userId: 'u2', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(
         SoldOutError,
       );
-      expect(w.orders.findByKey).toHaveBeenCalledTimes(2);
+      // The board's read knew both: no lookup of their own.
+      expect(w.board.soldOutFor).toHaveBeenCalledTimes(2);
+      expect(w.orders.findByKey).not.toHaveBeenCalled();
+    });
+
+    it("should look the buyer's order up itself when the board holds too many holders to tell, and answer the board's failure as it came", async () => {
+      const w = world({ stocks: [0], ordered: ['u1'] });
+      w.hints.read.mockResolvedValue({ soldOut: true, empty: new Set() });
+      w.board.soldOutFor.mockResolvedValueOnce({ kind: 'nothing_left' });
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(
+        AlreadyOrderedError,
+      );
+      expect(w.orders.findByKey).toHaveBeenCalledTimes(1);
+      const down = new UnavailableError('postgres', 1);
+      w.board.soldOutFor.mockResolvedValueOnce({ kind: 'failed', error: down });
+      await expect(w.service.place({ userId: 'u2', productId: PRODUCT, quantity: 1 })).rejects.toBe(down);
     });
 
     it('should not look for an existing order on the selling path', async () => {
