@@ -205,7 +205,7 @@ describe('the waiting room under a storm across two service processes (I8, I1-I7
       expect(orders.find((o) => o.id === x.orderId)?.status).toBe('cancelled');
     // No 5xx to any buyer's order.
     expect(buyers.flatMap((x) => x.orderReplies).filter((r) => r.status >= 500)).toEqual([]);
-  });
+  }, 480_000);
 
   it('holds the admissions of buyers told sold_out through a pause, whichever process they poll, and they order first when units come back', async () => {
     const units = 40;

@@ -80,5 +80,5 @@ describe('the waiting room on a Redis Cluster, one master killed mid-queue, acro
     const { orders } = await expectAdmissionsKept(productId, 1.5, buyers, withDb);
     expect(orders.filter((o) => o.status === 'paid')).toHaveLength(UNITS);
     await expectStockBalanced(productId, UNITS);
-  });
+  }, 480_000);
 });

@@ -148,5 +148,5 @@ describe('the waiting room when Redis is flushed, then restarted empty, mid-queu
       negative: 0,
     });
     expect(books.duplicateUsers).toBe(0);
-  });
+  }, 480_000);
 });

@@ -265,6 +265,9 @@ export function saleWatch(
   const watch = async () => {
     let last = '';
     let movedAt = Date.now();
+    // Inside the jest timeout of the specs that run a crowd, like the crowd itself: a watch left
+    // running past its spec would read the next spec's database.
+    const guard = Date.now() + CROWD_GUARD_MS;
     while (!settled) {
       await sleep(300);
       const s = await read();
@@ -273,6 +276,8 @@ export function saleWatch(
       if (now !== last) [last, movedAt] = [now, Date.now()];
       if (!settled && Date.now() - movedAt > stalledMs)
         throw new Error(`the sale stopped moving for ${stalledMs} ms: ${now}`);
+      if (!settled && Date.now() > guard)
+        throw new Error(`the sale did not settle within ${CROWD_GUARD_MS} ms: ${now}`);
     }
   };
   return { settled: () => settled, watch };
