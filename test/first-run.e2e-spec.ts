@@ -27,6 +27,7 @@ import { join } from 'node:path';
 import { freePort } from '../src/infrastructure/free-port';
 import { keepServiceLog } from '../harness/launcher';
 import { testUrls } from './support/service';
+import { waitFor } from './support/wait';
 
 const ROOT = join(__dirname, '..');
 const ADMIN_TOKEN = 'first-run-admin-token-0123456789';
@@ -90,16 +91,21 @@ function launch(app: string, port: number, workers = 1, more: NodeJS.ProcessEnv 
 }
 
 async function serving(svc: Started, port: number): Promise<void> {
-  const deadline = Date.now() + 90_000;
-  while (Date.now() < deadline) {
-    if (svc.child.exitCode !== null)
-      throw new Error(`service exited with ${svc.child.exitCode} before serving:\n${svc.output()}`);
-    const res = await fetch(`http://127.0.0.1:${port}/health`).catch(() => undefined);
-    if (res?.status === 200) return;
-    await new Promise((r) => setTimeout(r, 200));
+  try {
+    await waitFor(
+      () => `the service to serve:\n${svc.output()}`,
+      async () => {
+        if (svc.child.exitCode !== null)
+          throw new Error(`service exited with ${svc.child.exitCode} before serving:\n${svc.output()}`);
+        return (await fetch(`http://127.0.0.1:${port}/health`).catch(() => undefined))?.status === 200;
+      },
+      90_000,
+      200,
+    );
+  } catch (err) {
+    svc.child.kill('SIGKILL');
+    throw err;
   }
-  svc.child.kill('SIGKILL');
-  throw new Error(`service did not serve within 90 s:\n${svc.output()}`);
 }
 
 /** The embedded servers a start reports in its log: pid and port of each. */
@@ -133,8 +139,8 @@ function portFree(port: number): Promise<boolean> {
 
 async function expectGone(servers: Array<{ name: string; pid: number; port: number }>): Promise<void> {
   // The service waits for its servers' exit; their reaping by init may lag a little behind.
-  const deadline = Date.now() + 5000;
-  while (servers.some((s) => alive(s.pid)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  // (Past the bound the expectations below say which is still there.)
+  await waitFor('the servers reaped', () => !servers.some((s) => alive(s.pid)), 5000, 100).catch(() => undefined);
   for (const s of servers) {
     expect({ server: s.name, alive: alive(s.pid) }).toEqual({ server: s.name, alive: false });
     expect({ server: s.name, portFree: await portFree(s.port) }).toEqual({ server: s.name, portFree: true });

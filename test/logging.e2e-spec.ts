@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { freePort } from '../src/infrastructure/free-port';
 import { keepServiceLog } from '../harness/launcher';
 import { ADMIN_TOKEN, request, testUrls } from './support/service';
+import { waitFor } from './support/wait';
 
 const root = join(__dirname, '..');
 const main = join(root, 'dist', 'src', 'main.js');
@@ -41,14 +42,17 @@ function launch(command: string, args: string[], env: Record<string, string>): R
 }
 
 /** Resolves once `seen` holds for the output; fails with the output when the process exits or a minute passes. */
-async function waitFor(run: Run, seen: (stdout: string) => boolean): Promise<void> {
-  const deadline = Date.now() + 60_000;
-  while (!seen(run.stdout())) {
-    if (run.child.exitCode !== null)
-      throw new Error(`exited with ${run.child.exitCode}:\n${run.stdout()}\n${run.stderr()}`);
-    if (Date.now() > deadline) throw new Error(`not seen within 60 s:\n${run.stdout()}\n${run.stderr()}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+async function outputShows(run: Run, seen: (stdout: string) => boolean): Promise<void> {
+  await waitFor(
+    () => `the output:\n${run.stdout()}\n${run.stderr()}`,
+    () => {
+      if (run.child.exitCode !== null)
+        throw new Error(`exited with ${run.child.exitCode}:\n${run.stdout()}\n${run.stderr()}`);
+      return seen(run.stdout());
+    },
+    60_000,
+    100,
+  );
 }
 
 function stop(run: Run): Promise<void> {
@@ -77,7 +81,7 @@ describe('log format', () => {
     async (workers) => {
       const port = await freePort();
       run = launch(process.execPath, [main], { PORT: String(port), WORKERS: String(workers), LOG_LEVEL: 'info' });
-      await waitFor(run, (out) => out.includes('listening on'));
+      await outputShows(run, (out) => out.includes('listening on'));
       expect((await request(`http://127.0.0.1:${port}`, 'GET', '/health/live')).status).toBe(200);
       await stop(run);
 
@@ -113,7 +117,7 @@ describe('log format', () => {
     const port = await freePort();
     const base = `http://127.0.0.1:${port}`;
     run = launch(process.execPath, [main], { PORT: String(port), LOG_LEVEL: 'info' });
-    await waitFor(run, (out) => out.includes('listening on'));
+    await outputShows(run, (out) => out.includes('listening on'));
     await request(base, 'GET', '/health/live', undefined, {
       'x-request-id': 'quiet-at-info',
       authorization: 'Bearer secret-at-info',
@@ -122,12 +126,12 @@ describe('log format', () => {
     expect(run.stdout()).not.toContain('quiet-at-info');
 
     run = launch(process.execPath, [main], { PORT: String(port), LOG_LEVEL: 'debug' });
-    await waitFor(run, (out) => out.includes('listening on'));
+    await outputShows(run, (out) => out.includes('listening on'));
     await request(base, 'GET', '/health/live', undefined, {
       'x-request-id': 'seen-at-debug',
       authorization: 'Bearer secret-at-debug',
     });
-    await waitFor(run, (out) => out.includes('request completed'));
+    await outputShows(run, (out) => out.includes('request completed'));
     await stop(run);
     const completed = lines(run.stdout())
       .map(
@@ -168,7 +172,7 @@ describe('log format', () => {
         LOG_LEVEL: 'info',
       },
     );
-    await waitFor(run, (out) => out.includes('listening on'));
+    await outputShows(run, (out) => out.includes('listening on'));
     const listening = lines(run.stdout()).find((l) => l.includes('listening on')) ?? '';
     expect(() => JSON.parse(listening)).toThrow();
     // eslint-disable-next-line no-control-regex

@@ -14,8 +14,8 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Browser, chromium, Page } from 'playwright-core';
 import { Client } from 'pg';
-import { waitFor } from './faults/support';
 import { axeViolations } from './support/axe';
+import { sleep, waitFor } from './support/wait';
 import { chromiumPath } from './support/chromium';
 import { resetState } from './support/database';
 import {
@@ -81,7 +81,7 @@ describe('the operator page in a real browser, against two service processes', (
   const shot = async (name: string) => {
     if (!SCREENSHOTS) return;
     // The seconds just past are flushed and polled by then.
-    await new Promise((r) => setTimeout(r, 2500));
+    await sleep(2500);
     mkdirSync(SCREENSHOTS, { recursive: true });
     await page.screenshot({ path: join(SCREENSHOTS, name), fullPage: true });
   };
@@ -159,7 +159,7 @@ describe('the operator page in a real browser, against two service processes', (
       while (busy) {
         seen.ordersPerS = Math.max(seen.ordersPerS, Number(await text('orders-per-s')));
         seen.processes = Math.max(seen.processes, Number(/\d+/.exec((await text('processes')) ?? '')?.[0] ?? 0));
-        await new Promise((r) => setTimeout(r, 200));
+        await sleep(200);
       }
     })();
     const sold = (
@@ -285,9 +285,9 @@ describe('the operator page in a real browser, against two service processes', (
     const stalls = (async () => {
       while (stalling) {
         process.kill(c.pid, 'SIGSTOP');
-        await new Promise((r) => setTimeout(r, 200));
+        await sleep(200);
         process.kill(c.pid, 'SIGCONT');
-        await new Promise((r) => setTimeout(r, 100));
+        await sleep(100);
       }
     })();
     try {

@@ -5,8 +5,8 @@
 // board's polls, no Redis command), a unit returned on the other process is sold within the
 // staleness bound, and the calls it sheds are answered 503 OVERLOADED with Retry-After and change
 // nothing.
-import { metric, sleep, waitFor } from './faults/support';
-import { redisCommandCount, resetState, statementCalls, statementsBetween, withDb } from './support/database';
+import { metric } from './faults/support';
+import { callsBetween, redisCommandCount, resetState, statementCalls, withDb } from './support/database';
 import {
   createProduct,
   pooled,
@@ -17,6 +17,7 @@ import {
   startedTogether,
   startService,
 } from './support/service';
+import { sleep, waitFor } from './support/wait';
 
 const STALE_MS = 100;
 /** Periodic work of a process, whatever the load: the board's poll and the waiting-room clock (tagged statements). */
@@ -103,7 +104,7 @@ describe('overload: a lagging process keeps its "no" free and sheds the rest', (
       Array.from({ length: 1500 }, (_, i) => () => order(lagging.url, `crowd-${i}`, product.id)),
       50,
     );
-    const statements = statementsBetween(statementsBefore, await statementCalls());
+    const statements = callsBetween(statementsBefore, await statementCalls());
     const commands = (await redisCommandCount()) - commandsBefore;
 
     // A unit comes back on the other process while the lagging one still stalls.

@@ -9,7 +9,7 @@ import type { IssuedChallenge } from '../src/proof-of-work/proof-of-work.service
 import { createSigner } from 'fast-jwt';
 import Redis from 'ioredis';
 import { createChallenge, solveChallenge } from 'altcha-lib/v1';
-import { waitFor } from './faults/support';
+import { waitFor } from './support/wait';
 import { resetState } from './support/database';
 import { admin, Reply, request, ServiceProcess, startedTogether, startService, testUrls } from './support/service';
 import { openSaleNow, recomputeLottery } from './support/waiting-room';

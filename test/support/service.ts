@@ -73,13 +73,17 @@ export interface Reply<T = any> {
 // ECONNRESET / "socket hang up" (the keep-alive race), which says nothing about the service.
 const agent = new http.Agent({ keepAlive: true, maxSockets: 256, timeout: 2000 });
 
-/** One HTTP request; `body` is sent as JSON unless it is a string (sent as given). */
+/**
+ * One HTTP request; `body` is sent as JSON unless it is a string (sent as given). `from`: the
+ * loopback address to send from (any of 127.0.0.0/8), for a client the service has not seen yet.
+ */
 export function request<T = any>(
   base: string,
   method: string,
   path: string,
   body?: unknown,
   headers: Record<string, string> = {},
+  from?: string,
 ): Promise<Reply<T>> {
   return new Promise((resolve, reject) => {
     const payload = body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body);
@@ -95,6 +99,7 @@ export function request<T = any>(
           ...headers,
         },
         timeout: 30_000,
+        ...(from === undefined ? {} : { localAddress: from }),
       },
       (res) => {
         const chunks: Buffer[] = [];
