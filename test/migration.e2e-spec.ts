@@ -70,6 +70,7 @@ describe('the order lifecycle migration', () => {
       'QueueJoinLookups1764350000000',
       'AdmissionPause1764400000000',
       'PreQueueCount1764450000000',
+      'SegmentFencing1764470000000',
     ]);
 
     await withPg(url, async (db) => {
