@@ -268,15 +268,34 @@ describe('LockService: fencing tokens', () => {
     for (const c of t.counters) expect(c.incr).not.toHaveBeenCalled();
   });
 
-  it('should let the lock go and answer UNAVAILABLE when too few masters count its token', async () => {
+  it('should let the lock go and call the try busy when too few masters count its token', async () => {
     const t = taking();
     t.counters[0].incr.mockResolvedValue(4);
-    t.counters[1].incr.mockRejectedValue(new Error('Connection is closed.'));
-    t.counters[2].incr.mockRejectedValue(new Error('Connection is closed.'));
-    await expect(t.locks.tryAcquire('lock:stock:1:0', 1000, 'fence:{lock:stock:1:0}')).rejects.toBeInstanceOf(
-      UnavailableError,
-    );
+    t.counters[1].incr.mockRejectedValue(new Error('Command timed out'));
+    t.counters[2].incr.mockRejectedValue(new Error('Command timed out'));
+    await expect(t.locks.tryAcquire('lock:stock:1:0', 1000, 'fence:{lock:stock:1:0}')).resolves.toBeNull();
     expect(t.release).toHaveBeenCalledTimes(1);
+    expect(t.metrics.dependencyErrors.inc).toHaveBeenCalledWith({ dependency: 'redis' });
+  });
+
+  it('should not leave a token that failed before the vote was in unhandled (an unhandled rejection ends the process)', async () => {
+    const unhandled = jest.fn();
+    process.on('unhandledRejection', unhandled);
+    try {
+      let refuse: (e: Error) => void = () => undefined;
+      jest.spyOn(Redlock.prototype, 'acquire').mockReturnValue(new Promise((_, reject) => (refuse = reject)));
+      masters.forEach((m) =>
+        Object.assign(m, { incr: jest.fn().mockRejectedValue(new Error("Stream isn't writeable")), status: 'ready' }),
+      );
+      const trying = service().tryAcquire('lock:stock:1:0', 1000, 'fence:{lock:stock:1:0}');
+      await new Promise((r) => setTimeout(r, 20));
+      refuse(new ExecutionError('no quorum', [Promise.resolve(stats(closed(), closed(), closed()) as never)]));
+      await expect(trying).rejects.toBeInstanceOf(UnavailableError);
+      await new Promise((r) => setTimeout(r, 20));
+      expect(unhandled).not.toHaveBeenCalled();
+    } finally {
+      process.removeListener('unhandledRejection', unhandled);
+    }
   });
 
   it("should raise the counter on every master to PostgreSQL's fence, counting a master that did not answer", async () => {

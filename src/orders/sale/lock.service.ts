@@ -131,11 +131,13 @@ export class LockService implements OnModuleInit {
   async tryAcquire(key: string, ttlMs: number, fenceKey?: string): Promise<HeldLock | null> {
     const acquiring = this.redlock.acquire([key], ttlMs);
     const token = fenceKey === undefined ? null : this.nextToken(fenceKey);
+    // Handled from the start: the token may fail before the vote is in (a try that does not take
+    // the lock burns its number, and nobody awaits it then).
+    token?.catch(() => undefined);
     let lock: Lock;
     try {
       lock = await acquiring;
     } catch (err) {
-      token?.catch(() => undefined); // a number burnt by a try that did not take the lock
       if (await this.lockedByOther(err)) return null;
       this.metrics.dependencyErrors.inc({ dependency: 'redis' });
       throw new UnavailableError('redis', this.http.retryAfterS, err);
@@ -143,11 +145,13 @@ export class LockService implements OnModuleInit {
     let held: HeldLock;
     try {
       held = new HeldLock(lock, key, ttlMs, token === null ? null : await token);
-    } catch (err) {
-      // A lock without its token cannot write: let it go at once rather than by its TTL.
+    } catch {
+      // The masters granted the lock, so they live; their counts were late (a loaded machine) or
+      // lost. A lock without its token cannot write: it is let go at once, and the try counts as
+      // busy (nothing happened; the order tries again, and a lost quorum shows at its next vote).
       void this.redlock.release(lock).catch(() => undefined);
       this.metrics.dependencyErrors.inc({ dependency: 'redis' });
-      throw new UnavailableError('redis', this.http.retryAfterS, err);
+      return null;
     }
     if (this.config.extend) this.scheduleExtension(held);
     void lock.attempts[lock.attempts.length - 1].then((stats) => this.heard(stats.votesFor));
