@@ -40,8 +40,10 @@ export interface Fault {
 /** What the schedule needs to know of the world. */
 export interface Shape {
   services: string[];
-  /** The lock masters (quorum world) or Cluster masters (cluster world). */
+  /** The lock masters (quorum world) or the Cluster's shards (cluster world). */
   redis: string[];
+  /** The servers a service reaches through a link of its own, which a slow link can slow. */
+  links: string[];
   lockTtlMs: number;
 }
 
@@ -138,7 +140,7 @@ function draw(
       };
     }
     case 'slow-link': {
-      const server = rng.pick(['pg', ...shape.redis]);
+      const server = rng.pick(shape.links);
       return {
         target: `${service}->${server}`,
         holds: [service],
@@ -177,7 +179,8 @@ function draw(
 /** How a fault is done to the world and undone. */
 export interface Effects {
   start(f: Fault): Promise<void>;
-  end(f: Fault): Promise<void>;
+  /** Undoes it; may say what the fault did (kept with its end in the history). */
+  end(f: Fault): Promise<Record<string, unknown> | void>;
   /** Resolves once every service answers again (for the recovery time). */
   healthy(deadline: number): Promise<boolean>;
 }
@@ -188,6 +191,8 @@ export interface Played {
   endedAt?: number;
   recoveryMs?: number;
   error?: string;
+  /** What the fault did, as its end said. */
+  result?: Record<string, unknown>;
 }
 
 /** Plays the schedule from now; resolves when every fault has ended. */
@@ -204,12 +209,12 @@ export async function play(faults: Fault[], effects: Effects, history: History):
     try {
       await effects.start(f);
       await sleep(Math.max(0, p.startedAt + f.ms - Date.now()));
-      await effects.end(f);
+      p.result = (await effects.end(f)) ?? undefined;
     } catch (err) {
       p.error = (err as Error).message;
     }
     p.endedAt = Date.now();
-    history.fault('end', f.id, f.kind, f.target, f.params, p.error);
+    history.fault('end', f.id, f.kind, f.target, { ...f.params, ...(p.result ?? {}) }, p.error);
     const endedAt = p.endedAt;
     recoveries.push(
       effects.healthy(endedAt + 60_000).then((ok) => {

@@ -122,6 +122,10 @@ export class Network {
     return ns;
   }
 
+  names(): string[] {
+    return [...this.namespaces.values()].map((n) => n.name);
+  }
+
   /** The command prefix that runs a program inside the namespace. */
   exec(name: string): string[] {
     return ['ip', 'netns', 'exec', this.get(name).name];

@@ -9,6 +9,7 @@ export interface Report {
   seed: number;
   world: string;
   links: string;
+  network: RunResult['network'];
   clocks: string;
   plant: string | null;
   faultSeconds: number;
@@ -16,6 +17,8 @@ export interface Report {
   machine: string;
   faults: Record<string, { count: number; failed: number; recoveryMs: { median: number | null; max: number | null } }>;
   skipped: Array<{ kind: string; why: string }>;
+  /** What each Cluster failover lost: the segment locks and fencing counters its replica did not have. */
+  failovers: Array<Record<string, unknown>>;
   operations: Record<string, Record<string, number>>;
   refusals: Record<string, number>;
   unknown: RunResult['check']['unknown'];
@@ -49,6 +52,7 @@ export function buildReport(r: RunResult, command: string): Report {
     seed: r.options.seed,
     world: r.options.world,
     links: r.mode === 'netns' ? 'network namespaces, cut by nft' : 'per-link TCP proxies (no namespaces)',
+    network: r.network,
     clocks: r.fakeTime ? 'libfaketime (services); TTLs shifted (Redis)' : 'real',
     plant: r.options.plant ?? null,
     faultSeconds: Math.round(r.options.lengthMs / 1000),
@@ -56,6 +60,9 @@ export function buildReport(r: RunResult, command: string): Report {
     machine: `${cpus().length} cores`,
     faults,
     skipped: r.skipped,
+    failovers: r.played
+      .filter((p) => p.fault.kind === 'cluster-failover' && p.result)
+      .map((p) => p.result as Record<string, unknown>),
     operations: r.operations,
     refusals: r.codes,
     unknown: r.check.unknown,
@@ -85,6 +92,11 @@ export function markdown(rep: Report): string {
     lines.push(`| ${k} | ${f.count} | ${f.failed} | ${f.recoveryMs.median ?? '-'} | ${f.recoveryMs.max ?? '-'} |`);
   for (const s of rep.skipped) lines.push('', `Not played: ${s.kind} (${s.why}).`);
   lines.push('', 'Recovery: from the end of a fault until every service process answers `GET /health` 200.', '');
+  for (const f of rep.failovers)
+    lines.push(
+      `- Failover: master ${String(f.master)} killed, ${String(f.promoted)} promoted before it had ${String(f.locksLost)} segment locks and ${String(f.countersBehind)} fencing counters of its master.`,
+    );
+  if (rep.failovers.length) lines.push('');
   lines.push('## Operations', '', '| operation | ok | refused | failed | unknown |', '|---|--:|--:|--:|--:|');
   for (const [f, o] of Object.entries(rep.operations).sort())
     lines.push(`| ${f} | ${o.ok ?? 0} | ${o.refused ?? 0} | ${o.failed ?? 0} | ${o.unknown ?? 0} |`);

@@ -16,7 +16,8 @@ import { fakeTimeAvailable } from './services';
 import { EventFollower, WebhookReceiver } from './shop';
 import { takeSnapshot } from './snapshot';
 import { SaleShape, Workload } from './workload';
-import { allHealthy, healthy, LinkMode, World } from './world';
+import { allHealthy, healthy, LinkMode, QuorumRedis, World } from './world';
+import { ClusterRedis } from './cluster';
 
 export interface RunOptions {
   seed: number;
@@ -37,6 +38,8 @@ export interface RunOptions {
 export interface RunResult {
   options: Omit<RunOptions, 'log'>;
   mode: LinkMode;
+  /** The bridge and namespaces the run made (all removed at its end). */
+  network: { bridge: string; namespaces: string[] } | null;
   fakeTime: boolean;
   kinds: FaultKind[];
   /** Kinds asked for that this machine cannot play, with why. */
@@ -63,8 +66,9 @@ export interface RunWorld {
   logFiles(): Record<string, string>;
   pgUrl(): string;
   stop(): Promise<void>;
-  /** Pids to kill if this process dies without stopping the world. */
-  pids(): number[];
+  made(): { bridge: string; namespaces: string[] } | null;
+  /** Synchronous: for a signal, or a death without stop(). */
+  emergencyStop(): void;
 }
 
 export async function runNemesis(o: RunOptions): Promise<RunResult> {
@@ -120,17 +124,20 @@ export async function runNemesis(o: RunOptions): Promise<RunResult> {
   );
   const world: RunWorld = await World.start(
     { dir: join(o.out, 'world'), mode, root: o.root, fakeTime, services: 3, env, webhook },
+    o.world === 'cluster' ? new ClusterRedis() : new QuorumRedis(),
     o.log,
   );
-  const killOnExit = () => {
-    for (const pid of world.pids())
-      try {
-        process.kill(pid, 'SIGKILL');
-      } catch {
-        /* gone */
-      }
+  const network = world.made();
+  // Ctrl-C or a kill: nothing of the world may stay behind (processes, namespaces, the bridge).
+  const killOnExit = () => world.emergencyStop();
+  const onSignal = (signal: NodeJS.Signals) => {
+    o.log(`${signal}: stopping the world`);
+    world.emergencyStop();
+    process.exit(130);
   };
   process.on('exit', killOnExit);
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
   const follower = new EventFollower(() => world.nodes(), tokens.shop, rng.fork('shop'), join(o.out, 'events.jsonl'));
   try {
     const shape = saleShape(o);
@@ -193,6 +200,7 @@ export async function runNemesis(o: RunOptions): Promise<RunResult> {
     return {
       options: { ...o, log: undefined } as unknown as RunResult['options'],
       mode,
+      network,
       fakeTime,
       kinds,
       skipped,
@@ -209,6 +217,8 @@ export async function runNemesis(o: RunOptions): Promise<RunResult> {
     await world.stop().catch(() => undefined);
     await receiver?.close().catch(() => undefined);
     process.removeListener('exit', killOnExit);
+    process.removeListener('SIGINT', onSignal);
+    process.removeListener('SIGTERM', onSignal);
   }
 }
 

@@ -1,7 +1,8 @@
 // The servers of the nemesis's world, each restartable on its own port: PostgreSQL (the embedded
 // one the service itself can start, here with commit timestamps on for the checker), and Redis
 // masters (redis-server from PATH, no persistence, so a restart comes back empty).
-import { rmSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Redis from 'ioredis';
 import { Client } from 'pg';
@@ -10,12 +11,20 @@ import { EmbeddedRedis, startEmbeddedRedis } from '../src/infrastructure/embedde
 
 export const DATABASE = 'flashsale_nemesis';
 
+/** Writes a server's pid where a check that nothing outlives the run looks (nemesis/test). */
+function notePid(dir: string, name: string, pid: number | undefined): void {
+  writeFileSync(join(dir, `${name}.pid`), String(pid ?? ''));
+}
+
 export class PostgresServer {
   private server?: EmbeddedPostgres;
-  private constructor(private readonly dataDir: string) {}
+  private constructor(
+    private readonly dataDir: string,
+    private readonly pidDir: string,
+  ) {}
 
-  static async start(dataDir: string): Promise<PostgresServer> {
-    const pg = new PostgresServer(dataDir);
+  static async start(dataDir: string, pidDir: string): Promise<PostgresServer> {
+    const pg = new PostgresServer(dataDir, pidDir);
     await pg.boot();
     return pg;
   }
@@ -28,6 +37,10 @@ export class PostgresServer {
     return (this.server as EmbeddedPostgres).url;
   }
 
+  get pid(): number | undefined {
+    return this.server?.pid;
+  }
+
   private async boot(port?: number): Promise<void> {
     this.server = await startEmbeddedPostgres({
       dataDir: this.dataDir,
@@ -37,6 +50,7 @@ export class PostgresServer {
       // The checker orders events by commit (pg_xact_commit_timestamp).
       settings: { track_commit_timestamp: 'on', max_connections: '400' },
     });
+    notePid(this.pidDir, 'pg', this.server.pid);
   }
 
   /** `pg_ctl stop -m immediate`: SIGQUIT to the postmaster, no checkpoint; then started again on the same port. */
@@ -67,11 +81,15 @@ export class PostgresServer {
 
 export class RedisServer {
   private server?: EmbeddedRedis;
-  private constructor(readonly name: string) {}
+  private constructor(
+    readonly name: string,
+    private readonly pidDir: string,
+  ) {}
 
-  static async start(name: string): Promise<RedisServer> {
-    const r = new RedisServer(name);
+  static async start(name: string, pidDir: string): Promise<RedisServer> {
+    const r = new RedisServer(name, pidDir);
     r.server = await startEmbeddedRedis();
+    notePid(pidDir, name, r.pid);
     return r;
   }
 
@@ -99,6 +117,7 @@ export class RedisServer {
     await old.stop();
     await sleep(downMs);
     this.server = await startEmbeddedRedis({ port: old.port });
+    notePid(this.pidDir, this.name, this.pid);
   }
 
   flush(): Promise<unknown> {

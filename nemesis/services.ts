@@ -84,6 +84,8 @@ export class ServiceNode {
       startTimeoutMs: 180_000,
     });
     this.port = this.proc.port;
+    // Read by a check that nothing outlives the run (nemesis/test).
+    writeFileSync(join(this.spec.dir, `${this.spec.name}.pid`), String(this.proc.pid));
   }
 
   /** SIGKILL: no drain, no release of its locks. */
