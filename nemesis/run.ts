@@ -175,7 +175,8 @@ export async function runNemesis(o: RunOptions): Promise<RunResult> {
     };
     history.note('sell-out', { soldOut, ms: liveness.soldOutMs });
     o.log(soldOut ? `sold out in ${Math.round((liveness.soldOutMs ?? 0) / 1000)} s` : 'did NOT sell out');
-    await quiet(world.pgUrl(), follower, 30_000);
+    // The webhook's backoff after a run of failures doubles up to a minute: time to try again.
+    await quiet(world.pgUrl(), follower, 120_000);
     const snapshot = await takeSnapshot(world.pgUrl());
     writeFileSync(join(o.out, 'snapshot.json'), JSON.stringify(snapshot));
     await follower.stop();

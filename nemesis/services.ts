@@ -6,8 +6,11 @@ import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { launchService, ServiceProcess } from '../harness/launcher';
 
-/** Debian's libfaketime (apt-get install faketime). */
-export const LIBFAKETIME = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
+/** Debian's libfaketime (apt-get install faketime), where its multiarch folder keeps it. */
+export const LIBFAKETIME =
+  ['x86_64-linux-gnu', 'aarch64-linux-gnu']
+    .map((arch) => `/usr/lib/${arch}/faketime/libfaketime.so.1`)
+    .find((path) => existsSync(path)) ?? '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
 
 export function fakeTimeAvailable(): boolean {
   return existsSync(LIBFAKETIME);
