@@ -244,7 +244,8 @@ export class Workload {
     const product = rng.pick(this.products);
     const action = rng.weighted({ restock: 40, rebalance: 35, pause: 25 });
     if (action === 'restock') {
-      const units = rng.int(3, 12);
+      // Enough that the sale keeps selling between sell-outs: buyers take about five units a second.
+      const units = rng.int(5, 30);
       await this.admin(
         'restock',
         rng,
