@@ -1,12 +1,12 @@
 // `npm run nemesis -- --minutes 10 --seed 42`: one run, its report printed and written to the run's
 // folder (and, with --publish, to nemesis/results/latest.md and .json). Exit 0 when the checker found
 // no anomaly, 1 when it did; with --plant, 0 when the checker found the planted bug, 1 when it did not.
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { projectRoot } from '../src/infrastructure/project-root';
 import { FAULT_KINDS, FaultKind } from './faults';
-import { plant, PLANTS } from './plant';
+import { builtCopy, PLANTS } from './plant';
 import { buildReport, markdown } from './report';
 import { runNemesis } from './run';
 
@@ -70,21 +70,29 @@ async function main(): Promise<number> {
   const out =
     values.out ?? join(root, 'nemesis', 'results', 'tmp', `seed-${seed}${values.plant ? `-${values.plant}` : ''}`);
   const log = (line: string) => process.stderr.write(`nemesis: ${line}\n`);
-  const serviceRoot = values.plant ? plant(values.plant, root) : root;
+  const serviceRoot = builtCopy(root, values.plant);
+  const dropCopy = () => rmSync(serviceRoot, { recursive: true, force: true });
+  process.on('exit', dropCopy);
   if (values.plant) log(`planted ${values.plant}: ${PLANTS[values.plant].what}`);
-  const result = await runNemesis({
-    seed,
-    lengthMs,
-    world: values.world as 'quorum' | 'cluster',
-    links: values.links as 'auto' | 'netns' | 'proxy',
-    root: serviceRoot,
-    plant: values.plant,
-    out,
-    kinds,
-    buyers: Number(values.buyers),
-    sellOutMs: Math.max(60_000, Math.min(240_000, lengthMs)),
-    log,
-  });
+  let result: Awaited<ReturnType<typeof runNemesis>>;
+  try {
+    result = await runNemesis({
+      seed,
+      lengthMs,
+      world: values.world as 'quorum' | 'cluster',
+      links: values.links as 'auto' | 'netns' | 'proxy',
+      root: serviceRoot,
+      plant: values.plant,
+      out,
+      kinds,
+      buyers: Number(values.buyers),
+      sellOutMs: Math.max(60_000, Math.min(240_000, lengthMs)),
+      log,
+    });
+  } finally {
+    // The copy's links (lua/, node_modules/) go, not what they point to.
+    dropCopy();
+  }
   const command = `npm run nemesis -- ${values.minutes ? `--minutes ${values.minutes}` : `--seconds ${Math.round(lengthMs / 1000)}`} --seed ${seed}${values.world !== 'quorum' ? ` --world ${values.world}` : ''}${values.plant ? ` --plant ${values.plant}` : ''}`;
   const report = buildReport(result, command);
   const md = markdown(report);

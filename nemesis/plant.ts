@@ -1,5 +1,5 @@
 // Planted bugs: a copy of the built service with one rule taken out, in a temporary folder, for
-// the services of a run to start instead of the project's own build. The checker must find the
+// the services of a run to start instead of the project's own build (every run starts from a copy). The checker must find the
 // bug; a run that plants one and finds nothing is a checker that cannot fail. The service's code
 // has no switch for this: the copy is patched, and a patch that no longer applies (the code moved)
 // stops the run rather than plant nothing.
@@ -42,11 +42,15 @@ export const PLANTS: Record<string, { what: string; patches: Patch[] }> = {
   },
 };
 
-/** Makes the patched copy and returns its root (to start dist/src/main.js from). */
-export function plant(name: string, projectRoot: string): string {
-  const bug = PLANTS[name];
+/**
+ * A copy of the built service in a temporary folder, with a planted bug's patches when `name` is
+ * given; its root, to start dist/src/main.js from. Every run starts its services from such a copy,
+ * so that a build made while a run lasts does not reach the processes it restarts.
+ */
+export function builtCopy(projectRoot: string, name?: string): string {
+  const bug = name === undefined ? { patches: [] } : PLANTS[name];
   if (!bug) throw new Error(`no planted bug ${name}: ${Object.keys(PLANTS).join(', ')}`);
-  const root = mkdtempSync(join(tmpdir(), `flashsale-plant-${name}-`));
+  const root = mkdtempSync(join(tmpdir(), `flashsale-nemesis-${name ?? 'build'}-`));
   cpSync(join(projectRoot, 'dist', 'src'), join(root, 'dist', 'src'), { recursive: true });
   cpSync(join(projectRoot, 'dist', 'migrations'), join(root, 'dist', 'migrations'), { recursive: true });
   cpSync(join(projectRoot, 'package.json'), join(root, 'package.json'));
@@ -58,7 +62,7 @@ export function plant(name: string, projectRoot: string): string {
     const count = text.split(p.from).length - 1;
     if (count !== 1)
       throw new Error(
-        `planting ${name}: ${p.file} holds the patched text ${count} times, not once (the code moved: update nemesis/plant.ts)`,
+        `planting ${String(name)}: ${p.file} holds the patched text ${count} times, not once (the code moved: update nemesis/plant.ts)`,
       );
     writeFileSync(file, text.replace(p.from, p.to));
   }
