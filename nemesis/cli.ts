@@ -26,6 +26,7 @@ const USAGE = `Usage: npm run nemesis -- [--minutes N | --seconds N] [--seed N] 
   --out DIR                 where the history, snapshot, logs and report go
                             (default nemesis/results/tmp/seed-<seed>)
   --publish                 also write the report to nemesis/results/latest.md and latest.json
+                            (cluster.md with --world cluster, planted-<name>.md with --plant)
   -h, --help                this text
 `;
 
@@ -101,7 +102,7 @@ async function main(): Promise<number> {
   if (values.publish) {
     const dir = join(root, 'nemesis', 'results');
     mkdirSync(dir, { recursive: true });
-    const name = values.world === 'cluster' ? 'cluster' : 'latest';
+    const name = values.plant ? `planted-${values.plant}` : values.world === 'cluster' ? 'cluster' : 'latest';
     writeFileSync(join(dir, `${name}.json`), `${JSON.stringify(report, null, 2)}\n`);
     writeFileSync(join(dir, `${name}.md`), md);
   }
