@@ -61,7 +61,7 @@ export interface RunWorld {
   nodes(): Node[];
   shape(lockTtlMs: number): Shape;
   effects(): Effects;
-  healAll(): void;
+  healAll(): Promise<void>;
   /** Each service's log file, by service name. */
   logFiles(): Record<string, string>;
   pgUrl(): string;
@@ -153,7 +153,7 @@ export async function runNemesis(o: RunOptions): Promise<RunResult> {
     const played = await play(faults, world.effects(), history);
     history.note('faults end');
     await workload.stop();
-    world.healAll();
+    await world.healAll();
     const healedAt = Date.now();
     history.note('healed');
     o.log('healed; timing the answer and the sell-out');

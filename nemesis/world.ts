@@ -190,8 +190,11 @@ export class World {
     return this.network ? { bridge: this.network.bridge, namespaces: this.network.names() } : null;
   }
 
-  /** Every cut healed, every link at full speed, every process running with the right time. */
-  healAll(): void {
+  /**
+   * Every cut healed, every link at full speed, every process running with the right time (a
+   * process whose restart failed is started again).
+   */
+  async healAll(): Promise<void> {
     for (const l of this.links.values()) {
       l.release();
       l.slow(0);
@@ -202,6 +205,7 @@ export class World {
       s.setClock(0);
     }
     this.redis.healAll();
+    for (const s of this.services) if (!s.running) await s.start();
   }
 
   /** How each fault kind is done to this world and undone; the Redis kinds are its Redis side's. */
