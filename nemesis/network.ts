@@ -58,14 +58,16 @@ export function namespacesAllowed(): { ok: true } | { ok: false; why: string } {
       return { ok: false, why: `${tool} is not on PATH (Debian: apt-get install iproute2 nftables)` };
     }
   }
-  const probe = `nmprobe${process.pid}`;
+  const probe = `nmprobe${process.pid % 100000}`;
   try {
     run('ip', ['netns', 'add', probe]);
     run('ip', ['netns', 'exec', probe, 'nft', 'add', 'table', 'inet', 'probe']);
+    run('ip', ['link', 'add', probe, 'type', 'bridge']);
     return { ok: true };
   } catch (err) {
     return { ok: false, why: (err as Error).message };
   } finally {
+    quiet('ip', ['link', 'del', probe]);
     quiet('ip', ['netns', 'del', probe]);
   }
 }
