@@ -88,8 +88,8 @@ async function main(): Promise<number> {
       kinds,
       buyers: Number(values.buyers),
       // A bound, not a wait: the sale sells out in well under a minute on an idle machine, and the
-    // check must hold on a loaded one too.
-    sellOutMs: Math.max(180_000, Math.min(300_000, lengthMs)),
+      // check must hold on a loaded one too.
+      sellOutMs: Math.max(180_000, Math.min(300_000, lengthMs)),
       log,
     });
   } finally {
