@@ -14,7 +14,7 @@ describe('a run with a planted bug', () => {
       '--plant',
       'oversell',
       '--faults',
-      'kill,pause',
+      'kill,pause,redis-flush',
     ]);
     const report = ran.report;
     if (!report) throw new Error(`no report: exit ${ran.code}\n${ran.stderr.slice(-4000)}`);
