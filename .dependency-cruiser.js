@@ -78,6 +78,20 @@ module.exports = {
       to: { path: '^(test|bench|harness)/' },
     },
     {
+      name: 'no-nemesis-in-the-service',
+      severity: 'error',
+      comment: 'the nemesis is a tool beside the service; the service never imports it',
+      from: { path: '^(src|harness)/' },
+      to: { path: '^nemesis/' },
+    },
+    {
+      name: 'nemesis-beside-the-tests',
+      severity: 'error',
+      comment: 'the nemesis builds on the service and the harness, never on the tests or the benchmark',
+      from: { path: '^nemesis/' },
+      to: { path: '^(test|bench)/' },
+    },
+    {
       name: 'harness-below-its-users',
       severity: 'error',
       comment: 'the harness serves the tests and the benchmark; it imports neither',

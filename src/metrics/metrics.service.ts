@@ -199,6 +199,11 @@ export class MetricsService {
     labelNames: ['reason'] as const,
     registers: [this.registry],
   });
+  readonly fencedWrites = new Counter({
+    name: 'flashsale_fenced_writes_total',
+    help: 'Sale writes PostgreSQL refused for a stale fencing token: a holder that outlived its segment lock, or a token counter that fell behind (nothing written)',
+    registers: [this.registry],
+  });
 
   private asked = 0;
   readonly queueJoins = new Counter({

@@ -118,3 +118,18 @@ export async function redisCommandCalls(url = testUrls().redisUrl): Promise<Map<
     redis.disconnect();
   }
 }
+
+/** A product with the given segment sizes, written straight into the tables (for specs of the SQL alone). */
+export async function productWithSegments(segments: number[], name = 'segments'): Promise<number> {
+  return withDb(async (c) => {
+    const total = segments.reduce((a, b) => a + b, 0);
+    const { rows } = await c.query<{ id: number }>(
+      `INSERT INTO products (name, total_stock, limit_per_user, segment_count) VALUES ($1, $2, 5, $3) RETURNING id`,
+      [name, total, segments.length],
+    );
+    const id = rows[0].id;
+    for (const [idx, stock] of segments.entries())
+      await c.query('INSERT INTO stock_segments (product_id, idx, stock) VALUES ($1, $2, $3)', [id, idx, stock]);
+    return id;
+  });
+}

@@ -47,12 +47,14 @@ export type SegmentTry = SegmentAttempt | { kind: 'busy' } | { kind: 'down' };
 /**
  * What a lock holder tells an order it served in its own hold (group commit): its order, a
  * refusal because the user already holds one, the segment too small for it (with what the segment
- * has left; null when it no longer exists), or the failure of the holder's statement.
+ * has left; null when it no longer exists), the holder's lock lost (its fencing token refused:
+ * nothing written), or the failure of the holder's statement.
  */
 export type RideAnswer =
   | { kind: 'sold'; order: OrderRow }
   | { kind: 'alreadyOrdered' }
   | { kind: 'short'; segment: number; remaining: number | null }
+  | { kind: 'fenced' }
   | { kind: 'failed'; error: unknown };
 
 /**
@@ -101,6 +103,8 @@ export function servedAnswer(answer: RideAnswer, quantity: number): Wake {
       throw new AlreadyOrderedError();
     case 'failed':
       throw answer.error;
+    case 'fenced':
+      return { kind: 'again' };
     case 'short':
       // Too small for this order, or gone: not worth waiting for. Else it is worth another try.
       return answer.remaining === null || answer.remaining < quantity
