@@ -19,9 +19,9 @@ import {
   StallingProxy,
   startFaultService,
   stopAll,
-  waitFor,
   withPg,
 } from './support';
+import { waitFor } from '../support/wait';
 
 const LOCK_TTL_MS = 300;
 const STALL_MS = 1500; // five TTLs
