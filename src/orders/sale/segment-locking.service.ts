@@ -1,6 +1,8 @@
-// How an order holds a segment: the user lock and hints in one Redis script (the gate), a
-// Redlock lock per segment, a board of what this process holds and who here waits, and group
-// commit: a holder sells the waiting orders of its process in its own hold and one statement.
+// How an order holds a segment: a Redlock lock per segment, a board of what this process holds and
+// who here waits, and the hold's mode, chosen once from ORDER_BATCH_MAX: one order per hold, or
+// group commit (a holder sells the waiting orders of its process in its own hold and one statement).
+// The orders service sees the hold through this one object: the gate (the user lock and the hints an
+// order passes first, OrderGateService) is entered and left through it too.
 // On a Redis Cluster a segment whose lock master cannot be reached is "down": the order falls over
 // to the others, and this process passes over that master's segments for DOWN_MEMORY_MS before
 // asking again (RedisReachability), so a dead or frozen master costs few calls, not one per order.
@@ -14,7 +16,7 @@ import { StockHintsService } from '../../inventory/stock-hints.service';
 import { RedisReachability } from '../../infrastructure/redis-reachability';
 import { lockKeys } from '../../infrastructure/redis-keys';
 import { HeldLock, LockService } from './lock.service';
-import { LocalLockBoard, WaitEnd } from './local-lock-board';
+import { LocalLockBoard, Rider, WaitEnd } from './local-lock-board';
 import { MetricsService } from '../../metrics/metrics.service';
 import { OrderGateService } from './order-gate.service';
 import {
@@ -36,6 +38,19 @@ import { Entry, OrderPass, PlaceOrder, RideAnswer, SegmentTry, Wake } from './sa
  */
 const PATIENT_WAIT_MS = 200;
 
+/**
+ * How a hold serves this process's other orders of the product: the one place where the two modes
+ * differ. With group commit (ORDER_BATCH_MAX > 1) a process takes at most ORDER_HOLDS_MAX holds of
+ * a product and the orders beyond wait to ride in them; with one order per hold nobody rides and
+ * every order takes its own hold.
+ */
+interface HoldMode {
+  /** Whether a new order of the product must wait to ride instead of taking a hold of its own. */
+  atCapacity(productId: number): boolean;
+  /** The waiting orders that ride in a hold just taken (taken off the board). */
+  riders(productId: number): Array<Rider<BatchEntry, RideAnswer>>;
+}
+
 /** A try at a segment's Redis lock: held (sell now), busy, or down (its cluster master is unreachable). */
 type SegmentLock = { kind: 'held'; held: HeldLock } | { kind: 'busy' } | { kind: 'down' };
 
@@ -46,6 +61,9 @@ export class SegmentLockingService {
   private readonly lockBoard: LocalLockBoard<BatchEntry, RideAnswer>;
   /** Each waiting order's place in line, kept across its waits. */
   private readonly tickets = new WeakMap<PlaceOrder, number>();
+  private readonly mode: HoldMode;
+  /** The work a hold that sold stands for (ORDER_HOLD_MS, a benchmark's stand-in for real work in the lock). */
+  private readonly holdWork: (sold: boolean) => Promise<void>;
 
   constructor(
     private readonly lockConfig: LocksConfig,
@@ -58,7 +76,16 @@ export class SegmentLockingService {
   ) {
     // After a streak of local hand-offs a released segment is left to other processes for one
     // retry delay (their waiters poll that often) before a request of this process is woken for it.
-    this.lockBoard = new LocalLockBoard<BatchEntry, RideAnswer>(lockConfig.retryDelayMs);
+    const board = (this.lockBoard = new LocalLockBoard<BatchEntry, RideAnswer>(lockConfig.retryDelayMs));
+    this.mode =
+      lockConfig.batchMax > 1
+        ? {
+            atCapacity: (productId) => board.holds(productId) >= lockConfig.holdsMax,
+            riders: (productId) => board.takeRiders(productId, lockConfig.batchMax - 1),
+          }
+        : { atCapacity: () => false, riders: () => [] };
+    const holdMs = lockConfig.holdMs;
+    this.holdWork = holdMs > 0 ? (sold) => (sold ? sleep(holdMs) : Promise.resolve()) : () => Promise.resolve();
   }
 
   enter(product: ProductInfo, req: PlaceOrder): Promise<Entry> {
@@ -73,13 +100,9 @@ export class SegmentLockingService {
     return this.lockBoard.waiting(productId) > 0 || this.atCapacity(productId);
   }
 
-  /**
-   * With group commit, ORDER_HOLDS_MAX holds of a product per process: the orders beyond wait and
-   * ride in those holds, so a process sells in few large statements rather than in one small one
-   * per segment. With ORDER_BATCH_MAX=1 nobody rides, and every order takes its own hold.
-   */
+  /** See HoldMode: a process sells in few large statements rather than in one small one per segment. */
   atCapacity(productId: number): boolean {
-    return this.lockConfig.batchMax > 1 && this.lockBoard.holds(productId) >= this.lockConfig.holdsMax;
+    return this.mode.atCapacity(productId);
   }
 
   heldHere(productId: number, idx: number): boolean {
@@ -219,7 +242,6 @@ export class SegmentLockingService {
           ),
         );
       }
-      if (this.lockConfig.holdMs > 0) await sleep(this.lockConfig.holdMs);
       const sale = await this.saleWrites.sellFromSegments(
         product.id,
         picked,
@@ -228,7 +250,10 @@ export class SegmentLockingService {
         req.userId,
         req.admissionPosition,
       );
-      if (sale === null || !('kind' in sale)) return sale;
+      if (sale === null || !('kind' in sale)) {
+        await this.holdWork(sale !== null);
+        return sale;
+      }
       await this.staleHold(product.id, sale);
       return null;
     } finally {
@@ -294,7 +319,7 @@ export class SegmentLockingService {
     req: PlaceOrder,
     held: HeldLock,
   ): Promise<SegmentAttempt | Fenced> {
-    const riders = this.lockBoard.takeRiders(product.id, this.lockConfig.batchMax - 1);
+    const riders = this.mode.riders(product.id);
     if (riders.length === 0) {
       const outcome = await this.saleWrites.sellFromSegment(
         product.id,
@@ -304,7 +329,7 @@ export class SegmentLockingService {
         req.userId,
         req.admissionPosition,
       );
-      if (this.lockConfig.holdMs > 0 && outcome.kind === 'sold') await sleep(this.lockConfig.holdMs);
+      await this.holdWork(outcome.kind === 'sold');
       return outcome;
     }
     let batch: BatchAttempt | Fenced;
@@ -323,8 +348,7 @@ export class SegmentLockingService {
     }
     try {
       this.metrics.batchSize.observe(riders.length + 1);
-      if (this.lockConfig.holdMs > 0 && batch.results.some((r) => r.kind === 'sold'))
-        await sleep(this.lockConfig.holdMs);
+      await this.holdWork(batch.results.some((r) => r.kind === 'sold'));
     } finally {
       // Every rider is answered exactly once, with its own entry's result.
       riders.forEach((r, i) => r.serve(rideAnswer(batch.results[i + 1], idx, batch.remaining)));
