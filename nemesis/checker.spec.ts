@@ -221,6 +221,18 @@ describe('the checker', () => {
     expect(anomalies(r.input).some((a) => /one request, 2 orders/.test(a.message))).toBe(true);
   });
 
+  it('should give an order made after its request timed out at the client to that request, and no order to a request sent after it was made', () => {
+    const r = run();
+    // The request of u6 timed out at the client at T0 + 1820; its statement, held by a cut link, commits later.
+    r.orders.push({ ...r.orders[0], id: 12, userId: 'u6', status: 'expired', paidAt: null, createdAt: T0 + 9000 });
+    const unmatched = (input: CheckInput) => anomalies(input).filter((a) => /matches no order request/.test(a.message));
+    expect(unmatched(r.input)).toEqual([]);
+    expect(check(r.input).unknown.orders).toEqual({ total: 1, tookEffect: 1, didNot: 0 });
+    // An order of u6 made before its only request was sent is nobody's.
+    r.orders[r.orders.length - 1] = { ...r.orders[r.orders.length - 1], createdAt: T0 + 1500 };
+    expect(unmatched(r.input).map((a) => a.message)).toEqual([expect.stringMatching(/^order 12 /)]);
+  });
+
   it('should find a payment answered 200 on an order that ended expired (I7)', () => {
     const r = run();
     r.call('pay', { orderId: 3, userId: 'u3' }, T0 + 1450, 'ok', { value: { id: 3, status: 'paid' } });

@@ -192,6 +192,9 @@ export function attribute(
   const byUnknownOp = new Map<number, number[]>();
   for (const op of orderOps)
     if (op.complete?.outcome === 'ok') byOrder.set(Number(op.complete.value?.id), op.invoke.op);
+  // A request whose outcome the client never learnt may take effect at any moment after it was sent,
+  // also after the client gave up: a statement held by a cut link reaches PostgreSQL when the
+  // link heals, however long after the client's timeout.
   const open = orderOps.filter((o) => !o.complete || o.complete.outcome === 'unknown');
   for (const o of snap.orders) {
     if (byOrder.has(o.id)) continue;
@@ -199,8 +202,7 @@ export function attribute(
       (op) =>
         op.invoke.args.userId === o.userId &&
         op.invoke.args.productId === o.productId &&
-        op.invoke.at - SLACK_MS <= o.createdAt &&
-        o.createdAt <= (op.complete?.at ?? Infinity) + SLACK_MS,
+        op.invoke.at - SLACK_MS <= o.createdAt,
     );
     // The least used candidate first: two open requests and two orders are one each.
     candidates.sort(
