@@ -1,13 +1,15 @@
 // `npm run nemesis -- --minutes 10 --seed 42`: one run, its report printed and written to the run's
 // folder (and, with --publish, to nemesis/results/latest.md and .json). Exit 0 when the checker found
 // no anomaly, 1 when it did; with --plant, 0 when the checker found the planted bug, 1 when it did not.
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { projectRoot } from '../src/infrastructure/project-root';
 import { FAULT_KINDS, FaultKind } from './faults';
 import { builtCopy, PLANTS } from './plant';
-import { buildReport, markdown } from './report';
+import { check } from './checker';
+import { History } from './history';
+import { buildReport, checkPart, markdown, Report } from './report';
 import { runNemesis } from './run';
 
 const USAGE = `Usage: npm run nemesis -- [--minutes N | --seconds N] [--seed N] [options]
@@ -25,6 +27,8 @@ const USAGE = `Usage: npm run nemesis -- [--minutes N | --seconds N] [--seed N] 
                             exits 0 only if the checker finds it
   --out DIR                 where the history, snapshot, logs and report go
                             (default nemesis/results/tmp/seed-<seed>)
+  --check DIR               make the checks again from a finished run's folder (its history,
+                            snapshot, stream and deliveries), with this checker, and rewrite its report
   --publish                 also write the report to nemesis/results/latest.md and latest.json
                             (cluster.md with --world cluster, planted-<name>.md with --plant)
   -h, --help                this text
@@ -43,6 +47,7 @@ async function main(): Promise<number> {
       plant: { type: 'string' },
       out: { type: 'string' },
       publish: { type: 'boolean', default: false },
+      check: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
     strict: true,
@@ -51,6 +56,7 @@ async function main(): Promise<number> {
     process.stdout.write(USAGE);
     return 0;
   }
+  if (values.check) return checkAgain(values.check, values.publish);
   const lengthMs = values.minutes
     ? Number(values.minutes) * 60_000
     : values.seconds
@@ -98,20 +104,53 @@ async function main(): Promise<number> {
   }
   const command = `npm run nemesis -- ${values.minutes ? `--minutes ${values.minutes}` : `--seconds ${Math.round(lengthMs / 1000)}`} --seed ${seed}${values.world !== 'quorum' ? ` --world ${values.world}` : ''}${values.plant ? ` --plant ${values.plant}` : ''}`;
   const report = buildReport(result, command);
+  writeReport(report, out, values.publish);
+  log(`run folder: ${out}`);
+  return verdict(report, log);
+}
+
+/** The report in the run's folder, and with --publish under nemesis/results/ too; printed. */
+function writeReport(report: Report, out: string, publish: boolean): void {
   const md = markdown(report);
   writeFileSync(join(out, 'report.json'), `${JSON.stringify(report, null, 2)}\n`);
   writeFileSync(join(out, 'report.md'), md);
-  if (values.publish) {
-    const dir = join(root, 'nemesis', 'results');
+  if (publish) {
+    const dir = join(projectRoot(__dirname), 'nemesis', 'results');
     mkdirSync(dir, { recursive: true });
-    const name = values.plant ? `planted-${values.plant}` : values.world === 'cluster' ? 'cluster' : 'latest';
+    const name = report.plant ? `planted-${report.plant}` : report.world === 'cluster' ? 'cluster' : 'latest';
     writeFileSync(join(dir, `${name}.json`), `${JSON.stringify(report, null, 2)}\n`);
     writeFileSync(join(dir, `${name}.md`), md);
   }
   process.stdout.write(`${md}\n`);
-  log(`run folder: ${out}`);
+}
+
+/** A finished run checked again: what it recorded is read back and given to this checker. */
+function checkAgain(dir: string, publish: boolean): number {
+  const read = (name: string) => readFileSync(join(dir, name), 'utf8');
+  const lines = <T>(name: string): T[] =>
+    existsSync(join(dir, name))
+      ? read(name)
+          .split('\n')
+          .filter((l) => l.trim() !== '')
+          .map((l) => JSON.parse(l) as T)
+      : [];
+  const before = JSON.parse(read('report.json')) as Report;
+  const checked = check({
+    entries: History.read(join(dir, 'history.jsonl')),
+    snapshot: JSON.parse(read('snapshot.json')) as Parameters<typeof check>[0]['snapshot'],
+    followed: lines('events.jsonl'),
+    deliveries: lines('webhooks.jsonl'),
+    liveness: before.liveness,
+  });
+  const report: Report = { ...before, ...checkPart(checked), checkedAgain: true };
+  writeReport(report, dir, publish);
+  return verdict(report, (line) => process.stderr.write(`nemesis: ${line}\n`));
+}
+
+/** The exit code: 0 when no anomaly was found, or, for a planted bug, when it was. */
+function verdict(report: Report, log: (line: string) => void): number {
   const found = report.anomalies.count > 0;
-  if (values.plant) {
+  if (report.plant) {
     log(
       found
         ? `the checker found the planted bug (${report.anomalies.count} anomalies)`

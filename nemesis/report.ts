@@ -2,6 +2,7 @@
 // recovery times, the operations by outcome, the lock's own failures, every check with its anomaly
 // count, the anomalies themselves, and liveness after the last heal.
 import { cpus } from 'node:os';
+import type { CheckReport } from './checker';
 import type { RunResult } from './run';
 
 export interface Report {
@@ -26,6 +27,17 @@ export interface Report {
   checks: RunResult['check']['checks'];
   anomalies: { count: number; first: RunResult['check']['anomalies'] };
   liveness: RunResult['liveness'];
+  /** Set when the checks were made again from the run's saved history and snapshot (`--check`). */
+  checkedAgain?: boolean;
+}
+
+/** The checks' part of a report. */
+export function checkPart(c: CheckReport): Pick<Report, 'unknown' | 'checks' | 'anomalies'> {
+  return {
+    unknown: c.unknown,
+    checks: c.checks,
+    anomalies: { count: c.anomalies.length, first: c.anomalies.slice(0, 200) },
+  };
 }
 
 const median = (xs: number[]) => {
@@ -65,10 +77,8 @@ export function buildReport(r: RunResult, command: string): Report {
       .map((p) => p.result as Record<string, unknown>),
     operations: r.operations,
     refusals: r.codes,
-    unknown: r.check.unknown,
     lock: r.lock,
-    checks: r.check.checks,
-    anomalies: { count: r.check.anomalies.length, first: r.check.anomalies.slice(0, 200) },
+    ...checkPart(r.check),
     liveness: r.liveness,
   };
 }
@@ -78,6 +88,11 @@ export function markdown(rep: Report): string {
   const verdict = rep.anomalies.count === 0 ? 'no anomaly' : `${rep.anomalies.count} anomalies`;
   lines.push(`# Nemesis run: seed ${rep.seed}, ${rep.faultSeconds} s of faults, ${verdict}`, '');
   lines.push(`\`${rep.command}\``, '');
+  if (rep.checkedAgain)
+    lines.push(
+      "The checks below were made again from the run's saved history, snapshot, stream and deliveries (`npm run nemesis -- --check <run folder>`), by the checker of the commit that holds this report.",
+      '',
+    );
   lines.push(
     `World: ${rep.world === 'cluster' ? 'a Redis Cluster (3 masters, a replica each)' : 'three independent Redis masters (Redlock quorum)'}, PostgreSQL, three service processes; links: ${rep.links}; clocks: ${rep.clocks}${rep.plant ? `; **planted bug: ${rep.plant}**` : ''}. ${rep.machine}, ${rep.durationSeconds} s in all.`,
     '',
