@@ -16,6 +16,7 @@ import { SoldOutAfterCause1764300000000 } from '../migrations/1764300000000-Sold
 import { QueueJoinLookups1764350000000 } from '../migrations/1764350000000-QueueJoinLookups';
 import { AdmissionPause1764400000000 } from '../migrations/1764400000000-AdmissionPause';
 import { PreQueueCount1764450000000 } from '../migrations/1764450000000-PreQueueCount';
+import { QueueBuckets1764500000000 } from '../migrations/1764500000000-QueueBuckets';
 import { withPg } from './faults/support';
 import { testUrls } from './support/service';
 
@@ -70,6 +71,7 @@ describe('the order lifecycle migration', () => {
       'QueueJoinLookups1764350000000',
       'AdmissionPause1764400000000',
       'PreQueueCount1764450000000',
+      'QueueBuckets1764500000000',
     ]);
 
     await withPg(url, async (db) => {
@@ -103,7 +105,7 @@ describe('the order lifecycle migration', () => {
   });
 
   it("should keep products and orders as they were under the waiting-room migration, spend an admission once, write each change's event with it under the events migration, and go back", async () => {
-    const ds = await migrateWith(url, [
+    const before = [
       InitialSchema1763700000000,
       OrderLifecycle1763900000000,
       WaitingRoom1764000000000,
@@ -114,8 +116,22 @@ describe('the order lifecycle migration', () => {
       QueueJoinLookups1764350000000,
       AdmissionPause1764400000000,
       PreQueueCount1764450000000,
-    ]);
+    ];
+    // The queue's buckets (their own spec, test/queue-sql.e2e-spec.ts, covers their way there and back): gone.
+    const all = await migrateWith(url, [...before, QueueBuckets1764500000000]);
     try {
+      await all.undoLastMigration({ transaction: 'each' });
+    } finally {
+      await all.destroy();
+    }
+    const ds = await migrateWith(url, before);
+    try {
+      const bucketTables = await withPg(url, (db) =>
+        db.query(
+          `SELECT table_name FROM information_schema.tables WHERE table_name IN ('queue_draws', 'queue_chains')`,
+        ),
+      );
+      expect(bucketTables.rows).toEqual([]);
       // The pre-queue's count: made from the tickets a room already holds, then kept by each group
       // of joins (a user with a ticket is not counted again; an arrival is not in the pre-queue),
       // reset with a room made again, and gone on the way back.
