@@ -7,6 +7,9 @@
 // admissions never above the ratio, and every buyer ordered, sold out or ended. Then a pause: admitted
 // buyers told sold_out keep their admissions through it (the clock moved in PostgreSQL), on either
 // process, and order first when units come back.
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { expectStockBalanced, withDb } from './support/database';
 import { admin, pooled, Reply, request, ServiceProcess, shop, startedTogether, startService } from './support/service';
 import {
@@ -208,6 +211,28 @@ describe('the waiting room under a storm across two service processes (I8, I1-I7
       expect(orders.find((o) => o.id === x.orderId)?.status).toBe('cancelled');
     // No 5xx to any buyer's order.
     expect(buyers.flatMap((x) => x.orderReplies).filter((r) => r.status >= 500)).toEqual([]);
+
+    // The verifier a buyer runs, with their ticket, on either process: every draw checks, and so does
+    // their place. A ticket moved to another bucket in PostgreSQL shows as a mismatch.
+    const buyer = waves[2][7];
+    const verified = await verifyQueue(b.url, productId, buyer.ticketId);
+    expect({ code: verified.code, out: verified.stdout }).toEqual({
+      code: 0,
+      out: expect.stringContaining(`your ticket ${buyer.lotteryId}: position ${buyer.position}, in the bucket of`),
+    });
+    expect(verified.stdout).toContain('OK: every draw is the one its committed seed makes');
+    await withDb((db) =>
+      db.query(
+        `UPDATE queue_tickets SET bucket = (SELECT max(bucket) FROM queue_tickets WHERE product_id = $1)
+          WHERE product_id = $1 AND user_id = $2`,
+        [productId, waves[0][0].userId],
+      ),
+    );
+    const tampered = await verifyQueue(a.url, productId);
+    expect({ code: tampered.code, out: tampered.stdout }).toEqual({
+      code: 1,
+      out: expect.stringContaining('MISMATCH'),
+    });
   }, 240_000);
 
   it('holds the admissions of buyers told sold_out through a pause, whichever process they poll, and they order first when units come back', async () => {
@@ -306,6 +331,15 @@ describe('the waiting room under a storm across two service processes (I8, I1-I7
     await expectStockBalanced(productId, units);
   }, 120_000);
 });
+
+/** `npm run verify-queue` as a buyer runs it (the built command): its exit code and what it printed. */
+async function verifyQueue(url: string, productId: number, ticket?: string) {
+  const args = ['dist/src/cli/verify-queue.js', url, String(productId), ...(ticket ? [ticket] : [])];
+  return promisify(execFile)(process.execPath, args, { cwd: join(__dirname, '..') }).then(
+    ({ stdout }) => ({ code: 0, stdout }),
+    (err: { code: number; stdout: string }) => ({ code: err.code, stdout: err.stdout }),
+  );
+}
 
 /** Waits until the room's pause mark satisfies `holds` (30 s at most: only a fault takes that long). */
 async function waitForRoom(productId: number, holds: (pausedSince: Date | null) => boolean) {
