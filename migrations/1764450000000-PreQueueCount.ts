@@ -37,8 +37,10 @@ export class PreQueueCount1764450000000 implements MigrationInterface {
 }
 
 // queue_join() as 1764350000000-QueueJoinLookups made it, but adding a pre-queue group's new
-// tickets to `pre_joined` in the same update that adds arrivals to `arrivals`.
-const QUEUE_JOIN_COUNTED = `
+// tickets to `pre_joined` in the same update that adds arrivals to `arrivals`. Exported for the
+// benchmark, which runs this counter-row design beside the buckets (bench/intake.ts); no migration
+// imports it.
+export const QUEUE_JOIN_COUNTED = `
       CREATE OR REPLACE FUNCTION queue_join(p_product integer, p_arrival boolean, p_users text[], p_tickets text[], p_keys bytea[])
       RETURNS TABLE (user_id text, ticket_id text, kind char(1), "position" bigint, created boolean)
       LANGUAGE plpgsql AS $fn$

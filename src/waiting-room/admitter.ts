@@ -136,7 +136,11 @@ export class Admitter implements OnModuleInit, OnModuleDestroy {
         if (step.seal?.draws.some((d) => d.bucket === 0))
           this.log.log(`product ${room.productId}: pre-queue of ${step.seal.draws[0].tickets} drawn`);
         view = (await this.states.refreshView(room.productId)) ?? view;
-        if (step.seal) await this.states.sealed(room.productId, step.seal);
+        // Its drawn orders are written meanwhile: the room's next tick does not wait for them.
+        if (step.seal)
+          void this.states
+            .sealed(room.productId, step.seal)
+            .catch((err: Error) => this.log.warn(`product ${room.productId}: a drawn order: ${err.message}`));
       }
     }
     const label = String(room.productId);

@@ -37,10 +37,14 @@ const viewOf = (over: Partial<AdmissionView>): AdmissionView => ({
   ...over,
 });
 
-/** QueueStates over a repository where the room is sealed through `sealed()` and bucket 42's draw written as `written()`. */
+/**
+ * QueueStates over a repository where the room is sealed through `sealed()`, bucket 42's order is
+ * written as `written()`, and `drawing()` says whether another process is drawing it now.
+ */
 function statesOver(
   sealed: () => number,
   written: () => Buffer | null = () => drawnOrder(bucketSeed, ids),
+  drawing: () => boolean = () => false,
   tickMs = 100,
 ) {
   const repo = {
@@ -50,7 +54,9 @@ function statesOver(
     draws: jest.fn(async (_: number, after: number) => (sealed() >= BUCKET && after < BUCKET ? [drawOf(null)] : [])),
     drawnOrder: jest.fn(async () => written()),
     bucketTickets: jest.fn(async () => [...ids].reverse()),
-    writeDrawnOrder: jest.fn(async () => undefined),
+    drawOrderOnce: jest.fn(async (_: number, __: number, order: (ids: string[]) => Buffer) =>
+      drawing() ? null : order([...ids].reverse()),
+    ),
   };
   const states = new QueueStates(
     repo as unknown as WaitingRoomRepository,
@@ -89,19 +95,36 @@ describe("a ticket's place from its bucket's draw", () => {
     expect(calls()).toBe(before);
   });
 
-  it('leaves the drawn order to the process that sealed, then writes it itself when that process has not', async () => {
+  it('draws the order of a bucket no process has written, unless another is drawing it now, then reads theirs', async () => {
+    let theirs: Buffer | null = null;
+    let drawing = true;
     const { states, repo } = statesOver(
       () => 42,
-      () => null,
+      () => theirs,
+      () => drawing,
     );
     const settled = jest.fn();
     void states.place(7, BUCKET, ann, Date.now() + 1000).then(settled);
-    await jest.advanceTimersByTimeAsync(150);
+    await jest.advanceTimersByTimeAsync(60);
     expect(settled).not.toHaveBeenCalled();
-    expect(repo.writeDrawnOrder).not.toHaveBeenCalled();
-    await jest.advanceTimersByTimeAsync(100); // two ticks after the draw
+    expect(repo.drawOrderOnce.mock.calls.length).toBeGreaterThan(0);
+    // The other process wrote it: read, not drawn here.
+    theirs = drawnOrder(bucketSeed, ids);
+    drawing = false;
+    const tries = repo.drawOrderOnce.mock.calls.length;
+    await jest.advanceTimersByTimeAsync(30);
     expect(settled).toHaveBeenCalledWith({ position: placeOf(ann), keyShare: null });
-    expect(repo.writeDrawnOrder).toHaveBeenCalledWith(7, BUCKET, drawnOrder(bucketSeed, ids));
+    expect(repo.drawOrderOnce.mock.calls.length).toBe(tries);
+    // Nobody wrote it and nobody is drawing it: this process draws it.
+    const alone = statesOver(
+      () => 42,
+      () => null,
+    );
+    expect(await alone.states.place(7, BUCKET, bob, Date.now() + 1000)).toEqual({
+      position: placeOf(bob),
+      keyShare: null,
+    });
+    expect(alone.repo.drawOrderOnce).toHaveBeenCalledTimes(1);
   });
 
   it('answers its own waiting polls at once from a seal this process made, without reading the room', async () => {
@@ -117,7 +140,7 @@ describe("a ticket's place from its bucket's draw", () => {
     await jest.advanceTimersByTimeAsync(0);
     expect(settled).toHaveBeenCalledWith({ position: placeOf(ann), keyShare: null });
     expect(repo.sealedThrough.mock.calls.length).toBe(reads);
-    expect(repo.writeDrawnOrder).toHaveBeenCalledWith(7, BUCKET, drawnOrder(bucketSeed, ids));
+    expect(repo.drawOrderOnce).toHaveBeenCalledTimes(1);
   });
 
   it('gives up at the time it was given and answers unplaced; a pre-queue ticket with its key share', async () => {

@@ -32,9 +32,6 @@ export function drawWaitUntil(bucket: number, bucketMs: number, startsAt: number
   return Math.min(now + DRAW_WAIT_MAX_MS, Math.max(now, end) + wait);
 }
 
-/** How long after a draw the process that made it has to write its drawn order before another writes it. */
-const ORDER_GRACE_TICKS = 2;
-
 /** Where a ticket stands before its place is known: its bucket's draw is awaited, or (the pre-queue before the start) its key's share. */
 export interface Place {
   position: number | null;
@@ -182,7 +179,7 @@ export class QueueStates {
       }
       draws.through = Math.max(draws.through, seal.through);
     }
-    for (const d of seal.draws) if (d.seed !== null && d.tickets > 0) await this.orderOf(productId, d, true);
+    for (const d of seal.draws) if (d.seed !== null && d.tickets > 0) await this.orderOf(productId, d);
     this.wake(productId);
   }
 
@@ -257,7 +254,7 @@ export class QueueStates {
       const sealed = draws !== undefined && w.bucket <= draws.through;
       const draw = sealed ? draws.byBucket.get(w.bucket) : undefined;
       let position: number | null | undefined;
-      if (draw !== undefined && (await this.orderOf(productId, draw, now >= w.until)) !== null)
+      if (draw !== undefined && (await this.orderOf(productId, draw)) !== null)
         position = await this.rankIn(productId, draw, w.ticketId);
       else if (now >= w.until || (sealed && draw === undefined)) position = null;
       if (position === undefined || w.done) continue;
@@ -290,20 +287,16 @@ export class QueueStates {
 
   /**
    * A draw's order (8-byte key prefixes in drawn order): as loaded, else read from PostgreSQL, else
-   * (`make`, or the drawing process has let ORDER_GRACE_TICKS pass) computed here from the bucket's
-   * ticket ids and written for the others. Null while another process is expected to write it.
+   * drawn here from the bucket's ticket ids and written for the others, unless another process is
+   * drawing it at this moment (null then: asked again at the next turn of the loop).
    */
-  private async orderOf(productId: number, draw: Draw, make: boolean): Promise<Buffer | null> {
-    if (draw.keys !== null || draw.seed === null) return draw.keys;
-    const key = `${productId}:${draw.bucket}`;
-    const keys = await this.onceBy(this.loadingOrders, key, async () => {
+  private async orderOf(productId: number, draw: Draw): Promise<Buffer | null> {
+    const seed = draw.seed;
+    if (draw.keys !== null || seed === null) return draw.keys;
+    const keys = await this.onceBy(this.loadingOrders, `${productId}:${draw.bucket}`, async () => {
       const written = await this.repo.drawnOrder(productId, draw.bucket).catch(this.unavailable);
       if (written !== null) return written;
-      if (!make && Date.now() - draw.drawnAt < ORDER_GRACE_TICKS * this.tickMs) return null;
-      const ids = await this.repo.bucketTickets(productId, draw.bucket).catch(this.unavailable);
-      const order = drawnOrder(draw.seed as Buffer, ids);
-      await this.repo.writeDrawnOrder(productId, draw.bucket, order).catch(this.unavailable);
-      return order;
+      return this.repo.drawOrderOnce(productId, draw.bucket, (ids) => drawnOrder(seed, ids)).catch(this.unavailable);
     });
     if (keys !== null) draw.keys = keys;
     return keys;

@@ -120,6 +120,13 @@ const LIVE_ADMISSIONS = `
   spent AS (SELECT count(*)::bigint AS n FROM orders o JOIN live ON o.admission_position BETWEEN live.f AND live.l
              WHERE o.product_id = $1)`;
 
+/**
+ * The advisory lock one process holds while it draws a bucket's order: the mark 'R', the product,
+ * the bucket's low 24 bits (two buckets 19 days apart share a lock, which only makes one wait).
+ */
+const drawingLock = (productId: number, bucket: number) =>
+  ((0x52n << 56n) | (BigInt(productId) << 24n) | BigInt(bucket % 0x1000000)).toString();
+
 /** Units on sale: neither reserved nor sold. */
 const UNITS_LEFT = `(SELECT COALESCE(sum(stock), 0) FROM stock_segments WHERE product_id = $1)::bigint`;
 
@@ -272,12 +279,40 @@ export class WaitingRoomRepository {
     return rows.map((r) => r.ticket_id);
   }
 
-  /** Writes a bucket's drawn order for every process to read, unless one is there already. */
-  async writeDrawnOrder(productId: number, bucket: number, keys: Buffer): Promise<void> {
-    await this.db.query(
-      `${CLOCK} UPDATE queue_draws SET keys = $3 WHERE product_id = $1 AND bucket = $2 AND keys IS NULL`,
-      [productId, bucket, keys],
-    );
+  /**
+   * Draws a bucket's order here, for every process to read: unless another process is drawing it
+   * now (its transaction holds the bucket's drawing lock; null then, ask again) or has written it
+   * (that order). `order` turns the bucket's ticket ids into its drawn order. One process draws each
+   * bucket, whichever asks first; a process that dies drawing lets the lock go with its session.
+   */
+  async drawOrderOnce(
+    productId: number,
+    bucket: number,
+    order: (ticketIds: string[]) => Buffer,
+  ): Promise<Buffer | null> {
+    return this.db.transaction(async (m) => {
+      const [lock]: Array<{ ok: boolean }> = await m.query(
+        `${CLOCK} SELECT pg_try_advisory_xact_lock($1::bigint) AS ok`,
+        [drawingLock(productId, bucket)],
+      );
+      if (!lock.ok) return null;
+      const [row]: Array<{ keys: Buffer | null }> = await m.query(
+        `${CLOCK} SELECT keys FROM queue_draws WHERE product_id = $1 AND bucket = $2`,
+        [productId, bucket],
+      );
+      if (row?.keys) return row.keys;
+      const ids: Array<{ ticket_id: string }> = await m.query(
+        `${CLOCK} SELECT ticket_id FROM queue_tickets WHERE product_id = $1 AND bucket = $2`,
+        [productId, bucket],
+      );
+      const keys = order(ids.map((r) => r.ticket_id));
+      await m.query(`${CLOCK} UPDATE queue_draws SET keys = $3 WHERE product_id = $1 AND bucket = $2`, [
+        productId,
+        bucket,
+        keys,
+      ]);
+      return keys;
+    });
   }
 
   /** The hash chains that commit a room's seeds, without their secret elements. */
