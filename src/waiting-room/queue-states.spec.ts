@@ -143,6 +143,27 @@ describe("a ticket's place from its bucket's draw", () => {
     expect(repo.drawOrderOnce).toHaveBeenCalledTimes(1);
   });
 
+  it('answers every poll by its time, also one that comes after the loop of the polls before it has ended', async () => {
+    const { states, repo } = statesOver(() => 41);
+    // A ticket its bucket's keys do not hold: its place needs the bucket's ids, slow the first time.
+    let reads = 0;
+    repo.bucketTickets.mockImplementation(
+      () => new Promise((r) => setTimeout(() => r([...ids].reverse()), reads++ === 0 ? 100 : 10)),
+    );
+    const stranger = ticketIdFor(7, 'stranger');
+    const first = jest.fn();
+    void states.place(7, BUCKET, stranger, Date.now() + 1000).then(first);
+    await jest.advanceTimersByTimeAsync(0);
+    // This process seals: its answer of the waiting poll (the slow read) ends after the loop's.
+    void states.sealed(7, { from: 42, through: 42, draws: [drawOf(null)] });
+    await jest.advanceTimersByTimeAsync(150);
+    expect(first).toHaveBeenCalledWith({ position: null, keyShare: null });
+    const next = jest.fn();
+    void states.place(7, 43, bob, Date.now() + 100).then(next);
+    await jest.advanceTimersByTimeAsync(150);
+    expect(next).toHaveBeenCalledWith({ position: null, keyShare: null });
+  });
+
   it('gives up at the time it was given and answers unplaced; a pre-queue ticket with its key share', async () => {
     const { states } = statesOver(() => -1);
     const settled = jest.fn();

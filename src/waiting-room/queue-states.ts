@@ -66,6 +66,8 @@ export class QueueStates {
   private readonly joined = new Map<number, number>();
   private readonly draws = new Map<number, Draws>();
   private readonly waiters = new Map<number, Waiter[]>();
+  /** The products whose loop of waiting polls runs (see follow). */
+  private readonly following = new Set<number>();
   private readonly refreshing = new Map<number, Promise<AdmissionView | null>>();
   private readonly loadingDraws = new Map<number, Promise<Draws>>();
   private readonly loadingOrders = new Map<string, Promise<Buffer | null>>();
@@ -203,13 +205,11 @@ export class QueueStates {
     const draw = known && bucket <= known.through ? known.byBucket.get(bucket) : undefined;
     if (draw?.keys) return this.rankIn(productId, draw, ticketId);
     return new Promise<number | null>((resolve, reject) => {
-      const list = this.waiters.get(productId);
       const waiter = { bucket, ticketId, until, resolve, reject, done: false };
+      const list = this.waiters.get(productId);
       if (list) list.push(waiter);
-      else {
-        this.waiters.set(productId, [waiter]);
-        void this.follow(productId);
-      }
+      else this.waiters.set(productId, [waiter]);
+      if (!this.following.has(productId)) void this.follow(productId);
     });
   }
 
@@ -221,6 +221,7 @@ export class QueueStates {
    */
   private async follow(productId: number): Promise<void> {
     const every = Math.min(25, this.tickMs / 4);
+    this.following.add(productId);
     try {
       for (;;) {
         const waiting = this.waiters.get(productId) ?? [];
@@ -236,9 +237,13 @@ export class QueueStates {
         await new Promise((resolve) => setTimeout(resolve, every));
       }
     } catch (err) {
-      for (const w of this.waiters.get(productId) ?? []) w.reject(err);
+      const failed = this.waiters.get(productId) ?? [];
+      this.waiters.delete(productId);
+      for (const w of failed) w.reject(err);
     }
-    this.waiters.delete(productId);
+    this.following.delete(productId);
+    // A poll that came as the loop ended is not left without one.
+    if ((this.waiters.get(productId)?.length ?? 0) > 0) void this.follow(productId);
   }
 
   /** A draw of this process's own was added: its waiting polls are answered now. */

@@ -128,11 +128,10 @@ describe('Retry-After of a ticket', () => {
     expect(pollAfterS('waiting', null, { ...window, startsAt: now + 400_000 }, now)).toBe(30);
   });
 
-  it('asks a ticket its draw has yet to place back at once (that poll waits for the draw), or in a second once a poll waited', () => {
+  it('asks a ticket its draw has yet to place back at once (that poll waits for the draw)', () => {
     expect(pollAfterS('waiting', null, window, now, 'beingDrawn')).toBe(0);
     expect(pollAfterS('waiting', null, { ...window, startsAt: now - 10 }, now, 'beingDrawn')).toBe(0);
-    expect(pollAfterS('waiting', null, { ...window, startsAt: now - 10 }, now, 'awaitingDraw')).toBe(1);
-    expect(pollAfterS('waiting', null, { ...window, startsAt: now + 4200 }, now, 'awaitingDraw')).toBe(5);
+    expect(pollAfterS('waiting', null, { ...window, startsAt: now + 4200 }, now, 'beingDrawn')).toBe(5);
     expect(pollAfterS('waiting', null, { ...window, startsAt: now - 10 }, now)).toBe(2);
   });
 });
@@ -173,7 +172,7 @@ describe("a pre-queue ticket's first poll after the start", () => {
     // A ticket that is not in the pre-queue (no wave) polls at the start, as before.
     expect(pollAfterS('waiting', null, { ...window, startsAt: now + 4200 }, now)).toBe(5);
     // After the start the wave plays no part: the draw places the ticket at the next tick.
-    expect(pollAfterS('waiting', null, { ...window, startsAt: now - 10 }, now, 'awaitingDraw', 2)).toBe(1);
+    expect(pollAfterS('waiting', null, { ...window, startsAt: now - 10 }, now, 'beingDrawn', 2)).toBe(0);
   });
 });
 

@@ -175,9 +175,9 @@ export const LIVELY_S = 5;
 /**
  * What else paces a waiting ticket's polls: `behindUnitsLeft` (were every unit left offered now,
  * its turn would not come), `beingDrawn` (after the start, its bucket's draw has not placed it yet:
- * a poll now waits for the draw), `awaitingDraw` (a poll waited for the draw and it did not come).
+ * a poll now waits for the draw, for half a second at least, so polling again at once is no spin).
  */
-export type Pace = 'behindUnitsLeft' | 'beingDrawn' | 'awaitingDraw' | null;
+export type Pace = 'behindUnitsLeft' | 'beingDrawn' | null;
 
 /**
  * Seconds until the next poll is useful (Retry-After). Never longer than a quarter of the admission's
@@ -187,8 +187,8 @@ export type Pace = 'behindUnitsLeft' | 'beingDrawn' | 'awaitingDraw' | null;
  * within seconds rather than at the end of a long wait estimated from the admission rate. Before
  * the start a ticket polls at the start, a pre-queue ticket `wave` seconds after it (one due at the
  * start first polls once more in the second before it). A ticket not yet placed after the start
- * polls at once (0: that poll waits for its bucket's draw, QueueStates.place), and again in a
- * second when a poll waited and the draw did not come.
+ * polls at once (0: that poll waits for its bucket's draw, QueueStates.place), also after a poll
+ * that waited and the draw did not come yet.
  */
 export function pollAfterS(
   status: TicketStatus,
@@ -217,7 +217,6 @@ export function pollAfterS(
         return Math.max(1, Math.min(longest, untilStart + early));
       }
       if (pace === 'beingDrawn') return 0;
-      if (pace === 'awaitingDraw') return 1;
       if (estimatedWaitS === null) return Math.min(longest, 2);
       const paced = Math.max(1, Math.min(longest, Math.ceil(estimatedWaitS / 3)));
       return pace === 'behindUnitsLeft' ? Math.min(paced, LIVELY_S) : paced;

@@ -208,7 +208,7 @@ export class WaitingRoomService implements OnModuleInit {
     // The draw may have been waited for: the time from now on.
     const now = (reply.now = Date.now());
     if (saleEnded(product, now)) return reply.told('ended', null, null);
-    if (position === null) return this.unplaced(reply, place, wait);
+    if (position === null) return this.unplaced(reply, place);
     const view = this.states.freshView(product.id) ?? (await this.states.refreshView(product.id));
     if (view === null) return reply.told('waiting', null, null);
     const standing = standingOf(position, view, now);
@@ -249,9 +249,9 @@ export class WaitingRoomService implements OnModuleInit {
   /**
    * A ticket its bucket's draw has not placed yet. Before the start, a pre-queue ticket's first
    * poll after it is timed by its lottery key (firstPollWave); after it, the place is being drawn:
-   * poll at once (that poll waits for the draw), or in a second when this poll waited already.
+   * poll again at once (that poll waits for the draw).
    */
-  private async unplaced(reply: Reply, place: Place | null, waited: boolean): Promise<TicketView> {
+  private async unplaced(reply: Reply, place: Place | null): Promise<TicketView> {
     const { product, now } = reply;
     if (product.startsAt !== null && now < product.startsAt) {
       let wave: number | null = null;
@@ -260,7 +260,7 @@ export class WaitingRoomService implements OnModuleInit {
         wave = firstPollWave(place.keyShare, view.preJoined, this.budget.first(view.unitsLeft));
       return reply.told('waiting', null, Math.ceil((product.startsAt - now) / 1000), null, wave);
     }
-    return reply.told('waiting', null, null, waited ? 'awaitingDraw' : 'beingDrawn');
+    return reply.told('waiting', null, null, 'beingDrawn');
   }
 
   /** A placed ticket not yet admitted: waiting, or sold out while no unit is left. */
