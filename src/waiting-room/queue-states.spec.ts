@@ -86,10 +86,13 @@ describe("a ticket's place from its bucket's draw", () => {
     expect(repo.drawnOrder).toHaveBeenCalledTimes(1);
   });
 
-  it('places a ticket of a bucket it holds already without any statement', async () => {
+  it('places a ticket of a bucket it holds already without any statement, and does not look for one with no time to wait', async () => {
     const { states, repo } = statesOver(() => 42);
-    await states.place(7, BUCKET, ann, Date.now());
     const calls = () => Object.values(repo).reduce((n, f) => n + f.mock.calls.length, 0);
+    // A join's answer (its bucket still open): no time to wait, no statement, no place yet.
+    expect(await states.place(7, BUCKET, ann, Date.now())).toEqual({ position: null, keyShare: null });
+    expect(calls()).toBe(0);
+    await states.place(7, BUCKET, ann, Date.now() + 1000);
     const before = calls();
     expect((await states.place(7, BUCKET, bob, Date.now())).position).toBe(placeOf(bob));
     expect(calls()).toBe(before);

@@ -204,6 +204,8 @@ export class QueueStates {
     const known = this.draws.get(productId);
     const draw = known && bucket <= known.through ? known.byBucket.get(bucket) : undefined;
     if (draw?.keys) return this.rankIn(productId, draw, ticketId);
+    // No time to wait (a join's answer: its bucket is open; a pre-queue ticket before the start): no read.
+    if (until <= Date.now()) return null;
     return new Promise<number | null>((resolve, reject) => {
       const waiter = { bucket, ticketId, until, resolve, reject, done: false };
       const list = this.waiters.get(productId);

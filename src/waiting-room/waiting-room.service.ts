@@ -117,8 +117,9 @@ export class WaitingRoomService implements OnModuleInit {
       position: joined.position,
       bucket: joined.position === null ? joined.bucket : null,
     };
-    // Not held for the draw: the answer says to poll at once, and that poll waits for it.
-    const ticket = await this.answer(product, this.signer.issue(claims), claims, false);
+    // A new ticket's bucket is still open: its answer says to poll at once, and that poll waits for
+    // the draw. A ticket joined again is looked up in its draw (made long ago, mostly).
+    const ticket = await this.answer(product, this.signer.issue(claims), claims, !joined.created);
     return { ticket, created: joined.created };
   }
 
