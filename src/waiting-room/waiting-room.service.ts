@@ -165,7 +165,7 @@ export class WaitingRoomService implements OnModuleInit {
         throw new UnavailableError('postgres', this.http.retryAfterS, err);
       }),
     ]);
-    const view = this.states.lastView(productId);
+    const view = await this.states.view(productId);
     return { bucketMs: room.bucketMs, sealedThrough: view?.sealedThrough ?? -1, chains, draws };
   }
 
