@@ -135,12 +135,13 @@ export class Admitter implements OnModuleInit, OnModuleDestroy {
         if (step.admitted > 0) this.metrics.queueAdmitted.inc({ product: String(room.productId) }, step.admitted);
         if (step.seal?.draws.some((d) => d.bucket === 0))
           this.log.log(`product ${room.productId}: pre-queue of ${step.seal.draws[0].tickets} drawn`);
-        view = (await this.states.refreshView(room.productId)) ?? view;
-        // Its drawn orders are written meanwhile: the room's next tick does not wait for them.
+        // The polls waiting here for these draws are answered first; the drawn orders are written
+        // meanwhile, and the room's next tick does not wait for them.
         if (step.seal)
           void this.states
             .sealed(room.productId, step.seal)
             .catch((err: Error) => this.log.warn(`product ${room.productId}: a drawn order: ${err.message}`));
+        view = (await this.states.refreshView(room.productId)) ?? view;
       }
     }
     const label = String(room.productId);
