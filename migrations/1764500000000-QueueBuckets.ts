@@ -284,7 +284,8 @@ const QUEUE_JOIN = `
  * (bucket 0) once the product's start has come, drawn even when empty (its seed is revealed then);
  * then every time bucket before the one of PostgreSQL's clock now. The exclusive lock of each
  * bucket sealed (its 16 stripes; 64 slots at most, which cover every bucket) waits for its joins to
- * commit and sends the later ones to a later bucket. Each non-empty bucket is one draw: its first
+ * commit and sends the later ones to a later bucket; the buckets between the pre-queue and the
+ * start's are empty by construction and not locked. Each non-empty bucket is one draw: its first
  * position follows the tickets of the buckets before it, and its seed is the next element of the
  * chain in force. A chain is extended 64 draws before it runs out, so its head is public long
  * before any ticket of the buckets it will draw has joined. Returns the draws made.
@@ -301,6 +302,7 @@ const QUEUE_SEAL = `
         v_from bigint;
         v_last bigint;
         v_slot bigint;
+        v_lock_to bigint;
         v_draw integer;
         v_placed bigint;
         v_pre integer;
@@ -316,8 +318,18 @@ const QUEUE_SEAL = `
         IF v_from = 0 AND v_starts IS NOT NULL AND v_now < v_starts THEN RETURN; END IF;
         v_last := floor(extract(epoch FROM v_now) * 1000 / v_ms)::bigint - 1;
         IF v_last < v_from THEN RETURN; END IF;
+        -- The buckets whose joins may still be writing: locked. At the pre-queue's seal these are
+        -- the pre-queue and the buckets from the start on (a join before the start went to the
+        -- pre-queue), so a sale's first seal does not hold the joins of its first moments.
         v_slot := v_from;
-        WHILE v_slot <= LEAST(v_last, v_from + 63) LOOP
+        IF v_from = 0 AND v_starts IS NOT NULL THEN
+          FOR s IN 0 .. 15 LOOP
+            PERFORM pg_advisory_xact_lock((x'51'::bigint << 56) | (p_product::bigint << 10) | s);
+          END LOOP;
+          v_slot := GREATEST(1, floor(extract(epoch FROM v_starts) * 1000 / v_ms)::bigint);
+        END IF;
+        v_lock_to := LEAST(v_last, v_slot + 63);
+        WHILE v_slot <= v_lock_to LOOP
           FOR s IN 0 .. 15 LOOP
             PERFORM pg_advisory_xact_lock((x'51'::bigint << 56) | (p_product::bigint << 10) | ((v_slot % 64) << 4) | s);
           END LOOP;

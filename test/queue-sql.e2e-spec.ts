@@ -231,6 +231,39 @@ describe('the queue in SQL: buckets, seals, draws and places', () => {
     }
   });
 
+  it("seals the pre-queue at the start locking the pre-queue and the sale's ended buckets only, not the one joins now write to", async () => {
+    await room(60_000);
+    await join(['pre']);
+    const [{ start }] = (
+      await db.query(
+        `UPDATE products SET starts_at = clock_timestamp() WHERE id = $1
+         RETURNING floor(extract(epoch FROM starts_at) * 1000 / 20)::bigint AS start`,
+        [product],
+      )
+    ).rows;
+    await waitFor('two buckets of the sale to end', async () => (await nowBucket()) > Number(start) + 2);
+    await db.query('BEGIN');
+    try {
+      await db.query('SELECT * FROM queue_seal($1)', [product]);
+      // Bits 4..9 of the lock's key are the bucket's slot: the pre-queue's (0) and the sale's ended
+      // buckets', not all 64 (which a join of the bucket of now would have to wait behind).
+      const { rows } = await db.query(
+        `SELECT DISTINCT ((objid::bigint >> 4) & 63)::int AS slot FROM pg_locks
+          WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND mode = 'ExclusiveLock'`,
+      );
+      const slots = rows.map((r) => r.slot as number).sort((x, y) => x - y);
+      const { rows: after } = await db.query(
+        'SELECT sealed_through::bigint AS s FROM waiting_rooms WHERE product_id = $1',
+        [product],
+      );
+      const ended = Array.from({ length: Number(after[0].s) - Number(start) + 1 }, (_, i) => (Number(start) + i) % 64);
+      expect(slots).toEqual([...new Set([0, ...ended])].sort((x, y) => x - y));
+      expect(slots.length).toBeLessThan(64);
+    } finally {
+      await db.query('COMMIT');
+    }
+  });
+
   it('sends a join that finds its bucket sealed (here the pre-queue, the start moved after its draw) to the bucket of now, behind it', async () => {
     await room(60_000);
     await join(['pre']);
