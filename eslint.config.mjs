@@ -25,9 +25,9 @@ export default defineConfig(
     },
   },
   {
-    // Specs, e2e helpers, the harness and the benchmark read untyped data by design (JSON bodies off the wire,
-    // pg rows, jest mock calls) and assert on its shape, so the any-tracking rules are off.
-    files: ['test/**/*.ts', 'src/**/*.spec.ts', 'bench/**/*.ts', 'harness/**/*.ts'],
+    // Specs, e2e helpers, the harness, the benchmark and the nemesis read untyped data by design (JSON bodies
+    // off the wire, pg rows, jest mock calls) and assert on its shape, so the any-tracking rules are off.
+    files: ['test/**/*.ts', 'src/**/*.spec.ts', 'bench/**/*.ts', 'harness/**/*.ts', 'nemesis/**/*.ts'],
     rules: {
       '@typescript-eslint/no-explicit-any': 'off',
       '@typescript-eslint/no-unsafe-argument': 'off',
@@ -38,19 +38,19 @@ export default defineConfig(
     },
   },
   {
-    files: ['test/**/*.ts', 'src/**/*.spec.ts', 'bench/test/**/*.ts'],
+    files: ['test/**/*.ts', 'src/**/*.spec.ts', 'bench/test/**/*.ts', 'nemesis/**/*.spec.ts', 'nemesis/test/**/*.ts'],
     rules: {
       // A fake of an async method is written `async` so that a throw in it rejects, as the real one does.
       '@typescript-eslint/require-await': 'off',
     },
   },
   {
-    files: ['**/*.js', '**/*.mjs'],
+    files: ['**/*.js', '**/*.mjs', '**/*.cjs'],
     extends: [tseslint.configs.disableTypeChecked],
   },
   {
-    // Jest reads its configuration files as CommonJS.
-    files: ['**/jest.config.js'],
+    // Jest reads its configuration files as CommonJS, and bench/main.cjs loads the flag table with require().
+    files: ['**/jest.config.js', '**/*.cjs'],
     languageOptions: { sourceType: 'commonjs' },
     rules: { '@typescript-eslint/no-require-imports': 'off' },
   },

@@ -9,7 +9,7 @@ import { Client } from 'pg';
 import { startEmbeddedPostgres } from '../src/infrastructure/embedded-postgres';
 import { childrenOf } from '../harness/launcher';
 import { addCounts } from './load';
-import { pick } from './types';
+import { pick } from './pick';
 
 /** Linux reports process times in USER_HZ ticks, 100 per second on every architecture Node runs on. */
 const USER_HZ = 100;

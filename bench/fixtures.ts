@@ -1,6 +1,6 @@
 // Plans, scenario rows and reports for the benchmark's unit specs (the report's arithmetic
 // and wording on known figures); not used by a run.
-import { planOptionsOf, resolveOptions } from './benchmark';
+import { planOptionsOf, resolveOptions } from './options';
 import { BenchmarkReport, PlanOptions, ScenarioResult } from './types';
 
 /** The plan of a default run, with only the Lua peer and neither the sweep nor the sales. */

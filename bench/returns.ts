@@ -9,7 +9,16 @@ import { scenarioDeltas, snapshot } from './metrics';
 import { auditProduct, Check, verify } from '../harness/verify';
 import { ordersLoad, quietOrders, resultOf } from './scenario-result';
 import { BENCH_SHOP_TOKEN } from './service';
-import type { Fate, ReturnsFigures, ReturnsPlan, RunContext, ScenarioResult, ScenarioSpec } from './types';
+import type {
+  CallFigures,
+  Fate,
+  ReturnsFigures,
+  ReturnsPlan,
+  RunContext,
+  ScenarioResult,
+  ScenarioSpec,
+  Spread,
+} from './types';
 
 /** Pay and cancel calls in flight at once: the shop's backend, with a pool of its own. */
 export const BACKEND_CONCURRENCY = 32;
@@ -33,7 +42,7 @@ export function fateOf(k: number, stock: number, plan: Pick<ReturnsPlan, 'share'
 }
 
 /** Nearest-rank percentiles of the values; null when there are none. */
-export function spread(values: number[]) {
+export function spread(values: number[]): Spread | null {
   if (values.length === 0) return null;
   const v = [...values].sort((a, b) => a - b);
   return { count: v.length, p50: nearestRank(v, 0.5), p99: nearestRank(v, 0.99), max: v[v.length - 1] };
@@ -85,7 +94,7 @@ export async function calls(
   all: Array<Reservation & { fate: Fate }>,
   action: 'pay' | 'cancel',
   onBad: (status: number, body: string) => void,
-) {
+): Promise<{ ok: Set<number>; figures: CallFigures }> {
   const list = all.filter((o) => o.fate === action);
   const { ok, statusCounts, latencies, add } = answerTally(action, onBad);
   const started = Date.now();
@@ -95,12 +104,9 @@ export async function calls(
     ok,
     figures: {
       calls: list.length,
-      /** Answered 200. */
       ok: ok.size,
       statusCounts,
-      /** From the first call sent to the last answer. */
       elapsedMs,
-      /** 200s per second over elapsedMs. */
       perSec: elapsedMs > 0 ? ok.size / (elapsedMs / 1000) : 0,
       latencyMs: latencyOf(latencies),
     },

@@ -1,62 +1,14 @@
 // CLI entry of `npm run bench`: parses the flags, runs runBenchmark() (bench/benchmark.ts), prints
 // the table, and exits non-zero when a scenario FAILED. Ctrl-C stops the load and everything the
 // benchmark started before exiting; a second Ctrl-C exits at once.
-import { BenchmarkOptions, runBenchmark } from './benchmark';
-import { Flag, HELP, usageText, readFlags, toggle, value } from './cli';
+import { runBenchmark } from './benchmark';
+import { BENCH_FLAGS, benchHelp, PEER_NAMES, PeerName, readFlags } from './cli';
 import { dirname, join } from 'node:path';
 import { renderConsole } from './report';
 import { renderQueue, runQueueBenchmark } from './waiting-room';
-import { PEER_NAMES, PeerName, pick } from './types';
-
-// Every flag once: parseArgs reads them, --help prints them.
-const FLAGS = {
-  duration: value('S', 'seconds of load per steady-state scenario (default 10; --quick: 3)'),
-  connections: value('N', 'autocannon connections (default 100)'),
-  workers: value('N', 'WORKERS of the locking comparison, the sweep, the sale and the sale with returns (default 2)'),
-  'speed-workers': value('N', 'WORKERS beside the peers and in the group-commit comparison (default 1, as each peer)'),
-  peers: value('LIST', `bare peers to run (default ${PEER_NAMES.join(',')})`),
-  'no-peers': toggle('skip the bare peers and the GET /health/live floor'),
-  'no-group-commit': toggle('skip ORDER_BATCH_MAX=1 against group commit'),
-  'batch-max': value('N', "ORDER_BATCH_MAX wherever a row names no other (default: unset, the service's default)"),
-  'holds-max': value('N', "ORDER_HOLDS_MAX of every service start (default: unset, the service's default)"),
-  'batch-sweep': value(
-    'LIST',
-    'also sweep these ORDER_BATCH_MAX values at every --hold, e.g. 1,8,32,128 (default: none)',
-  ),
-  'no-sold-out': toggle('skip the refusals of a sold-out product (--speed-workers processes, hold 0)'),
-  'no-redis-setups': toggle(
-    'skip the Redis setups: the speed load (group commit and ORDER_BATCH_MAX=1) on a Redlock quorum of 3 and a 3-master Redis Cluster, against the one redis-server (starts 2 more redis-servers and a cluster)',
-  ),
-  segments: value('LIST', 'segmented layouts compared with 1 segment (default 20)'),
-  hold: value('LIST', 'ORDER_HOLD_MS values of the locking and group-commit comparisons (default 0,20)'),
-  sweep: value('LIST', 'segment counts of the sweep (default 1,2,5,10,20,50; --quick: 1,5,20)'),
-  'sweep-hold': value('MS', 'hold time of the sweep, the sale and the sale with returns (default 20)'),
-  'no-sweep': toggle('skip the sweep'),
-  'no-peer': toggle(
-    'skip the no-Redis-lock mode (the bare peer with STOCK_LOCKING=database) in the comparison and the sweep',
-  ),
-  'no-sale': toggle('skip the literal sale'),
-  'sale-stock': value('N', 'units of the sale and of the sale with returns (default 1000; --quick: 200)'),
-  buyers: value(
-    'N',
-    'distinct buyers of the sale and of the first sell-out of the sale with returns (default 5000; --quick: 1000)',
-  ),
-  'no-returns': toggle('skip the sale with returns'),
-  'no-waiting-room': toggle(
-    'skip the waiting room against the same crowd without one (bench/waiting-room.ts, also npm run bench:queue)',
-  ),
-  'queue-buyers': value('N', 'buyers of the waiting-room scenario (default 50000; --quick: 5000)'),
-  'warm-up': value('S', 'unmeasured load after each service start (default 3; --quick: 1)'),
-  'lock-wait': value('MS', 'LOCK_WAIT_MS (default 30000, so the single lock queues rather than refuses)'),
-  'database-url': value('URL', 'use this PostgreSQL (default: DATABASE_URL, else an embedded one)'),
-  'redis-url': value('URL', 'use this Redis (default: REDIS_URL, else redis-server from PATH)'),
-  out: value('DIR', 'where latest.md and latest.json go (default bench/results)'),
-  quick: toggle('smoke run: a few seconds per scenario, small sweep and sale'),
-  help: HELP,
-} satisfies Record<string, Flag>;
-
-const helpText = () =>
-  usageText('npm run bench -- [flags]      (or: node dist/bench/run.js [flags] after npm run bench:build)', FLAGS, 26);
+import { confinedPorts } from '../src/infrastructure/free-port';
+import type { BenchmarkOptions } from './options';
+import { pick } from './pick';
 
 class UsageError extends Error {}
 
@@ -82,6 +34,15 @@ function peerList(v: string): PeerName[] {
   return names as PeerName[];
 }
 
+function portRange(v: string): string {
+  try {
+    confinedPorts(v);
+  } catch (err) {
+    throw new UsageError(`--ports: ${(err as Error).message.replace('FLASHSALE_PORTS', 'the range')}`);
+  }
+  return v;
+}
+
 function int(flag: string, v: string, min: number): number {
   const n = num(flag, v, min);
   if (!Number.isInteger(n)) throw new UsageError(`--${flag}: expected a whole number >= ${min}, got "${v}"`);
@@ -89,7 +50,7 @@ function int(flag: string, v: string, min: number): number {
 }
 
 export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env) {
-  const v = readFlags(argv, FLAGS, UsageError);
+  const v = readFlags(argv, BENCH_FLAGS, UsageError);
   const opt = <T>(x: string | undefined, f: (x: string) => T): T | undefined => (x === undefined ? undefined : f(x));
   if (v.sweep !== undefined && v['no-sweep']) throw new UsageError('--sweep and --no-sweep contradict each other');
   if (v.peers !== undefined && v['no-peers']) throw new UsageError('--peers and --no-peers contradict each other');
@@ -122,22 +83,23 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env) 
     outDir: v.out,
     waitingRoom: !v['no-waiting-room'],
     queueBuyers: opt(v['queue-buyers'], (x) => int('queue-buyers', x, 100)),
-  } satisfies BenchmarkOptions & { help?: boolean; waitingRoom: boolean; queueBuyers?: number };
+    ports: opt(v.ports, portRange),
+  } satisfies BenchmarkOptions & { help?: boolean; waitingRoom: boolean; queueBuyers?: number; ports?: string };
 }
 
-async function main(): Promise<number> {
+export async function main(): Promise<number> {
   let options: ReturnType<typeof parseArgs>;
   try {
     options = parseArgs(process.argv.slice(2));
   } catch (err) {
     if (err instanceof UsageError) {
-      process.stderr.write(`${err.message}\n\n${helpText()}`);
+      process.stderr.write(`${err.message}\n\n${benchHelp()}`);
       return 2;
     }
     throw err;
   }
   if (options.help) {
-    process.stdout.write(helpText());
+    process.stdout.write(benchHelp());
     return 0;
   }
   const abort = new AbortController();
@@ -152,7 +114,9 @@ async function main(): Promise<number> {
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
   try {
-    const { waitingRoom, queueBuyers, ...benchOptions } = options;
+    const { waitingRoom, queueBuyers, ports, ...benchOptions } = options;
+    // Every freePort() of this process (the servers, the services, the peers) reads it.
+    if (ports) process.env.FLASHSALE_PORTS = ports;
     const { report, files } = await runBenchmark({ ...benchOptions, signal: abort.signal });
     process.stdout.write(`\n${renderConsole(report)}\n\nWrote ${files.md}, ${files.json}\n`);
     let ok = report.scenarios.every((s) => s.status === 'ok');

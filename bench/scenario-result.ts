@@ -2,7 +2,8 @@
 // wait until it went quiet, the result built from the load, and the verification with checks added.
 import { Check, Verification, waitQuiet } from '../harness/verify';
 import { autocannonTimeoutS, LoadResult, LoadSpec } from './load';
-import { pick, type RunContext, type ScenarioResult, type ScenarioSpec } from './types';
+import { pick } from './pick';
+import type { RunContext, ScenarioResult, ScenarioSpec } from './types';
 
 /** POST /orders of distinct buyers `<prefix><productId>-<n>` to the product, at the run's connections. */
 export function ordersLoad(ctx: RunContext, productId: number, prefix: string, label: string) {

@@ -10,11 +10,11 @@ import { ordersLoad, quietOrders, resultOf, withChecks } from './scenario-result
 import { noMetrics, scenarioDeltas, snapshot } from './metrics';
 import { runReturns } from './returns';
 import { auditProduct, Check, Verification, verify, waitQuiet } from '../harness/verify';
+import { pick } from './pick';
 import {
   BARE_HELD_MS,
   Group,
   NewProduct,
-  pick,
   PlanOptions,
   ProcessConfig,
   REDIS_SETUPS,

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { projectRoot } from '../src/infrastructure/project-root';
 import { childrenOf, launchService, ServiceProcess } from '../harness/launcher';
 import { readProc } from './costs';
-import type { ProcessConfig } from './types';
+import type { ProcessConfig, ProcessPeak } from './types';
 
 /** Where the service finds Redis: REDIS_URL (and REDIS_LOCK_URLS for a Redlock quorum), or REDIS_CLUSTER_NODES alone (the service refuses it beside either). */
 export type ServiceRedis = { url: string; lockUrls?: string[] } | { clusterNodes: string[] };
@@ -36,14 +36,17 @@ export type ServiceEnv = Pick<ProcessConfig, 'workers' | 'holdMs' | 'batchMax' |
 /** The shop's token of every service the benchmark starts (pay and cancel calls carry it). */
 export const BENCH_SHOP_TOKEN = 'bench-shop-token-0123456789abcdef';
 
-// Every service start's database, tokens and no rate limits: the order path is measured without the
-// door's budgets (one address, many buyers); the door's own scenarios set them.
+// Every service start's database, tokens, no rate limits and no load shedding: the order path is
+// measured at saturation without the door's budgets (one address, many buyers) and without calls
+// shed on a busy machine; the door's own scenarios set the budgets, bench:overload the shedding.
 export const benchEnv = (databaseUrl: string, adminToken: string) => ({
   DATABASE_URL: databaseUrl,
   ADMIN_TOKEN: adminToken,
   SHOP_TOKEN: BENCH_SHOP_TOKEN,
   RATE_LIMIT_USER: '0',
   RATE_LIMIT_IP: '0',
+  SHED_LAG_MS: 'off',
+  SHED_ORDERS_IN_FLIGHT: '0',
 });
 
 /** One benchmark configuration of the service, through the launcher the e2e tests use too. */
@@ -95,12 +98,6 @@ export function serviceReads(name: string, root = projectRoot(__dirname)): boole
 function rssKb(pid: number): number | null {
   const m = readProc(pid, 'status')?.match(/^VmRSS:\s+(\d+)\s+kB/m);
   return m ? Number(m[1]) : null;
-}
-
-export interface ProcessPeak {
-  pid: number;
-  role: 'primary' | 'worker';
-  peakRssMb: number;
 }
 
 /** Samples VmRSS of the primary and its children every 500 ms; keeps each pid's peak. */

@@ -21,7 +21,7 @@ export interface Servers {
   databaseUrl: string;
   probe: CostProbe;
   adminToken: string;
-  /** A service process on these servers, no rate limits, warnings only; `env` adds to or overrides that. */
+  /** A service process on these servers, no rate limits, warnings only; `env` adds to or overrides that (an empty value unsets). */
   start: (env?: Record<string, string>, nodeFlags?: string[]) => Promise<ServiceProcess>;
 }
 
@@ -94,7 +94,9 @@ export async function withServers<T>(
     const adminToken = `bench-${name}-admin-token-0123456789`;
     const base = { ...benchEnv(databaseUrl, adminToken), REDIS_URL: redisUrl, LOG_LEVEL: 'warn' };
     const start = async (env: Record<string, string> = {}, nodeFlags?: string[]) => {
-      const svc = await launchService({ env: { ...base, ...env }, heapMb: SERVICE_HEAP_MB, nodeFlags });
+      // An empty value unsets a variable of the base: the service's own default applies.
+      const merged = Object.entries({ ...base, ...env }).filter(([, v]) => v !== '');
+      const svc = await launchService({ env: Object.fromEntries(merged), heapMb: SERVICE_HEAP_MB, nodeFlags });
       cleanups.push(() => svc.stop());
       return svc;
     };

@@ -1,20 +1,13 @@
-// The shapes the benchmark's modules share (the plan, a scenario, the sale with returns, a run's
-// report) and the constants they are made from: kept apart so that the modules that run scenarios
-// and the ones that render them never import each other in a circle.
+// The shapes the benchmark's modules share (a scenario, the sale with returns, a run's report) and
+// the constants they are made from. This file imports only what lies below it (the options, the
+// load, the costs, the metrics, the harness's verification), so every module that runs scenarios or
+// renders them can import it without a circle.
 import type { Client } from 'pg';
 import type { Verification } from '../harness/verify';
-import type { machineInfo, planOptionsOf, resolveOptions } from './benchmark';
-import type { CostProbe, ScenarioCosts } from './costs';
+import type { CostProbe, RedisServerCosts, ScenarioCosts } from './costs';
 import type { Latency, LoadResult } from './load';
 import type { MetricDeltas } from './metrics';
-import type { RedisSetupsSection } from './report/redis-setups';
-import type { calls, spread } from './returns';
-import type { ProcessPeak } from './service';
-
-/** `o` with only these keys, in this order (latest.json keeps it). */
-export function pick<T, K extends keyof T>(o: T, ...keys: K[]): Pick<T, K> {
-  return Object.fromEntries(keys.map((k) => [k, o[k]])) as Pick<T, K>;
-}
+import type { planOptionsOf, ResolvedOptions } from './options';
 
 // What a run plans and each scenario measures.
 
@@ -26,15 +19,8 @@ export type StockLocking = 'redlock' | 'database';
 export type Locking = StockLocking | 'lua';
 /** What serves the load: the built service, or one of the bare peers (bench/peers). */
 export type Target = 'service' | 'bare' | 'bare-lua';
-/**
- * The peers a run can hold; bare-nolock and bare-one-lock are the bare peer without Redis locks and
- * on 1 segment; bare-held is the bare peer holding its lock BARE_HELD_MS, on 1 segment and on the
- * speed segments (the floor of the segments-against-one-lock target on this machine).
- */
-export const PEER_NAMES = ['bare', 'bare-nolock', 'bare-one-lock', 'bare-lua', 'bare-held'] as const;
 /** The hold of the segments-against-one-lock target, which bare-held runs the bare peer at. */
 export const BARE_HELD_MS = 20;
-export type PeerName = (typeof PEER_NAMES)[number];
 /**
  * The Redis behind a service start: the bench's one redis-server (every scenario but the quorum and
  * cluster rows); a Redlock quorum of three independent servers (REDIS_LOCK_URLS: the main one and
@@ -171,9 +157,25 @@ export interface NewProduct {
 export type Fate = 'pay' | 'cancel' | 'expire';
 
 /** Exact distribution figures of a list of values (nearest rank), in ms. */
-export type Spread = NonNullable<ReturnType<typeof spread>>;
+export interface Spread {
+  count: number;
+  p50: number;
+  p99: number;
+  max: number;
+}
+
 /** A batch of pay or cancel calls of the shop's backend. */
-export type CallFigures = Awaited<ReturnType<typeof calls>>['figures'];
+export interface CallFigures {
+  calls: number;
+  /** Answered 200. */
+  ok: number;
+  statusCounts: Record<string, number>;
+  /** From the first call sent to the last answer. */
+  elapsedMs: number;
+  /** 200s per second over elapsedMs. */
+  perSec: number;
+  latencyMs: Latency | null;
+}
 
 export interface ReturnsFigures {
   paymentTimeoutS: number;
@@ -211,6 +213,48 @@ export interface ReturnsFigures {
 
 // The report of a run (latest.json).
 
+/** The machine a run measured on (machineInfo, bench/benchmark.ts). */
+export interface Machine {
+  cores: number;
+  cpuModel: string;
+  memoryGb: number;
+  os: string;
+  node: string;
+  postgres: string;
+  redis: string;
+}
+
+/** One process of a service start, with the highest RSS sampled (RssSampler, bench/service.ts). */
+export interface ProcessPeak {
+  pid: number;
+  role: 'primary' | 'worker';
+  peakRssMb: number;
+}
+
+/** What a scenario of the Redis setups cost Redis per order, summed over the setup's servers or on one. */
+export type RedisPerOrder = Pick<RedisServerCosts['perUnit'], 'redisScripts' | 'redisCommands' | 'redisCpuUs'>;
+
+/** One row of the Redis setups section: a setup at one ORDER_BATCH_MAX (redisSetupsSection, bench/report/redis-setups.ts). */
+export interface RedisSetupRow extends Pick<ScenarioResult, 'id' | 'batchMax' | 'status' | 'ordersPerSec'> {
+  setup: RedisSetup;
+  p99Ms: number | null;
+  /** Summed over every Redis server of the setup; null when the costs were not read. */
+  perOrder: RedisPerOrder | null;
+  /** Each server of the setup (a quorum's or a cluster's masters, in the setup's order); null for the one redis-server. */
+  perServer: Array<RedisPerOrder & { server: string }> | null;
+  /** This row / the one redis-server's row at the same ORDER_BATCH_MAX; null where either figure is missing. */
+  vsSingle: Record<'ordersPerSec' | 'p99' | 'redisScripts' | 'redisCommands' | 'redisCpuUs', number | null>;
+}
+
+/** The Redis setups group's rows with their ratios to the one redis-server; `command` repeats the run. */
+export interface RedisSetupsSection {
+  command: string;
+  workers: number;
+  segments: number;
+  holdMs: number;
+  rows: RedisSetupRow[];
+}
+
 /** One process start as it ran; reports written before EXPIRY_SWEEP_MS and the Redis setups lack them (the default, single). */
 export interface ServiceRun extends Start, Partial<Pick<ProcessConfig, 'expirySweepMs' | 'redis'>> {
   processes: ProcessPeak[];
@@ -221,9 +265,9 @@ export interface BenchmarkReport {
   startedAt: string;
   finishedAt: string;
   command: string;
-  machine: Awaited<ReturnType<typeof machineInfo>>;
+  machine: Machine;
   settings: PlanOptions &
-    Pick<ReturnType<typeof resolveOptions>, 'quick' | 'connections' | 'holdsMax'> & {
+    Pick<ResolvedOptions, 'quick' | 'connections' | 'holdsMax'> & {
       durationS: number;
       warmUpS: number;
       /** Whether the built service reads ORDER_BATCH_MAX at all (before it did, the group-commit rows measured ORDER_BATCH_MAX=1). */

@@ -101,6 +101,8 @@ function main() {
   try {
     if (fresh()) return 0;
     rmSync(stamp, { force: true });
+    const why = existsSync(join(root, 'dist', 'src', 'main.js')) ? 'the sources changed' : 'the first start';
+    process.stderr.write(`building the service into dist/ (${why}): about a minute on 2 cores, once ...\n`);
     // Dated from before the build: a source saved while it ran is newer, and the next start builds again.
     const started = new Date();
     // npm_execpath: the npm that runs this script, so the build uses the same one.
@@ -110,6 +112,7 @@ function main() {
       : spawnSync('npm', ['run', 'build'], { cwd: root, stdio: 'inherit' });
     if (build.error) throw build.error;
     if (build.status !== 0) return build.status ?? 1;
+    process.stderr.write(`built in ${Math.round((Date.now() - started.getTime()) / 1000)} s\n`);
     writeFileSync(stamp, `built from the sources as they were at ${started.toISOString()}\n`);
     utimesSync(stamp, started, started);
     return 0;

@@ -9,6 +9,7 @@ import { HttpAdapterHost, NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { SwaggerModule } from '@nestjs/swagger';
+import underPressure from '@fastify/under-pressure';
 import type { Logger as Pino } from 'pino';
 import { AppModule } from './app.module';
 import { AllExceptionsFilter, sendError } from './common/all-exceptions.filter';
@@ -16,13 +17,14 @@ import { capConnectionsPerAddress, drainRefusedBodies, serverOptions } from './i
 import { registerJsonBody } from './common/json-body';
 import { RouteMethods } from './common/route-methods';
 import { DoorService } from './door/door.service';
+import { LoadShedder } from './door/load-shedder';
 import { requestId } from './common/request-id';
 import { validationPipe } from './common/validation.pipe';
 import { AppConfig, ConfigurationError, loadConfig, ResolvedConfig } from './config/app-config';
 import { Dependencies, resolveDependencies, topology } from './infrastructure/dependencies';
 import { closeOnSignals } from './infrastructure/graceful-shutdown';
 import { runMigrations } from './infrastructure/migrate';
-import { startLinks } from './infrastructure/start-links';
+import { serviceUrl, startLinks } from './infrastructure/start-links';
 import { createLogger, nestLogger } from './logging/logger';
 import { MetricsService, serveClusterMetrics } from './metrics/metrics.service';
 import { openApiDocument } from './openapi';
@@ -77,6 +79,10 @@ export async function createApp(
     reply.header('X-Request-Id', req.id);
     done();
   });
+  // The event-loop delay the door's load shedder reads: @fastify/under-pressure's sampler alone
+  // (no thresholds of its own, so it adds no hook; LoadShedder decides by the class of call).
+  await fastify.register(underPressure, { sampleInterval: config.overload.sampleMs });
+  app.get(LoadShedder).measureWith(() => fastify.memoryUsage().eventLoopDelay);
   fastify.addHook('preHandler', app.get(DoorService).preHandler);
   // Joins and polls that the door let through are answered here, before Nest's pipeline.
   fastify.addHook('preHandler', queueAnswers(app.get(WaitingRoomService)));
@@ -118,6 +124,27 @@ export function startFailure(err: unknown, config: Pick<AppConfig['http'], 'port
   if (e?.code === 'EADDRNOTAVAIL')
     return `HOST ${config.host} is no address of this machine: set HOST (0.0.0.0 for every address)`;
   return e instanceof Error ? e.message : String(err);
+}
+
+/**
+ * startFailure, except that a port taken by a service that answers as this one does (GET
+ * /health/live) is said to be that: most often the service started a second time.
+ */
+async function explainFailure(err: unknown, config: Pick<AppConfig['http'], 'port' | 'host'>): Promise<string> {
+  const said = startFailure(err, config);
+  if ((err as NodeJS.ErrnoException)?.code !== 'EADDRINUSE') return said;
+  const host = ['0.0.0.0', '::'].includes(config.host) ? '127.0.0.1' : config.host;
+  const live = await fetch(`${serviceUrl({ host, port: config.port })}/health/live`, {
+    signal: AbortSignal.timeout(1000),
+  }).then(
+    (res) => res.ok,
+    () => false,
+  );
+  if (!live) return said;
+  return (
+    `the service is already running on port ${config.port} (${serviceUrl(config)}/health/live answers): ` +
+    'use it, or set PORT to a free port for a second one'
+  );
 }
 
 /** Sent by a worker that could not start, so the primary can stop everything and say why. */
@@ -163,7 +190,7 @@ async function primary(config: AppConfig, root: Pino): Promise<void> {
       await app.listen(resolved.http.port, resolved.http.host);
     }
   } catch (err) {
-    const message = startFailure(err, config.http);
+    const message = await explainFailure(err, config.http);
     await app?.close().catch(() => undefined);
     await deps.stop();
     throw new Error(message, { cause: err });
@@ -268,8 +295,8 @@ async function main(): Promise<void> {
 }
 
 if (require.main === module) {
-  main().catch((err: Error) => {
-    const message = cluster.isWorker ? startFailure(err, loadConfig().http) : err.message;
+  main().catch(async (err: Error) => {
+    const message = cluster.isWorker ? await explainFailure(err, loadConfig().http) : err.message;
     // A worker tells the primary, which stops everything and says it once; exit only once it is sent.
     if (cluster.isWorker && process.send)
       return void process.send({ startFailed: message } satisfies StartFailedMessage, () => process.exit(1));

@@ -584,6 +584,24 @@ describe('bad input', () => {
     expect(plain.body.quantity).toBe(1);
   });
 
+  it('should say where a body stops being JSON: what, line, column and position', async () => {
+    const res = await request('POST', '/orders', '{"userId": "mallory",\n "productId": 1,}');
+    expectCleanError(res, 400, 'VALIDATION_FAILED');
+    expect(res.body.message).toBe(
+      'request body is not valid JSON: Expected double-quoted property name at line 2, column 17 (position 38)',
+    );
+  });
+
+  it('should say once that a string where a number goes must be a number, not the ranges it misses', async () => {
+    const created = await request('POST', '/admin/products', { name: 'typed', stock: 'ten', segments: 2 }, admin);
+    expectCleanError(created, 400, 'VALIDATION_FAILED');
+    expect(created.body.message).toBe('stock must be a number');
+    const restock = await request('POST', `/admin/products/${productId}/restock`, { units: '5' }, admin);
+    expect(restock.body.message).toBe('units must be a number');
+    const order = await request('POST', '/orders', { userId: 'typed', productId: String(productId) });
+    expect(order.body.message).toBe('productId must be a number');
+  });
+
   it('should say that a missing field is required, once, instead of listing the rules it fails', async () => {
     const res = await request('POST', '/orders', { userId: 'mallory' });
     expectCleanError(res, 400, 'VALIDATION_FAILED');

@@ -5,7 +5,7 @@
 // stream's refusals (no token, a buyer, a bad cursor, a pruned cursor).
 import http from 'node:http';
 import { Client } from 'pg';
-import { waitFor } from './faults/support';
+import { sleep, waitFor } from './support/wait';
 import { resetState, withDb } from './support/database';
 import { cursorsAscending, expectReplayMatches, readEvents, StreamEvent } from './support/events';
 import {
@@ -178,7 +178,7 @@ describe('the order event stream across two service processes', () => {
     // This product's events only: another spec's (or test's) late events must not wake it.
     const asked = Date.now();
     const waiting = request(b.url, 'GET', `/events?after=${next}&wait=60&productId=${p.id}`, undefined, shop);
-    await new Promise((res) => setTimeout(res, 300));
+    await sleep(300); // the long-poll on its way before the order
     const ordered = await request(a.url, 'POST', '/orders', { userId: 'long-poller', productId: p.id });
     expect(ordered.status).toBe(201);
     const woke = await waiting;

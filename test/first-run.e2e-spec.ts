@@ -3,8 +3,10 @@
 // `mktemp -d`. The project is laid out as a clone would be: its own dist/, package.json and lua/,
 // and the embedded PostgreSQL binaries in its own node_modules (hard-linked, not copied); the other
 // packages are linked from this checkout. As root, PostgreSQL runs as the `postgres` user, who
-// cannot reach that folder; as any other user, the same start runs it as that user.
-import { ChildProcess, execFileSync, spawn } from 'node:child_process';
+// cannot reach that folder; as any other user, the same start runs it as that user. A second start
+// while the first runs is told the service already runs, and where; Ctrl-C says what it stopped.
+// And `npm start`'s build step says when it builds, and how long that took.
+import { ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import {
   cpSync,
   existsSync,
@@ -17,12 +19,15 @@ import {
   rmSync,
   statSync,
   symlinkSync,
+  writeFileSync,
 } from 'node:fs';
 import { createServer, Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../src/infrastructure/free-port';
 import { keepServiceLog } from '../harness/launcher';
+import { testUrls } from './support/service';
+import { waitFor } from './support/wait';
 
 const ROOT = join(__dirname, '..');
 const ADMIN_TOKEN = 'first-run-admin-token-0123456789';
@@ -61,7 +66,7 @@ interface Started {
   exited: Promise<number | null>;
 }
 
-function launch(app: string, port: number, workers = 1): Started {
+function launch(app: string, port: number, workers = 1, more: NodeJS.ProcessEnv = {}): Started {
   let out = '';
   const env: NodeJS.ProcessEnv = {
     PATH: process.env.PATH,
@@ -71,6 +76,7 @@ function launch(app: string, port: number, workers = 1): Started {
     ADMIN_TOKEN,
     LOG_LEVEL: 'info',
     WORKERS: String(workers),
+    ...more,
   };
   const child = spawn(process.execPath, [join(app, 'dist', 'src', 'main.js')], {
     cwd: app,
@@ -85,16 +91,21 @@ function launch(app: string, port: number, workers = 1): Started {
 }
 
 async function serving(svc: Started, port: number): Promise<void> {
-  const deadline = Date.now() + 90_000;
-  while (Date.now() < deadline) {
-    if (svc.child.exitCode !== null)
-      throw new Error(`service exited with ${svc.child.exitCode} before serving:\n${svc.output()}`);
-    const res = await fetch(`http://127.0.0.1:${port}/health`).catch(() => undefined);
-    if (res?.status === 200) return;
-    await new Promise((r) => setTimeout(r, 200));
+  try {
+    await waitFor(
+      () => `the service to serve:\n${svc.output()}`,
+      async () => {
+        if (svc.child.exitCode !== null)
+          throw new Error(`service exited with ${svc.child.exitCode} before serving:\n${svc.output()}`);
+        return (await fetch(`http://127.0.0.1:${port}/health`).catch(() => undefined))?.status === 200;
+      },
+      90_000,
+      200,
+    );
+  } catch (err) {
+    svc.child.kill('SIGKILL');
+    throw err;
   }
-  svc.child.kill('SIGKILL');
-  throw new Error(`service did not serve within 90 s:\n${svc.output()}`);
 }
 
 /** The embedded servers a start reports in its log: pid and port of each. */
@@ -128,8 +139,8 @@ function portFree(port: number): Promise<boolean> {
 
 async function expectGone(servers: Array<{ name: string; pid: number; port: number }>): Promise<void> {
   // The service waits for its servers' exit; their reaping by init may lag a little behind.
-  const deadline = Date.now() + 5000;
-  while (servers.some((s) => alive(s.pid)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  // (Past the bound the expectations below say which is still there.)
+  await waitFor('the servers reaped', () => !servers.some((s) => alive(s.pid)), 5000, 100).catch(() => undefined);
   for (const s of servers) {
     expect({ server: s.name, alive: alive(s.pid) }).toEqual({ server: s.name, alive: false });
     expect({ server: s.name, portFree: await portFree(s.port) }).toEqual({ server: s.name, portFree: true });
@@ -153,7 +164,7 @@ describe('first run from a private (0700) folder', () => {
     rmSync(project.privateDir, { recursive: true, force: true });
   });
 
-  it(`should serve with its own PostgreSQL and Redis${isRoot ? ' (run as the postgres user)' : ''}, keep its data across a restart, and stop every server it started on SIGINT`, async () => {
+  it(`should serve with its own PostgreSQL and Redis${isRoot ? ' (run as the postgres user)' : ''}, refuse a second start on its data folder, keep its data across a restart, and stop every server it started on SIGINT`, async () => {
     const port = await freePort();
     const first = launch(project.app, port);
     await serving(first, port);
@@ -179,9 +190,24 @@ describe('first run from a private (0700) folder', () => {
     expect(created.status).toBe(201);
     const { id } = (await created.json()) as { id: number };
 
+    // A second start from the same folder, on another port: told where the running one is, and
+    // never to stop the PostgreSQL that the running one uses.
+    const secondPort = await freePort();
+    const duplicate = launch(project.app, secondPort);
+    expect(await duplicate.exited).toBe(1);
+    expect(duplicate.output()).toContain(
+      `failed to start: the service is already running on port ${port} (pid ${first.child.pid}), started from this data folder`,
+    );
+    expect(duplicate.output()).not.toMatch(/another PostgreSQL|kill \d+\), or set DATA_DIR/);
+    expect(duplicate.output()).not.toMatch(new RegExp(`\\b${servers[0].pid}\\b`));
+    expect((await fetch(`http://127.0.0.1:${port}/health`)).status).toBe(200);
+
     first.child.kill('SIGINT');
     expect(await first.exited).toBe(0);
     await expectGone(servers);
+    // Ctrl-C says that the embedded servers stopped.
+    expect(first.output()).toContain(`stopped embedded PostgreSQL (pid ${servers[0].pid})`);
+    expect(first.output()).toContain(`stopped redis-server (pid ${servers[1].pid})`);
 
     const second = launch(project.app, port);
     await serving(second, port);
@@ -200,7 +226,8 @@ describe('first run from a private (0700) folder', () => {
     'should exit non-zero saying the port is taken, and leave none of its servers running (WORKERS=%i)',
     async (workers) => {
       const port = await freePort();
-      const taken: Server = createServer();
+      // Not an HTTP server: what connects to it (the start's probe for a running service) is dropped.
+      const taken: Server = createServer((socket) => socket.destroy());
       await new Promise<void>((resolve) => taken.listen(port, '127.0.0.1', resolve));
       try {
         const svc = launch(project.app, port, workers);
@@ -221,4 +248,58 @@ describe('first run from a private (0700) folder', () => {
       }
     },
   );
+  it.each([1, 2])(
+    'should say that the service is already running when its port answers as the service does (WORKERS=%i)',
+    async (workers) => {
+      // On the test run's servers, so nothing is claimed: the port is what the two starts share.
+      const { databaseUrl, redisUrl } = testUrls();
+      const env = { DATABASE_URL: databaseUrl, REDIS_URL: redisUrl };
+      const port = await freePort();
+      const first = launch(project.app, port, 1, env);
+      try {
+        await serving(first, port);
+        const second = launch(project.app, port, workers, env);
+        expect(await second.exited).toBe(1);
+        const message =
+          `failed to start: the service is already running on port ${port} ` +
+          `(http://127.0.0.1:${port}/health/live answers): use it, or set PORT to a free port for a second one`;
+        expect(second.output().split(message).length - 1).toBe(1);
+        expect((await fetch(`http://127.0.0.1:${port}/health/live`)).status).toBe(200);
+      } finally {
+        first.child.kill('SIGTERM');
+        await first.exited;
+      }
+    },
+  );
+});
+
+describe("npm start's build step", () => {
+  let dir: string;
+  afterAll(() => dir && rmSync(dir, { recursive: true, force: true }));
+
+  it('should say that it builds and how long that took on the first start, and nothing once dist/ is fresh', () => {
+    // scripts/build-once.js in a project whose `npm run build` only writes dist/src/main.js: the
+    // step's own words and decisions, without a minute of nest build.
+    dir = mkdtempSync(join(tmpdir(), 'flashsale-build-step-'));
+    cpSync(join(ROOT, 'scripts'), join(dir, 'scripts'), { recursive: true });
+    mkdirSync(join(dir, 'src'));
+    const build =
+      "node -e \"require('fs').mkdirSync('dist/src',{recursive:true});require('fs').writeFileSync('dist/src/main.js','')\"";
+    writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'build-step', private: true, scripts: { build } }));
+    const start = () =>
+      spawnSync(process.execPath, [join(dir, 'scripts', 'build-once.js')], {
+        cwd: dir,
+        encoding: 'utf8',
+        env: { PATH: process.env.PATH, HOME: process.env.HOME },
+      });
+
+    const first = start();
+    expect(first.status).toBe(0);
+    expect(first.stderr).toMatch(/^building the service into dist\/ \(the first start\): about a minute on 2 cores/m);
+    expect(first.stderr).toMatch(/^built in \d+ s$/m);
+
+    const again = start();
+    expect(again.status).toBe(0);
+    expect(again.stderr).toBe('');
+  });
 });

@@ -4,9 +4,9 @@ import { DataSource } from 'typeorm';
 import { HttpConfig } from '../src/config/app-config';
 import { dataSourceOptions } from '../src/infrastructure/data-source';
 import { MetricsService } from '../src/metrics/metrics.service';
-import { BatchResult } from '../src/orders/order.types';
+import { BatchEntry, BatchResult } from '../src/orders/order.types';
 import { SaleWritesRepository, SELL_BATCH_SQL } from '../src/orders/repositories/sale-writes.repository';
-import { auditProduct, resetState, withDb } from './support/database';
+import { auditProduct, productWithSegments, resetState, withDb } from './support/database';
 import { testUrls } from './support/service';
 
 describe('group commit: SaleWritesRepository.sellBatch on PostgreSQL', () => {
@@ -22,20 +22,7 @@ describe('group commit: SaleWritesRepository.sellBatch on PostgreSQL', () => {
   });
   beforeEach(() => resetState());
 
-  /** A product with the given segment sizes, straight in the tables. */
-  async function product(segments: number[]): Promise<number> {
-    return withDb(async (c) => {
-      const total = segments.reduce((a, b) => a + b, 0);
-      const { rows } = await c.query<{ id: number }>(
-        `INSERT INTO products (name, total_stock, limit_per_user, segment_count) VALUES ('gc', $1, 5, $2) RETURNING id`,
-        [total, segments.length],
-      );
-      const id = rows[0].id;
-      for (const [idx, stock] of segments.entries())
-        await c.query('INSERT INTO stock_segments (product_id, idx, stock) VALUES ($1, $2, $3)', [id, idx, stock]);
-      return id;
-    });
-  }
+  const product = (segments: number[]) => productWithSegments(segments, 'gc');
   const segmentStock = (productId: number, idx: number) =>
     withDb(async (c) =>
       Number(
@@ -43,11 +30,22 @@ describe('group commit: SaleWritesRepository.sellBatch on PostgreSQL', () => {
           .stock,
       ),
     );
+  /**
+   * One fencing token for every batch here: these specs are about the statement, whose conditional
+   * write keeps the segment right with no lock at all; an equal token never trips the fence
+   * (test/fencing.e2e-spec.ts is about the tokens).
+   */
+  const TOKEN = 1;
+  const sell = async (productId: number, idx: number, entries: BatchEntry[]) => {
+    const out = await repo.sellBatch(productId, idx, TOKEN, entries);
+    if (out.kind !== 'decided') throw new Error(`batch refused for its fencing token: ${JSON.stringify(out)}`);
+    return out;
+  };
   const kinds = (results: BatchResult[]) => results.map((r) => (r.kind === 'alreadyOrdered' ? 'already' : r.kind));
 
   it('should sell every order of a batch that fits, each with its own order row, and deduct their sum once', async () => {
     const p = await product([10, 10]);
-    const batch = await repo.sellBatch(p, 1, [
+    const batch = await sell(p, 1, [
       { userId: 'a', quantity: 1 },
       { userId: 'b', quantity: 2 },
       { userId: 'c', quantity: 3 },
@@ -83,7 +81,7 @@ describe('group commit: SaleWritesRepository.sellBatch on PostgreSQL', () => {
 
   it('should sell the orders that fit, smallest first, and answer the rest short when the segment runs out', async () => {
     const p = await product([4]);
-    const batch = await repo.sellBatch(p, 0, [
+    const batch = await sell(p, 0, [
       { userId: 'big', quantity: 3 },
       { userId: 'one', quantity: 1 },
       { userId: 'two', quantity: 2 },
@@ -96,8 +94,8 @@ describe('group commit: SaleWritesRepository.sellBatch on PostgreSQL', () => {
 
   it('should answer alreadyOrdered to a user who holds an order, and to a second entry of one user, without failing the others', async () => {
     const p = await product([10]);
-    await repo.sellBatch(p, 0, [{ userId: 'holder', quantity: 1 }]);
-    const batch = await repo.sellBatch(p, 0, [
+    await sell(p, 0, [{ userId: 'holder', quantity: 1 }]);
+    const batch = await sell(p, 0, [
       { userId: 'x', quantity: 1 },
       { userId: 'holder', quantity: 1 },
       { userId: 'y', quantity: 1 },
@@ -112,9 +110,9 @@ describe('group commit: SaleWritesRepository.sellBatch on PostgreSQL', () => {
   it("should record each order's admission position, and answer alreadyOrdered to an entry whose admission was spent, selling the others", async () => {
     const p = await product([10]);
     // The admission of position 5 was spent by an order that was then cancelled.
-    await repo.sellBatch(p, 0, [{ userId: 'spender', quantity: 1, admissionPosition: 5 }]);
+    await sell(p, 0, [{ userId: 'spender', quantity: 1, admissionPosition: 5 }]);
     await withDb((c) => c.query(`UPDATE orders SET status = 'cancelled', closed_at = now() WHERE user_id = 'spender'`));
-    const batch = await repo.sellBatch(p, 0, [
+    const batch = await sell(p, 0, [
       { userId: 'a', quantity: 1, admissionPosition: 3 },
       { userId: 'spender', quantity: 1, admissionPosition: 5 },
       { userId: 'b', quantity: 1 },
@@ -138,13 +136,13 @@ describe('group commit: SaleWritesRepository.sellBatch on PostgreSQL', () => {
 
   it('should sell nothing and change nothing from an empty segment, or a segment that no longer exists', async () => {
     const p = await product([0, 5]);
-    const empty = await repo.sellBatch(p, 0, [
+    const empty = await sell(p, 0, [
       { userId: 'a', quantity: 1 },
       { userId: 'b', quantity: 1 },
     ]);
     expect(kinds(empty.results)).toEqual(['short', 'short']);
     expect(empty.remaining).toBe(0);
-    const gone = await repo.sellBatch(p, 7, [{ userId: 'a', quantity: 1 }]);
+    const gone = await sell(p, 7, [{ userId: 'a', quantity: 1 }]);
     expect(kinds(gone.results)).toEqual(['short']);
     expect(gone.remaining).toBeNull();
     expect((await auditProduct(p)).orders).toBe(0);
@@ -153,7 +151,7 @@ describe('group commit: SaleWritesRepository.sellBatch on PostgreSQL', () => {
   it('should never oversell a segment when concurrent batches race for it without any Redis lock', async () => {
     const p = await product([25]);
     const batches = Array.from({ length: 12 }, (_, b) =>
-      repo.sellBatch(
+      sell(
         p,
         0,
         Array.from({ length: 5 }, (_, i) => ({ userId: `u${b}-${i}`, quantity: 1 })),
@@ -196,6 +194,7 @@ describe('group commit: SaleWritesRepository.sellBatch on PostgreSQL', () => {
             users,
             users.map(() => 1),
             users.map(() => null),
+            TOKEN,
           ])
         ).rows as Array<{
           'QUERY PLAN': Array<{ Plan: PlanNode }>;

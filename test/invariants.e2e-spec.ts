@@ -12,6 +12,7 @@ import {
   startedTogether,
   startService,
 } from './support/service';
+import { sleep, waitFor } from './support/wait';
 
 const CONCURRENCY = 160;
 
@@ -29,6 +30,8 @@ describe('invariants under concurrent load across two service processes', () => 
   });
 
   type Timed = Reply & { sentAt: number; receivedAt: number };
+  /** Orders answered so far: a rebalance waits for the load to be under way, not for a guessed time. */
+  let answered = 0;
   const order = async (i: number, userId: string, productId: number, quantity?: number): Promise<Timed> => {
     const sentAt = performance.now();
     const r = await request(
@@ -37,7 +40,12 @@ describe('invariants under concurrent load across two service processes', () => 
       '/orders',
       quantity === undefined ? { userId, productId } : { userId, productId, quantity },
     );
+    answered++;
     return { ...r, sentAt, receivedAt: performance.now() };
+  };
+  const ordersAnswered = (more: number) => {
+    const from = answered;
+    return waitFor(`${more} more orders answered`, () => answered >= from + more, 60_000);
   };
 
   /** I3 from the clients' clocks: a 201 sent after a SOLD_OUT came back proves units remained then. */
@@ -92,7 +100,7 @@ describe('invariants under concurrent load across two service processes', () => 
     }
     // A rebalance in the middle of the storm, to fewer segments and back (I3, I4).
     const rebalances = (async () => {
-      await new Promise((r) => setTimeout(r, 300));
+      await ordersAnswered(300);
       const first = await request(b.url, 'POST', `/admin/products/${product.id}/rebalance`, { segments: 7 }, admin);
       const second = await request(a.url, 'POST', `/admin/products/${product.id}/rebalance`, { segments: 20 }, admin);
       return [first, second];
@@ -185,11 +193,9 @@ describe('invariants under concurrent load across two service processes', () => 
     // 40 units as 20 segments of 2, limit 3: no segment ever holds 3, the product holds 13 x 3 + 1.
     const product = await createProduct(a.url, { stock: 40, segments: 20, limitPerUser: 3 });
     const tasks = Array.from({ length: 13 }, (_, i) => () => order(i, `multi-${i}`, product.id, 3));
-    const rebalance = new Promise<Reply>((resolve) =>
-      setTimeout(
-        () => resolve(request(b.url, 'POST', `/admin/products/${product.id}/rebalance`, { segments: 9 }, admin)),
-        20,
-      ),
+    // Sent while the 13 orders are on their way.
+    const rebalance = sleep(20).then(() =>
+      request(b.url, 'POST', `/admin/products/${product.id}/rebalance`, { segments: 9 }, admin),
     );
     const replies = await pooled(tasks, 13);
     expect((await rebalance).status).toBe(200);
@@ -232,7 +238,7 @@ describe('invariants under concurrent load across two service processes', () => 
     const layouts = [5, 32, 1, 64, 16];
     const results: Reply[] = [];
     for (const [i, segments] of layouts.entries()) {
-      await new Promise((r) => setTimeout(r, 150));
+      await ordersAnswered(100);
       results.push(await request(pick(i), 'POST', `/admin/products/${product.id}/rebalance`, { segments }, admin));
     }
     stop = true;

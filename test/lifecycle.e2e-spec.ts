@@ -6,7 +6,7 @@
 import Redis from 'ioredis';
 import type { ProductView } from '../src/inventory/product.types';
 import { hintKeys } from '../src/infrastructure/redis-keys';
-import { waitFor } from './faults/support';
+import { sleep, waitFor } from './support/wait';
 import { resetState, withDb } from './support/database';
 import { inProcessService, startInProcess } from './support/in-process';
 import { admin, createProduct, NewTestProduct, Reply, testUrls, shop } from './support/service';
@@ -236,7 +236,7 @@ describe('Order lifecycle and sale terms', () => {
         await unchangedBy(() => pay(o.id, userId), 409, 'ORDER_EXPIRED');
         await unchangedBy(() => cancel(o.id, userId), 409, 'ORDER_EXPIRED');
         // A second sweep finds nothing more to return.
-        await new Promise((r) => setTimeout(r, 300));
+        await sleep(300); // past another sweep
         expect((await view(p.id)).stock).toBe(4);
         const metrics = (await sweeper.request('GET', '/metrics')).text;
         expect(metrics).toMatch(/flashsale_order_transitions_total\{to="expired"\} [1-9]/);

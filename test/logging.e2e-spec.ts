@@ -1,10 +1,13 @@
 // The service's log format, as an operator meets it: piped (a log collector), every line on stdout
-// is one JSON object from the very first; on a terminal, readable coloured lines instead.
+// is one JSON object from the very first; on a terminal, readable coloured lines instead. At info the
+// start says what an operator needs (where it listens, where to look); Nest's own lines about each
+// module and route it assembled are debug.
 import { ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { freePort } from '../src/infrastructure/free-port';
 import { keepServiceLog } from '../harness/launcher';
 import { ADMIN_TOKEN, request, testUrls } from './support/service';
+import { waitFor } from './support/wait';
 
 const root = join(__dirname, '..');
 const main = join(root, 'dist', 'src', 'main.js');
@@ -39,14 +42,17 @@ function launch(command: string, args: string[], env: Record<string, string>): R
 }
 
 /** Resolves once `seen` holds for the output; fails with the output when the process exits or a minute passes. */
-async function waitFor(run: Run, seen: (stdout: string) => boolean): Promise<void> {
-  const deadline = Date.now() + 60_000;
-  while (!seen(run.stdout())) {
-    if (run.child.exitCode !== null)
-      throw new Error(`exited with ${run.child.exitCode}:\n${run.stdout()}\n${run.stderr()}`);
-    if (Date.now() > deadline) throw new Error(`not seen within 60 s:\n${run.stdout()}\n${run.stderr()}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+async function outputShows(run: Run, seen: (stdout: string) => boolean): Promise<void> {
+  await waitFor(
+    () => `the output:\n${run.stdout()}\n${run.stderr()}`,
+    () => {
+      if (run.child.exitCode !== null)
+        throw new Error(`exited with ${run.child.exitCode}:\n${run.stdout()}\n${run.stderr()}`);
+      return seen(run.stdout());
+    },
+    60_000,
+    100,
+  );
 }
 
 function stop(run: Run): Promise<void> {
@@ -63,6 +69,9 @@ function stop(run: Run): Promise<void> {
 
 const lines = (text: string) => text.split('\n').filter((l) => l.trim() !== '');
 
+/** The contexts of Nest's start-up lines: which modules it loaded and which routes it mapped. */
+const NEST_ASSEMBLY = ['NestFactory', 'InstanceLoader', 'RoutesResolver', 'RouterExplorer', 'NestApplication'];
+
 describe('log format', () => {
   let run: Run | undefined;
   afterEach(async () => run && (await stop(run)));
@@ -72,7 +81,7 @@ describe('log format', () => {
     async (workers) => {
       const port = await freePort();
       run = launch(process.execPath, [main], { PORT: String(port), WORKERS: String(workers), LOG_LEVEL: 'info' });
-      await waitFor(run, (out) => out.includes('listening on'));
+      await outputShows(run, (out) => out.includes('listening on'));
       expect((await request(`http://127.0.0.1:${port}`, 'GET', '/health/live')).status).toBe(200);
       await stop(run);
 
@@ -88,10 +97,8 @@ describe('log format', () => {
         expect(entry).toEqual(
           expect.objectContaining({ level: expect.any(Number), time: expect.any(Number), msg: expect.any(String) }),
         );
-      // Nest's own start-up lines and the primary's lines are among them, not printed in Nest's text format.
-      expect(parsed).toContainEqual(
-        expect.objectContaining({ context: 'NestFactory', msg: 'Starting Nest application...' }),
-      );
+      // Nest's assembly (a line per module and per route, in every process) is not among them.
+      expect(parsed.filter((e) => NEST_ASSEMBLY.includes(e.context ?? ''))).toEqual([]);
       expect(parsed).toContainEqual(
         expect.objectContaining({ context: 'Main', msg: expect.stringMatching(/^listening on .*\(\d+ process/) }),
       );
@@ -106,11 +113,11 @@ describe('log format', () => {
     },
   );
 
-  it('should log requests only at debug, one JSON line each, with the request id and without the Authorization header', async () => {
+  it("should log requests and Nest's assembly only at debug, a request one JSON line with its id and without the Authorization header", async () => {
     const port = await freePort();
     const base = `http://127.0.0.1:${port}`;
     run = launch(process.execPath, [main], { PORT: String(port), LOG_LEVEL: 'info' });
-    await waitFor(run, (out) => out.includes('listening on'));
+    await outputShows(run, (out) => out.includes('listening on'));
     await request(base, 'GET', '/health/live', undefined, {
       'x-request-id': 'quiet-at-info',
       authorization: 'Bearer secret-at-info',
@@ -119,12 +126,12 @@ describe('log format', () => {
     expect(run.stdout()).not.toContain('quiet-at-info');
 
     run = launch(process.execPath, [main], { PORT: String(port), LOG_LEVEL: 'debug' });
-    await waitFor(run, (out) => out.includes('listening on'));
+    await outputShows(run, (out) => out.includes('listening on'));
     await request(base, 'GET', '/health/live', undefined, {
       'x-request-id': 'seen-at-debug',
       authorization: 'Bearer secret-at-debug',
     });
-    await waitFor(run, (out) => out.includes('request completed'));
+    await outputShows(run, (out) => out.includes('request completed'));
     await stop(run);
     const completed = lines(run.stdout())
       .map(
@@ -144,6 +151,14 @@ describe('log format', () => {
     ]);
     expect(completed[0].req?.headers?.authorization).toBe('[Redacted]');
     expect(run.stdout()).not.toContain('secret-at-debug');
+    // Nest's assembly is there at debug (pino's level 20), route by route.
+    const assembly = lines(run.stdout())
+      .map((l) => JSON.parse(l) as { level?: number; context?: string; msg?: string })
+      .filter((e) => NEST_ASSEMBLY.includes(e.context ?? ''));
+    expect(assembly).toContainEqual(
+      expect.objectContaining({ level: 20, context: 'RouterExplorer', msg: 'Mapped {/orders, POST} route' }),
+    );
+    expect(assembly.every((e) => e.level === 20)).toBe(true);
   });
 
   it('should print coloured, readable lines when stdout is a terminal', async () => {
@@ -157,7 +172,7 @@ describe('log format', () => {
         LOG_LEVEL: 'info',
       },
     );
-    await waitFor(run, (out) => out.includes('listening on'));
+    await outputShows(run, (out) => out.includes('listening on'));
     const listening = lines(run.stdout()).find((l) => l.includes('listening on')) ?? '';
     expect(() => JSON.parse(listening)).toThrow();
     // eslint-disable-next-line no-control-regex

@@ -16,6 +16,7 @@ import { SoldOutAfterCause1764300000000 } from '../migrations/1764300000000-Sold
 import { QueueJoinLookups1764350000000 } from '../migrations/1764350000000-QueueJoinLookups';
 import { AdmissionPause1764400000000 } from '../migrations/1764400000000-AdmissionPause';
 import { PreQueueCount1764450000000 } from '../migrations/1764450000000-PreQueueCount';
+import { SegmentFencing1764470000000 } from '../migrations/1764470000000-SegmentFencing';
 import { QueueBuckets1764500000000 } from '../migrations/1764500000000-QueueBuckets';
 import { withPg } from './faults/support';
 import { testUrls } from './support/service';
@@ -71,6 +72,7 @@ describe('the order lifecycle migration', () => {
       'QueueJoinLookups1764350000000',
       'AdmissionPause1764400000000',
       'PreQueueCount1764450000000',
+      'SegmentFencing1764470000000',
       'QueueBuckets1764500000000',
     ]);
 
@@ -116,6 +118,7 @@ describe('the order lifecycle migration', () => {
       QueueJoinLookups1764350000000,
       AdmissionPause1764400000000,
       PreQueueCount1764450000000,
+      SegmentFencing1764470000000,
     ];
     // The queue's buckets (their own spec, test/queue-sql.e2e-spec.ts, covers their way there and back): gone.
     const all = await migrateWith(url, [...before, QueueBuckets1764500000000]);
@@ -149,6 +152,8 @@ describe('the order lifecycle migration', () => {
           ]),
         );
       const room = (sql: string) => withPg(url, (db) => db.query(sql));
+      // Back past the fencing migration to before the count, so that the count is made from tickets.
+      await ds.undoLastMigration({ transaction: 'each' });
       await ds.undoLastMigration({ transaction: 'each' });
       await room(`INSERT INTO waiting_rooms (product_id, seed, seed_hash) VALUES (1, '\\x00', repeat('0', 64))`);
       await joinAs(['pa', 'pb', 'pc']);
@@ -161,6 +166,25 @@ describe('the order lifecycle migration', () => {
       await room('DELETE FROM waiting_rooms');
       await room(`INSERT INTO waiting_rooms (product_id, seed, seed_hash) VALUES (1, '\\x00', repeat('0', 64))`);
       expect(await counts()).toEqual([{ pre: 0, arrivals: 0 }]);
+      // The segments' fencing tokens: a column and the trigger that refuses a stale one, and back.
+      const fencing = () =>
+        withPg(url, async (db) => ({
+          column: (
+            await db.query(
+              `SELECT column_default FROM information_schema.columns WHERE table_name = 'stock_segments' AND column_name = 'fence'`,
+            )
+          ).rows,
+          trigger: (await db.query(`SELECT tgname FROM pg_trigger WHERE tgname = 'stock_segments_fence'`)).rows,
+        }));
+      expect(await fencing()).toEqual({
+        column: [{ column_default: '0' }],
+        trigger: [{ tgname: 'stock_segments_fence' }],
+      });
+      await expect(
+        withPg(url, (db) => db.query('UPDATE stock_segments SET fence = -1 WHERE product_id = 1')),
+      ).rejects.toMatchObject({ code: 'FENCE' });
+      await ds.undoLastMigration({ transaction: 'each' });
+      expect(await fencing()).toEqual({ column: [], trigger: [] });
       await ds.undoLastMigration({ transaction: 'each' });
       const column = await withPg(url, (db) =>
         db.query(

@@ -9,7 +9,8 @@ import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { FaultRedis, stopAll, waitFor } from './faults/support';
+import { FaultRedis, stopAll } from './faults/support';
+import { waitFor } from './support/wait';
 import { resetState } from './support/database';
 import { startReceiver, WebhookReceiver } from './support/events';
 import { prometheusBinary, RunningPrometheus, startPrometheus } from './support/prometheus';
@@ -125,7 +126,7 @@ describe('dashboards and alert rules against a real Prometheus scraping two serv
       'rules',
       join(MONITORING, 'alerts.yml'),
     ]);
-    expect(stdout).toMatch(/SUCCESS: 8 rules found/);
+    expect(stdout).toMatch(/SUCCESS: 9 rules found/);
   }, 120_000);
 
   it('fires the sweep alert while no process sweeps, the dead-letter alert while the webhook fails, and the Redis alert once Redis stops', async () => {

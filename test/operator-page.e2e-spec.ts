@@ -7,12 +7,15 @@
 // reporting, orders per second, the events) is checked against PostgreSQL; then every action
 // (restock, rebalance, change the window, end the sale now) is made through the page, each after
 // its confirmation, and checked in PostgreSQL. With OPERATOR_SCREENSHOTS=<dir> it saves screenshots
-// of the live sale there (docs/images holds the ones the README shows).
+// of the live sale there (docs/images holds the ones the README shows). axe-core's WCAG 2.1 AA
+// rules find nothing in the sign-in or the console, at a desktop's width and a phone's, where the
+// panels stack without overlapping.
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Browser, chromium, Page } from 'playwright-core';
 import { Client } from 'pg';
-import { waitFor } from './faults/support';
+import { axeViolations } from './support/axe';
+import { sleep, waitFor } from './support/wait';
 import { chromiumPath } from './support/chromium';
 import { resetState } from './support/database';
 import {
@@ -78,7 +81,7 @@ describe('the operator page in a real browser, against two service processes', (
   const shot = async (name: string) => {
     if (!SCREENSHOTS) return;
     // The seconds just past are flushed and polled by then.
-    await new Promise((r) => setTimeout(r, 2500));
+    await sleep(2500);
     mkdirSync(SCREENSHOTS, { recursive: true });
     await page.screenshot({ path: join(SCREENSHOTS, name), fullPage: true });
   };
@@ -131,7 +134,7 @@ describe('the operator page in a real browser, against two service processes', (
     const legends = await page.$$eval('.u-legend', (els) => els.map((e) => e.textContent ?? ''));
     expect(legends).toHaveLength(2);
     for (const legend of legends) expect(legend).not.toContain('--');
-    expect(legends.join(' ')).toMatch(/created.*refused.*429.*5xx.*lock waits.*fall-overs/);
+    expect(legends.join(' ')).toMatch(/created.*refused.*429.*5xx.*shed.*lock waits.*fall-overs/);
 
     await page.fill('#create input[name="name"]', 'page sale');
     await page.fill('#create input[name="stock"]', '120');
@@ -156,7 +159,7 @@ describe('the operator page in a real browser, against two service processes', (
       while (busy) {
         seen.ordersPerS = Math.max(seen.ordersPerS, Number(await text('orders-per-s')));
         seen.processes = Math.max(seen.processes, Number(/\d+/.exec((await text('processes')) ?? '')?.[0] ?? 0));
-        await new Promise((r) => setTimeout(r, 200));
+        await sleep(200);
       }
     })();
     const sold = (
@@ -261,6 +264,99 @@ describe('the operator page in a real browser, against two service processes', (
       return r.status === 403 && r.body.code === 'SALE_ENDED';
     });
     await shot('operator-page-actions.png');
+  });
+
+  it('shows the calls a stalled process shed and its event-loop delay', async () => {
+    // A third process that sheds new orders from 10 ms of event-loop delay, stopped again and
+    // again for longer than that while buyers order from it.
+    const c = await startService({ SHED_LAG_MS: '5,10,60000', SHED_SAMPLE_MS: '50' });
+    const productId = (
+      await request(
+        c.url,
+        'POST',
+        '/admin/products',
+        { name: 'shed sale', stock: 10_000, segments: 4 },
+        {
+          authorization: `Bearer ${ADMIN_TOKEN}`,
+        },
+      )
+    ).body.id as number;
+    let stalling = true;
+    const stalls = (async () => {
+      while (stalling) {
+        process.kill(c.pid, 'SIGSTOP');
+        await sleep(200);
+        process.kill(c.pid, 'SIGCONT');
+        await sleep(100);
+      }
+    })();
+    try {
+      let n = 0;
+      await waitFor('the page to show calls shed and the event-loop delay', async () => {
+        await pooled(
+          Array.from(
+            { length: 40 },
+            () => () => request(c.url, 'POST', '/orders', { userId: `shed-${n++}`, productId }),
+          ),
+          20,
+        );
+        return Number(await text('shed-per-s')) > 0 && Number(await text('loop-delay')) > 10;
+      });
+    } finally {
+      stalling = false;
+      await stalls;
+      process.kill(c.pid, 'SIGCONT');
+      await c.stop();
+    }
+  });
+
+  it('says which token it wants, and keeps its sign-in and console free of WCAG 2.1 AA violations (axe-core) at 1400, 390 and 360 px, its panels side by side without overlap on a phone', async () => {
+    // Its own context: axe-core's script is added to the page, which the page's CSP would refuse.
+    const context = await browser.newContext({ bypassCSP: true, viewport: { width: 390, height: 844 } });
+    const phone = await context.newPage();
+    try {
+      await phone.goto(`${a.url}/admin`);
+      expect(await phone.textContent('label[for="token"]')).toContain('ADMIN_TOKEN');
+      expect(await phone.textContent('[data-testid="token-hint"]')).toContain('ADMIN_TOKEN');
+      expect(await axeViolations(phone)).toEqual([]);
+      await phone.fill('#token', 'a-shop-or-buyer-token-perhaps');
+      await phone.click('#login button[type="submit"]');
+      await waitFor('the refusal', async () =>
+        (await phone.textContent('[data-testid="login-error"]'))?.includes('401'),
+      );
+      expect(await phone.textContent('[data-testid="login-error"]')).toContain('ADMIN_TOKEN');
+      expect(await axeViolations(phone)).toEqual([]);
+
+      await phone.fill('#token', ADMIN_TOKEN);
+      await phone.click('#login button[type="submit"]');
+      await phone.waitForSelector('#console:not([hidden]) [data-product] button[data-action="restock"]');
+      // Every input of a product's actions has a name a screen reader says (axe-core's "label" rule).
+      const unnamed = await phone.$$eval('[data-product] .actions input', (inputs) =>
+        inputs.filter((i) => (i as HTMLInputElement).labels?.length === 0).map((i) => (i as HTMLInputElement).name),
+      );
+      expect(unnamed).toEqual([]);
+      for (const width of [1400, 390, 360]) {
+        await phone.setViewportSize({ width, height: 900 });
+        expect({ width, violations: await axeViolations(phone) }).toEqual({ width, violations: [] });
+        if (width > 400) continue;
+        // The panels (figures, charts, answers, products, new product and events) stack: none
+        // overlaps another, and nothing is wider than the screen (the charts follow the width).
+        await waitFor(`a one-column layout at ${width} px`, async () => {
+          const layout = await phone.evaluate(() => {
+            const boxes = [...document.querySelectorAll('main > section')].map((e) => e.getBoundingClientRect());
+            const overlaps = boxes.flatMap((p, i) =>
+              boxes
+                .slice(i + 1)
+                .filter((q) => p.left < q.right && q.left < p.right && p.top < q.bottom && q.top < p.bottom),
+            ).length;
+            return { overlaps, scrollWidth: document.documentElement.scrollWidth, width: window.innerWidth };
+          });
+          return layout.overlaps === 0 && layout.scrollWidth <= layout.width;
+        });
+      }
+    } finally {
+      await context.close();
+    }
   });
 
   it('serves every file the page asked for, its icon included, with no error answer', async () => {

@@ -9,7 +9,7 @@ import type { IssuedChallenge } from '../src/proof-of-work/proof-of-work.service
 import { createSigner } from 'fast-jwt';
 import Redis from 'ioredis';
 import { createChallenge, solveChallenge } from 'altcha-lib/v1';
-import { waitFor } from './faults/support';
+import { waitFor } from './support/wait';
 import { resetState } from './support/database';
 import { admin, Reply, request, ServiceProcess, startedTogether, startService, testUrls } from './support/service';
 import { openSaleNow, recomputeLottery } from './support/waiting-room';
@@ -265,14 +265,23 @@ describe('proof of work at the queue, across two processes', () => {
     });
     afterAll(() => d?.stop());
 
-    it('makes new challenges harder while joins come faster than the level, refuses one two steps easier, and eases after', async () => {
+    it('makes new challenges harder while joins come faster than the level (refused ones do not count), refuses one two steps easier, and eases after', async () => {
       const p = await product({ waitingRoom: true, proofOfWork: true });
       expect(await challenge(d.url, p.id)).toMatchObject({ step: 0, maxnumber: 2000 });
-      // Joins without a solution count too (they are refused, and change nothing).
+      // A refusal changes nothing: 120 joins without a solution leave the door as easy as it was.
+      const refused = await Promise.all(Array.from({ length: 120 }, (_, i) => join(d.url, p.id, `flood-${i}`)));
+      expect(refused.filter((r) => r.status !== 403 || r.body.code !== 'PROOF_REQUIRED')).toEqual([]);
+      expect(await challenge(d.url, p.id)).toMatchObject({ step: 0, maxnumber: 2000 });
+      // Joins with solutions, faster than twice the level, raise it to the last step.
+      let crowd = 0;
       const raised = await waitFor(
         'the last step',
         async () => {
-          await Promise.all(Array.from({ length: 20 }, (_, i) => join(d.url, p.id, `crowd-${i}`)));
+          const proofs = await Promise.all(
+            Array.from({ length: 8 }, async () => (await solved(await challenge(d.url, p.id))).header),
+          );
+          const joins = await Promise.all(proofs.map((proof) => join(d.url, p.id, `crowd-${crowd++}`, proof)));
+          expect(joins.map((r) => r.status).filter((s) => s !== 201)).toEqual([]);
           const c = await challenge(d.url, p.id);
           return c.step === 2 ? c : null;
         },

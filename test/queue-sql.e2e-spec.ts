@@ -12,7 +12,8 @@ import { DataSource } from 'typeorm';
 import { dataSourceOptions } from '../src/infrastructure/data-source';
 import { runMigrations } from '../src/infrastructure/migrate';
 import { QueueBuckets1764500000000 } from '../migrations/1764500000000-QueueBuckets';
-import { waitFor, withPg } from './faults/support';
+import { withPg } from './faults/support';
+import { waitFor } from './support/wait';
 import { testUrls } from './support/service';
 import { recomputeLottery, sha256Hex } from './support/waiting-room';
 

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { freePort } from '../src/infrastructure/free-port';
 import { keepServiceLog } from '../harness/launcher';
 import { ADMIN_TOKEN, SHOP_TOKEN, testUrls } from './support/service';
+import { waitFor } from './support/wait';
 
 const ROOT = join(__dirname, '..');
 
@@ -50,15 +51,16 @@ async function npmStart(dir: string): Promise<Start> {
 }
 
 async function serving(start: Start, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (start.child.exitCode !== null)
-      throw new Error(`npm start exited with ${start.child.exitCode} before serving:\n${start.output()}`);
-    const res = await fetch(`http://127.0.0.1:${start.port}/health/live`).catch(() => undefined);
-    if (res?.status === 200) return;
-    await new Promise((r) => setTimeout(r, 250));
-  }
-  throw new Error(`npm start did not serve within ${timeoutMs / 1000} s:\n${start.output()}`);
+  await waitFor(
+    () => `npm start to serve:\n${start.output()}`,
+    async () => {
+      if (start.child.exitCode !== null)
+        throw new Error(`npm start exited with ${start.child.exitCode} before serving:\n${start.output()}`);
+      return (await fetch(`http://127.0.0.1:${start.port}/health/live`).catch(() => undefined))?.status === 200;
+    },
+    timeoutMs,
+    250,
+  );
 }
 
 async function stop(start: Start): Promise<void> {

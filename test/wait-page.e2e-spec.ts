@@ -10,7 +10,9 @@
 // a solution the service refuses (altered on its way: PROOF_INVALID) or a product that turns proof
 // of work on while the page joins (PROOF_REQUIRED) makes it solve a new challenge and join.
 // Every request the page makes goes to the service (or, once
-// admitted, the shop). With WAIT_SCREENSHOTS=<dir> it saves phone and desktop screenshots there
+// admitted, the shop). The page names the product, and says plainly that a product does not exist
+// (answered 404). axe-core's WCAG 2.1 AA rules find nothing on it in any of its states, at a phone's
+// width and a desktop's, and its figures break no word at 360 px. With WAIT_SCREENSHOTS=<dir> it saves phone and desktop screenshots there
 // (docs/images holds the ones the README shows).
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -19,7 +21,8 @@ import { join } from 'node:path';
 import { createSigner } from 'fast-jwt';
 import { solveChallenge } from 'altcha-lib/v1';
 import { Browser, chromium, Page } from 'playwright-core';
-import { waitFor } from './faults/support';
+import { axeViolations } from './support/axe';
+import { waitFor } from './support/wait';
 import { chromiumPath } from './support/chromium';
 import { resetState } from './support/database';
 import { admin, request, ServiceProcess, startedTogether, startService } from './support/service';
@@ -122,6 +125,34 @@ describe("the buyer's waiting page in a real browser, against two service proces
     expect(r.text).not.toMatch(/https?:\/\//);
     const info = await request(b.url, 'GET', `/products/${id}/wait/info`);
     expect(info.body).toMatchObject({ productId: id, waitingRoom: true, proofOfWork: true, identity: false });
+  });
+
+  it('names the product; an unknown product is answered 404 and a malformed id 400, and the page says so without a "Loading…" above it', async () => {
+    const id = await product({ name: 'Limited sneaker', stock: 1, waitingRoom: true, proofOfWork: false });
+    expect((await request(a.url, 'GET', `/products/${id}/wait/info`)).body.name).toBe('Limited sneaker');
+    // Not watched: the browser logs the 404 and the 400 below as failed loads.
+    const page = await (await phone()).newPage();
+    await page.goto(`${a.url}/products/${id}/wait#user=page-named`);
+    await waitFor('the ticket', () => storedTicket(page, id, 'page-named'), 30_000);
+    expect(await text(page, 'product')).toBe('Limited sneaker');
+    expect(await page.title()).toBe('Limited sneaker: waiting room');
+
+    const unknown = id + 1000;
+    expect((await request(a.url, 'GET', `/products/${unknown}/wait`)).status).toBe(404);
+    expect((await request(a.url, 'GET', `/products/abc/wait`)).status).toBe(400);
+    const info = await request(b.url, 'GET', '/products/abc/wait/info');
+    expect({ status: info.status, code: info.body.code }).toEqual({ status: 400, code: 'VALIDATION_FAILED' });
+    expect((await request(b.url, 'GET', `/products/${unknown}/wait/info`)).body.code).toBe('PRODUCT_NOT_FOUND');
+    for (const [path, said] of [
+      [`/products/${unknown}/wait`, 'There is no such product.'],
+      ['/products/0/wait', 'This address names no product.'],
+    ]) {
+      const answer = await page.goto(`${a.url}${path}`);
+      expect(answer?.status()).toBe(path.endsWith('/0/wait') ? 400 : 404);
+      await waitFor(`the error on ${path}`, async () => (await text(page, 'error'))?.startsWith(said));
+      expect(await text(page, 'status')).toBe('');
+    }
+    await page.context().close();
   });
 
   it('before the start: solves, joins, counts down and says the order is drawn by lottery; after the draw it shows the place the API gives, through a reload and a second tab', async () => {
@@ -501,6 +532,75 @@ describe("the buyer's waiting page in a real browser, against two service proces
       await page.context().close();
     } finally {
       await c.stop();
+    }
+  });
+
+  it('has no WCAG 2.1 AA violation (axe-core) before the start, in the queue, admitted or on an unknown product, at 360, 390 and 1280 px, and breaks no word of its figures', async () => {
+    const before = await product({
+      stock: 1,
+      waitingRoom: true,
+      startsAt: new Date(Date.now() + 1_800_000).toISOString(),
+    });
+    const queued = await product({ stock: 1, waitingRoom: true });
+    for (const u of ['axe-ahead-1', 'axe-ahead-2', 'axe-ahead-3'])
+      expect((await request(b.url, 'POST', `/products/${queued}/queue`, { userId: u })).status).toBe(201);
+    const admitted = await product({ stock: 1, waitingRoom: true });
+    const states: Array<[string, string, (page: Page) => Promise<boolean>]> = [
+      ['before the start', `/products/${before}/wait#user=axe-early`, async (p) => !(await p.isHidden('#countdown'))],
+      [
+        'in the queue',
+        `/products/${queued}/wait#user=axe-waiting`,
+        async (p) => /^\d/.test((await text(p, 'position')) ?? ''),
+      ],
+      ['admitted', `/products/${admitted}/wait#user=axe-first`, async (p) => !(await p.isHidden('#token'))],
+      ['an unknown product', `/products/${admitted + 1000}/wait`, async (p) => Boolean(await text(p, 'error'))],
+    ];
+    // Its own context: axe-core's script is added to the page, which the page's CSP would refuse.
+    const context = await browser.newContext({
+      bypassCSP: true,
+      viewport: { width: 360, height: 740 },
+      deviceScaleFactor: 2,
+    });
+    try {
+      for (const [state, path, shown] of states) {
+        const page = await context.newPage();
+        await page.goto(`${a.url}${path}`);
+        await waitFor(`the page ${state}`, () => shown(page), 30_000);
+        for (const width of [360, 390, 1280]) {
+          await page.setViewportSize({ width, height: 740 });
+          expect({ state, width, violations: await axeViolations(page) }).toEqual({ state, width, violations: [] });
+        }
+        if (state === 'in the queue') {
+          // The longest figures the page writes, at a phone's width: each word on one line, nothing wider than the screen.
+          await page.setViewportSize({ width: 360, height: 740 });
+          const layout = await page.evaluate(() => {
+            const set = (id: string, value: string) => (document.getElementById(id)!.textContent = value);
+            set('position', '123,456');
+            set('ahead', '123,455');
+            set('eta', 'about 12 minutes');
+            const split: string[] = [];
+            for (const eta of ['7 seconds', 'about 12 minutes', 'about 1.5 hours']) {
+              set('eta', eta);
+              for (const dd of document.querySelectorAll('.figures dd')) {
+                const node = dd.firstChild!;
+                let at = 0;
+                for (const word of (node.textContent ?? '').split(' ')) {
+                  const range = document.createRange();
+                  range.setStart(node, at);
+                  range.setEnd(node, at + word.length);
+                  if (new Set([...range.getClientRects()].map((r) => Math.round(r.top))).size > 1) split.push(word);
+                  at += word.length + 1;
+                }
+              }
+            }
+            return { split, scrollWidth: document.documentElement.scrollWidth, width: window.innerWidth };
+          });
+          expect(layout).toEqual({ split: [], scrollWidth: 360, width: 360 });
+        }
+        await page.close();
+      }
+    } finally {
+      await context.close();
     }
   });
 

@@ -4,9 +4,10 @@
 // and nothing changed.
 import { createHmac } from 'node:crypto';
 import { createSigner } from 'fast-jwt';
-import { redisCommandCount, resetState, statementCalls, statementsBetween, withDb } from './support/database';
+import { redisCommandCount, resetState, statementCalls, callsBetween, withDb } from './support/database';
 import { CLOCK } from '../src/waiting-room/waiting-room.repository';
 import { InProcessService, startInProcess } from './support/in-process';
+import { sleep, waitFor } from './support/wait';
 import { pauseLongAgo, pausedSince } from './support/waiting-room';
 import { admin, Reply, shop } from './support/service';
 
@@ -49,14 +50,16 @@ describe('the waiting room, call by call', () => {
   const join = (productId: number, userId: string) => send('POST', `/products/${productId}/queue`, { userId });
   const poll = (productId: number, ticketId: string) => send('GET', `/products/${productId}/queue/${ticketId}`);
   /** Polls until the ticket's status is one of `statuses` and it has a position (the admitter ticks every 20 ms). */
-  const pollUntil = async (productId: number, ticketId: string, ...statuses: string[]) => {
-    for (let i = 0; i < 200; i++) {
-      const r = await poll(productId, ticketId);
-      if (statuses.includes(r.body.status) && r.body.position !== null) return r;
-      await new Promise((res) => setTimeout(res, 20));
-    }
-    throw new Error(`ticket ${ticketId} never became ${statuses.join(' or ')}\n${svc.output()}`);
-  };
+  const pollUntil = (productId: number, ticketId: string, ...statuses: string[]) =>
+    waitFor(
+      () => `ticket ${ticketId} to become ${statuses.join(' or ')}\n${svc.output()}`,
+      async () => {
+        const r = await poll(productId, ticketId);
+        return statuses.includes(r.body.status) && r.body.position !== null ? r : null;
+      },
+      30_000,
+      20,
+    );
 
   it('gives one ticket per user and product (201, then 200 with the same ticket), paced by Retry-After', async () => {
     const id = await product({ stock: 5, waitingRoom: true });
@@ -102,13 +105,12 @@ describe('the waiting room, call by call', () => {
     for (const u of ['ula', 'val', 'wyn']) expect((await join(id, u)).status).toBe(201);
     const wyn = (await pollUntil(id, (await join(id, 'wyn')).body.id, 'waiting', 'admitted')).body;
     // Let the admission settle (ratio 1, 2 units: positions 1 and 2), so that only the calls could change anything.
-    for (let i = 0; i < 500; i++) {
+    await waitFor('positions 1 and 2 admitted', async () => {
       const [room] = await withDb(
         async (db) => (await db.query('SELECT admitted_through FROM waiting_rooms WHERE product_id = $1', [id])).rows,
       );
-      if (Number(room.admitted_through) === 2) break;
-      await new Promise((r) => setTimeout(r, 20));
-    }
+      return Number(room.admitted_through) === 2;
+    });
     const before = await snapshot();
     const tickets = await withDb(async (db) => (await db.query('SELECT * FROM queue_tickets ORDER BY 1, 2')).rows);
     // The ticket key is derived from the admission key (see src/admissions/admissions.service.ts).
@@ -177,7 +179,7 @@ describe('the waiting room, call by call', () => {
     expect(soldOut.body.position).toBe(second.position);
     expect((await send('POST', `/orders/${order.body.id}/cancel`, { userId: 'cy' }, shop)).status).toBe(200);
     // I8: no sold_out later than SOLD_OUT_STALE_MS (100 ms by default) after the unit came back.
-    await new Promise((res) => setTimeout(res, 150));
+    await sleep(150);
     expect((await poll(id, second.id)).body.status).not.toBe('sold_out');
     const back = await pollUntil(id, second.id, 'admitted');
     expect(back.body.position).toBe(second.position);
@@ -199,13 +201,8 @@ describe('the waiting room, call by call', () => {
     expect(order.status).toBe(201);
     expect((await pollUntil(id, fa.id, 'sold_out')).body.position).toBe(faAdmitted.body.position);
     // The admission clock finds no unit left with an admission live, and pauses the room.
-    /** Waits for a state (up to 30 s: only a fault takes that long). */
-    const until = async (what: string, holds: () => Promise<boolean>) => {
-      for (let i = 0; !(await holds()); i++) {
-        if (i > 600) throw new Error(`${what} never came\n${svc.output()}`);
-        await new Promise((res) => setTimeout(res, 50));
-      }
-    };
+    const until = (what: string, holds: () => Promise<boolean>) =>
+      waitFor(() => `${what}\n${svc.output()}`, holds, 30_000, 50);
     const pausedGauge = async () =>
       (await send('GET', '/metrics')).text
         .split('\n')
@@ -215,7 +212,7 @@ describe('the waiting room, call by call', () => {
     // The spec moves the clock instead of waiting: the admission ran out during the pause.
     await pauseLongAgo(id);
     // Longer than a tick: the poll reads the room again, its copy being older than that.
-    await new Promise((res) => setTimeout(res, 100));
+    await sleep(100);
     expect((await poll(id, fa.id)).body).toMatchObject({ status: 'sold_out', position: faAdmitted.body.position });
     // Units back: the admission runs again with the 20 s it had left at the pause.
     expect((await send('POST', `/orders/${order.body.id}/cancel`, { userId: 'ev' }, shop)).status).toBe(200);
@@ -328,10 +325,12 @@ describe('the waiting room, call by call', () => {
         .split('\n')
         .find((l) => l.startsWith(`flashsale_queue_pre_queue{product="${id}"}`))
         ?.split(' ')[1];
-    for (let i = 0; (await counted()) !== '40'; i++) {
-      if (i > 600) throw new Error(`the pre-queue count never reached 40\n${svc.output()}`);
-      await new Promise((res) => setTimeout(res, 20));
-    }
+    await waitFor(
+      () => `the pre-queue count to reach 40\n${svc.output()}`,
+      async () => (await counted()) === '40',
+      30_000,
+      20,
+    );
     // Before the start: Retry-After is the seconds until the start (estimatedWaitS) plus the wave; a
     // ticket due at the start (wave 0) is asked back a second before it, to be paced again then.
     const waves = new Map<string, number>();
@@ -382,10 +381,10 @@ describe('the waiting room at its start', () => {
       // takes it with SKIP LOCKED, can make neither the draw nor an admission meanwhile.
       await db.query('BEGIN');
       await db.query('SELECT 1 FROM waiting_rooms WHERE product_id = $1 FOR UPDATE', [id]);
-      while (Date.now() <= startsAt) await new Promise((r) => setTimeout(r, 20));
+      await waitFor('the start', () => Date.now() > startsAt, 30_000, 20);
       let answered = false;
       const polled = svc.request('GET', `/products/${id}/queue/${ann.body.id}`).finally(() => (answered = true));
-      await new Promise((r) => setTimeout(r, 300));
+      await sleep(300);
       // Not answered while no draw can be made (it would have said: no place yet, come back in a second).
       expect(answered).toBe(false);
       await db.query('COMMIT');
@@ -440,13 +439,16 @@ describe('the waiting room behind the door: budgets, and polls answered from mem
   let svc: InProcessService;
   beforeAll(async () => {
     // Ticks once a second, so the clock-driven reads are few and polls are what is counted; no
-    // report to the operator page (its own Redis traffic, once a second).
+    // report to the operator page (its own Redis traffic, once a second) and no expiry sweep (its
+    // statement once a second): the product's terms, read once a second, are then the one
+    // statement a poll may cause.
     svc = await startInProcess({
       ...env,
       ADMISSION_TICK_MS: '1000',
       SOLD_OUT_STALE_MS: '1000',
       RATE_LIMIT_USER: '0',
       LIVE_STATS_MS: '0',
+      EXPIRY_SWEEP_MS: '0',
     });
   });
   afterAll(() => svc?.close());
@@ -466,14 +468,18 @@ describe('the waiting room behind the door: budgets, and polls answered from mem
     // Wait for the positions and for the admission (ratio 1: 20 admitted), then keep the tickets that
     // wait. (A poll of an admitted ticket asks PostgreSQL whether its admission was spent: picking
     // the waiting tickets before the admission was made would count those lookups.)
-    let waiting: string[] = [];
-    for (let i = 0; i < 100 && waiting.length === 0; i++) {
-      await new Promise((r) => setTimeout(r, 50));
-      const answers = await Promise.all(tickets.map((t) => svc.request('GET', `/products/${id}/queue/${t}`)));
-      const admitted = answers.filter((a) => a.body.status === 'admitted').length;
-      if (admitted === 20 && answers.every((a) => a.body.position !== null))
-        waiting = answers.filter((a) => a.body.status === 'waiting').map((a) => a.body.id as string);
-    }
+    const waiting = await waitFor(
+      '20 admitted and every ticket placed',
+      async () => {
+        const answers = await Promise.all(tickets.map((t) => svc.request('GET', `/products/${id}/queue/${t}`)));
+        const admitted = answers.filter((a) => a.body.status === 'admitted').length;
+        return admitted === 20 && answers.every((a) => a.body.position !== null)
+          ? answers.filter((a) => a.body.status === 'waiting').map((a) => a.body.id as string)
+          : null;
+      },
+      30_000,
+      50,
+    );
     expect(waiting.length).toBe(130);
     const counts = async () => [await statementCalls({ except: CLOCK }), await redisCommandCount()] as const;
     const [pgBefore, redisBefore] = await counts();
@@ -484,7 +490,7 @@ describe('the waiting room behind the door: budgets, and polls answered from mem
     const [pgAfter, redisAfter] = await counts();
     // The polls add nothing. Allowed for: the product's terms read once a second (PRODUCT_CACHE_MS);
     // the clock's PostgreSQL statements are left out by their tag, and the queue has nothing in Redis.
-    const ran = statementsBetween(pgBefore, pgAfter);
+    const ran = callsBetween(pgBefore, pgAfter);
     const statements = Object.values(ran).reduce((a, b) => a + b, 0);
     // At most `seconds` statements; a failure shows which ran.
     expect({ statements, ran }).toEqual({ statements: Math.min(statements, seconds), ran });

@@ -2,12 +2,14 @@
 // rows with their ratios to the one redis-server (also written into latest.json as redisSetups) and
 // their console and latest.md tables.
 import type { RedisServerCosts } from '../costs';
-import { BenchmarkReport, pick, REDIS_SETUPS, RedisSetup, ScenarioResult } from '../types';
+import { pick } from '../pick';
+import { REDIS_SETUPS } from '../types';
+import type { BenchmarkReport, RedisSetup, RedisSetupRow, RedisSetupsSection, ScenarioResult } from '../types';
 import { inGroup } from './find';
 import { batchName, ms, rate, ratioOf, SETUP_NAME, times } from './format';
 
 /** The Redis setups group as rows (by ORDER_BATCH_MAX, then single, quorum, cluster), with ratios to the one redis-server; null when it did not run. */
-export function redisSetupsSection(report: BenchmarkReport) {
+export function redisSetupsSection(report: BenchmarkReport): RedisSetupsSection | null {
   const found = inGroup(report, 'redis-setups');
   if (found.length === 0) return null;
   const batches = [...new Set(found.map((r) => r.batchMax))].sort((a, b) => (b ?? Infinity) - (a ?? Infinity));
@@ -15,22 +17,19 @@ export function redisSetupsSection(report: BenchmarkReport) {
     found.find((r) => r.batchMax === batchMax && (r.redis ?? 'single') === setup);
   const redisOf = (p: RedisServerCosts['perUnit']) => pick(p, 'redisScripts', 'redisCommands', 'redisCpuUs');
   const perOrder = (r: ScenarioResult | undefined) => (r?.costs ? redisOf(r.costs.perUnit) : null);
-  const rows = batches.flatMap((batchMax) => {
+  const rows = batches.flatMap((batchMax): RedisSetupRow[] => {
     const single = at(batchMax, 'single');
     const base = perOrder(single);
     return REDIS_SETUPS.flatMap((setup) => {
       const r = at(batchMax, setup);
       if (!r) return [];
       const cost = perOrder(r);
-      return {
+      const row: RedisSetupRow = {
         setup,
         ...pick(r, 'id', 'batchMax', 'status', 'ordersPerSec'),
         p99Ms: r.latency201Ms?.p99 ?? null,
-        /** Summed over every Redis server of the setup; null when the costs were not read. */
         perOrder: cost,
-        /** Each server of the setup (a quorum's or a cluster's masters, in the setup's order); null for the one redis-server. */
         perServer: r.costs?.redisServers?.map((x) => ({ server: x.server, ...redisOf(x.perUnit) })) ?? null,
-        /** This row / the one redis-server's row at the same ORDER_BATCH_MAX; null where either figure is missing. */
         vsSingle: {
           ordersPerSec: ratioOf(r.ordersPerSec, single?.ordersPerSec),
           p99: ratioOf(r.latency201Ms?.p99, single?.latency201Ms?.p99),
@@ -39,15 +38,13 @@ export function redisSetupsSection(report: BenchmarkReport) {
           redisCpuUs: ratioOf(cost?.redisCpuUs, base?.redisCpuUs),
         },
       };
+      return [row];
     });
   });
   const s = report.settings;
   // command: how the run was started, to repeat it.
   return { command: report.command, workers: s.speedWorkers, segments: s.speedSegments, holdMs: 0, rows };
 }
-
-export type RedisSetupsSection = NonNullable<ReturnType<typeof redisSetupsSection>>;
-type RedisSetupRow = RedisSetupsSection['rows'][number];
 
 /** Per-server calls of a quorum or cluster: round trips (scripts) per order on each, in the setup's order. */
 function perServerCell(r: RedisSetupRow): string {

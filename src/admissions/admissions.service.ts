@@ -12,7 +12,7 @@ import { AdmissionsRepository } from './admissions.repository';
 
 @Injectable()
 export class AdmissionsService implements OnModuleInit {
-  private tokens: AdmissionTokens | null = null;
+  private admissionTokens: AdmissionTokens | null = null;
   private key: Buffer | null = null;
   private readonly lookups = new GroupedCalls<number, string | null>((productId, positions) =>
     this.repo.spentBy(productId, positions),
@@ -28,7 +28,7 @@ export class AdmissionsService implements OnModuleInit {
     this.key = this.config.secret
       ? Buffer.from(this.config.secret, 'utf8')
       : await this.repo.sharedSecret('admission-token-key');
-    this.tokens = new AdmissionTokens(this.key);
+    this.admissionTokens = new AdmissionTokens(this.key);
   }
 
   /** A key for another kind of token, derived from the admission key (a token of one kind never passes as the other). */
@@ -38,7 +38,7 @@ export class AdmissionsService implements OnModuleInit {
   }
 
   issue(a: Admission): string {
-    return this.signer.issue(a);
+    return this.tokens.issue(a);
   }
 
   /**
@@ -47,7 +47,7 @@ export class AdmissionsService implements OnModuleInit {
    */
   async check(productId: number, userId: string, admission: string | undefined): Promise<number> {
     if (admission === undefined) throw new AdmissionRequiredError(productId);
-    const a = this.signer.verify(admission, userId, productId);
+    const a = this.tokens.verify(admission, userId, productId);
     const spent = await this.spentBy(productId, a.position);
     if (spent !== null) throw new AdmissionInvalidError(`it was spent by order ${spent}`);
     return a.position;
@@ -64,8 +64,8 @@ export class AdmissionsService implements OnModuleInit {
     });
   }
 
-  private get signer(): AdmissionTokens {
-    if (this.tokens === null) throw new Error('the admission key is not loaded yet');
-    return this.tokens;
+  private get tokens(): AdmissionTokens {
+    if (this.admissionTokens === null) throw new Error('the admission key is not loaded yet');
+    return this.admissionTokens;
   }
 }

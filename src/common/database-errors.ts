@@ -19,6 +19,20 @@ export function isUniqueViolation(err: unknown, constraint?: string): boolean {
   return (e.driverError?.constraint ?? e.constraint) === constraint;
 }
 
+/** SQLSTATE of a write refused for a stale fencing token (migrations/1764470000000-SegmentFencing.ts). */
+export const STALE_FENCE = 'FENCE';
+
+/**
+ * When PostgreSQL refused a write for a stale fencing token: the segment's stored fence (the
+ * error's DETAIL; 0 if it is missing, which only forgoes raising the counter). Else null.
+ */
+export function staleFence(err: unknown): number | null {
+  if (sqlState(err) !== STALE_FENCE) return null;
+  const e = err as { detail?: unknown; driverError?: { detail?: unknown } };
+  const detail = e?.driverError?.detail ?? e?.detail;
+  return typeof detail === 'string' && /^\d+$/.test(detail) ? Number(detail) : 0;
+}
+
 /** The severity PostgreSQL gave an error it sent (ERROR, FATAL, PANIC); undefined for client-side failures. */
 function severity(err: unknown): string | undefined {
   const e = err as { severity?: unknown; driverError?: { severity?: unknown } };

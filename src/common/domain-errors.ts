@@ -33,6 +33,7 @@ export type ErrorCode =
   | 'ORDER_CANCELLED'
   | 'ORDER_PAID'
   | 'BUSY'
+  | 'OVERLOADED'
   | 'UNAVAILABLE'
   | 'OUTCOME_UNKNOWN'
   | 'INTERNAL';
@@ -70,6 +71,7 @@ export const ERROR_STATUS: Record<ErrorCode, number> = {
   HEADERS_TOO_LARGE: 431,
   INTERNAL: 500,
   BUSY: 503,
+  OVERLOADED: 503,
   UNAVAILABLE: 503,
   OUTCOME_UNKNOWN: 503,
 };
@@ -117,11 +119,7 @@ export class RateLimitedError extends DomainError {
     readonly limit: 'user' | 'ip',
     override readonly retryAfterS: number,
   ) {
-    super(RateLimitedError.messageFor(limit, retryAfterS));
-  }
-
-  static messageFor(limit: 'user' | 'ip', retryAfterS: number): string {
-    return `too many calls from this ${limit === 'user' ? 'user' : 'address'}: retry after ${retryAfterS} s`;
+    super(`too many calls from this ${limit === 'user' ? 'user' : 'address'}: retry after ${retryAfterS} s`);
   }
 }
 /** A path that names nothing (an asset of the operator page that does not exist). */
@@ -298,6 +296,13 @@ export class BusyError extends DomainError {
     override readonly retryAfterS: number,
   ) {
     super(message);
+  }
+}
+/** Shed at the door: this process is too far behind to take this kind of call now (docs/overload.md). Nothing happened. */
+export class OverloadedError extends DomainError {
+  readonly code = 'OVERLOADED';
+  constructor(override readonly retryAfterS: number) {
+    super('the service is overloaded: retry later');
   }
 }
 /** Redis or PostgreSQL did not answer. `cause` keeps what failed, for the log only. */

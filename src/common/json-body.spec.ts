@@ -104,6 +104,36 @@ describe('registerJsonBody', () => {
     },
   );
 
+  it.each([
+    ['a trailing comma', '{"a":1,}', 'Expected double-quoted property name at line 1, column 8 (position 7)'],
+    [
+      'a missing comma, lines later',
+      '{\n  "a": 1\n  "b": 2\n}',
+      "Expected ',' or '}' after property value at line 3, column 3 (position 13)",
+    ],
+    ['single quotes', "{'a':1}", "Expected property name or '}' at line 1, column 2 (position 1)"],
+    ['a misspelt literal', '{"a":tru}', 'Unexpected "tru" at line 1, column 6 (position 5)'],
+    ['a bare word, on line 2', '{"a":1,\n"b":abc}', 'Unexpected "abc" at line 2, column 5 (position 12)'],
+    ['a cut-off text', '{"a":', 'The text ends before the JSON does at line 1, column 6 (position 5)'],
+    [
+      'text after the object',
+      '{"a":1} x',
+      'Unexpected non-whitespace character after JSON at line 1, column 9 (position 8)',
+    ],
+  ])('should say where a body with %s stops being JSON', async (_name, payload, where) => {
+    expect((await post(payload, 'application/json')).refused).toMatchObject({
+      code: 'VALIDATION_FAILED',
+      message: `request body is not valid JSON: ${where}`,
+    });
+  });
+
+  it('should refuse a __proto__ key with VALIDATION_FAILED, saying so', async () => {
+    expect((await post('{"userId":"a","__proto__":{"x":1}}', 'application/json')).refused).toMatchObject({
+      code: 'VALIDATION_FAILED',
+      message: 'request body must not have __proto__ or constructor.prototype keys',
+    });
+  });
+
   it.each(['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/xml'])(
     'should refuse a body sent as %s with UNSUPPORTED_MEDIA_TYPE',
     async (type) => {

@@ -39,6 +39,7 @@ describe('loadConfig', () => {
       inventory: { productCacheMs: 1000, rebalanceWaitMs: 10_000, expirySweepMs: 1000 },
       admin: { token: undefined },
       door: { rateLimitUser: '5,10', rateLimitIp: '50,100', trustProxy: undefined, soldOutStaleMs: 100 },
+      overload: { lagMs: [150, 300, 600], sampleMs: 100, ordersInFlight: 256 },
       identity: { jwtSecret: undefined, jwtPublicKey: undefined, shopToken: undefined },
       waitingRoom: { admissionRatio: 1.5, admissionTickMs: 100, bucketMs: 100, secret: undefined },
       proofOfWork: {
@@ -102,6 +103,9 @@ describe('loadConfig', () => {
       RATE_LIMIT_IP: '0',
       TRUST_PROXY: '10.0.0.0/8, 127.0.0.1',
       SOLD_OUT_STALE_MS: '250',
+      SHED_LAG_MS: '50, 80,400',
+      SHED_SAMPLE_MS: '20',
+      SHED_ORDERS_IN_FLIGHT: '64',
       BUYER_JWT_SECRET: 'a-buyer-secret-of-thirty-two-chars!!',
       SHOP_TOKEN: 'a-long-enough-shop-token',
       ADMISSION_RATIO: '2.5',
@@ -149,6 +153,7 @@ describe('loadConfig', () => {
       inventory: { productCacheMs: 0, rebalanceWaitMs: 300, expirySweepMs: 250 },
       admin: { token: 'a-long-enough-admin-token' },
       door: { rateLimitUser: '2,4', rateLimitIp: '0', trustProxy: ['10.0.0.0/8', '127.0.0.1'], soldOutStaleMs: 250 },
+      overload: { lagMs: [50, 80, 400], sampleMs: 20, ordersInFlight: 64 },
       identity: {
         jwtSecret: 'a-buyer-secret-of-thirty-two-chars!!',
         jwtPublicKey: undefined,
@@ -226,6 +231,11 @@ describe('loadConfig', () => {
     expect(loadConfig({ LOCK_EXTEND: value }).locks.extend).toBe(expected);
   });
 
+  it('should turn load shedding off with SHED_LAG_MS=off, and take an empty value for the default', () => {
+    expect(loadConfig({ SHED_LAG_MS: 'off' }).overload.lagMs).toEqual([]);
+    expect(loadConfig({ SHED_LAG_MS: '' }).overload.lagMs).toEqual(loadConfig({}).overload.lagMs);
+  });
+
   it('should ignore variables that are not its own', () => {
     expect(loadConfig({ PATH: '/usr/bin', HOME: '/root', NODE_ENV: 'production' }).http.port).toBe(3000);
   });
@@ -264,6 +274,12 @@ describe('loadConfig', () => {
     ['RATE_LIMIT_USER', '-1'],
     ['RATE_LIMIT_IP', '1.5'],
     ['SOLD_OUT_STALE_MS', '5'],
+    ['SHED_LAG_MS', '100,200'],
+    ['SHED_LAG_MS', '300,200,400'],
+    ['SHED_LAG_MS', '0,100,200'],
+    ['SHED_LAG_MS', 'never'],
+    ['SHED_SAMPLE_MS', '5'],
+    ['SHED_ORDERS_IN_FLIGHT', '-1'],
     ['BUYER_JWT_SECRET', 'too-short-for-hs256'],
     ['BUYER_JWT_PUBLIC_KEY', 'not a pem'],
     ['SHOP_TOKEN', 'short'],

@@ -35,6 +35,10 @@ import {
 
 export { SECRET_VARIABLES } from './env';
 
+const DEFAULT_SHED_LAG_MS = [150, 300, 600];
+const SHED_LAG_MESSAGE =
+  'SHED_LAG_MS must be three rising whole numbers of milliseconds (joins, new orders, the rest), for example 150,300,600, or off';
+
 /** The HTTP server and its processes. */
 export class HttpConfig {
   @Env('PORT') @Transform(toInt) @IsInt() @Min(0) @Max(65535) port = 3000;
@@ -159,6 +163,39 @@ export class DoorConfig {
   @Env('TRUST_PROXY') @Transform(toList) @IsOptional() @ArrayMinSize(1) @IsString({ each: true }) trustProxy?: string[];
   /** Longest a process answers from what it knows of a sold-out product after units came back. */
   @Env('SOLD_OUT_STALE_MS') @Transform(toInt) @IsInt() @Min(10) @Max(60_000) soldOutStaleMs = 100;
+}
+
+/**
+ * Load shedding at the door (docs/overload.md): above a level of event-loop delay, a class of call
+ * is refused 503 OVERLOADED before it does any work. Joins go first, then new orders, then what
+ * settles an order or follows one (pay, cancel, reads of orders and tickets, the event stream);
+ * health checks, metrics and the operator's calls never.
+ */
+export class OverloadConfig {
+  /**
+   * The mean event-loop delay (ms, over each SHED_SAMPLE_MS) above which joins, new orders and the
+   * rest are shed: three rising numbers, or `off`.
+   */
+  @Env('SHED_LAG_MS')
+  @Transform(({ value }: { value: unknown }) =>
+    value === 'off' ? [] : value === '' ? [...DEFAULT_SHED_LAG_MS] : toIntList({ value }),
+  )
+  @ValidateIf((o: OverloadConfig) => o.lagMs.length > 0)
+  @ArrayMinSize(3, { message: SHED_LAG_MESSAGE })
+  @ArrayMaxSize(3, { message: SHED_LAG_MESSAGE })
+  @IsInt({ each: true, message: SHED_LAG_MESSAGE })
+  @Min(1, { each: true, message: SHED_LAG_MESSAGE })
+  @Max(60_000, { each: true, message: SHED_LAG_MESSAGE })
+  @IsRising({ message: SHED_LAG_MESSAGE })
+  lagMs: number[] = [...DEFAULT_SHED_LAG_MS];
+  /** How often the event-loop delay is sampled, ms. */
+  @Env('SHED_SAMPLE_MS') @Transform(toInt) @IsInt() @Min(10) @Max(10_000) sampleMs = 100;
+  /**
+   * New orders one process has on the order path at once (waiting for a segment lock or
+   * PostgreSQL) beyond which a further new order is shed: a queue that long is served no faster,
+   * only later. 0: no bound.
+   */
+  @Env('SHED_ORDERS_IN_FLIGHT') @Transform(toInt) @IsInt() @Min(0) @Max(1_000_000) ordersInFlight = 256;
 }
 
 /** Who the buyers and the shop are. */
@@ -288,6 +325,7 @@ export const CONFIG_AREAS = {
   inventory: InventoryConfig,
   admin: AdminConfig,
   door: DoorConfig,
+  overload: OverloadConfig,
   identity: IdentityConfig,
   waitingRoom: WaitingRoomConfig,
   proofOfWork: ProofOfWorkConfig,

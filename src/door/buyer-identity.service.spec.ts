@@ -9,8 +9,10 @@ const SECRET = 'unit-buyer-secret-0123456789abcdef';
 const now = () => Math.floor(Date.now() / 1000);
 const hs256 = (claims: Record<string, unknown>, secret = SECRET) =>
   new SignJWT(claims).setProtectedHeader({ alg: 'HS256' }).sign(new TextEncoder().encode(secret));
+const ADMIN_TOKEN = 'unit-admin-token-0123';
+const SHOP_TOKEN = 'unit-shop-token-0123';
 const identity = (jwtSecret?: string, jwtPublicKey?: string) =>
-  new BuyerIdentityService({ jwtSecret, jwtPublicKey, shopToken: 'unit-shop-token-0123' });
+  new BuyerIdentityService({ jwtSecret, jwtPublicKey, shopToken: SHOP_TOKEN }, { token: ADMIN_TOKEN });
 
 function refusal(id: BuyerIdentityService, token: string | null): string {
   try {
@@ -60,6 +62,19 @@ describe('BuyerIdentityService', () => {
     ['a huge token', async () => 'a'.repeat(MAX_TOKEN_LENGTH + 1), 'longer'],
   ])('should refuse %s', async (_name, make, why) => {
     expect(refusal(identity(SECRET), await make())).toContain(why);
+  });
+
+  it('should say that the admin token or the shop token is the wrong kind of token, by name, never by value', () => {
+    const admin = refusal(identity(SECRET), ADMIN_TOKEN);
+    expect(admin).toBe(
+      "the bearer token is the admin token (ADMIN_TOKEN), not a buyer token: this call takes a buyer's JWT",
+    );
+    expect(refusal(identity(SECRET), SHOP_TOKEN)).toBe(
+      "the bearer token is the shop's token (SHOP_TOKEN), not a buyer token: this call takes a buyer's JWT",
+    );
+    // Only the exact token: one character off is any malformed token.
+    expect(refusal(identity(SECRET), `${ADMIN_TOKEN}x`)).toBe('the buyer token is not valid: malformed');
+    expect(admin).not.toContain(ADMIN_TOKEN);
   });
 
   describe('with a public key', () => {

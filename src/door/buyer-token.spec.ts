@@ -4,7 +4,8 @@ import { BuyerIdentityService } from './buyer-identity.service';
 import { BuyerTokenError, MAX_TOKEN_TTL_S, signBuyerToken } from './buyer-token';
 
 const SECRET = 'unit-buyer-secret-0123456789abcdef';
-const identity = (jwtSecret: string) => new BuyerIdentityService({ jwtSecret, shopToken: 'unit-shop-token-0123' });
+const identity = (jwtSecret: string) =>
+  new BuyerIdentityService({ jwtSecret, shopToken: 'unit-shop-token-0123' }, { token: 'unit-admin-token-0123' });
 const claims = (token: string) =>
   JSON.parse(Buffer.from(token.split('.')[1], 'base64url').toString()) as { sub: string; exp: number; iat: number };
 

@@ -10,18 +10,26 @@
 //    same budgets as orders. A join of a product that requires proof of work has its solution
 //    checked in memory before the budgets (403 PROOF_REQUIRED / PROOF_INVALID, no Redis command)
 //    and claimed after them (src/proof-of-work/join-proof.ts).
+// 4. how busy: while this process's event loop runs too late, a call is shed with 503 OVERLOADED by
+//    its class (LoadShedder): joins first, then new orders, then pay, cancel, reads of orders and
+//    tickets and the event stream; before any other work, except that a new order is first
+//    looked up on the sold-out board (a "no" from memory costs what a 503 costs, and tells more).
 // A refusal from memory comes before the rate limits on purpose: it costs less than counting it.
 // Everything else goes on to the controllers, which read the caller from `request.caller`.
 import { Inject, Injectable } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { IdentityConfig, ResolvedIdentityConfig } from '../config/app-config';
+import { HttpConfig, IdentityConfig, ResolvedIdentityConfig } from '../config/app-config';
 import { bearerToken, SharedSecret } from '../common/bearer';
 import {
+  AlreadyOrderedError,
   DomainError,
   ForbiddenError,
   IdentityMismatchError,
+  OverloadedError,
   RateLimitedError,
+  SoldOutError,
   UnauthenticatedError,
+  UnavailableError,
 } from '../common/domain-errors';
 import { toErrorResponse } from '../common/all-exceptions.filter';
 import { ProductCatalogService } from '../inventory/product-catalog.service';
@@ -30,6 +38,7 @@ import { MetricsService } from '../metrics/metrics.service';
 import { MAX_ID, USER_ID_PATTERN } from '../common/ids';
 import { JoinProof } from '../proof-of-work/join-proof';
 import { BuyerIdentityService } from './buyer-identity.service';
+import { LoadShedder, ShedClass } from './load-shedder';
 import { OverBudget, RateLimitsService } from './rate-limits.service';
 
 /**
@@ -46,8 +55,15 @@ declare module 'fastify' {
 }
 
 const ORDER_FIELDS = new Set(['userId', 'productId', 'quantity', 'admission']);
-const SOLD_OUT_BODY = JSON.stringify({ statusCode: 410, code: 'SOLD_OUT', message: 'sold out' });
-const ALREADY_ORDERED_MESSAGE = 'this user already has an order for this product';
+// The refusals from memory, made once from the error table as AllExceptionsFilter answers them:
+// each refusal then costs a send, not an Error and its serialization.
+const SOLD_OUT = toErrorResponse(new SoldOutError(0, 1)).body;
+const SOLD_OUT_BODY = JSON.stringify(SOLD_OUT);
+const ALREADY_ORDERED = toErrorResponse(new AlreadyOrderedError()).body;
+/** ALREADY_ORDERED's body up to the orderId that each refusal ends it with. */
+const ALREADY_ORDERED_HEAD = `${JSON.stringify(ALREADY_ORDERED).slice(0, -1)},"orderId":`;
+/** 429 bodies by budget and Retry-After, each made once: a flood over budget repeats a few of them. */
+const overBudgetBodies = new Map<string, { status: number; body: string }>();
 const JSON_TYPE = 'application/json; charset=utf-8';
 
 /** A userId as the order DTO keeps it (a positive integer as its decimal string), or null when it is not one. */
@@ -64,9 +80,13 @@ export class DoorService {
   private readonly shop: SharedSecret;
   private readonly refusedSoldOut;
   private readonly refusedAlready;
+  private readonly retryAfterS: number;
+  private readonly overloaded: OverloadedError;
 
   constructor(
     @Inject(IdentityConfig) config: ResolvedIdentityConfig,
+    http: HttpConfig,
+    private readonly shedder: LoadShedder,
     private readonly identity: BuyerIdentityService,
     private readonly limits: RateLimitsService,
     private readonly board: SoldOutBoardService,
@@ -75,6 +95,9 @@ export class DoorService {
     private readonly proofs: JoinProof,
   ) {
     this.shop = new SharedSecret(config.shopToken);
+    this.retryAfterS = http.retryAfterS;
+    // One instance for every shed call: a shed must cost less than the work it saves.
+    this.overloaded = new OverloadedError(http.retryAfterS);
     // Label lookups once, not per refusal.
     this.refusedSoldOut = [metrics.orders.labels('SOLD_OUT'), metrics.inProcessRefusals.labels('SOLD_OUT')] as const;
     this.refusedAlready = [
@@ -92,17 +115,33 @@ export class DoorService {
           return;
         case '/orders/:id':
         case '/orders/:id/cancel':
+          this.shedding('settle');
           await this.ownOrShop(req, reply);
           return;
         case '/orders/:id/pay':
+          this.shedding('settle');
           this.shopOnly(req);
           return;
         case '/products/:id/queue':
-          if (req.method === 'POST') await this.joining(req, reply);
+          if (req.method === 'POST') {
+            this.shedding('join');
+            await this.joining(req, reply);
+          }
+          return;
+        case '/products/:id/queue/challenge':
+          this.shedding('join');
+          await this.polling(req, reply);
           return;
         case '/products/:id/queue/:ticket':
-        case '/products/:id/queue/challenge':
+          this.shedding('settle');
           await this.polling(req, reply);
+          return;
+        case '/events':
+          this.shedding('settle');
+          return;
+        case '/products/:id/wait':
+        case '/products/:id/wait/info':
+          this.shedding('join');
           return;
         default:
           return;
@@ -122,6 +161,10 @@ export class DoorService {
       const answered = this.answeredFromMemory(body, userId, reply);
       if (answered === true || (answered !== false && (await answered))) return;
     }
+    const admitted = this.shedder.admitsOrder();
+    if (admitted === null) throw this.overloaded;
+    // In flight until its answer is written or its client goes (close fires once either way).
+    reply.raw.once('close', admitted.done);
     await this.withinBudget(userId, req, reply);
   }
 
@@ -197,11 +240,17 @@ export class DoorService {
     for (const key in body) if (!ORDER_FIELDS.has(key)) return false;
     const refusal = this.board.refusal(productId, userId);
     if (refusal !== null) return this.sendRefusal(reply, refusal);
-    const renewal = this.board.renewal(productId);
-    if (renewal === null) return false;
-    return renewal.then(() => {
-      const renewed = this.board.refusal(productId, userId);
-      return renewed !== null && this.sendRefusal(reply, renewed);
+    // The entry lapsed (a lagging loop handles polls late): wait for a poll sent after this
+    // request rather than take the order path, whose reads would add to the lag.
+    return this.board.confirmed(productId, userId).then((answer) => {
+      switch (answer.kind) {
+        case 'changed':
+          return false;
+        case 'unsure':
+          throw new UnavailableError('postgres', this.retryAfterS);
+        default:
+          return this.sendRefusal(reply, answer);
+      }
     });
   }
 
@@ -211,16 +260,14 @@ export class DoorService {
     if (refusal.kind === 'sold_out') {
       this.refusedSoldOut[0].inc();
       this.refusedSoldOut[1].inc();
-      void reply.code(410).header('content-type', JSON_TYPE).send(SOLD_OUT_BODY);
+      void reply.code(SOLD_OUT.statusCode).header('content-type', JSON_TYPE).send(SOLD_OUT_BODY);
     } else {
       this.refusedAlready[0].inc();
       this.refusedAlready[1].inc();
       void reply
-        .code(409)
+        .code(ALREADY_ORDERED.statusCode)
         .header('content-type', JSON_TYPE)
-        .send(
-          `{"statusCode":409,"code":"ALREADY_ORDERED","message":"${ALREADY_ORDERED_MESSAGE}","orderId":${refusal.orderId}}`,
-        );
+        .send(`${ALREADY_ORDERED_HEAD}${refusal.orderId}}`);
     }
     return true;
   }
@@ -261,6 +308,11 @@ export class DoorService {
     throw this.unauthenticated('the shop token is required to pay');
   }
 
+  /** Throws OVERLOADED when calls of this class are being shed. */
+  private shedding(kind: ShedClass): void {
+    if (this.shedder.sheds(kind)) throw this.overloaded;
+  }
+
   private isShop(req: FastifyRequest): boolean {
     return this.shop.matches(bearerToken(req.headers.authorization));
   }
@@ -284,10 +336,22 @@ export class DoorService {
     return new IdentityMismatchError();
   }
 
-  /** 429 in the service's error shape, built without an Error (RateLimitedError's message, status and code). */
+  /** 429 RATE_LIMITED, its body made from the error table the first time a budget and Retry-After come. */
   private overBudget(reply: FastifyReply, over: OverBudget): void {
-    const body = `{"statusCode":429,"code":"RATE_LIMITED","message":"${RateLimitedError.messageFor(over.limit, over.retryAfterS)}"}`;
-    void reply.code(429).header('Retry-After', String(over.retryAfterS)).header('content-type', JSON_TYPE).send(body);
+    const key = `${over.limit}:${over.retryAfterS}`;
+    let answer = overBudgetBodies.get(key);
+    if (answer === undefined) {
+      const { body } = toErrorResponse(new RateLimitedError(over.limit, over.retryAfterS));
+      answer = { status: body.statusCode, body: JSON.stringify(body) };
+      // Retry-After is a few whole seconds: the map stays small; the bound only guards the memory.
+      if (overBudgetBodies.size >= 1000) overBudgetBodies.clear();
+      overBudgetBodies.set(key, answer);
+    }
+    void reply
+      .code(answer.status)
+      .header('Retry-After', String(over.retryAfterS))
+      .header('content-type', JSON_TYPE)
+      .send(answer.body);
   }
 
   /** Answered here in the service's one error shape (the same mapping as AllExceptionsFilter). */

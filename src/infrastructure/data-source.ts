@@ -10,8 +10,9 @@ export const MIGRATIONS_GLOB = join(__dirname, '..', '..', 'migrations', '*.{ts,
  * listener off a client when it hands it out, and TypeORM puts its listener on one microtask later;
  * a connection whose last bytes hold both its ReadyForQuery and a FATAL (PostgreSQL shutting down
  * as it finished connecting) emits that error in between, with no listener, and Node ends the
- * process (seen once in test/faults/postgres-outage). The error itself still reaches the pool and
- * TypeORM as before: the client is no longer queryable, so the pool drops it on release.
+ * process (seen in test/faults/postgres-outage). The error itself still reaches the pool and
+ * TypeORM through their own listeners: the client is no longer queryable, so the pool drops it on
+ * release.
  */
 export class GuardedClient extends Client {
   constructor(config?: string | ClientConfig) {

@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { resolve } from 'node:path';
 import { Logger } from '@nestjs/common';
 import { AppConfig, RedisConfig, RedisTopology, ResolvedConfig } from '../config/app-config';
+import { claimDataDir } from './data-dir-claim';
 import { startEmbeddedPostgres } from './embedded-postgres';
 import { startEmbeddedRedis } from './embedded-redis';
 
@@ -25,6 +26,8 @@ export async function resolveDependencies(
   try {
     let databaseUrl = config.database.url;
     if (!databaseUrl) {
+      const release = claimDataDir(resolve(config.embedded.dataDir), config.http);
+      stops.push(() => Promise.resolve(release()));
       const dataDir = resolve(config.embedded.dataDir, 'postgres');
       const pg = await startEmbeddedPostgres({
         dataDir,
@@ -32,9 +35,12 @@ export async function resolveDependencies(
         log: (line) => logger.debug(line),
       });
       for (const note of pg.notes) logger.log(`embedded PostgreSQL runs as the postgres user: ${note}`);
-      stops.push(() => pg.stop());
-      databaseUrl = pg.url;
       const where = pg.dataDir === dataDir ? dataDir : `${pg.dataDir}, linked from ${dataDir}`;
+      stops.push(async () => {
+        await pg.stop();
+        logger.log(`stopped embedded PostgreSQL (pid ${pg.pid}); its data stays in ${where}`);
+      });
+      databaseUrl = pg.url;
       logger.log(
         `DATABASE_URL unset: started embedded PostgreSQL (pid ${pg.pid}) on 127.0.0.1:${pg.port}, data in ${where}`,
       );
@@ -42,7 +48,10 @@ export async function resolveDependencies(
     let redisUrl = config.redis.url;
     if (!redisUrl && !config.redis.clusterNodes) {
       const redis = await startEmbeddedRedis();
-      stops.push(() => redis.stop());
+      stops.push(async () => {
+        await redis.stop();
+        logger.log(`stopped redis-server (pid ${redis.process.pid})`);
+      });
       redisUrl = redis.url;
       logger.log(`REDIS_URL unset: started redis-server (pid ${redis.process.pid}) on ${redis.url} (no persistence)`);
     }

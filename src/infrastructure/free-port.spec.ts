@@ -1,5 +1,5 @@
 import { createServer } from 'node:net';
-import { ephemeralLow, freePort, onFreePort } from './free-port';
+import { confinedPorts, ephemeralLow, freePort, onFreePort } from './free-port';
 import { EmbeddedServerError, PortTakenError } from './postgres-placement';
 
 describe('a server on a port of our choosing', () => {
@@ -57,5 +57,47 @@ describe('a server on a port of our choosing', () => {
         srv.listen(port, '127.0.0.1', () => srv.close(() => resolve()));
       });
     }
+  });
+
+  describe('confined by FLASHSALE_PORTS', () => {
+    const held: Array<ReturnType<typeof createServer>> = [];
+    const hold = (port: number) =>
+      new Promise<void>((resolve, reject) => {
+        const srv = createServer();
+        srv.once('error', reject);
+        srv.listen(port, '127.0.0.1', () => resolve());
+        held.push(srv);
+      });
+    afterEach(async () => {
+      delete process.env.FLASHSALE_PORTS;
+      await Promise.all(held.splice(0).map((s) => new Promise((resolve) => s.close(resolve))));
+    });
+
+    it('hands out only a port of the range, and says so when every port of it is taken', async () => {
+      const taken = await freePort();
+      await hold(taken);
+      // The next port free now, and the one below it taken (ours, or another process's): the range.
+      // Below the ephemeral range only an explicit bind takes a port, so it stays free meanwhile.
+      let other = taken + 1;
+      const listens = (port: number) =>
+        hold(port).then(
+          () => true,
+          () => false,
+        );
+      while (!(await listens(other))) other++;
+      await new Promise((resolve) => held.pop()!.close(resolve));
+      process.env.FLASHSALE_PORTS = `${other - 1}-${other}`;
+      expect(await freePort()).toBe(other);
+
+      await hold(other);
+      await expect(freePort()).rejects.toThrow(`no free TCP port on 127.0.0.1 in FLASHSALE_PORTS`);
+    });
+
+    it('refuses a range it cannot read, naming the variable', () => {
+      for (const bad of ['20000', '3000-2000', '0-10', '60000-70000', 'a-b'])
+        expect(() => confinedPorts(bad)).toThrow(/^FLASHSALE_PORTS must be LOW-HIGH/);
+      expect(confinedPorts(' 20000 - 20999 ')).toEqual({ low: 20000, high: 20999 });
+      expect(confinedPorts('')).toBeNull();
+    });
   });
 });

@@ -1,5 +1,6 @@
 // Free TCP ports on loopback for servers this project starts itself (embedded PostgreSQL and
-// redis-server, and the tests' services).
+// redis-server, the tests' and the benchmark's services and peers). FLASHSALE_PORTS=LOW-HIGH
+// confines them to a range, for a machine whose firewall or neighbours leave only that one.
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { PortTakenError } from './postgres-placement';
@@ -30,6 +31,8 @@ export async function onFreePort<T>(asked: number | undefined, start: (port: num
  * range starts too low, the kernel picks one (port 0).
  */
 export async function freePort(): Promise<number> {
+  const confined = confinedPorts();
+  if (confined) return freeIn(confined);
   const below = ephemeralLow();
   if (below - LOWEST > 1000) {
     for (let i = 0; i < 20; i++) {
@@ -40,6 +43,34 @@ export async function freePort(): Promise<number> {
   const port = await listenOn(0);
   if (port === null) throw new Error('no free TCP port on 127.0.0.1');
   return port;
+}
+
+export interface PortRange {
+  low: number;
+  high: number;
+}
+
+/** The range FLASHSALE_PORTS (`LOW-HIGH`, both included) confines freePort to; null when unset. */
+export function confinedPorts(value = process.env.FLASHSALE_PORTS): PortRange | null {
+  if (value === undefined || value.trim() === '') return null;
+  const m = /^\s*(\d+)\s*-\s*(\d+)\s*$/.exec(value);
+  const [low, high] = [Number(m?.[1]), Number(m?.[2])];
+  if (!m || low < 1 || high > 65535 || low > high)
+    throw new Error(
+      `FLASHSALE_PORTS must be LOW-HIGH with 1 <= LOW <= HIGH <= 65535 (e.g. 20000-20999), got "${value}"`,
+    );
+  return { low, high };
+}
+
+/** A port of the range no server listens on now, looked for from a random place so that callers at once rarely meet. */
+async function freeIn({ low, high }: PortRange): Promise<number> {
+  const size = high - low + 1;
+  const from = Math.floor(Math.random() * size);
+  for (let i = 0; i < size; i++) {
+    const port = low + ((from + i) % size);
+    if ((await listenOn(port)) !== null) return port;
+  }
+  throw new Error(`no free TCP port on 127.0.0.1 in FLASHSALE_PORTS ${low}-${high}`);
 }
 
 /** The least port freePort hands out below the ephemeral range (above the well-known and most registered ones). */

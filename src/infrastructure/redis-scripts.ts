@@ -40,6 +40,7 @@ export const SCRIPTS = {
   })),
   stockReturned: script('stock-returned', 3, (r: number) => ({ kind: 'returned' as const, generation: r })),
   markSegmentEmpty: script('mark-segment-empty', 1, (r: number) => ({ kind: 'marked' as const, emptyCount: r })),
+  raiseFence: script('raise-fence', 1, (r: number) => ({ kind: 'raised' as const, counter: Number(r) })),
 };
 
 export type ScriptName = keyof typeof SCRIPTS;

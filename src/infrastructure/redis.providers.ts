@@ -104,6 +104,8 @@ export const redisProviders: Provider[] = [
         t.lockUrls.map(async (url, i) => {
           if (url === t.url) return main;
           const client = new Redis(url, redisOptions(config));
+          // The fencing counter is raised on every lock master (LockService.raiseFence).
+          defineScripts(client);
           await connect(client, `redis lock master ${i}`);
           return client;
         }),

@@ -23,8 +23,7 @@ export class ProductCatalogService {
     const hit = this.cache.get(productId);
     if (hit && hit.until > Date.now()) return hit.info;
     // One read per product at a time: under a crowd, the moment an entry lapses hundreds of calls
-    // find it stale at once, and each read its own (a waiting-room sale of 20,000 buyers on two
-    // processes ran 791 reads of one product's terms).
+    // find it stale at once, and each would otherwise read the same row for itself.
     const running = this.reading.get(productId);
     if (running) return running;
     const read: Promise<ProductInfo> = this.products

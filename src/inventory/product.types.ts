@@ -4,6 +4,8 @@
 
 export interface ProductInfo {
   id: number;
+  /** What buyers see it called (the waiting page's heading). */
+  name: string;
   limitPerUser: number;
   segmentCount: number;
   layoutVersion: number;

@@ -15,6 +15,7 @@ import { evenSplit, fillEvenly } from './segment-plan';
 /** The products columns the order path reads, as PostgreSQL returns them. */
 export interface ProductTermsRow {
   id: number;
+  name: string;
   limit_per_user: number;
   segment_count: number;
   layout_version: number;
@@ -26,11 +27,12 @@ export interface ProductTermsRow {
   continue_url: string | null;
 }
 export const PRODUCT_TERMS_COLUMNS =
-  'id, limit_per_user, segment_count, layout_version, starts_at, ends_at, waiting_room, admission_ttl_s, proof_of_work, continue_url';
+  'id, name, limit_per_user, segment_count, layout_version, starts_at, ends_at, waiting_room, admission_ttl_s, proof_of_work, continue_url';
 
 export function toProductInfo(r: ProductTermsRow): ProductInfo {
   return {
     id: r.id,
+    name: r.name,
     limitPerUser: r.limit_per_user,
     segmentCount: r.segment_count,
     layoutVersion: r.layout_version,

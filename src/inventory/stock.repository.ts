@@ -31,9 +31,14 @@ export interface PolledProduct extends StockFingerprint {
   terms: ProductInfo;
 }
 
-/** The same, with who holds the product's live orders; `holders` only when nothing remains. */
+/**
+ * The same, with who holds the product's live orders (`holders` only when nothing remains), and the
+ * layout's version and the segments with stock (what a stale sold-out flag is cleared with).
+ */
 export interface SoldOutSnapshot extends StockFingerprint {
   holders: Array<[userId: string, orderId: number]> | null;
+  layoutVersion: number;
+  withStock: number[];
 }
 
 const FINGERPRINT_COLUMNS = `coalesce(sum(stock), 0)::text AS remaining, coalesce(string_agg(idx || ':' || xmin::text, ',' ORDER BY idx), '') AS fingerprint`;
@@ -71,15 +76,23 @@ export class StockRepository {
   async soldOutSnapshot(productId: number): Promise<SoldOutSnapshot | null> {
     const rows = await this.guarded(() =>
       this.db.query<
-        Array<{ remaining: string; fingerprint: string; holders: Array<[string, string | number]> | null }>
+        Array<{
+          remaining: string;
+          fingerprint: string;
+          layout_version: number;
+          with_stock: number[];
+          holders: Array<[string, string | number]> | null;
+        }>
       >(
-        `WITH seg AS (SELECT ${FINGERPRINT_COLUMNS} FROM stock_segments WHERE product_id = $1)
-         SELECT seg.remaining, seg.fingerprint,
+        `WITH seg AS (SELECT ${FINGERPRINT_COLUMNS},
+                             coalesce(array_agg(idx ORDER BY idx) FILTER (WHERE stock > 0), '{}') AS with_stock
+                        FROM stock_segments WHERE product_id = $1)
+         SELECT seg.remaining, seg.fingerprint, seg.with_stock, p.layout_version,
                 CASE WHEN seg.remaining = '0' THEN
                   (SELECT coalesce(json_agg(json_build_array(o.user_id, o.id)), '[]'::json)
                      FROM orders o WHERE o.product_id = $1 AND o.status IN ('reserved', 'paid'))
                 END AS holders
-           FROM seg`,
+           FROM seg JOIN products p ON p.id = $1`,
         [productId],
       ),
     );
@@ -88,6 +101,8 @@ export class StockRepository {
     return {
       remaining: Number(r.remaining),
       fingerprint: r.fingerprint,
+      layoutVersion: r.layout_version,
+      withStock: r.with_stock,
       holders: r.holders?.map(([u, id]) => [u, Number(id)]) ?? null,
     };
   }

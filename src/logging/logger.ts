@@ -49,8 +49,23 @@ export function loggerParams(logger: Logger): Params {
   };
 }
 
+/**
+ * Nest's own start-up lines: one per module and per route, about fifty at every start and in every
+ * worker. They say how Nest assembled itself, which a developer may want (LOG_LEVEL=debug) and an
+ * operator does not: at info the start log is the servers, the migrations, where it listens.
+ */
+const NEST_ASSEMBLY = new Set(['NestFactory', 'InstanceLoader', 'RoutesResolver', 'RouterExplorer', 'NestApplication']);
+
+class OperatorsNestLogger extends NestPinoLogger {
+  override log(message: unknown, ...optionalParams: unknown[]): void {
+    // Nest passes the context last.
+    if (NEST_ASSEMBLY.has(optionalParams.at(-1) as string)) return super.debug(message, ...optionalParams);
+    super.log(message, ...optionalParams);
+  }
+}
+
 /** Nest's LoggerService over that logger, for Nest itself and for `new Logger(context)` anywhere. */
 export function nestLogger(logger: Logger): LoggerService {
   const params = loggerParams(logger);
-  return new NestPinoLogger(new PinoLogger(params), params);
+  return new OperatorsNestLogger(new PinoLogger(params), params);
 }

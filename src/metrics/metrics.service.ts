@@ -88,6 +88,28 @@ export class MetricsService {
     labelNames: ['code'] as const,
     registers: [this.registry],
   });
+  /** What the load shedder sees, read at each scrape (set by LoadShedder.measureWith). */
+  loadProbe: { delayMs(): number; level(): number } = { delayMs: () => 0, level: () => 0 };
+  readonly shed = new Counter({
+    name: 'flashsale_shed_total',
+    help: 'Calls refused 503 OVERLOADED at the door, by class (join, order, settle)',
+    labelNames: ['class'] as const,
+    registers: [this.registry],
+  });
+  readonly eventLoopDelay: Gauge = new Gauge({
+    name: 'flashsale_event_loop_delay_seconds',
+    help: "Mean event-loop delay over the load shedder's last sample (SHED_SAMPLE_MS)",
+    aggregator: 'max',
+    registers: [this.registry],
+    collect: (): void => this.eventLoopDelay.set(this.loadProbe.delayMs() / 1000),
+  });
+  readonly sheddingLevel: Gauge = new Gauge({
+    name: 'flashsale_shedding_level',
+    help: 'Classes of call being shed now: 0 none, 1 joins, 2 joins and new orders, 3 every class that can be',
+    aggregator: 'max',
+    registers: [this.registry],
+    collect: (): void => this.sheddingLevel.set(this.loadProbe.level()),
+  });
   readonly soldOutBoardProducts = new Gauge({
     name: 'flashsale_sold_out_board_products',
     help: 'Sold-out products whose refusals this process answers from memory',
@@ -175,6 +197,11 @@ export class MetricsService {
     name: 'flashsale_lock_extension_failures_total',
     help: 'Lock extensions that failed, by reason (expired, not_held, unreachable, error): the holder went on, its lock may have lapsed',
     labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+  readonly fencedWrites = new Counter({
+    name: 'flashsale_fenced_writes_total',
+    help: 'Sale writes PostgreSQL refused for a stale fencing token: a holder that outlived its segment lock, or a token counter that fell behind (nothing written)',
     registers: [this.registry],
   });
 

@@ -1,6 +1,6 @@
 // The operator page's live figures for the whole deployment, not just the process the page talks
 // to: every process adds what its counters grew by (every LIVE_STATS_MS) to one Redis hash per second
-// (`{flashsale:live}:<unix second>`, kept 5 minutes; one MULTI per process per second, in one hash
+// (`{flashsale:live}:<unix second>`, with its event-loop delay beside them; kept 5 minutes; one MULTI per process per second, in one hash
 // slot on a Redis Cluster), and GET /admin/live adds up the last minute of those hashes. While Redis
 // is away the deltas wait in the process and go out with the next flush that works.
 import { randomUUID } from 'node:crypto';
@@ -51,6 +51,7 @@ export class LiveStatsService implements OnApplicationBootstrap, OnApplicationSh
     for (const v of (await this.metrics.rateLimited.get()).values) add('rl', v.value);
     for (const v of (await this.metrics.fallovers.get()).values) add(`fo:${v.labels.reason}`, v.value);
     for (const v of (await this.metrics.dependencyErrors.get()).values) add(`dep:${v.labels.dependency}`, v.value);
+    for (const v of (await this.metrics.shed.get()).values) add(`sh:${v.labels.class}`, v.value);
     for (const v of (await this.metrics.lockWaitSeconds.get()).values) {
       if (v.metricName?.endsWith('_count')) add('lw:n', v.value);
       if (v.metricName?.endsWith('_sum')) add('lw:ms', Math.round(v.value * 1000));
@@ -71,6 +72,8 @@ export class LiveStatsService implements OnApplicationBootstrap, OnApplicationSh
     const tx = this.redis.multi();
     for (const [field, n] of Object.entries(grew)) tx.hincrby(key, field, n);
     tx.hset(key, `p:${this.id}`, 1);
+    // A level, not a count: the page shows the slowest process's.
+    tx.hset(key, `lag:${this.id}`, Math.round(this.metrics.loadProbe.delayMs()));
     tx.expire(key, KEEP_S);
     await tx.exec();
     this.flushed = now;

@@ -32,6 +32,8 @@ describe('the operator page arithmetic', () => {
       errors: [0, 1, 0, 0],
       lockWaits: [0, 2, 0, 0],
       fallovers: [0, 0, 0, 3],
+      shed: [0, 0, 0, 0],
+      eventLoopDelayMs: [null, null, null, null],
     });
     // The window is the last 3 seconds: 101..103.
     expect(s).toMatchObject({
@@ -43,5 +45,18 @@ describe('the operator page arithmetic', () => {
       dependencyErrors: { redis: 1 },
       processes: 2,
     });
+  });
+
+  it("adds up the calls shed, by class, and keeps the slowest process's event-loop delay of each second", () => {
+    const records: SecondRecord[] = [
+      { at: 100, fields: { 'sh:join': 40, 'lag:a': 400, 'lag:b': 90, 'p:a': 1, 'p:b': 1 } },
+      { at: 101, fields: { 'sh:join': 10, 'sh:order': 5, 'lag:a': 180, 'p:a': 1 } },
+      { at: 102, fields: { 'lag:a': 20, 'lag:b': 35, 'p:a': 1, 'p:b': 1 } },
+    ];
+    const s = summarise(records, 100, 102, 2);
+    expect(s.series.shed).toEqual([40, 15, 0]);
+    expect(s.series.eventLoopDelayMs).toEqual([400, 180, 35]);
+    expect(s).toMatchObject({ shedPerS: 15 / 2, shedByClass: { join: 10, order: 5 }, eventLoopDelayMs: 180 });
+    expect(s.byCode).toEqual({});
   });
 });

@@ -2,7 +2,7 @@
 // one process as flat fields, the change since the last flush, and the sum of many processes'
 // per-second records into rates and order-latency percentiles.
 
-/** Cumulative counters of one process, by field: `o:<outcome>`, `rl`, `fo:<reason>`, `lw:n`, `lw:ms`, `dep:<dependency>`, `b:<le>`. */
+/** Cumulative counters of one process, by field: `o:<outcome>`, `rl`, `fo:<reason>`, `lw:n`, `lw:ms`, `dep:<dependency>`, `b:<le>`, `sh:<class>` (calls shed); in a second's record also `lag:<process>` (its event-loop delay, ms). */
 export type Counters = Record<string, number>;
 
 /** What grew since `before` (fields that did not, left out). */
@@ -31,6 +31,10 @@ export interface LiveSeries {
   errors: number[];
   lockWaits: number[];
   fallovers: number[];
+  /** Calls shed with 503 OVERLOADED, every class. */
+  shed: number[];
+  /** The slowest process's event-loop delay, ms (null: no process reported it that second). */
+  eventLoopDelayMs: Array<number | null>;
 }
 
 export interface LiveSummary {
@@ -45,6 +49,11 @@ export interface LiveSummary {
   byCode: Record<string, number>;
   fallovers: Record<string, number>;
   dependencyErrors: Record<string, number>;
+  shedPerS: number;
+  /** Calls shed in the window, by class (join, order, settle). */
+  shedByClass: Record<string, number>;
+  /** The slowest process's event-loop delay over the window, ms. */
+  eventLoopDelayMs: number | null;
   /** Processes that wrote a record in the window. */
   processes: number;
 }
@@ -62,15 +71,25 @@ export function summarise(records: SecondRecord[], from: number, to: number, win
     errors: [],
     lockWaits: [],
     fallovers: [],
+    shed: [],
+    eventLoopDelayMs: [],
   };
   const recent: Counters = {};
+  let delayMs: number | null = null;
   const processes = new Set<string>();
   for (let at = from; at <= to; at++) {
     const f = byAt.get(at) ?? {};
     let refused = 0;
     let errors = 0;
     let fallovers = 0;
+    let shed = 0;
+    let lag: number | null = null;
     for (const [field, n] of Object.entries(f)) {
+      if (field.startsWith('lag:')) {
+        lag = Math.max(lag ?? 0, n);
+        continue;
+      }
+      if (field.startsWith('sh:')) shed += n;
       if (field.startsWith('o:') && field !== 'o:created') {
         if (SERVER_ERRORS.has(field.slice(2))) errors += n;
         else refused += n;
@@ -88,6 +107,9 @@ export function summarise(records: SecondRecord[], from: number, to: number, win
     series.errors.push(errors);
     series.lockWaits.push(f['lw:n'] ?? 0);
     series.fallovers.push(fallovers);
+    series.shed.push(shed);
+    series.eventLoopDelayMs.push(lag);
+    if (lag !== null && at > to - windowS) delayMs = Math.max(delayMs ?? 0, lag);
   }
   const pick = (prefix: string) =>
     Object.fromEntries(
@@ -112,6 +134,9 @@ export function summarise(records: SecondRecord[], from: number, to: number, win
     byCode,
     fallovers: pick('fo:'),
     dependencyErrors: pick('dep:'),
+    shedPerS: Object.values(pick('sh:')).reduce((a, b) => a + b, 0) / windowS,
+    shedByClass: pick('sh:'),
+    eventLoopDelayMs: delayMs,
     processes: processes.size,
   };
 }

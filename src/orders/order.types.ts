@@ -33,10 +33,26 @@ export interface BatchEntry {
   admissionPosition?: number;
 }
 
+/**
+ * A sale write refused by PostgreSQL because its fencing token was below the segment's stored
+ * fence: a newer holder of the segment's lock has written since this one took it (this holder
+ * outlived its lease), or the lock's token counter fell behind. Nothing was written.
+ */
+export interface Fenced {
+  kind: 'fenced';
+  /** The segment whose fence refused the write. */
+  segment: number;
+  /** The token the write carried. */
+  token: number;
+  /** The fence PostgreSQL holds for the segment. */
+  fence: number;
+}
+
 /** The answer for one entry of a batch. */
 export type BatchResult = { kind: 'sold'; order: OrderRow } | { kind: 'alreadyOrdered' } | { kind: 'short' };
 
 export interface BatchAttempt {
+  kind: 'decided';
   /** One per entry, in the entries' order. */
   results: BatchResult[];
   /** Units left in the segment afterwards; null when the segment no longer exists. */

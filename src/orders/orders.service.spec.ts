@@ -17,8 +17,16 @@ import {
 import { ProductInfo } from '../inventory/product.types';
 import { takeFrom } from '../inventory/segment-plan';
 import { Layout, StockRepository } from '../inventory/stock.repository';
-import { SoldOutBoardService } from '../inventory/sold-out-board.service';
-import { BatchAttempt, BatchResult, OrderRow, SegmentAttempt, UncertainBatch, UncertainWrite } from './order.types';
+import { BoardAnswer, SoldOutBoardService } from '../inventory/sold-out-board.service';
+import {
+  BatchAttempt,
+  BatchResult,
+  Fenced,
+  OrderRow,
+  SegmentAttempt,
+  UncertainBatch,
+  UncertainWrite,
+} from './order.types';
 import { OrderReadsRepository } from './repositories/order-reads.repository';
 import { OutcomesRepository } from './repositories/outcomes.repository';
 import { SaleWritesRepository } from './repositories/sale-writes.repository';
@@ -37,7 +45,7 @@ interface World {
   catalog: { get: jest.Mock; remember: jest.Mock };
   hints: { read: jest.Mock; markEmpty: jest.Mock; markSoldOut: jest.Mock; stockReturned: jest.Mock };
   stock: jest.Mocked<Pick<StockRepository, 'readLayout'>>;
-  board: jest.Mocked<Pick<SoldOutBoardService, 'learn' | 'forget'>>;
+  board: jest.Mocked<Pick<SoldOutBoardService, 'soldOutFor' | 'forget'>>;
   /** The order repositories the sale reaches, as one fake: sale writes, reads by key or id, and settling. */
   orders: jest.Mocked<
     Pick<SaleWritesRepository, 'sellFromSegment' | 'sellFromSegments' | 'sellBatch'> &
@@ -48,6 +56,7 @@ interface World {
     tryAcquire: jest.Mock;
     acquireWithin: jest.Mock;
     release: jest.Mock;
+    raiseFence: jest.Mock;
     backoff: jest.Mock;
     backoffMs: jest.Mock;
   };
@@ -88,6 +97,7 @@ function world(opts: {
   const stocks = [...opts.stocks];
   const info: ProductInfo = {
     id: PRODUCT,
+    name: 'Sneaker',
     limitPerUser: opts.limitPerUser ?? 1,
     segmentCount: stocks.length,
     layoutVersion: 1,
@@ -133,8 +143,14 @@ function world(opts: {
     // The batch statement's contract: smallest quantities first while they fit, users who hold an
     // order refused without failing the rest, the segment deducted by what was sold.
     sellBatch: jest.fn(
-      async (_p: number, idx: number, entries: Array<{ userId: string; quantity: number }>): Promise<BatchAttempt> => {
-        if (idx >= stocks.length) return { results: entries.map(() => ({ kind: 'short' as const })), remaining: null };
+      async (
+        _p: number,
+        idx: number,
+        _token: number,
+        entries: Array<{ userId: string; quantity: number }>,
+      ): Promise<BatchAttempt> => {
+        if (idx >= stocks.length)
+          return { kind: 'decided', results: entries.map(() => ({ kind: 'short' as const })), remaining: null };
         const results: BatchResult[] = entries.map(() => ({ kind: 'short' as const }));
         const byQuantity = entries.map((e, i) => ({ ...e, i })).sort((a, b) => a.quantity - b.quantity || a.i - b.i);
         let left = stocks[idx];
@@ -149,16 +165,18 @@ function world(opts: {
           results[e.i] = { kind: 'sold', order: row(e.userId, e.quantity, [{ segment: idx, quantity: e.quantity }]) };
         }
         stocks[idx] = left;
-        return { results, remaining: left };
+        return { kind: 'decided', results, remaining: left };
       },
     ),
-    sellFromSegment: jest.fn(async (_p: number, idx: number, q: number, userId: string): Promise<SegmentAttempt> => {
-      if (idx >= stocks.length) return { kind: 'short', remaining: null };
-      if (stocks[idx] < q) return { kind: 'short', remaining: stocks[idx] };
-      stocks[idx] -= q;
-      return { kind: 'sold', order: row(userId, q, [{ segment: idx, quantity: q }]), remaining: stocks[idx] };
-    }),
-    sellFromSegments: jest.fn(async (_p: number, indexes: number[], q: number, userId: string) => {
+    sellFromSegment: jest.fn(
+      async (_p: number, idx: number, _token: number, q: number, userId: string): Promise<SegmentAttempt | Fenced> => {
+        if (idx >= stocks.length) return { kind: 'short', remaining: null };
+        if (stocks[idx] < q) return { kind: 'short', remaining: stocks[idx] };
+        stocks[idx] -= q;
+        return { kind: 'sold', order: row(userId, q, [{ segment: idx, quantity: q }]), remaining: stocks[idx] };
+      },
+    ),
+    sellFromSegments: jest.fn(async (_p: number, indexes: number[], _tokens: number[], q: number, userId: string) => {
       const takes = takeFrom(
         q,
         indexes.map((idx) => ({ idx, stock: stocks[idx] })),
@@ -173,16 +191,19 @@ function world(opts: {
       throw new Error('settle is not expected in this test');
     }),
   };
+  // Each take of a lock draws the next fencing token.
+  let tokens = 0;
   const locks = {
-    tryAcquire: jest.fn(async (key: string, _ttlMs?: number) => {
+    tryAcquire: jest.fn(async (key: string, _ttlMs?: number, _fenceKey?: string) => {
       if (down.has(key)) throw new UnavailableError('redis', config.http.retryAfterS);
-      return busy.has(key) ? null : { key };
+      return busy.has(key) ? null : { key, token: ++tokens };
     }),
     acquireWithin: jest.fn(async (key: string) => {
       if (busy.has(key)) throw new BusyError(`lock ${key} stayed busy`, config.http.retryAfterS);
-      return { key };
+      return { key, token: ++tokens };
     }),
     release: jest.fn(async (_held: unknown) => undefined),
+    raiseFence: jest.fn(async (_fenceKey: string, _fence: number) => undefined),
     // The pause is either slept by the lock service or timed by the caller from backoffMs().
     backoff: jest.fn(async () => {
       onWait();
@@ -256,7 +277,17 @@ function world(opts: {
     ordersRepo as never,
     metrics as never,
   );
-  const board: World['board'] = { learn: jest.fn(), forget: jest.fn() };
+  // The board's read over the same stock: units left with the layout, or nothing left and the buyer's order.
+  const board: World['board'] = {
+    soldOutFor: jest.fn(async (_p: number, userId: string, _asked: number): Promise<BoardAnswer> => {
+      const remaining = stocks.reduce((a, b) => a + b, 0);
+      const withStock = stocks.flatMap((n, idx) => (n > 0 ? [idx] : []));
+      if (remaining > 0) return { kind: 'units_left', remaining, layoutVersion: opts.layoutVersion ?? 1, withStock };
+      const held = existing(userId);
+      return held ? { kind: 'already_ordered', orderId: held.id } : { kind: 'sold_out' };
+    }),
+    forget: jest.fn(),
+  };
   // An admission checked by the waiting room (its own specs cover the checks) names position 42.
   const room: World['room'] = {
     check: jest.fn<Promise<number>, [number, string, string | undefined]>(async () => 42),
@@ -511,7 +542,7 @@ describe('OrdersService.place', () => {
       expect(w.hints.markSoldOut).not.toHaveBeenCalled();
     });
 
-    it('should answer SOLD_OUT from the sold-out flag, checked by one read, without taking the user lock or touching a segment', async () => {
+    it("should answer SOLD_OUT from the sold-out flag, checked by the board's read, without taking the user lock or touching a segment", async () => {
       const w = world({ stocks: [0, 0] });
       w.hints.read.mockResolvedValue({ soldOut: true, empty: new Set() });
       await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(
@@ -519,9 +550,37 @@ describe('OrdersService.place', () => {
       );
       expect(w.locks.tryAcquire).not.toHaveBeenCalled();
       expect(w.orders.sellFromSegment).not.toHaveBeenCalled();
-      expect(w.stock.readLayout).toHaveBeenCalledTimes(1);
+      expect(w.board.soldOutFor).toHaveBeenCalledTimes(1);
+      expect(w.stock.readLayout).not.toHaveBeenCalled();
+      expect(w.orders.findByKey).not.toHaveBeenCalled();
       expect(w.metrics.soldOutShortCircuits.inc).toHaveBeenCalled();
-      expect(w.board.learn).toHaveBeenCalledWith(PRODUCT);
+      expect(w.board.soldOutFor).toHaveBeenCalledWith(PRODUCT, 'u1', expect.any(Number));
+    });
+
+    it("should answer SOLD_OUT from the sold-out board's shared read, with no read of its own, asking for one sent after the request began", async () => {
+      const w = world({ stocks: [0, 0] });
+      w.hints.read.mockResolvedValue({ soldOut: true, empty: new Set() });
+      w.board.soldOutFor.mockResolvedValue({ kind: 'sold_out' });
+      const began = Date.now();
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(
+        SoldOutError,
+      );
+      expect(w.stock.readLayout).not.toHaveBeenCalled();
+      expect(w.orders.findByKey).not.toHaveBeenCalled();
+      const asked = w.board.soldOutFor.mock.calls[0][2];
+      expect(asked).toBeGreaterThanOrEqual(began);
+    });
+
+    it("should answer ALREADY_ORDERED with the order the sold-out board's read found for the buyer", async () => {
+      const w = world({ stocks: [0, 0] });
+      w.hints.read.mockResolvedValue({ soldOut: false, empty: new Set() });
+      w.board.soldOutFor.mockResolvedValue({ kind: 'already_ordered', orderId: 42 });
+      startAt(0, 2);
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toMatchObject({
+        code: 'ALREADY_ORDERED',
+        orderId: 42,
+      });
+      expect(w.orders.findByKey).not.toHaveBeenCalled();
     });
 
     it('should clear a sold-out flag that PostgreSQL contradicts (its clearing was lost) and sell', async () => {
@@ -536,7 +595,7 @@ describe('OrdersService.place', () => {
       expect(order.allocations).toEqual([{ segment: 1, quantity: 1 }]);
       expect(w.hints.stockReturned).toHaveBeenCalledWith(PRODUCT, 1, [1]);
       expect(w.metrics.staleSoldOutFlags.inc).toHaveBeenCalledTimes(1);
-      expect(w.board.learn).not.toHaveBeenCalled();
+      expect(w.board.soldOutFor).toHaveBeenCalledTimes(1);
     });
 
     it('should answer ALREADY_ORDERED instead of SOLD_OUT to a user who holds an order of the sold-out product', async () => {
@@ -548,7 +607,22 @@ describe('OrdersService.place', () => {
       await expect(w.service.place({ userId: 'u2', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(
         SoldOutError,
       );
-      expect(w.orders.findByKey).toHaveBeenCalledTimes(2);
+      // The board's read knew both: no lookup of their own.
+      expect(w.board.soldOutFor).toHaveBeenCalledTimes(2);
+      expect(w.orders.findByKey).not.toHaveBeenCalled();
+    });
+
+    it("should look the buyer's order up itself when the board holds too many holders to tell, and answer the board's failure as it came", async () => {
+      const w = world({ stocks: [0], ordered: ['u1'] });
+      w.hints.read.mockResolvedValue({ soldOut: true, empty: new Set() });
+      w.board.soldOutFor.mockResolvedValueOnce({ kind: 'nothing_left' });
+      await expect(w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 })).rejects.toBeInstanceOf(
+        AlreadyOrderedError,
+      );
+      expect(w.orders.findByKey).toHaveBeenCalledTimes(1);
+      const down = new UnavailableError('postgres', 1);
+      w.board.soldOutFor.mockResolvedValueOnce({ kind: 'failed', error: down });
+      await expect(w.service.place({ userId: 'u2', productId: PRODUCT, quantity: 1 })).rejects.toBe(down);
     });
 
     it('should not look for an existing order on the selling path', async () => {
@@ -572,7 +646,14 @@ describe('OrdersService.place', () => {
       startAt(0, 4);
       const order = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 3 });
       expect(w.locks.acquireWithin.mock.calls.map((c) => c[0])).toEqual([seg(1), seg(3)]);
-      expect(w.orders.sellFromSegments).toHaveBeenCalledWith(PRODUCT, [1, 3], 3, 'u1', undefined);
+      expect(w.orders.sellFromSegments).toHaveBeenCalledWith(
+        PRODUCT,
+        [1, 3],
+        [expect.any(Number), expect.any(Number)],
+        3,
+        'u1',
+        undefined,
+      );
       expect(order.quantity).toBe(3);
       expect(order.allocations).toEqual([
         { segment: 1, quantity: 2 },
@@ -824,7 +905,7 @@ describe('OrdersService.place', () => {
       startAt(0, 2);
       await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 }, 'the-token');
       expect(w.room.check).toHaveBeenCalledWith(PRODUCT, 'u1', 'the-token');
-      expect(w.orders.sellFromSegment).toHaveBeenLastCalledWith(PRODUCT, 1, 1, 'u1', 42);
+      expect(w.orders.sellFromSegment).toHaveBeenLastCalledWith(PRODUCT, 1, expect.any(Number), 1, 'u1', 42);
     });
 
     it('should refuse, before any lock, an order whose admission the waiting room refuses', async () => {
@@ -867,7 +948,7 @@ describe('OrdersService.place with group commit', () => {
     expect(orders.map((o) => o.userId).sort()).toEqual(['u1', 'u2', 'u3', 'u4']);
     expect(new Set(orders.map((o) => o.id)).size).toBe(4);
     expect(w.orders.sellBatch).toHaveBeenCalledTimes(1);
-    expect(w.orders.sellBatch.mock.calls[0][2]).toHaveLength(4);
+    expect(w.orders.sellBatch.mock.calls[0][3]).toHaveLength(4);
     expect(w.orders.sellFromSegment).not.toHaveBeenCalled();
     expect(w.stocks).toEqual([6]);
     // one segment lock for all four, and every user lock released
@@ -931,7 +1012,7 @@ describe('OrdersService.place with group commit', () => {
   it('should settle each order of a batch whose reply was lost on its own, answering each with its own outcome', async () => {
     const w = world({ stocks: [10], config: { locks: { waitMs: 2000 } } });
     w.orders.sellBatch.mockImplementation(
-      async (p: number, idx: number, entries: Array<{ userId: string; quantity: number }>) => {
+      async (p: number, idx: number, _token: number, entries: Array<{ userId: string; quantity: number }>) => {
         throw new UncertainBatch(
           entries.map(
             (e) => new UncertainWrite(p, e.userId, e.quantity, [idx], 'tag', 0n, new Error('Connection terminated')),
@@ -978,9 +1059,66 @@ describe('OrdersService.place with group commit', () => {
     w.busy.add(seg(0));
     freeLater(w, 0);
     expect(sold(await storm(w, ['u1', 'u2', 'u3', 'u4', 'u5', 'u6', 'u7']))).toHaveLength(7);
-    const sizes = w.orders.sellBatch.mock.calls.map((c) => c[2].length);
+    const sizes = w.orders.sellBatch.mock.calls.map((c) => c[3].length);
     expect(Math.max(...sizes)).toBeLessThanOrEqual(3);
     expect(w.stocks).toEqual([3]);
+  });
+});
+
+describe('OrdersService.place: fencing tokens', () => {
+  const fence = (idx: number) => `fence:{${seg(idx)}}`;
+  const refused = (segment: number, token: number, stored: number): Fenced => ({
+    kind: 'fenced',
+    segment,
+    token,
+    fence: stored,
+  });
+  const storm = (w: World, users: string[]) =>
+    Promise.all(users.map((userId) => w.service.place({ userId, productId: PRODUCT, quantity: 1 })));
+
+  it("should take each segment lock with the segment's fencing counter and write under it with the token it drew", async () => {
+    const w = world({ stocks: [5, 5] });
+    startAt(1, 2);
+    await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 });
+    const take = w.locks.tryAcquire.mock.calls.findIndex((c) => c[0] === seg(1));
+    expect(w.locks.tryAcquire.mock.calls[take][2]).toBe(fence(1));
+    const { token } = (await w.locks.tryAcquire.mock.results[take].value) as { token: number };
+    expect(w.orders.sellFromSegment.mock.calls[0][2]).toBe(token);
+  });
+
+  it('should take a sale refused for a stale token as a busy segment: counter raised to the fence, lock let go, the order sold elsewhere', async () => {
+    const w = world({ stocks: [5, 5] });
+    startAt(0, 2);
+    w.orders.sellFromSegment.mockResolvedValueOnce(refused(0, 3, 9));
+    const order = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 1 });
+    expect(w.locks.raiseFence).toHaveBeenCalledWith(fence(0), 9);
+    expect(w.locks.release.mock.calls.map((c) => (c[0] as { key: string }).key)).toContain(seg(0));
+    expect(order.allocations).toEqual([{ segment: 1, quantity: 1 }]);
+    expect(w.stocks).toEqual([5, 4]);
+  });
+
+  it('should send the riders of a refused batch back to their wait and sell every order in a later hold', async () => {
+    const w = world({ stocks: [10], config: { locks: { waitMs: 2000 } } });
+    w.busy.add(seg(0));
+    setTimeout(() => w.busy.delete(seg(0)), 20);
+    w.orders.sellBatch.mockResolvedValueOnce(refused(0, 1, 5));
+    const orders = await storm(w, ['u1', 'u2', 'u3']);
+    expect(orders.map((o) => o.userId).sort()).toEqual(['u1', 'u2', 'u3']);
+    expect(w.locks.raiseFence).toHaveBeenCalledWith(fence(0), 5);
+    expect(w.stocks).toEqual([7]);
+  });
+
+  it('should look again when a sale spread over segments is refused for a stale token, and sell it under fresh locks', async () => {
+    const w = world({ stocks: [1, 2, 0, 2], limitPerUser: 3 });
+    startAt(0, 4);
+    w.orders.sellFromSegments.mockResolvedValueOnce(refused(1, 2, 7));
+    const order = await w.service.place({ userId: 'u1', productId: PRODUCT, quantity: 3 });
+    expect(w.locks.raiseFence).toHaveBeenCalledWith(fence(1), 7);
+    expect(w.orders.sellFromSegments).toHaveBeenCalledTimes(2);
+    const [first, second] = w.orders.sellFromSegments.mock.calls.map((c) => c[2]);
+    expect(Math.min(...second)).toBeGreaterThan(Math.max(...first));
+    expect(order.quantity).toBe(3);
+    expect(w.stocks).toEqual([1, 0, 0, 1]);
   });
 });
 

@@ -1,7 +1,7 @@
 // The order path: user lock, random segment, fall over when busy or empty, bounded wait when every
 // live segment is busy, an authoritative read before SOLD_OUT, and several segments when no single
 // one holds the quantity. How a segment is held (the gate, Redlock, group commit) is
-// sale/segment-locking.service.ts; the sale's outcomes come back as values (sale/sale.types.ts), and
+// sale/segment-locking.service.ts; the sale's outcomes come back as values (sale/sale.ts), and
 // only place() turns sold out into the client's error. See docs/order-path.md for why each step is there.
 import { Injectable } from '@nestjs/common';
 import { HttpConfig, LocksConfig } from '../config/app-config';
@@ -20,7 +20,7 @@ import { unreachable } from '../common/unreachable';
 import { ProductCatalogService } from '../inventory/product-catalog.service';
 import { ProductInfo } from '../inventory/product.types';
 import { pickSegmentsFor, randomStart, visitOrder } from '../inventory/segment-plan';
-import { SoldOutBoardService } from '../inventory/sold-out-board.service';
+import { Refusal, SoldOutBoardService } from '../inventory/sold-out-board.service';
 import { StockHintsService } from '../inventory/stock-hints.service';
 import { Layout, StockRepository } from '../inventory/stock.repository';
 import { MetricsService } from '../metrics/metrics.service';
@@ -59,49 +59,63 @@ export class OrdersService {
 
   /** `admission`: the waiting room's token, for a product that has one. */
   async place(req: PlaceOrder, admission?: string): Promise<OrderRow> {
-    let end: SaleEnd;
-    try {
-      end = await this.sellPastStaleHint(req, admission);
-    } catch (err) {
-      // The unique key refused the insert: the order is there; its id is a courtesy.
-      if (err instanceof AlreadyOrderedError && err.orderId === undefined) {
-        const existing = await this.orderReads.findByKey(req.productId, req.userId).catch(() => null);
-        if (existing) throw new AlreadyOrderedError(existing.id);
-      }
-      throw err;
-    }
+    const asked = Date.now();
+    const end = await this.sellOrLearn(req, admission, asked);
     if (end.kind === 'sold') return end.order;
-    // From now on this process answers the product's refusals from memory, if it is sold out.
-    if (end.remaining === 0) this.board.learn(req.productId);
-    // A client retrying after a lost answer must learn that its order exists, and which, also
-    // once the product is sold out. Costs one index lookup, on this path only.
-    const existing = await this.orderReads.findByKey(req.productId, req.userId);
+    if (end.kind === 'refused') {
+      if (end.refusal.kind === 'sold_out') throw new SoldOutError(0, req.quantity);
+      throw new AlreadyOrderedError(end.refusal.orderId);
+    }
+    // A client retrying after a lost answer must learn that its order exists, and which, also once
+    // the product is sold out; and when the unique key refused the insert, the order is there and
+    // its id is a courtesy. Costs one index lookup, when the board could not tell.
+    const existing = await this.orderReads
+      .findByKey(req.productId, req.userId)
+      .catch((err: unknown) => (end.kind === 'taken' ? null : Promise.reject(err as Error)));
     if (existing) throw new AlreadyOrderedError(existing.id);
+    if (end.kind === 'taken') throw end.refused;
     throw new SoldOutError(end.remaining, req.quantity);
   }
 
   /**
-   * The Redis sold-out flag is a hint: before it refuses, PostgreSQL is asked, so a flag whose
-   * clearing was lost (Redis away when units came back, a failover) cannot hide returned units.
-   * Such a flag is cleared and the order sold. This costs one read per refusal only until this
-   * process's sold-out board knows the product (then refusals never reach the order path).
+   * The sale, or what answers the buyer when nothing is left: the sold-out board's read (sent after
+   * this request began, one for every order of the product waiting then), which knows whether the
+   * buyer holds an order and from then on lets the door answer the product from memory. The Redis
+   * sold-out flag is a hint that this read confirms: a flag whose clearing was lost (Redis away when
+   * units came back, a failover) cannot hide returned units, as the read then shows them, the flag
+   * is cleared and the order sold. `taken`: the unique key refused the insert.
    */
-  private async sellPastStaleHint(req: PlaceOrder, admission: string | undefined): Promise<SaleEnd> {
-    const end = await this.sell(req, admission);
-    if (end.kind === 'sold' || !end.fromHint) return end;
-    const layout = await this.stock.readLayout(req.productId);
-    const left = layout?.segments.filter((s) => s.stock > 0) ?? [];
-    const remaining = left.reduce((sum, s) => sum + s.stock, 0);
-    if (layout === null || remaining < req.quantity) return { kind: 'soldOut', remaining, fromHint: false };
-    this.metrics.staleSoldOutFlags.inc();
-    await this.hints
-      .stockReturned(
-        req.productId,
-        layout.version,
-        left.map((s) => s.idx),
-      )
-      .catch(() => this.metrics.dependencyErrors.inc({ dependency: 'redis' }));
-    return this.sell(req, admission);
+  private async sellOrLearn(
+    req: PlaceOrder,
+    admission: string | undefined,
+    asked: number,
+  ): Promise<SaleEnd | { kind: 'refused'; refusal: Refusal } | { kind: 'taken'; refused: AlreadyOrderedError }> {
+    try {
+      const end = await this.sell(req, admission);
+      if (end.kind === 'sold' || (end.remaining > 0 && !end.fromHint)) return end;
+      const seen = await this.board.soldOutFor(req.productId, req.userId, asked);
+      switch (seen.kind) {
+        case 'sold_out':
+        case 'already_ordered':
+          return { kind: 'refused', refusal: seen };
+        case 'failed':
+          throw seen.error;
+        case 'nothing_left':
+          return { kind: 'soldOut', remaining: 0, fromHint: false };
+        case 'units_left':
+          if (!end.fromHint || seen.remaining < req.quantity)
+            return { kind: 'soldOut', remaining: seen.remaining, fromHint: false };
+          // The flag's clearing was lost: clear it with the layout the read saw, and sell.
+          this.metrics.staleSoldOutFlags.inc();
+          await this.hints
+            .stockReturned(req.productId, seen.layoutVersion, seen.withStock)
+            .catch(() => this.metrics.dependencyErrors.inc({ dependency: 'redis' }));
+          return await this.sell(req, admission);
+      }
+    } catch (err) {
+      if (err instanceof AlreadyOrderedError && err.orderId === undefined) return { kind: 'taken', refused: err };
+      throw err;
+    }
   }
 
   /**

@@ -7,6 +7,8 @@
 // that does not exist), the check comes after the budgets, so a 429 costs no PostgreSQL read.
 // What the join would refuse anyway (unknown product, no waiting room, proof of work off, sale
 // ended, no valid userId) is let through untouched, so those refusals spend no solution either.
+// Only a join whose solution was claimed counts towards the difficulty: a refusal changes nothing,
+// so a flood of joins without a valid solution makes the door no harder for the buyers who solve.
 import { Injectable } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
 import { ProductNotFoundError, ProofRequiredError } from '../common/domain-errors';
@@ -17,7 +19,7 @@ import { ProofOfWorkService } from './proof-of-work.service';
 /** The header that carries a join's solution. */
 export const PROOF_HEADER = 'x-proof-of-work';
 
-/** Claims the verified solution (one Redis command); PROOF_INVALID when another join claimed it first. */
+/** Claims the verified solution (one Redis command) and counts the join; PROOF_INVALID when another join claimed it first. */
 export type Claim = () => Promise<void>;
 
 @Injectable()
@@ -45,7 +47,6 @@ export class JoinProof {
     const now = Date.now();
     if (product === null || !product.waitingRoom || !product.proofOfWork) return null;
     if (product.endsAt !== null && now >= product.endsAt) return null;
-    this.pow.difficulty.count(productId, now);
     const raw = req.headers[PROOF_HEADER];
     if (typeof raw !== 'string' || raw === '') {
       this.pow.required();
@@ -53,6 +54,9 @@ export class JoinProof {
     }
     if (userId === null) return null;
     const verified = this.pow.verify(raw, productId, userId, now);
-    return () => this.pow.claim(verified);
+    return async () => {
+      await this.pow.claim(verified);
+      this.pow.difficulty.count(productId, Date.now());
+    };
   }
 }

@@ -1,15 +1,16 @@
-// The buyer's waiting page (GET /products/:id/wait: static, the same for every product; its script
-// reads the product from the path), what it needs to know of the product (GET /products/:id/wait/info,
-// from the product cache: no PostgreSQL query per page load while the cache is fresh), and its
-// files: ours beside this file, and altcha-lib's browser solver (its v1 ES modules, run in Web
-// Workers), both served from here so the page makes no third-party request.
+// The buyer's waiting page (GET /products/:id/wait: static, the same for every product, answered
+// 404 for a product that does not exist; its script reads the product from the path), what it needs
+// to know of the product (GET /products/:id/wait/info, from the product cache: no PostgreSQL query
+// per page load while the cache is fresh), and its files: ours beside this file, and altcha-lib's
+// browser solver (its v1 ES modules, run in Web Workers), both served from here so the page makes
+// no third-party request.
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { Controller, Get, Param, Res } from '@nestjs/common';
 import { ApiExcludeEndpoint, ApiOkResponse, ApiOperation, ApiProperty, ApiResponse, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
 import { NotFoundError, ProductNotFoundError } from '../common/domain-errors';
-import { productIdFromPath } from '../common/ids';
+import { ProductIdPipe, productIdFromPath } from '../common/ids';
 import { ProductCatalogService } from '../inventory/product-catalog.service';
 import { ProofOfWorkService } from '../proof-of-work/proof-of-work.service';
 
@@ -35,6 +36,8 @@ export const WAIT_PAGE_CSP =
 export class WaitInfoResponse {
   @ApiProperty()
   productId: number;
+  @ApiProperty({ description: "the product's name, as the page shows it" })
+  name: string;
   @ApiProperty({ description: 'whether the product sells through its queue' })
   waitingRoom: boolean;
   @ApiProperty({ description: 'joining needs a solved proof-of-work challenge' })
@@ -61,8 +64,11 @@ export class WaitPageController {
 
   @Get('products/:id/wait')
   @ApiExcludeEndpoint()
-  page(@Res() reply: FastifyReply): void {
+  async page(@Param('id') id: string, @Res() reply: FastifyReply): Promise<void> {
+    // A wrong address gets the page too, under its error status: its script then says in words
+    // what is wrong (no such product, no product id), which a JSON error body would not.
     void reply
+      .code(await this.pageStatus(id))
       .header('content-type', 'text/html; charset=utf-8')
       .header('cache-control', 'no-store')
       .header('content-security-policy', WAIT_PAGE_CSP)
@@ -70,17 +76,34 @@ export class WaitPageController {
       .send(read(join(__dirname, 'page', 'wait.html')));
   }
 
+  /** 200 for a product, 404 for none, 400 for a path that names none; PostgreSQL down: its 503. */
+  private async pageStatus(id: string): Promise<number> {
+    const productId = productIdFromPath(id);
+    if (Number.isNaN(productId)) return 400;
+    try {
+      await this.catalog.get(productId);
+      return 200;
+    } catch (err) {
+      if (err instanceof ProductNotFoundError) return 404;
+      throw err;
+    }
+  }
+
   @Get('products/:id/wait/info')
   @ApiOperation({ summary: "What the buyer's waiting page needs to know of a product (public)" })
   @ApiOkResponse({ type: WaitInfoResponse })
+  @ApiResponse({ status: 400, description: 'VALIDATION_FAILED: the id is not a product id' })
   @ApiResponse({ status: 404, description: 'PRODUCT_NOT_FOUND' })
-  async info(@Param('id') id: string, @Res({ passthrough: true }) reply: FastifyReply): Promise<WaitInfoResponse> {
-    const productId = productIdFromPath(id);
-    if (Number.isNaN(productId)) throw new ProductNotFoundError(0);
+  async info(
+    @Param('id', ProductIdPipe) id: string,
+    @Res({ passthrough: true }) reply: FastifyReply,
+  ): Promise<WaitInfoResponse> {
+    const productId = Number(id);
     const p = await this.catalog.get(productId);
     void reply.header('cache-control', 'no-store');
     return {
       productId,
+      name: p.name,
       waitingRoom: p.waitingRoom,
       proofOfWork: p.proofOfWork === true,
       identity: this.pow.bound,

@@ -75,7 +75,7 @@ const KNOWN_MAX = 50_000;
 
 @Injectable()
 export class WaitingRoomService implements OnModuleInit {
-  private tickets: TicketTokens | null = null;
+  private ticketTokens: TicketTokens | null = null;
   private readonly known = new BoundedMap<string, Known>(KNOWN_MAX);
   private readonly joins: GroupedCalls<{ userId: string; ticketId: string }, JoinedRow>;
   private readonly pollCounters = new Map<TicketStatus, { inc(): void }>();
@@ -95,7 +95,7 @@ export class WaitingRoomService implements OnModuleInit {
   }
 
   onModuleInit(): void {
-    this.tickets = new TicketTokens(this.admissions.derivedKey('queue-ticket'));
+    this.ticketTokens = new TicketTokens(this.admissions.derivedKey('queue-ticket'));
   }
 
   /** POST /products/:id/queue: the user's ticket, made now (created) or the one they have. */
@@ -119,13 +119,13 @@ export class WaitingRoomService implements OnModuleInit {
     };
     // A new ticket's bucket is still open: its answer says to poll at once, and that poll waits for
     // the draw. A ticket joined again is looked up in its draw (made long ago, mostly).
-    const ticket = await this.answer(product, this.signer.issue(claims), claims, !joined.created);
+    const ticket = await this.answer(product, this.tickets.issue(claims), claims, !joined.created);
     return { ticket, created: joined.created };
   }
 
   /** GET /products/:id/queue/:ticket; `owner` is the verified buyer when identity is on. */
   async ticket(productId: number, token: string, owner: string | undefined): Promise<TicketView> {
-    const claims = this.signer.verify(token, productId);
+    const claims = this.tickets.verify(token, productId);
     if (owner !== undefined && claims.userId !== owner) throw new TicketNotFoundError();
     // A poll is the crowd's commonest call: the product from memory when it is there, without a turn of the event loop.
     const cached = this.catalog.peek(productId);
@@ -175,9 +175,9 @@ export class WaitingRoomService implements OnModuleInit {
     return this.states.drawnTickets(productId, bucket);
   }
 
-  private get signer(): TicketTokens {
-    if (this.tickets === null) throw new Error('the ticket key is not loaded yet');
-    return this.tickets;
+  private get tickets(): TicketTokens {
+    if (this.ticketTokens === null) throw new Error('the ticket key is not loaded yet');
+    return this.ticketTokens;
   }
 
   private async roomProduct(productId: number): Promise<ProductInfo> {

@@ -6,7 +6,8 @@
 // without it, and the partial unique index still keeps one live order each. No 500, no hang, and
 // PostgreSQL shows nothing lost or oversold and every 201 stored.
 import type { RedisClusterNode } from '../../harness/embedded-redis-cluster';
-import { brief, expectPromisesKept, loadUntilStopped, Outcome, placeOrder, tally, waitFor } from '../faults/support';
+import { brief, expectPromisesKept, loadUntilStopped, Outcome, placeOrder, tally } from '../faults/support';
+import { waitFor } from '../support/wait';
 import { withDb } from '../support/database';
 import { createProduct, testUrls } from '../support/service';
 import { ClusterSale, hintMaster, segmentMasters, startClusterSale, userLockMaster } from './support';

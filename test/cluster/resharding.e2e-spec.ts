@@ -5,7 +5,8 @@
 // Orders keep succeeding throughout; an answer is 201 or, where a move got in the way, 503 with
 // Retry-After (nothing happened); never a 500 or a hang; PostgreSQL shows the books exact.
 import type { RedisClusterNode } from '../../harness/embedded-redis-cluster';
-import { brief, expectPromisesKept, loadUntilStopped, tally, waitFor } from '../faults/support';
+import { brief, expectPromisesKept, loadUntilStopped, tally } from '../faults/support';
+import { waitFor } from '../support/wait';
 import { createProduct, testUrls } from '../support/service';
 import { ClusterSale, hintMaster, segmentMasters, startClusterSale } from './support';
 

@@ -4,7 +4,8 @@
 // checked from PostgreSQL; and evidence from Redis itself that every master served segment-lock
 // traffic (the segment locks hash whole, so one product's segments spread over the masters).
 import { Client } from 'pg';
-import { brief, expectPromisesKept, metricIn, Outcome, placeOrder, tally, waitFor } from '../faults/support';
+import { brief, expectPromisesKept, metricIn, Outcome, placeOrder, tally } from '../faults/support';
+import { sleep, waitFor } from '../support/wait';
 import { auditProduct, countByStatus, expectStockBalanced } from '../support/database';
 import { admin, createProduct, pooled, request, testUrls, shop } from '../support/service';
 import {
@@ -68,17 +69,22 @@ describe('a sale on a 3-master Redis Cluster across two service processes', () =
 
     // Phase 1: 1500 buyers for 1000 units; every tenth buyer sends three orders at once (one to
     // the other process) instead of one; a rebalance to 12 segments runs in the middle.
-    const tasks = Array.from({ length: BUYERS }, (_, i) => () => {
+    let answered = 0;
+    const tasks = Array.from({ length: BUYERS }, (_, i) => async () => {
       const userId = `storm-${i}`;
-      if (i % 10 !== 0) return placeOrder(sale.pick(i), userId, product.id).then((o) => [o]);
-      return Promise.all([
-        placeOrder(sale.pick(i), userId, product.id),
-        placeOrder(sale.pick(i + 1), userId, product.id),
-        placeOrder(sale.pick(i), userId, product.id),
-      ]);
+      const sent =
+        i % 10 !== 0
+          ? [await placeOrder(sale.pick(i), userId, product.id)]
+          : await Promise.all([
+              placeOrder(sale.pick(i), userId, product.id),
+              placeOrder(sale.pick(i + 1), userId, product.id),
+              placeOrder(sale.pick(i), userId, product.id),
+            ]);
+      answered++;
+      return sent;
     });
     const rebalance = (async () => {
-      await new Promise((r) => setTimeout(r, 300));
+      await waitFor('the storm under way', () => answered >= 300, 60_000);
       return request(sale.b.url, 'POST', `/admin/products/${product.id}/rebalance`, { segments: 12 }, admin);
     })();
     const storm = (await pooled(tasks, CONCURRENCY)).flat();
@@ -219,7 +225,7 @@ describe('a sale on a 3-master Redis Cluster across two service processes', () =
         }),
       30_000,
     );
-    await new Promise((r) => setTimeout(r, 200));
+    await sleep(200); // a last notification may still be on its way
     watch.stop();
 
     expect(tally(outcomes)).toEqual({ '201': 600 });

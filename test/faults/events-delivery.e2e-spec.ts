@@ -33,9 +33,9 @@ import {
   scratchDir,
   startFaultService,
   stopAll,
-  waitFor,
   withPg,
 } from './support';
+import { sleep, waitFor } from '../support/wait';
 
 const SECRET = 'webhook-secret-for-the-specs-0123456789';
 const TIMEOUT_MS = 400;
@@ -159,9 +159,17 @@ describe('webhook delivery through failing receivers and a killed process', () =
     a = await startService(webhookEnv(receiver, { WEBHOOK_MAX_ATTEMPTS: '3', WEBHOOK_BATCH: '1' }));
     const p = await createProduct(a.url, { stock: 10, segments: 1 });
     await sale([a.url], p.id, 4, 'dead');
+    let committed: string[] = [];
     await waitFor(
-      () => `the rest delivered past the dead letter: ${state(receiver)}\n${a?.output().slice(-3000)}`,
-      async () => distinct(receiver.acknowledged()).length + 1 === (await committedEvents(db)).length,
+      () =>
+        `the rest delivered past the dead letter: ${state(receiver)} of ${committed.length} committed\n` +
+        `committed:    ${committed.join(' ')}\nacknowledged: ${distinct(receiver.acknowledged())
+          .map((e) => e.cursor)
+          .join(' ')}\n${a?.output().slice(-3000)}`,
+      async () => {
+        committed = await committedEvents(db);
+        return distinct(receiver.acknowledged()).length + 1 === committed.length;
+      },
       30_000,
     );
     const [dead] = (
@@ -221,7 +229,7 @@ describe('the event stream when PostgreSQL crashes mid-sale', () => {
     });
     await waitFor('orders before the crash', () => load.outcomes.filter((o) => o.status === 201).length >= 100);
     await crashPostgres(pg);
-    await new Promise((r) => setTimeout(r, 500));
+    await sleep(500); // half a second down
     await pg.start();
     await waitFor(
       'orders after the restart',

@@ -1,10 +1,14 @@
 // Fault: a segment lock holder stalls after taking its lock and before its write reaches
-// PostgreSQL (a GC pause, a slow network: here a proxy holds its UPDATE back for five lock TTLs).
+// PostgreSQL (a GC pause, a slow network: here a proxy holds its UPDATE back for three lock TTLs).
 // Without extension the lock expires and a second buyer takes it and sells; the stale holder's
 // write must then be refused by the conditional UPDATE. With LOCK_EXTEND=true the holder keeps
 // the lock for as long as it is alive, and the second buyer waits.
 // One buyer per process: within one process the local lock board would queue the second buyer
 // behind the first whatever Redis says, so the race needs two processes, as in production.
+// The TTL is one a loaded machine keeps: an extension is sent at half the TTL, so it may come up
+// to half a TTL late (500 ms here) before the lock lapses. What the service does when an extension
+// does come too late is lock.service.spec.ts's: counted by reason, the holder told, the
+// conditional UPDATE still deciding.
 import { join } from 'node:path';
 import { lockKeys } from '../../src/infrastructure/redis-keys';
 import { createProduct, ServiceProcess } from '../support/service';
@@ -15,15 +19,15 @@ import {
   metric,
   placeOrder,
   scratchDir,
-  sleep,
   StallingProxy,
   startFaultService,
   stopAll,
   withPg,
 } from './support';
+import { sleep } from '../support/wait';
 
-const LOCK_TTL_MS = 300;
-const STALL_MS = 1500; // five TTLs
+const LOCK_TTL_MS = 1000;
+const STALL_MS = 3 * LOCK_TTL_MS;
 const TAKE_STATEMENT = 'UPDATE stock_segments';
 
 describe('segment lock expiring under a stalled holder', () => {
@@ -140,11 +144,15 @@ describe('segment lock expiring under a stalled holder', () => {
       const slow = await first;
       const waiting = seen.second;
 
-      // One holder all along (the value is its token), never expired, extended several times.
+      // One holder all along (the value is its token), never expired, extended several times, no
+      // extension late (a late one is counted by reason: the diff names it).
       expect(seen.holder).toBeTruthy();
       expect(seen.values.length).toBeGreaterThan(20);
-      expect(new Set(seen.values)).toEqual(new Set([seen.holder]));
-      expect(seen.pttls.every((t) => t > 0)).toBe(true);
+      expect({
+        holders: new Set(seen.values),
+        alwaysLive: seen.pttls.every((t) => t > 0),
+        extensionFailures: await metric(stalled.url, 'flashsale_lock_extension_failures_total'),
+      }).toEqual({ holders: new Set([seen.holder]), alwaysLive: true, extensionFailures: 0 });
       expect(await metric(stalled.url, 'flashsale_lock_extensions_total')).toBeGreaterThanOrEqual(3);
       // The second buyer found the lock busy and waited out the stall, then found no stock.
       expect(await metric(prompt.url, 'flashsale_segment_lock_busy_total')).toBeGreaterThan(0);

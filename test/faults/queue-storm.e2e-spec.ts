@@ -10,16 +10,8 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { admin, pooled, request, ServiceProcess } from '../support/service';
 import { bucketOfPosition, promiseBreaches } from '../../harness/queue-order';
-import {
-  crashPostgres,
-  FaultPostgres,
-  FaultRedis,
-  scratchDir,
-  startFaultService,
-  stopAll,
-  waitFor,
-  withPg,
-} from './support';
+import { crashPostgres, FaultPostgres, FaultRedis, scratchDir, startFaultService, stopAll, withPg } from './support';
+import { waitFor } from '../support/wait';
 
 const PRE_QUEUE = 150;
 const CONCURRENCY = 16;

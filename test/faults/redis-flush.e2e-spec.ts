@@ -15,12 +15,11 @@ import {
   Outcome,
   placeOrder,
   scratchDir,
-  sleep,
   startFaultService,
   stopAll,
-  waitFor,
   withPg,
 } from './support';
+import { sleep, waitFor } from '../support/wait';
 
 describe('Redis flushed and restarted empty during a sale, across two service processes', () => {
   const scratch = scratchDir('redis-flush');

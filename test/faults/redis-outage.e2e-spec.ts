@@ -14,8 +14,8 @@ import {
   startFaultService,
   stopAll,
   tally,
-  waitFor,
 } from './support';
+import { waitFor } from '../support/wait';
 
 const REDIS_TIMEOUT_MS = 300;
 /**

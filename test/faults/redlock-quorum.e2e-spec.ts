@@ -20,8 +20,8 @@ import {
   startFaultService,
   stopAll,
   tally,
-  waitFor,
 } from './support';
+import { waitFor } from '../support/wait';
 
 const REDIS_TIMEOUT_MS = 300;
 const LOCK_WAIT_MS = 2000;

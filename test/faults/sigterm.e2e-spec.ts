@@ -13,11 +13,10 @@ import {
   Outcome,
   placeOrder,
   scratchDir,
-  sleep,
   startFaultService,
   stopAll,
-  waitFor,
 } from './support';
+import { waitFor } from '../support/wait';
 
 // Held inside the segment lock after each sale: orders are in flight when the signal comes.
 const ORDER_HOLD_MS = 200;
@@ -63,8 +62,8 @@ describe('SIGTERM to a service process during a sale', () => {
     prefix: string,
     route: (i: number) => string,
     until: Promise<unknown>,
+    outcomes: Outcome[] = [],
   ): Promise<Outcome[]> {
-    const outcomes: Outcome[] = [];
     let running = true;
     const stop = () => (running = false);
     until.then(stop, stop);
@@ -78,6 +77,15 @@ describe('SIGTERM to a service process during a sale', () => {
       }),
     );
     return outcomes;
+  }
+
+  /** Waits until `count` more orders sent to `target` have been answered 201 (the load flows there). */
+  function created(outcomes: Outcome[], target: string, count: number, since = 0): Promise<unknown> {
+    return waitFor(
+      `${count} orders created at ${target}`,
+      () => outcomes.filter((o) => o.target === target && o.status === 201 && o.sentAt > since).length >= count,
+      30_000,
+    );
   }
 
   /** What the stopped process's clients saw around the signal. */
@@ -94,17 +102,18 @@ describe('SIGTERM to a service process during a sale', () => {
     const product = await createProduct(b.url, { stock: 5000, segments: 50 });
     let aGone = false;
     let signalledAt = 0;
+    const outcomes: Outcome[] = [];
     const stopper = (async () => {
-      await sleep(1000);
+      await created(outcomes, a.url, 20);
       signalledAt = Date.now();
       const code = await a.stop('SIGTERM');
       const at = Date.now();
       aGone = true;
-      await sleep(1000); // orders go on at the other process
+      await created(outcomes, b.url, 20, at); // orders go on at the other process
       return { code, at };
     })();
     // Spread over both processes; once the stopped one is gone, its share goes to the other.
-    const outcomes = await load(product.id, 'buyer', (i) => (i % 2 === 0 && !aGone ? a.url : b.url), stopper);
+    await load(product.id, 'buyer', (i) => (i % 2 === 0 && !aGone ? a.url : b.url), stopper, outcomes);
     const { code, at } = await stopper;
 
     expect(code).toBe(0);
@@ -126,16 +135,20 @@ describe('SIGTERM to a service process during a sale', () => {
   });
 
   it('should drain every worker and exit 0 when the cluster primary (WORKERS=2) gets SIGTERM', async () => {
-    const c = await service({ WORKERS: '2' });
+    // At info, for the primary's line that every worker listens: a worker signalled while still
+    // starting exits at once, with a warning, which is not the drain this spec is about.
+    const c = await service({ WORKERS: '2', LOG_LEVEL: 'info' });
+    await waitFor('both workers listening', () => c.output().includes('(2 processes)'), 60_000);
     const product = await createProduct(c.url, { stock: 5000, segments: 50 });
     let signalledAt = 0;
+    const outcomes: Outcome[] = [];
     const stopper = (async () => {
-      await sleep(1000);
+      await created(outcomes, c.url, 20);
       signalledAt = Date.now();
       const code = await c.stop('SIGTERM');
       return { code, at: Date.now() };
     })();
-    const outcomes = await load(product.id, 'worker-buyer', () => c.url, stopper);
+    await load(product.id, 'worker-buyer', () => c.url, stopper, outcomes);
     const { code, at } = await stopper;
 
     expect(code).toBe(0);

@@ -88,8 +88,8 @@ export async function statementCalls(opts: { except?: string | string[] } = {}):
   });
 }
 
-/** The statements that ran between two statementCalls() readings, with how many times each ran. */
-export function statementsBetween(before: Map<string, number>, after: Map<string, number>): Record<string, number> {
+/** What ran between two statementCalls() or redisCommandCalls() readings, with how many times each ran. */
+export function callsBetween(before: Map<string, number>, after: Map<string, number>): Record<string, number> {
   const ran: Record<string, number> = {};
   for (const [query, n] of after) if (n > (before.get(query) ?? 0)) ran[query] = n - (before.get(query) ?? 0);
   return ran;
@@ -100,14 +100,36 @@ const NOT_COUNTED = new Set(['info', 'ping', 'client', 'hello', 'select', 'auth'
 
 /** Commands the Redis at `url` has run (INFO commandstats), leaving out NOT_COUNTED. */
 export async function redisCommandCount(url = testUrls().redisUrl): Promise<number> {
+  let n = 0;
+  for (const calls of (await redisCommandCalls(url)).values()) n += calls;
+  return n;
+}
+
+/** redisCommandCount() by command (a subcommand as `command|sub`), to name what ran when a count is off. */
+export async function redisCommandCalls(url = testUrls().redisUrl): Promise<Map<string, number>> {
   const redis = new Redis(url);
   try {
     const text = await redis.info('commandstats');
-    let calls = 0;
+    const calls = new Map<string, number>();
     for (const m of text.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm))
-      if (!NOT_COUNTED.has(m[1].split('|')[0])) calls += Number(m[2]);
+      if (!NOT_COUNTED.has(m[1].split('|')[0])) calls.set(m[1], Number(m[2]));
     return calls;
   } finally {
     redis.disconnect();
   }
+}
+
+/** A product with the given segment sizes, written straight into the tables (for specs of the SQL alone). */
+export async function productWithSegments(segments: number[], name = 'segments'): Promise<number> {
+  return withDb(async (c) => {
+    const total = segments.reduce((a, b) => a + b, 0);
+    const { rows } = await c.query<{ id: number }>(
+      `INSERT INTO products (name, total_stock, limit_per_user, segment_count) VALUES ($1, $2, 5, $3) RETURNING id`,
+      [name, total, segments.length],
+    );
+    const id = rows[0].id;
+    for (const [idx, stock] of segments.entries())
+      await c.query('INSERT INTO stock_segments (product_id, idx, stock) VALUES ($1, $2, $3)', [id, idx, stock]);
+    return id;
+  });
 }

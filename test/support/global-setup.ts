@@ -5,13 +5,13 @@
 // between its tests: so each worker gets a database of its own (a copy of the migrated one, made
 // from it as a template) and a redis-server of its own. testUrls() (support/service.ts) picks a
 // worker's pair by JEST_WORKER_ID.
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from 'pg';
 import { startEmbeddedPostgres } from '../../src/infrastructure/embedded-postgres';
 import { startEmbeddedRedis } from '../../src/infrastructure/embedded-redis';
+import { migrateWithBuiltCode } from './migrate';
 
 const root = join(__dirname, '..', '..');
 
@@ -45,21 +45,15 @@ export default async function globalSetup(globalConfig: { maxWorkers: number }):
     for (const redis of started) stops.push(() => redis.stop());
     redisUrls = started.map((redis) => redis.url);
   }
-  execFileSync(
-    process.execPath,
-    [
-      '-e',
-      `require('./dist/src/infrastructure/migrate').runMigrations(process.argv[1]).then(() => process.exit(0), (e) => { console.error(e); process.exit(1); })`,
-      databaseUrl,
-    ],
-    {
-      cwd: root,
-      stdio: 'inherit',
-    },
-  );
+  migrateWithBuiltCode(databaseUrl);
   const databaseUrls = [databaseUrl, ...(await workerCopies(databaseUrl, workers - 1))];
   // Every service's output, for the secret-leak check of the global teardown (support/secret-leaks.ts).
   process.env.FLASHSALE_LOG_DIR ??= mkdtempSync(join(tmpdir(), 'flashsale-logs-'));
+  // The fault specs' PostgreSQL data templates, one per worker (faults/support.ts), made on first use;
+  // enterable by the postgres user, who runs a root's PostgreSQL.
+  const templates = mkdtempSync(join(tmpdir(), 'flashsale-fault-templates-'));
+  chmodSync(templates, 0o755);
+  process.env.FLASHSALE_FAULT_TEMPLATES = templates;
   process.env.TEST_DATABASE_URLS = databaseUrls.join(',');
   process.env.TEST_REDIS_URLS = redisUrls.join(',');
   (globalThis as { __flashsaleStops?: Array<() => Promise<void>> }).__flashsaleStops = stops;

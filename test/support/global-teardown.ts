@@ -5,6 +5,8 @@ import { findLeaks } from './secret-leaks';
 export default async function globalTeardown(): Promise<void> {
   const stops = (globalThis as { __flashsaleStops?: Array<() => Promise<void>> }).__flashsaleStops ?? [];
   for (const stop of stops.reverse()) await stop().catch(() => undefined);
+  if (process.env.FLASHSALE_FAULT_TEMPLATES)
+    rmSync(process.env.FLASHSALE_FAULT_TEMPLATES, { recursive: true, force: true });
   const dir = process.env.FLASHSALE_LOG_DIR;
   if (!dir) return;
   const { logs, secrets, leaks } = findLeaks(dir);

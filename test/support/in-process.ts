@@ -55,6 +55,8 @@ export async function startInProcess(env: Record<string, string> = {}): Promise<
     SHOP_TOKEN,
     RATE_LIMIT_USER: '0',
     RATE_LIMIT_IP: '0',
+    SHED_LAG_MS: 'off',
+    SHED_ORDERS_IN_FLIGHT: '0',
     LOG_LEVEL: 'warn',
     ...env,
   });

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { onFreePort } from '../../src/infrastructure/free-port';
 import { PortTakenError } from '../../src/infrastructure/postgres-placement';
+import { waitFor } from './wait';
 
 export interface RunningPrometheus {
   url: string;
@@ -69,18 +70,23 @@ async function startOn(port: number, targets: string[], rules: string): Promise<
     }
     rmSync(dir, { recursive: true, force: true });
   };
-  for (let i = 0; ; i++) {
-    const ready = await fetch(`${url}/-/ready`).then(
-      (r) => r.ok,
-      () => false,
+  try {
+    await waitFor(
+      'prometheus to start',
+      async () => {
+        if (child.exitCode !== null) throw new Error(`prometheus exited with ${child.exitCode}`);
+        return fetch(`${url}/-/ready`).then(
+          (r) => r.ok,
+          () => false,
+        );
+      },
+      30_000,
+      100,
     );
-    if (ready) break;
-    if (i > 100 || child.exitCode !== null) {
-      await stop();
-      const said = `prometheus did not start: ${stderr}`;
-      throw /address already in use/i.test(stderr) ? new PortTakenError(said) : new Error(said);
-    }
-    await new Promise((r) => setTimeout(r, 100));
+  } catch (err) {
+    await stop();
+    const said = `prometheus did not start (${(err as Error).message}): ${stderr}`;
+    throw /address already in use/i.test(stderr) ? new PortTakenError(said) : new Error(said);
   }
   const api = async (path: string) => {
     const body = (await (await fetch(`${url}${path}`)).json()) as { status: string; data: any; error?: string };
@@ -90,12 +96,14 @@ async function startOn(port: number, targets: string[], rules: string): Promise<
   const query = async (expr: string) => (await api(`/api/v1/query?query=${encodeURIComponent(expr)}`)).result;
   // Prometheus applies a new set of targets some seconds after it starts (its discovery is
   // throttled): wait for every target's first scrape.
-  for (let i = 0; (await query('up == 1')).length < targets.length; i++) {
-    if (i > 150) {
-      await stop();
-      throw new Error(`prometheus never scraped ${targets.join(', ')}: ${stderr}`);
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  await waitFor(
+    () => `prometheus to scrape ${targets.join(', ')}: ${stderr}`,
+    async () => (await query('up == 1')).length >= targets.length,
+    30_000,
+    100,
+  ).catch(async (err: unknown) => {
+    await stop();
+    throw err;
+  });
   return { url, query, alerts: async () => (await api('/api/v1/alerts')).alerts, stop };
 }

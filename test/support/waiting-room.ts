@@ -5,6 +5,7 @@
 import { createHash, createHmac } from 'node:crypto';
 import { withDb } from './database';
 import { admin, Reply, request, shop } from './service';
+import { sleep, waitFor } from './wait';
 
 export type Part = 'pay' | 'cancel' | 'leave unpaid' | 'ignore admission';
 
@@ -17,6 +18,8 @@ export interface Buyer {
   lotteryId?: string;
   /** Every status this buyer's polls answered, in order. */
   seen: string[];
+  /** Polls answered 200. */
+  polls: number;
   position?: number | null;
   last?: Reply;
   orderId?: number;
@@ -42,17 +45,20 @@ export interface CrowdOptions {
   inFlight: number;
   /** Stop when this says so (checked after every poll), or at the deadline. */
   finished: () => boolean;
-  deadline: number;
+  /** Epoch ms; by default CROWD_GUARD_MS from the start: a guard against a hang, not a judge of speed (saleWatch judges progress). */
+  deadline?: number;
   /** Retry-After is honoured up to this many ms (a spec has no minutes to spare); default 2000. */
   longestWaitMs?: number;
   /** On 404 TICKET_NOT_FOUND (the queue lost the ticket) join again, as a storefront would; default false. */
   rejoinWhenLost?: boolean;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** How long a crowd polls at most, unless told: inside the jest timeout (480 s) of the specs that run one. */
+const CROWD_GUARD_MS = 400_000;
 
 /** Polls every buyer's ticket until `finished` or the deadline; buyers order when admitted. */
 export async function runCrowd(o: CrowdOptions): Promise<void> {
+  const deadline = o.deadline ?? Date.now() + CROWD_GUARD_MS;
   const due = new Map<Buyer, number>(o.buyers.filter((b) => b.ticketId).map((b) => [b, Date.now()]));
   let turn = 0;
   const one = async (b: Buyer): Promise<void> => {
@@ -78,6 +84,7 @@ export async function runCrowd(o: CrowdOptions): Promise<void> {
       return;
     }
     b.last = r;
+    b.polls++;
     b.position = r.body.position;
     if (typeof r.body.position === 'number') b.positions.add(r.body.position);
     if (r.body.status === 'admitted') b.admittedAt.add(r.body.position);
@@ -92,7 +99,7 @@ export async function runCrowd(o: CrowdOptions): Promise<void> {
     due.set(b, Date.now() + wait);
   };
   const workers = Array.from({ length: o.inFlight }, async () => {
-    while (Date.now() < o.deadline && !o.finished()) {
+    while (Date.now() < deadline && !o.finished()) {
       let next: Buyer | undefined;
       let at = Infinity;
       for (const [b, t] of due) if (!b.done && t < at) [next, at] = [b, t];
@@ -128,6 +135,7 @@ export function newBuyer(userId: string, part: Part): Buyer {
     userId,
     part,
     seen: [],
+    polls: 0,
     orderReplies: [],
     done: false,
     positions: new Set(),
@@ -245,19 +253,31 @@ export async function saleState(
 /**
  * A watch on a sale: once `watch()` is called it reads the sale every 300 ms until every unit is
  * ordered and no reservation is left to expire (all paid); `settled()` turns true then, and the
- * promise `watch()` returned resolves. It fails, saying where the sale stood, past `deadline`.
+ * promise `watch()` returned resolves. It fails, saying where the sale stood, when the sale has not
+ * moved (units left, reservations and orders all unchanged) for `stalledMs`: a busy machine makes a
+ * sale slow, not still.
  */
 export function saleWatch(
   read: () => Promise<SaleState>,
-  deadline: number,
+  stalledMs = 60_000,
 ): { settled: () => boolean; watch: () => Promise<void> } {
   let settled = false;
   const watch = async () => {
+    let last = '';
+    let movedAt = Date.now();
+    // Inside the jest timeout of the specs that run a crowd, like the crowd itself: a watch left
+    // running past its spec would read the next spec's database.
+    const guard = Date.now() + CROWD_GUARD_MS;
     while (!settled) {
-      await new Promise((r) => setTimeout(r, 300));
+      await sleep(300);
       const s = await read();
       settled = s.left === 0 && s.reserved === 0;
-      if (!settled && Date.now() > deadline) throw new Error(`the sale did not settle in time: ${JSON.stringify(s)}`);
+      const now = JSON.stringify(s);
+      if (now !== last) [last, movedAt] = [now, Date.now()];
+      if (!settled && Date.now() - movedAt > stalledMs)
+        throw new Error(`the sale stopped moving for ${stalledMs} ms: ${now}`);
+      if (!settled && Date.now() > guard)
+        throw new Error(`the sale did not settle within ${CROWD_GUARD_MS} ms: ${now}`);
     }
   };
   return { settled: () => settled, watch };
@@ -278,13 +298,13 @@ export async function openSaleNow(urls: string[], productId: number, preQueueTic
     admin,
   );
   if (opened.status !== 200) throw new Error(`PATCH startsAt answered ${opened.status}`);
-  const deadline = Date.now() + 60_000;
-  for (const url of urls) {
-    while ((await request(url, 'GET', `/products/${productId}/queue/${preQueueTicket}`)).body?.position == null) {
-      if (Date.now() > deadline) throw new Error(`${url} did not tell the pre-queue's draw within 60 s`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
+  for (const url of urls)
+    await waitFor(
+      `${url} to tell the pre-queue's draw`,
+      async () => (await request(url, 'GET', `/products/${productId}/queue/${preQueueTicket}`)).body?.position != null,
+      60_000,
+      50,
+    );
 }
 
 /** The room's pause mark: when its admission clocks stopped, null while they run. */

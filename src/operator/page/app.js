@@ -18,7 +18,7 @@
     });
     const json = await res.json().catch(() => ({}));
     if (res.status === 401) {
-      logout('That token was refused (401).');
+      logout("That token was refused (401): the page needs the service's ADMIN_TOKEN.");
       throw new Error('unauthorized');
     }
     if (!res.ok) throw new Error(`${json.code ?? res.status}: ${json.message ?? res.statusText}`);
@@ -64,7 +64,7 @@
 
   const fmt = (n, digits = 0) => (n === null || n === undefined ? '-' : Number(n).toFixed(digits));
 
-  const chartWidth = () => Math.max(320, $('chart-orders').parentElement.clientWidth - 10);
+  const chartWidth = () => Math.max(200, $('chart-orders').parentElement.clientWidth - 10);
   const clockTime = (t) =>
     new Date(t * 1000).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' });
 
@@ -92,8 +92,9 @@
           ['refused', '#3f7be0'],
           ['429', '#e0a03f'],
           ['5xx', '#b3261e'],
+          ['shed', '#6b6b6b'],
         ]),
-        [[], [], [], [], []],
+        [[], [], [], [], [], []],
         $('chart-orders'),
       ),
       locks: new uPlot(
@@ -143,9 +144,11 @@
     $('p50').textContent = fmt(l.p50Ms, 1);
     $('p99').textContent = fmt(l.p99Ms, 1);
     $('lock-wait').textContent = fmt(l.lockWaitMeanMs, 1);
+    $('shed-per-s').textContent = fmt(l.shedPerS, 1);
+    $('loop-delay').textContent = fmt(l.eventLoopDelayMs);
     const c = charts();
     const s = l.series;
-    c.orders.setData([s.at, s.created, s.refused, s.rateLimited, s.errors]);
+    c.orders.setData([s.at, s.created, s.refused, s.rateLimited, s.errors, s.shed]);
     c.locks.setData([s.at, s.lockWaits, s.fallovers]);
     table(
       'codes',
@@ -253,6 +256,8 @@
     const segments = el('input', { type: 'number', min: 1, max: 1024, value: first.segmentCount, name: 'segments' });
     const starts = el('input', { type: 'datetime-local', value: toInput(first.startsAt), name: 'startsAt' });
     const ends = el('input', { type: 'datetime-local', value: toInput(first.endsAt), name: 'endsAt' });
+    /** An input with its visible name, which a screen reader says too. */
+    const field = (text, input) => el('label', { className: 'field' }, `${text} `, input);
     const act = (label, name, question, run) => {
       const b = el('button', { type: 'button', textContent: label });
       b.dataset.action = name;
@@ -271,22 +276,22 @@
     const actions = el(
       'div',
       { className: 'actions' },
-      units,
+      field('Units', units),
       act(
         'Restock',
         'restock',
         (p) => `Add ${units.value} units to product ${id} (${p.name})?`,
         () => call('POST', `/admin/products/${id}/restock`, { units: Number(units.value) }),
       ),
-      segments,
+      field('Segments', segments),
       act(
         'Rebalance',
         'rebalance',
         (p) => `Spread the ${p.stock} units of product ${id} over ${segments.value} segments?`,
         () => call('POST', `/admin/products/${id}/rebalance`, { segments: Number(segments.value) }),
       ),
-      starts,
-      ends,
+      field('Starts', starts),
+      field('Ends', ends),
       act(
         'Change window',
         'window',

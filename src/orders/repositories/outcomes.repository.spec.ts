@@ -1,17 +1,26 @@
 // Settling a sale whose reply was lost, against a fake DataSource: what each finding in
-// pg_stat_activity and the orders table answers, and the DB_TIMEOUT_MS bound.
+// pg_stat_activity and the orders table answers, and the DB_TIMEOUT_MS bound, on jest's fake clock
+// (the retry pause and the bound are timers; a busy machine must not decide them).
 import { DatabaseConfig, HttpConfig } from '../../config/app-config';
 import { AlreadyOrderedError, OutcomeUnknownError, UnavailableError } from '../../common/domain-errors';
 import { UncertainWrite } from '../order.types';
 import { OutcomesRepository } from './outcomes.repository';
 
+// The repository pauses with node:timers/promises, which jest's fake timers leave real: route it
+// through the global setTimeout, which they replace.
+jest.mock('node:timers/promises', () => ({
+  ...jest.requireActual<object>('node:timers/promises'),
+  setTimeout: (ms: number, value?: unknown) => new Promise((resolve) => setTimeout(() => resolve(value), ms)),
+}));
+
+const DB_TIMEOUT_MS = 300;
 const refused = () => Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
 
 function repo(query: jest.Mock) {
   const metrics = { dependencyErrors: { inc: jest.fn() } };
   return new OutcomesRepository(
     { query } as never,
-    { timeoutMs: 300 } as DatabaseConfig,
+    { timeoutMs: DB_TIMEOUT_MS } as DatabaseConfig,
     { retryAfterS: 2 } as HttpConfig,
     metrics as never,
   );
@@ -28,7 +37,20 @@ const order = (ageMs: number, segment = 3) => ({
 const write = () =>
   new UncertainWrite(7, 'u1', 1, [3], 'tag', process.hrtime.bigint() - 50_000_000n, new Error('lost'));
 
+/** Reads a promise's end without awaiting it: 'pending', the value, or the error it failed with. */
+function settledOutcome(p: Promise<unknown>): () => unknown {
+  let outcome: unknown = 'pending';
+  p.then(
+    (v) => (outcome = v),
+    (e: unknown) => (outcome = e),
+  );
+  return () => outcome;
+}
+
 describe('OutcomesRepository', () => {
+  beforeEach(() => jest.useFakeTimers());
+  afterEach(() => jest.useRealTimers());
+
   describe('settle', () => {
     it('should answer the order when one created since the write was sent exists', async () => {
       const query = jest
@@ -64,27 +86,36 @@ describe('OutcomesRepository', () => {
         .mockRejectedValueOnce(refused())
         .mockResolvedValueOnce([{ running: 0 }])
         .mockResolvedValueOnce([order(10)]);
-      await expect(repo(query).settle(write())).resolves.toMatchObject({ id: 41 });
+      const settled = repo(query).settle(write());
+      // The first lookup failed; the next comes after the retry pause, well inside the bound.
+      await jest.advanceTimersByTimeAsync(0);
+      expect(query).toHaveBeenCalledTimes(1);
+      await jest.advanceTimersByTimeAsync(100);
+      await expect(settled).resolves.toMatchObject({ id: 41 });
+      expect(query).toHaveBeenCalledTimes(3);
     });
 
     it('should answer OUTCOME_UNKNOWN when the write still runs or PostgreSQL stays away for DB_TIMEOUT_MS', async () => {
       for (const query of [jest.fn().mockResolvedValue([{ running: 1 }]), jest.fn().mockRejectedValue(refused())]) {
-        const started = Date.now();
-        const err = await repo(query)
-          .settle(write())
-          .catch((e: unknown) => e);
+        const outcome = settledOutcome(repo(query).settle(write()));
+        await jest.advanceTimersByTimeAsync(DB_TIMEOUT_MS - 1);
+        // Still asking just before the bound, every retry pause apart.
+        expect(outcome()).toBe('pending');
+        expect(query.mock.calls.length).toBeGreaterThanOrEqual(3);
+        await jest.advanceTimersByTimeAsync(2);
+        const err = outcome();
         expect(err).toBeInstanceOf(OutcomeUnknownError);
         expect((err as OutcomeUnknownError).retryAfterS).toBe(2);
-        expect(Date.now() - started).toBeGreaterThanOrEqual(290);
       }
     });
 
     it('should give up at DB_TIMEOUT_MS on a lookup that hangs', async () => {
-      const started = Date.now();
-      await expect(repo(jest.fn(() => new Promise(() => undefined))).settle(write())).rejects.toBeInstanceOf(
-        OutcomeUnknownError,
-      );
-      expect(Date.now() - started).toBeLessThan(1000);
+      const outcome = settledOutcome(repo(jest.fn(() => new Promise(() => undefined))).settle(write()));
+      await jest.advanceTimersByTimeAsync(DB_TIMEOUT_MS - 1);
+      expect(outcome()).toBe('pending');
+      // The lookup's timer fires at the bound; the loop then sees the deadline passed.
+      await jest.advanceTimersByTimeAsync(2);
+      expect(outcome()).toBeInstanceOf(OutcomeUnknownError);
     });
   });
 });

@@ -54,7 +54,7 @@ export class OutcomesRepository {
    * "Since the write was sent" is judged without comparing clocks: the order's age by
    * PostgreSQL's clock against the time since sending by this process's monotonic clock. Only an
    * order of the same user committed within milliseconds before this write could be mistaken for
-   * it; the user lock makes that impossible in redlock mode, and either way the order is real.
+   * it; the user lock makes that impossible while it is held, and either way the order is real.
    */
   settle(w: UncertainWrite): Promise<OrderRow> {
     const read = async () =>

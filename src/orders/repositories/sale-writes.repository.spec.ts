@@ -51,7 +51,8 @@ describe('SaleWritesRepository', () => {
     it('should run it again in a transaction that locks the segment row in a statement of its own first', async () => {
       const runner = jest.fn(async (sql: string) => (sql.includes('SELL') || sql.includes('unnest') ? soldRows : []));
       const r = repo(jest.fn().mockRejectedValue(checkViolation()), runner);
-      const out = await r.sellBatch(7, 3, [{ userId: 'u1', quantity: 1 }]);
+      const out = await r.sellBatch(7, 3, 1, [{ userId: 'u1', quantity: 1 }]);
+      if (out.kind !== 'decided') throw new Error(`decided expected, got ${out.kind}`);
       expect(out.results[0]).toMatchObject({ order: { id: 9, userId: 'u1', status: 'reserved' } });
       expect(out.remaining).toBe(4);
       const sqls = runner.mock.calls.map(([sql]) => sql);
@@ -69,7 +70,7 @@ describe('SaleWritesRepository', () => {
         return [];
       });
       const r = repo(jest.fn().mockRejectedValue(checkViolation()), runner);
-      await expect(r.sellBatch(7, 3, [{ userId: 'u1', quantity: 1 }])).rejects.toMatchObject({ code: 'BUSY' });
+      await expect(r.sellBatch(7, 3, 1, [{ userId: 'u1', quantity: 1 }])).rejects.toMatchObject({ code: 'BUSY' });
       expect(runner.mock.calls.map(([sql]) => sql)).toContain('ROLLBACK');
     });
   });
@@ -77,12 +78,12 @@ describe('SaleWritesRepository', () => {
   describe('which failures of a sale are uncertain', () => {
     it('should throw UncertainWrite when the connection breaks during the one-statement sale', async () => {
       const r = repo(jest.fn().mockRejectedValue(terminated()));
-      await expect(r.sellFromSegment(7, 3, 1, 'u1')).rejects.toBeInstanceOf(UncertainWrite);
+      await expect(r.sellFromSegment(7, 3, 1, 1, 'u1')).rejects.toBeInstanceOf(UncertainWrite);
     });
 
     it('should answer UNAVAILABLE when the sale never reached PostgreSQL', async () => {
       const r = repo(jest.fn().mockRejectedValue(refused()));
-      await expect(r.sellFromSegment(7, 3, 1, 'u1')).rejects.toBeInstanceOf(UnavailableError);
+      await expect(r.sellFromSegment(7, 3, 1, 1, 'u1')).rejects.toBeInstanceOf(UnavailableError);
     });
 
     it('should answer UNAVAILABLE when the connection breaks inside the transaction before COMMIT', async () => {
@@ -90,7 +91,7 @@ describe('SaleWritesRepository', () => {
         if (sql.includes('FOR UPDATE')) throw terminated();
         return [];
       });
-      await expect(repo(jest.fn(), runner).sellFromSegments(7, [1, 2], 2, 'u1')).rejects.toBeInstanceOf(
+      await expect(repo(jest.fn(), runner).sellFromSegments(7, [1, 2], [1, 1], 2, 'u1')).rejects.toBeInstanceOf(
         UnavailableError,
       );
     });
@@ -98,7 +99,7 @@ describe('SaleWritesRepository', () => {
     it('should throw UncertainWrite when the connection breaks during COMMIT of the several-segment sale', async () => {
       const runner = commitLosesItsReply();
       const err = await repo(jest.fn(), runner)
-        .sellFromSegments(7, [1, 2], 2, 'u1')
+        .sellFromSegments(7, [1, 2], [1, 1], 2, 'u1')
         .catch((e: unknown) => e);
       expect(err).toBeInstanceOf(UncertainWrite);
       expect((err as UncertainWrite).segments).toEqual([1, 2]);

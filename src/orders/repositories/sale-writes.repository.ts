@@ -1,13 +1,15 @@
 // The SQL that sells units: one order from one segment (deduct and insert in one statement), a
 // batch of orders from one segment (group commit, one statement), and one order spread over several
 // segments (one transaction). Every deduction is conditional (`stock >= q`) and the schema has
-// CHECK (stock >= 0), so no path can oversell even if a Redis lock was lost. A write whose reply
-// was lost is thrown as UncertainWrite (or UncertainBatch) for OutcomesRepository.settle.
+// CHECK (stock >= 0), so no path can oversell even if a Redis lock was lost. Every deduction also
+// stores the fencing token of the lock it was made under, and PostgreSQL refuses a stale one
+// (answered as Fenced: nothing written). A write whose reply was lost is thrown as UncertainWrite
+// (or UncertainBatch) for OutcomesRepository.settle.
 import { randomUUID } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { DataSource, QueryRunner } from 'typeorm';
 import { HttpConfig } from '../../config/app-config';
-import { sqlState, writeFailure } from '../../common/database-errors';
+import { sqlState, staleFence, writeFailure } from '../../common/database-errors';
 import { BusyError } from '../../common/domain-errors';
 import { inTransaction } from '../../database/transactions';
 import { mappedFailure } from '../../database/mapped-failure';
@@ -18,6 +20,7 @@ import {
   BatchAttempt,
   BatchEntry,
   BatchResult,
+  Fenced,
   OrderRow,
   SegmentAttempt,
   UncertainBatch,
@@ -29,11 +32,12 @@ import { LIVE, tagged } from './order-sql';
 const EXPIRES_AT = (productParam: string) =>
   `now() + make_interval(secs => (SELECT payment_timeout_s FROM products WHERE id = ${productParam}))`;
 
-// One statement is one transaction: deduct from the segment if it holds q, insert the reserved
-// order from the deducted row, and always report what the segment has left.
+// One statement is one transaction: deduct from the segment if it holds q (storing the lock's
+// fencing token $6), insert the reserved order from the deducted row, and always report what the
+// segment has left.
 const SELL_FROM_SEGMENT_SQL = `
   WITH seg AS (
-    UPDATE stock_segments SET stock = stock - $3::int
+    UPDATE stock_segments SET stock = stock - $3::int, fence = $6::bigint
      WHERE product_id = $1 AND idx = $2 AND stock >= $3::int
     RETURNING idx, stock
   ), ins AS (
@@ -50,8 +54,8 @@ const SELL_FROM_SEGMENT_SQL = `
 // first; the orders that fit (smallest quantities first, then in arrival order) are inserted,
 // skipping users who already hold a live order (also one inserted concurrently: ON CONFLICT, which
 // also skips an admission spent concurrently, see orders_admission_spent), and the
-// segment is deducted by exactly what was inserted; CHECK (stock >= 0) still refuses any deduction
-// past zero. Rows: one per sold order, one per user found holding an order ('held'), one per
+// segment is deducted by exactly what was inserted, storing the lock's fencing token $6; CHECK
+// (stock >= 0) still refuses any deduction past zero, and a stale token the whole statement. Rows: one per sold order, one per user found holding an order ('held'), one per
 // order chosen to fit ('chosen'), and one 'left' with the segment's stock afterwards (null when
 // the segment no longer exists).
 export const SELL_BATCH_SQL = `
@@ -80,7 +84,7 @@ export const SELL_BATCH_SQL = `
     ON CONFLICT DO NOTHING
     RETURNING id, user_id, quantity, created_at, expires_at
   ), upd AS (
-    UPDATE stock_segments SET stock = stock - (SELECT sum(quantity) FROM ins)
+    UPDATE stock_segments SET stock = stock - (SELECT sum(quantity) FROM ins), fence = $6::bigint
      WHERE product_id = $1 AND idx = $2 AND EXISTS (SELECT 1 FROM ins)
     RETURNING stock
   )
@@ -129,16 +133,18 @@ export class SaleWritesRepository {
   ) {}
 
   /**
-   * Sells q units from one segment with the order insert, atomically, in one statement.
-   * Throws UncertainWrite when PostgreSQL may have committed without telling.
+   * Sells q units from one segment with the order insert, atomically, in one statement, under the
+   * segment lock whose fencing token is `token`. Throws UncertainWrite when PostgreSQL may have
+   * committed without telling.
    */
   async sellFromSegment(
     productId: number,
     idx: number,
+    token: number,
     q: number,
     userId: string,
     admissionPosition?: number,
-  ): Promise<SegmentAttempt> {
+  ): Promise<SegmentAttempt | Fenced> {
     const order = (id: string, createdAt: Date, expiresAt: Date) =>
       reserved(id, productId, userId, q, [{ segment: idx, quantity: q }], createdAt, expiresAt);
     const tag = randomUUID();
@@ -147,12 +153,14 @@ export class SaleWritesRepository {
     try {
       const [row] = await this.db.query<
         Array<{ id: string | null; created_at: Date | null; expires_at: Date | null; remaining: string | null }>
-      >(tagged(tag, SELL_FROM_SEGMENT_SQL), [productId, idx, q, userId, admissionPosition ?? null]);
+      >(tagged(tag, SELL_FROM_SEGMENT_SQL), [productId, idx, q, userId, admissionPosition ?? null, token]);
       const remaining = row.remaining === null ? null : Number(row.remaining);
       return row.id === null
         ? { kind: 'short', remaining }
         : { kind: 'sold', order: order(row.id, row.created_at as Date, row.expires_at as Date), remaining };
     } catch (err) {
+      const fence = staleFence(err);
+      if (fence !== null) return this.fenced(idx, token, fence);
       throw writeFailure(err) === 'unknown' ? uncertain(err) : this.mapped(err);
     }
   }
@@ -160,10 +168,16 @@ export class SaleWritesRepository {
   /**
    * Sells as many of the entries as the segment holds, in one statement (group commit). An entry
    * whose user already holds an order is answered alreadyOrdered without failing the others; the
-   * entries that do not fit are answered short and fall over to another segment. Throws
-   * UncertainBatch when PostgreSQL may have committed without telling.
+   * entries that do not fit are answered short and fall over to another segment. Fenced (nothing
+   * written) when `token`, the fencing token of the segment lock, is stale. Throws UncertainBatch
+   * when PostgreSQL may have committed without telling.
    */
-  async sellBatch(productId: number, idx: number, entries: BatchEntry[]): Promise<BatchAttempt> {
+  async sellBatch(
+    productId: number,
+    idx: number,
+    token: number,
+    entries: BatchEntry[],
+  ): Promise<BatchAttempt | Fenced> {
     const tag = randomUUID();
     const sentAt = process.hrtime.bigint();
     type Row = {
@@ -184,6 +198,7 @@ export class SaleWritesRepository {
       entries.map((e) => e.userId),
       entries.map((e) => e.quantity),
       entries.map((e) => e.admissionPosition ?? null),
+      token,
     ];
     let rows: Row[];
     // One autocommit statement: a lost reply is settled per order like a single sale's. While units
@@ -195,6 +210,8 @@ export class SaleWritesRepository {
     try {
       rows = await this.db.query<Row[]>(tagged(tag, SELL_BATCH_SQL), params);
     } catch (err) {
+      const fence = staleFence(err);
+      if (fence !== null) return this.fenced(idx, token, fence);
       if (writeFailure(err) === 'unknown') throw uncertain(err);
       if (sqlState(err) !== CHECK_VIOLATION) throw this.mapped(err);
       this.metrics.batchRetries.inc();
@@ -207,6 +224,8 @@ export class SaleWritesRepository {
           return (await tx.query(tagged(tag, SELL_BATCH_SQL), params)) as Row[];
         });
       } catch (again) {
+        const fence = staleFence(again);
+        if (fence !== null) return this.fenced(idx, token, fence);
         if (sqlState(again) === CHECK_VIOLATION)
           throw new BusyError('the segment changed under the batch, retry', this.http.retryAfterS);
         throw again;
@@ -249,48 +268,65 @@ export class SaleWritesRepository {
       if (held.has(e.userId) || chosen.has(e.userId)) return { kind: 'alreadyOrdered' };
       return { kind: 'short' };
     });
-    return { results, remaining };
+    return { kind: 'decided', results, remaining };
   }
 
   /**
    * Sells q units spread over several segments in one transaction, reading their stock under
-   * row locks (ascending). Null when they no longer hold q between them.
+   * row locks (ascending). `tokens[i]` is the fencing token of the lock on `indexes[i]`. Null
+   * when they no longer hold q between them; Fenced (nothing written) when a token is stale.
    */
   async sellFromSegments(
     productId: number,
     indexes: number[],
+    tokens: number[],
     q: number,
     userId: string,
     admissionPosition?: number,
-  ): Promise<OrderRow | null> {
+  ): Promise<OrderRow | null | Fenced> {
     const tag = randomUUID();
     const sentAt = process.hrtime.bigint();
     const uncertain = (err: unknown) => new UncertainWrite(productId, userId, q, indexes, tag, sentAt, err);
-    return this.inTransaction(tag, uncertain, async (tx) => {
-      const rows = (await tx.query(
-        tagged(
-          tag,
-          'SELECT idx, stock FROM stock_segments WHERE product_id = $1 AND idx = ANY($2::int[]) ORDER BY idx FOR UPDATE',
-        ),
-        [productId, indexes],
-      )) as Array<{ idx: number; stock: string }>;
-      const takes = takeFrom(
-        q,
-        rows.map((r) => ({ idx: r.idx, stock: Number(r.stock) })),
-      );
-      if (!takes) return null;
-      for (const t of takes) {
-        await tx.query(
+    // The segment being written, for a refusal of its token.
+    let writing: { idx: number; token: number } | undefined;
+    try {
+      return await this.inTransaction(tag, uncertain, async (tx) => {
+        const rows = (await tx.query(
           tagged(
             tag,
-            'UPDATE stock_segments SET stock = stock - $3::int WHERE product_id = $1 AND idx = $2 AND stock >= $3::int',
+            'SELECT idx, stock FROM stock_segments WHERE product_id = $1 AND idx = ANY($2::int[]) ORDER BY idx FOR UPDATE',
           ),
-          [productId, t.segment, t.quantity],
+          [productId, indexes],
+        )) as Array<{ idx: number; stock: string }>;
+        const takes = takeFrom(
+          q,
+          rows.map((r) => ({ idx: r.idx, stock: Number(r.stock) })),
         );
-      }
-      const [ins] = await this.insertOrder(tx, tag, productId, userId, q, takes, admissionPosition);
-      return reserved(ins.id, productId, userId, q, takes, ins.created_at, ins.expires_at);
-    });
+        if (!takes) return null;
+        for (const t of takes) {
+          writing = { idx: t.segment, token: tokens[indexes.indexOf(t.segment)] };
+          await tx.query(
+            tagged(
+              tag,
+              'UPDATE stock_segments SET stock = stock - $3::int, fence = $4::bigint WHERE product_id = $1 AND idx = $2 AND stock >= $3::int',
+            ),
+            [productId, t.segment, t.quantity, writing.token],
+          );
+        }
+        const [ins] = await this.insertOrder(tx, tag, productId, userId, q, takes, admissionPosition);
+        return reserved(ins.id, productId, userId, q, takes, ins.created_at, ins.expires_at);
+      });
+    } catch (err) {
+      const fence = staleFence(err);
+      if (fence !== null && writing) return this.fenced(writing.idx, writing.token, fence);
+      throw err;
+    }
+  }
+
+  /** A write refused for its stale token: counted here, raised and logged by the lock's holder. */
+  private fenced(segment: number, token: number, fence: number): Fenced {
+    this.metrics.fencedWrites.inc();
+    return { kind: 'fenced', segment, token, fence };
   }
 
   private insertOrder(

@@ -235,3 +235,76 @@ describe('LockService: a held lock whose extension fails', () => {
     expect(lock?.lost).toBeNull();
   });
 });
+
+describe('LockService: fencing tokens', () => {
+  /** A lock taken at once; each master counts the token with `incr` and raises it with `raiseFence`. */
+  function taking() {
+    jest
+      .spyOn(Redlock.prototype, 'acquire')
+      .mockResolvedValue({ attempts: [Promise.resolve({ votesFor: new Set() })] } as unknown as Lock);
+    const release = jest.spyOn(Redlock.prototype, 'release').mockResolvedValue({ attempts: [], start: 0 });
+    const counters = masters.map(() => ({ incr: jest.fn(), raiseFence: jest.fn() }));
+    masters.forEach((m, i) => Object.assign(m, counters[i], { status: 'ready' }));
+    const m = metrics();
+    return { locks: service(QUORUM, m), metrics: m, counters, release };
+  }
+  afterEach(() => masters.forEach((m) => Object.assign(m, { incr: undefined, raiseFence: undefined })));
+  const never = () => new Promise<number>(() => undefined);
+
+  it('should draw the token from the counter on every master and take the highest of the first quorum of counts', async () => {
+    const t = taking();
+    t.counters[0].incr.mockResolvedValue(4);
+    t.counters[1].incr.mockResolvedValue(7);
+    t.counters[2].incr.mockImplementation(never);
+    const held = await t.locks.tryAcquire('lock:stock:1:0', 1000, 'fence:{lock:stock:1:0}');
+    expect(held?.token).toBe(7);
+    for (const c of t.counters) expect(c.incr).toHaveBeenCalledWith('fence:{lock:stock:1:0}');
+  });
+
+  it('should take a lock without a token when no counter is named', async () => {
+    const t = taking();
+    const held = await t.locks.tryAcquire('lock:order:u1', 1000);
+    expect(held?.token).toBeNull();
+    for (const c of t.counters) expect(c.incr).not.toHaveBeenCalled();
+  });
+
+  it('should let the lock go and call the try busy when too few masters count its token', async () => {
+    const t = taking();
+    t.counters[0].incr.mockResolvedValue(4);
+    t.counters[1].incr.mockRejectedValue(new Error('Command timed out'));
+    t.counters[2].incr.mockRejectedValue(new Error('Command timed out'));
+    await expect(t.locks.tryAcquire('lock:stock:1:0', 1000, 'fence:{lock:stock:1:0}')).resolves.toBeNull();
+    expect(t.release).toHaveBeenCalledTimes(1);
+    expect(t.metrics.dependencyErrors.inc).toHaveBeenCalledWith({ dependency: 'redis' });
+  });
+
+  it('should not leave a token that failed before the vote was in unhandled (an unhandled rejection ends the process)', async () => {
+    const unhandled = jest.fn();
+    process.on('unhandledRejection', unhandled);
+    try {
+      let refuse: (e: Error) => void = () => undefined;
+      jest.spyOn(Redlock.prototype, 'acquire').mockReturnValue(new Promise((_, reject) => (refuse = reject)));
+      masters.forEach((m) =>
+        Object.assign(m, { incr: jest.fn().mockRejectedValue(new Error("Stream isn't writeable")), status: 'ready' }),
+      );
+      const trying = service().tryAcquire('lock:stock:1:0', 1000, 'fence:{lock:stock:1:0}');
+      await new Promise((r) => setTimeout(r, 20));
+      refuse(new ExecutionError('no quorum', [Promise.resolve(stats(closed(), closed(), closed()) as never)]));
+      await expect(trying).rejects.toBeInstanceOf(UnavailableError);
+      await new Promise((r) => setTimeout(r, 20));
+      expect(unhandled).not.toHaveBeenCalled();
+    } finally {
+      process.removeListener('unhandledRejection', unhandled);
+    }
+  });
+
+  it("should raise the counter on every master to PostgreSQL's fence, counting a master that did not answer", async () => {
+    const t = taking();
+    t.counters[0].raiseFence.mockResolvedValue(9);
+    t.counters[1].raiseFence.mockRejectedValue(new Error('Connection is closed.'));
+    t.counters[2].raiseFence.mockResolvedValue(12);
+    await t.locks.raiseFence('fence:{lock:stock:1:0}', 9);
+    for (const c of t.counters) expect(c.raiseFence).toHaveBeenCalledWith('fence:{lock:stock:1:0}', 9);
+    expect(t.metrics.dependencyErrors.inc).toHaveBeenCalledTimes(1);
+  });
+});

@@ -1,7 +1,8 @@
 // Redlock locks (segment, user, rebalance) over the configured lock masters, with the two ways this
-// service takes a lock: one try (fall over to another segment when busy) and a bounded wait.
+// service takes a lock: one try (fall over to another segment when busy) and a bounded wait; and
+// the fencing token that comes with a take of a segment lock (see nextToken).
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, Logger, OnModuleInit } from '@nestjs/common';
 import { ExecutionError, ExecutionStats, Lock, Redlock, ResourceLockedError } from '@sesamecare-oss/redlock';
 import { ReplyError } from 'ioredis';
 import { HttpConfig, LocksConfig, RedisConfig, ResolvedRedisConfig } from '../../config/app-config';
@@ -10,6 +11,7 @@ import { unreachable } from '../../common/unreachable';
 import { MetricsService } from '../../metrics/metrics.service';
 import { isSlotMove } from '../../infrastructure/redis-reachability';
 import { REDIS_LOCK_CLIENTS, RedisClient } from '../../infrastructure/redis.providers';
+import { runScript } from '../../infrastructure/redis-scripts';
 
 /**
  * Why a held lock stopped being this holder's before its release, as found by a failed extension:
@@ -37,6 +39,12 @@ export class HeldLock {
     public lock: Lock,
     readonly key: string,
     readonly ttlMs: number,
+    /**
+     * The fencing token of this take (a lock taken with a fencing counter): above the token of
+     * every earlier take while the masters' counters agree. PostgreSQL refuses a write whose token
+     * is not above the segment's stored fence (migrations/1764470000000-SegmentFencing.ts).
+     */
+    readonly token: number | null = null,
   ) {}
 }
 
@@ -66,7 +74,9 @@ function dissentOf(err: Error, master: RedisClient): Dissent {
 
 @Injectable()
 export class LockService implements OnModuleInit {
+  private readonly logger = new Logger(LockService.name);
   private readonly redlock: Redlock;
+  private readonly masters: RedisClient[];
   /** When each lock master last answered a vote (for or against): the evidence that it lives. */
   private readonly lastHeard = new Map<RedisClient, number>();
   /** A master's PING in flight, asked whether it lives (see silent), resolving true when it answered. */
@@ -90,6 +100,7 @@ export class LockService implements OnModuleInit {
   ) {
     // Retries are this service's own (fall over first, then a bounded wait), so Redlock tries once.
     this.redlock = new Redlock(clients, { retryCount: 0, driftFactor: 0.01 });
+    this.masters = clients;
     this.silenceMs = 2 * redis.timeoutMs;
     this.timeoutMeansLost = redis.topology.kind === 'cluster';
     const now = Date.now();
@@ -114,28 +125,90 @@ export class LockService implements OnModuleInit {
 
   /**
    * One attempt. Resolves null when another holder has the lock or the vote was cut short by
-   * timeouts; throws UnavailableError when too many masters are unreachable for a quorum.
+   * timeouts; throws UnavailableError when too many masters are unreachable for a quorum. With a
+   * `fenceKey`, the lock comes with a fencing token drawn from that counter (HeldLock.token).
    */
-  async tryAcquire(key: string, ttlMs: number): Promise<HeldLock | null> {
+  async tryAcquire(key: string, ttlMs: number, fenceKey?: string): Promise<HeldLock | null> {
+    const acquiring = this.redlock.acquire([key], ttlMs);
+    const token = fenceKey === undefined ? null : this.nextToken(fenceKey);
+    // Handled from the start: the token may fail before the vote is in (a try that does not take
+    // the lock burns its number, and nobody awaits it then).
+    token?.catch(() => undefined);
+    let lock: Lock;
     try {
-      const lock = await this.redlock.acquire([key], ttlMs);
-      const held = new HeldLock(lock, key, ttlMs);
-      if (this.config.extend) this.scheduleExtension(held);
-      void lock.attempts[lock.attempts.length - 1].then((stats) => this.heard(stats.votesFor));
-      return held;
+      lock = await acquiring;
     } catch (err) {
       if (await this.lockedByOther(err)) return null;
       this.metrics.dependencyErrors.inc({ dependency: 'redis' });
       throw new UnavailableError('redis', this.http.retryAfterS, err);
     }
+    let held: HeldLock;
+    try {
+      held = new HeldLock(lock, key, ttlMs, token === null ? null : await token);
+    } catch {
+      // The masters granted the lock, so they live; their counts were late (a loaded machine) or
+      // lost. A lock without its token cannot write: it is let go at once, and the try counts as
+      // busy (nothing happened; the order tries again, and a lost quorum shows at its next vote).
+      void this.redlock.release(lock).catch(() => undefined);
+      this.metrics.dependencyErrors.inc({ dependency: 'redis' });
+      return null;
+    }
+    if (this.config.extend) this.scheduleExtension(held);
+    void lock.attempts[lock.attempts.length - 1].then((stats) => this.heard(stats.votesFor));
+    return held;
+  }
+
+  /**
+   * The next fencing token of a lock: an INCR of its counter on every lock master, sent in the tick
+   * of the lock's own vote (Redlock sends its acquire at once), so on each master's connection it
+   * follows the acquire and a take costs no extra round trip. The token is the highest count among
+   * the first quorum of replies. While the masters' counters agree it is above every earlier
+   * take's; when they do not (a master restarted empty, flushed, cut off while the others counted
+   * on, a Cluster failover before the counter reached the replica), a holder may draw a token
+   * below the segment's stored fence: PostgreSQL then refuses its write, and the holder raises
+   * the counters to that fence (raiseFence). Safety never rests on the tokens: PostgreSQL accepts
+   * a segment's writes in rising token order only, and the conditional writes keep I1 besides.
+   */
+  private nextToken(fenceKey: string): Promise<number> {
+    const quorum = Math.floor(this.masters.length / 2) + 1;
+    return new Promise((resolve, reject) => {
+      let highest = 0;
+      let counted = 0;
+      let failed = 0;
+      for (const master of this.masters)
+        master.incr(fenceKey).then(
+          (n) => {
+            highest = Math.max(highest, n);
+            if (++counted === quorum) resolve(highest);
+          },
+          (err: Error) => {
+            if (++failed === this.masters.length - quorum + 1) reject(err);
+          },
+        );
+    });
+  }
+
+  /**
+   * Raises a fencing counter to a fence PostgreSQL has stored (lua/raise-fence-1.lua) on every
+   * lock master that answers; a master that does not is counted and left behind (the next refusal
+   * raises it again).
+   */
+  async raiseFence(fenceKey: string, fence: number): Promise<void> {
+    await Promise.all(
+      this.masters.map((master) =>
+        runScript(master, 'raiseFence', [fenceKey], [fence]).catch(() =>
+          this.metrics.dependencyErrors.inc({ dependency: 'redis' }),
+        ),
+      ),
+    );
   }
 
   /** Waits (bounded by waitMs, with jitter) for a lock; BusyError when the wait runs out. */
-  async acquireWithin(key: string, ttlMs: number, waitMs: number): Promise<HeldLock> {
+  async acquireWithin(key: string, ttlMs: number, waitMs: number, fenceKey?: string): Promise<HeldLock> {
     const deadline = Date.now() + waitMs;
     const started = Date.now();
     for (;;) {
-      const held = await this.tryAcquire(key, ttlMs);
+      const held = await this.tryAcquire(key, ttlMs, fenceKey);
       if (held) {
         this.metrics.lockWaitSeconds.observe((Date.now() - started) / 1000);
         return held;
@@ -198,6 +271,9 @@ export class LockService implements OnModuleInit {
     const reason = await this.lossReason(err);
     held.lost = { reason, cause: err };
     this.metrics.lockExtensionFailures.inc({ reason });
+    // Said in the log too: a holder that outlived its lease is the lock's own failure, and a
+    // process killed later takes its metrics with it (the nemesis counts these lines).
+    this.logger.warn(`lock ${held.key} lost before its holder let it go (${reason})`);
   }
 
   private async lossReason(err: unknown): Promise<LockLossReason> {

@@ -16,14 +16,14 @@ export interface PlaceOrder {
   admissionPosition?: number;
 }
 
-/** An order on its way: its user lock (if the mode has one) and the hints it opened with. */
+/** An order on its way: its user lock and the hints it opened with. */
 export interface OrderPass {
   userId: string;
-  /** The user lock's token; null when the mode has none or its Redis was unreachable. */
+  /** The user lock's token; null when its Redis could not be reached (the order goes on without it). */
   token: string | null;
   /** Segments known empty in the product's current layout. */
   empty: Set<number>;
-  /** The product's stock generation when the order opened (see StockHintsService); null when the mode keeps no hints. */
+  /** The product's stock generation when the order opened (see StockHintsService); null when the hint Redis failed. */
   generation: number | null;
 }
 
@@ -47,12 +47,14 @@ export type SegmentTry = SegmentAttempt | { kind: 'busy' } | { kind: 'down' };
 /**
  * What a lock holder tells an order it served in its own hold (group commit): its order, a
  * refusal because the user already holds one, the segment too small for it (with what the segment
- * has left; null when it no longer exists), or the failure of the holder's statement.
+ * has left; null when it no longer exists), the holder's lock lost (its fencing token refused:
+ * nothing written), or the failure of the holder's statement.
  */
 export type RideAnswer =
   | { kind: 'sold'; order: OrderRow }
   | { kind: 'alreadyOrdered' }
   | { kind: 'short'; segment: number; remaining: number | null }
+  | { kind: 'fenced' }
   | { kind: 'failed'; error: unknown };
 
 /**
@@ -101,6 +103,8 @@ export function servedAnswer(answer: RideAnswer, quantity: number): Wake {
       throw new AlreadyOrderedError();
     case 'failed':
       throw answer.error;
+    case 'fenced':
+      return { kind: 'again' };
     case 'short':
       // Too small for this order, or gone: not worth waiting for. Else it is worth another try.
       return answer.remaining === null || answer.remaining < quantity

@@ -5,7 +5,7 @@
 // to the others, and this process passes over that master's segments for DOWN_MEMORY_MS before
 // asking again (RedisReachability), so a dead or frozen master costs few calls, not one per order.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Injectable } from '@nestjs/common';
+import { Injectable, Logger } from '@nestjs/common';
 import { LocksConfig } from '../../config/app-config';
 import { AlreadyOrderedError, UnavailableError } from '../../common/domain-errors';
 import { unreachable } from '../../common/unreachable';
@@ -17,7 +17,15 @@ import { HeldLock, LockService } from './lock.service';
 import { LocalLockBoard, WaitEnd } from './local-lock-board';
 import { MetricsService } from '../../metrics/metrics.service';
 import { OrderGateService } from './order-gate.service';
-import { BatchAttempt, BatchEntry, BatchResult, OrderRow, SegmentAttempt, UncertainBatch } from '../order.types';
+import {
+  BatchAttempt,
+  BatchEntry,
+  BatchResult,
+  Fenced,
+  OrderRow,
+  SegmentAttempt,
+  UncertainBatch,
+} from '../order.types';
 import { SaleWritesRepository } from '../repositories/sale-writes.repository';
 import { Entry, OrderPass, PlaceOrder, RideAnswer, SegmentTry, Wake } from './sale';
 
@@ -33,6 +41,7 @@ type SegmentLock = { kind: 'held'; held: HeldLock } | { kind: 'busy' } | { kind:
 
 @Injectable()
 export class SegmentLockingService {
+  private readonly logger = new Logger(SegmentLockingService.name);
   /** Segment locks this process holds, and its requests waiting for one (with their rides). */
   private readonly lockBoard: LocalLockBoard<BatchEntry, RideAnswer>;
   /** Each waiting order's place in line, kept across its waits. */
@@ -103,7 +112,7 @@ export class SegmentLockingService {
     this.lockBoard.hold(product.id, idx);
     let lock: SegmentLock;
     try {
-      lock = await this.lockSegment(product.id, key, master);
+      lock = await this.lockSegment(product.id, idx, key, master);
     } catch (err) {
       this.lockBoard.abandon(product.id, idx);
       throw err;
@@ -124,10 +133,10 @@ export class SegmentLockingService {
    * One try at the segment's Redis lock. Throws UnavailableError when the lock masters are lost
    * outside a cluster (see below); on a cluster only this master is, and the segment is down.
    */
-  private async lockSegment(productId: number, key: string, master: string): Promise<SegmentLock> {
+  private async lockSegment(productId: number, idx: number, key: string, master: string): Promise<SegmentLock> {
     let held: HeldLock | null;
     try {
-      held = await this.locks.tryAcquire(key, this.lockConfig.ttlMs);
+      held = await this.locks.tryAcquire(key, this.lockConfig.ttlMs, lockKeys.segmentFence(productId, idx));
     } catch (err) {
       if (!(err instanceof UnavailableError)) throw err;
       this.metrics.lockAttempts.inc({ master, outcome: 'unreachable' });
@@ -157,23 +166,46 @@ export class SegmentLockingService {
    * UPDATE decided it in PostgreSQL, and the lock only kept other orders off the row meanwhile.
    * What the loss changes is the hand-off: the segment's lock may be another process's by now, so
    * it is not handed to a waiter here (who would only find it busy in Redis); waiters here keep
-   * their own timers.
+   * their own timers. A sale PostgreSQL refused for a stale fencing token proves the loss: the
+   * segment is busy (another holder wrote it), and this hold is abandoned the same way.
    */
-  private async sellHeld(product: ProductInfo, idx: number, req: PlaceOrder, held: HeldLock): Promise<SegmentAttempt> {
+  private async sellHeld(product: ProductInfo, idx: number, req: PlaceOrder, held: HeldLock): Promise<SegmentTry> {
+    let fenced = false;
     try {
-      const outcome = await this.sellInHold(product, idx, req);
+      const outcome = await this.sellInHold(product, idx, req, held);
+      if (outcome.kind === 'fenced') {
+        fenced = true;
+        await this.staleHold(product.id, outcome);
+        return { kind: 'busy' };
+      }
       if (outcome.remaining === null || outcome.remaining === 0) this.rememberEmpty(product, idx);
       return outcome;
     } finally {
       // Sent now, its reply not awaited: on each master's connection the release is queued ahead
       // of any acquire that a woken local waiter sends next, and the order needs nothing from it.
       void this.locks.release(held);
-      if (held.lost) this.lockBoard.abandon(product.id, idx);
+      if (held.lost || fenced) this.lockBoard.abandon(product.id, idx);
       else this.lockBoard.release(product.id, idx);
     }
   }
 
-  /** Locks in ascending index order (no deadlock between two spreading orders), then one transaction. */
+  /**
+   * A write of this process refused by PostgreSQL for its stale fencing token: said in the log
+   * (the nemesis counts these lines across processes, killed ones included), and the segment's
+   * token counter raised to the fence, in case it is the counter that fell behind.
+   */
+  private async staleHold(productId: number, fenced: Fenced): Promise<void> {
+    this.logger.warn(
+      `stale write refused: segment ${fenced.segment} of product ${productId}, token ${fenced.token} below fence ${fenced.fence}`,
+    );
+    await this.locks.raiseFence(lockKeys.segmentFence(productId, fenced.segment), fenced.fence);
+  }
+
+  /**
+   * Locks in ascending index order (no deadlock between two spreading orders), then one
+   * transaction. Null when nothing sold: the segments no longer hold q, or a lock was lost (a
+   * stale token) and the order looks again.
+   */
   async sellSpread(product: ProductInfo, picked: number[], req: PlaceOrder): Promise<OrderRow | null> {
     const held: HeldLock[] = [];
     try {
@@ -183,17 +215,22 @@ export class SegmentLockingService {
             lockKeys.segment(product.id, idx),
             this.lockConfig.ttlMs,
             this.lockConfig.waitMs,
+            lockKeys.segmentFence(product.id, idx),
           ),
         );
       }
       if (this.lockConfig.holdMs > 0) await sleep(this.lockConfig.holdMs);
-      return await this.saleWrites.sellFromSegments(
+      const sale = await this.saleWrites.sellFromSegments(
         product.id,
         picked,
+        held.map(tokenOf),
         req.quantity,
         req.userId,
         req.admissionPosition,
       );
+      if (sale === null || !('kind' in sale)) return sale;
+      await this.staleHold(product.id, sale);
+      return null;
     } finally {
       await Promise.all(held.map((h) => this.locks.release(h)));
     }
@@ -251,12 +288,18 @@ export class SegmentLockingService {
    * commit): one statement for all, each answered on its own. ORDER_HOLD_MS is spent once per
    * hold, after a sale and before any answer; an empty segment is let go at once.
    */
-  private async sellInHold(product: ProductInfo, idx: number, req: PlaceOrder): Promise<SegmentAttempt> {
+  private async sellInHold(
+    product: ProductInfo,
+    idx: number,
+    req: PlaceOrder,
+    held: HeldLock,
+  ): Promise<SegmentAttempt | Fenced> {
     const riders = this.lockBoard.takeRiders(product.id, this.lockConfig.batchMax - 1);
     if (riders.length === 0) {
       const outcome = await this.saleWrites.sellFromSegment(
         product.id,
         idx,
+        tokenOf(held),
         req.quantity,
         req.userId,
         req.admissionPosition,
@@ -264,14 +307,19 @@ export class SegmentLockingService {
       if (this.lockConfig.holdMs > 0 && outcome.kind === 'sold') await sleep(this.lockConfig.holdMs);
       return outcome;
     }
-    let batch: BatchAttempt;
+    let batch: BatchAttempt | Fenced;
     try {
-      batch = await this.saleWrites.sellBatch(product.id, idx, [req, ...riders.map((r) => r.ride)]);
+      batch = await this.saleWrites.sellBatch(product.id, idx, tokenOf(held), [req, ...riders.map((r) => r.ride)]);
     } catch (err) {
       // A lost reply: every order of the batch settles its own outcome, in its own request.
       const failure = (entry: number): unknown => (err instanceof UncertainBatch ? err.writes[entry] : err);
       riders.forEach((r, i) => r.serve({ kind: 'failed', error: failure(i + 1) }));
       throw failure(0);
+    }
+    if (batch.kind === 'fenced') {
+      // Nothing was written: each rider goes back to its wait and tries again.
+      riders.forEach((r) => r.serve({ kind: 'fenced' }));
+      return batch;
     }
     try {
       this.metrics.batchSize.observe(riders.length + 1);
@@ -289,6 +337,12 @@ export class SegmentLockingService {
       .markEmpty(product.id, product.layoutVersion, idx)
       .catch(() => this.metrics.dependencyErrors.inc({ dependency: 'redis' }));
   }
+}
+
+/** A segment lock's fencing token; every segment lock is taken with its fencing counter. */
+function tokenOf(held: HeldLock): number {
+  if (held.token === null) throw new Error(`segment lock ${held.key} was taken without its fencing token`);
+  return held.token;
 }
 
 /** A rider's entry of the batch, as the answer that ends its wait. */

@@ -11,14 +11,26 @@ const $ = (id) => document.getElementById(id);
 const match = /^\/products\/(\d+)\/wait\/?$/.exec(location.pathname);
 const productId = match ? Number(match[1]) : null;
 
-const state = { info: null, user: null, token: null, ticketId: null, timer: null, clockSkewMs: 0, continued: false };
+const state = {
+  info: null,
+  user: null,
+  token: null,
+  ticketId: null,
+  timer: null,
+  clockSkewMs: 0,
+  continued: false,
+  said: false,
+};
 
 function say(text) {
+  state.said = true;
   // The live region is only rewritten when its words change, so a screen reader hears changes, not every poll.
   if ($('status').textContent !== text) $('status').textContent = text;
 }
 function fail(text) {
   $('error').textContent = text;
+  // "Loading…" never stands above an error: nothing was loaded.
+  if (text && !state.said) $('status').textContent = '';
 }
 function working(text) {
   $('working').hidden = text === null;
@@ -127,7 +139,7 @@ function laterMs(ms, what) {
 function networkTrouble() {
   working(null);
   fail('The connection failed; trying again in a few seconds.');
-  later(3, () => (state.ticketId ? poll() : join()));
+  later(3, () => (state.info === null ? main() : state.ticketId ? poll() : join()));
 }
 
 function handle(res) {
@@ -152,7 +164,8 @@ function handle(res) {
   if (code === 'UNAUTHENTICATED')
     return fail('The shop has not signed you in for this page. Go back to the shop and open the queue from there.');
   if (code === 'NO_WAITING_ROOM') return fail('This product sells without a queue: order it in the shop.');
-  if (code === 'PRODUCT_NOT_FOUND') return fail('There is no such product.');
+  if (code === 'PRODUCT_NOT_FOUND') return fail('There is no such product. Check the link the shop gave you.');
+  if (code === 'VALIDATION_FAILED' && state.info === null) return fail('This address names no product.');
   fail(`Something went wrong (${code ?? status}). Reload the page to try again.`);
 }
 
@@ -262,10 +275,15 @@ function tick() {
 async function main() {
   if (productId === null) return fail('This address names no product.');
   const info = await api('GET', `/products/${productId}/wait/info`);
+  if (info.status === 429 || info.status >= 500) {
+    say('Many people are here right now; the page tries again in a moment.');
+    return later(info.retryAfterS ?? 2, main);
+  }
   if (info.status !== 200) return handle(info);
   state.info = info.data;
   state.clockSkewMs = Date.parse(info.data.now) - Date.now();
-  $('product').textContent = `Product ${productId}`;
+  $('product').textContent = info.data.name;
+  document.title = `${info.data.name}: waiting room`;
   $('fairness').href = `/products/${productId}/queue/fairness`;
   if (!state.info.waitingRoom) return handle({ status: 409, data: { code: 'NO_WAITING_ROOM' } });
   takeBuyer();
@@ -287,4 +305,6 @@ $('copy').addEventListener('click', async () => {
   }
 });
 
+// Said by the script, not written in the page: without JavaScript the page says it needs it instead.
+$('status').textContent = 'Loading…';
 main().catch(networkTrouble);
