@@ -3,7 +3,9 @@ import {
   findBatch,
   firstPollWave,
   LAST_WAVE_S,
+  LIVELY_S,
   pollAfterS,
+  Reply,
   SaleWindow,
   standingOf,
   waitingOf,
@@ -196,5 +198,60 @@ describe('the admission budget', () => {
     expect(budget.first(5)).toBe(8);
     expect(budget.beyondUnitsLeft(18, view())).toBe(false);
     expect(budget.beyondUnitsLeft(19, view())).toBe(true);
+  });
+});
+
+describe('the answer a ticket is told (Reply)', () => {
+  const product = { id: 7, ...window };
+  const answer = (over: Partial<SaleWindow> = {}, position: number | null = null) => {
+    const counted: string[] = [];
+    const reply = new Reply({ ...product, ...over }, 'token', { ticketId: 'lot-1', userId: 'ann' }, (s) =>
+      counted.push(s),
+    );
+    reply.now = now;
+    reply.position = position;
+    return { reply, counted };
+  };
+  const budget = new AdmissionBudget(1);
+
+  it('names the ticket, its place and Retry-After, and counts the answer by its status', () => {
+    const { reply, counted } = answer({}, 12);
+    expect(reply.told('sold_out', 3, null)).toEqual({
+      id: 'token',
+      lotteryId: 'lot-1',
+      productId: 7,
+      userId: 'ann',
+      status: 'sold_out',
+      position: 12,
+      ahead: 3,
+      estimatedWaitS: null,
+      retryAfterS: pollAfterS('sold_out', null, window, now),
+    });
+    expect(counted).toEqual(['sold_out']);
+  });
+
+  it("tells an unplaced pre-queue ticket to poll at the start plus its key's wave, and one unplaced after the start at once", () => {
+    const startsAt = now + 10_000;
+    const before = answer({ startsAt }).reply.unplaced(0.9, view({ preJoined: 100, unitsLeft: 5 }), budget);
+    const wave = firstPollWave(0.9, 100, budget.first(5));
+    expect(wave).toBe(LAST_WAVE_S);
+    expect(before).toMatchObject({ status: 'waiting', position: null, estimatedWaitS: 10 });
+    expect(before.retryAfterS).toBe(pollAfterS('waiting', 10, { ...window, startsAt }, now, null, wave));
+    const after = answer({ startsAt: now - 1000 }).reply.unplaced(0.9, view(), budget);
+    expect(after).toMatchObject({ status: 'waiting', position: null, estimatedWaitS: null, retryAfterS: 0 });
+  });
+
+  it('tells a placed ticket not yet admitted how many are ahead and its wait, paced as one behind the units left', () => {
+    const slow = view({ ratePerS: 0.1 });
+    const far = answer({}, 40).reply.queued(40, slow, budget, 1);
+    const waiting = waitingOf(40, slow, window, now, budget.reach(slow), 1);
+    expect(far).toMatchObject({ status: 'waiting', ahead: waiting.ahead, estimatedWaitS: waiting.estimatedWaitS });
+    // Its own pace would be a third of a 300 s wait; behind the units left it polls as a sold-out one.
+    expect(pollAfterS('waiting', waiting.estimatedWaitS, window, now)).toBe(30);
+    expect(far.retryAfterS).toBe(LIVELY_S);
+    expect(answer({}, 40).reply.queued(40, view({ unitsLeft: 0 }), budget, 1)).toMatchObject({
+      status: 'sold_out',
+      estimatedWaitS: null,
+    });
   });
 });

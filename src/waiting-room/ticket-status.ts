@@ -1,5 +1,6 @@
 // A ticket's answer from what the process knows, without I/O: its status, how many are ahead, the
-// estimated wait and when to poll again. The caller has already settled the cases that need
+// estimated wait and when to poll again, and the answer itself (Reply). The caller has already read
+// what the answer needs (the ticket's place, the admission view) and settles the cases that need
 // PostgreSQL (whether an admitted position was spent by an order).
 
 /** Admitted positions first..last, valid until expiresAt (epoch ms). */
@@ -46,11 +47,31 @@ export interface AdmissionView {
 
 export type TicketStatus = 'waiting' | 'admitted' | 'ordered' | 'sold_out' | 'ended';
 
+/** A ticket's answer, as a join or a poll gives it. */
+export interface TicketView {
+  /** The signed ticket: what the buyer polls with. */
+  id: string;
+  /** The ticket's id in the published lottery. */
+  lotteryId: string;
+  productId: number;
+  userId: string;
+  status: TicketStatus;
+  position: number | null;
+  ahead: number | null;
+  estimatedWaitS: number | null;
+  admission?: string;
+  admissionExpiresAt?: Date;
+  /** Seconds until the next poll is useful (sent as Retry-After, not in the body). */
+  retryAfterS: number;
+}
+
 export interface SaleWindow {
   startsAt: number | null;
   endsAt: number | null;
   admissionTtlS: number;
 }
+
+export const saleEnded = (window: SaleWindow, now: number) => window.endsAt !== null && now >= window.endsAt;
 
 /** Where a positioned ticket stands against the admission cursor. */
 export type Standing =
@@ -221,5 +242,67 @@ export function pollAfterS(
       const paced = Math.max(1, Math.min(longest, Math.ceil(estimatedWaitS / 3)));
       return pace === 'behindUnitsLeft' ? Math.min(paced, LIVELY_S) : paced;
     }
+  }
+}
+
+/**
+ * One ticket's answer as it is built, by the answer it makes; every one is made by `told`, with no
+ * intermediate objects (a poll is the crowd's commonest call; they were a tenth of its CPU in the
+ * collector).
+ */
+export class Reply {
+  position: number | null = null;
+  now = Date.now();
+
+  constructor(
+    readonly product: SaleWindow & { id: number },
+    private readonly token: string,
+    readonly claims: { ticketId: string; userId: string },
+    /** Counts the answer by its status. */
+    private readonly count: (status: TicketStatus) => void,
+  ) {}
+
+  /** The answer, with Retry-After from its status and pace (see pollAfterS; `wave`: a pre-queue ticket's before the start). */
+  told(
+    status: TicketStatus,
+    ahead: number | null,
+    estimatedWaitS: number | null,
+    pace: Pace = null,
+    wave: number | null = null,
+  ): TicketView {
+    this.count(status);
+    return {
+      id: this.token,
+      lotteryId: this.claims.ticketId,
+      productId: this.product.id,
+      userId: this.claims.userId,
+      status,
+      position: this.position,
+      ahead,
+      estimatedWaitS,
+      retryAfterS: pollAfterS(status, estimatedWaitS, this.product, this.now, pace, wave),
+    };
+  }
+
+  /**
+   * A ticket its bucket's draw has not placed yet. Before the start, a pre-queue ticket's first
+   * poll after it is timed by its lottery key's share (firstPollWave; `view` gives the pre-queue's
+   * size so far); after it, the place is being drawn: poll again at once (that poll waits for the draw).
+   */
+  unplaced(keyShare: number | null, view: AdmissionView | null, budget: AdmissionBudget): TicketView {
+    const { startsAt } = this.product;
+    if (startsAt !== null && this.now < startsAt) {
+      const wave =
+        keyShare !== null && view ? firstPollWave(keyShare, view.preJoined, budget.first(view.unitsLeft)) : null;
+      return this.told('waiting', null, Math.ceil((startsAt - this.now) / 1000), null, wave);
+    }
+    return this.told('waiting', null, null, 'beingDrawn');
+  }
+
+  /** A placed ticket not yet admitted: waiting, or sold out while no unit is left (`tickS`: the admission tick). */
+  queued(position: number, view: AdmissionView, budget: AdmissionBudget, tickS: number): TicketView {
+    const waiting = waitingOf(position, view, this.product, this.now, budget.reach(view), tickS);
+    const pace: Pace = budget.beyondUnitsLeft(position, view) ? 'behindUnitsLeft' : null;
+    return this.told(waiting.status, waiting.ahead, waiting.estimatedWaitS, pace);
   }
 }

@@ -14,36 +14,10 @@ import { MetricsService } from '../metrics/metrics.service';
 import { BoundedMap } from './bounded-map';
 import { GroupedCalls } from '../common/grouped-calls';
 import { ALGORITHM, ticketIdFor } from './lottery';
-import { drawWaitUntil, Place, QueueStates } from './queue-states';
+import { drawWaitUntil, QueueStates } from './queue-states';
 import { TicketClaims, TicketTokens } from './ticket-tokens';
-import {
-  AdmissionBudget,
-  AdmissionView,
-  firstPollWave,
-  Pace,
-  pollAfterS,
-  standingOf,
-  TicketStatus,
-  waitingOf,
-} from './ticket-status';
+import { AdmissionBudget, Reply, saleEnded, standingOf, TicketStatus, TicketView } from './ticket-status';
 import { Chain, Draw, JoinedRow, WaitingRoomRepository } from './waiting-room.repository';
-
-export interface TicketView {
-  /** The signed ticket: what the buyer polls with. */
-  id: string;
-  /** The ticket's id in the published lottery. */
-  lotteryId: string;
-  productId: number;
-  userId: string;
-  status: TicketStatus;
-  position: number | null;
-  ahead: number | null;
-  estimatedWaitS: number | null;
-  admission?: string;
-  admissionExpiresAt?: Date;
-  /** Seconds until the next poll is useful (sent as Retry-After, not in the body). */
-  retryAfterS: number;
-}
 
 export interface Fairness {
   seedHash: string;
@@ -70,6 +44,9 @@ interface Known {
   firstEta?: number;
 }
 
+/** A ticket's entry before anything is remembered of it. */
+const nothingKnown = (): Known => ({});
+
 /** Tickets remembered per process (at most; those not read for longest go first). */
 const KNOWN_MAX = 50_000;
 
@@ -78,7 +55,8 @@ export class WaitingRoomService implements OnModuleInit {
   private ticketTokens: TicketTokens | null = null;
   private readonly known = new BoundedMap<string, Known>(KNOWN_MAX);
   private readonly joins: GroupedCalls<{ userId: string; ticketId: string }, JoinedRow>;
-  private readonly pollCounters = new Map<TicketStatus, { inc(): void }>();
+  /** The poll counter of each status, its label looked up once. */
+  private readonly pollCounters: Record<TicketStatus, { inc(): void }>;
   private readonly budget: AdmissionBudget;
 
   constructor(
@@ -92,6 +70,14 @@ export class WaitingRoomService implements OnModuleInit {
   ) {
     this.joins = new GroupedCalls((productId, inputs) => this.repo.join(productId, inputs), 2000, JOIN_CALLS);
     this.budget = new AdmissionBudget(config.admissionRatio);
+    const counter = (status: TicketStatus) => metrics.queuePolls.labels(status);
+    this.pollCounters = {
+      waiting: counter('waiting'),
+      admitted: counter('admitted'),
+      ordered: counter('ordered'),
+      sold_out: counter('sold_out'),
+      ended: counter('ended'),
+    };
   }
 
   onModuleInit(): void {
@@ -187,11 +173,13 @@ export class WaitingRoomService implements OnModuleInit {
   }
 
   /**
-   * The ticket's answer, from its claims and what this process knows: ended, its outcome settled,
-   * not placed yet, admitted, or waiting in its place. `wait`: the poll may wait for its bucket's draw.
+   * The ticket's answer, from its claims and what this process knows. What it needs is read first:
+   * its place from its bucket's draw (`wait`: the poll may wait for the draw), then the admission
+   * view; the answer is then made by what they say (Reply): ended, its outcome settled, not placed
+   * yet, waiting in its place, or admitted unless an order spent the admission.
    */
   private async answer(product: ProductInfo, token: string, claims: TicketClaims, wait: boolean): Promise<TicketView> {
-    const reply = new Reply(this, product, token, claims);
+    const reply = new Reply(product, token, claims, this.countPoll);
     if (saleEnded(product, reply.now)) return reply.told('ended', null, null);
     const known = this.known.get(claims.ticketId);
     if (known?.over) {
@@ -199,26 +187,40 @@ export class WaitingRoomService implements OnModuleInit {
       return reply.told(known.over, 0, 0);
     }
     let position = claims.position ?? known?.drawn ?? null;
-    let place: Place | null = null;
+    let keyShare: number | null = null;
     if (position === null) {
-      place = await this.placeOf(product, claims, wait);
-      position = place.position;
-      if (position !== null) this.remember(claims.ticketId).drawn = position;
+      const bucket = claims.bucket ?? 0;
+      const now = Date.now();
+      const bucketMs = (await this.states.room(product.id))?.bucketMs ?? 0;
+      const until = wait ? drawWaitUntil(bucket, bucketMs, product.startsAt, now, this.config.admissionTickMs) : now;
+      ({ position, keyShare } = await this.states.place(product.id, bucket, claims.ticketId, until));
     }
+    // The admission view: a placed ticket's standing, or an unplaced pre-queue ticket's first poll.
+    const view =
+      position === null && keyShare === null
+        ? null
+        : (this.states.freshView(product.id) ?? (await this.states.refreshView(product.id)));
+    // A place found in the draw is remembered: places never change.
+    if (position !== null && claims.position === null && known?.drawn === undefined)
+      this.known.getOrAdd(claims.ticketId, nothingKnown).drawn = position;
     reply.position = position;
     // The draw may have been waited for: the time from now on.
     const now = (reply.now = Date.now());
     if (saleEnded(product, now)) return reply.told('ended', null, null);
-    if (position === null) return this.unplaced(reply, place);
-    const view = this.states.freshView(product.id) ?? (await this.states.refreshView(product.id));
+    if (position === null) return reply.unplaced(keyShare, view, this.budget);
     if (view === null) return reply.told('waiting', null, null);
     const standing = standingOf(position, view, now);
-    if (standing.kind === 'queued') return this.queued(reply, position, view, known);
+    if (standing.kind === 'queued') {
+      const queued = reply.queued(position, view, this.budget, Math.ceil(this.config.admissionTickMs / 1000));
+      if (queued.status === 'waiting' && queued.estimatedWaitS !== null && known?.firstEta === undefined)
+        this.known.getOrAdd(claims.ticketId, nothingKnown).firstEta = now + queued.estimatedWaitS * 1000;
+      return queued;
+    }
     // Admitted: has an order spent it? (one index lookup, then remembered once it has)
     const spent = (await this.admissions.spentBy(product.id, position)) !== null;
     if (spent || standing.kind === 'admissionOver') {
       const over = spent ? 'ordered' : 'ended';
-      this.remember(claims.ticketId).over = over;
+      this.known.getOrAdd(claims.ticketId, nothingKnown).over = over;
       return reply.told(over, 0, 0);
     }
     // Admitted, but nothing is left to buy: said plainly (the admission is handed out again if units come back).
@@ -235,100 +237,9 @@ export class WaitingRoomService implements OnModuleInit {
     };
   }
 
-  /**
-   * Where the ticket's bucket's draw puts it, waiting for the draw where it is due within the
-   * wait: a bucket of the sale once it has ended, the pre-queue once the sale has started.
-   */
-  private async placeOf(product: ProductInfo, claims: TicketClaims, wait: boolean): Promise<Place> {
-    const bucket = claims.bucket ?? 0;
-    const now = Date.now();
-    const bucketMs = (await this.states.room(product.id))?.bucketMs ?? 0;
-    const until = wait ? drawWaitUntil(bucket, bucketMs, product.startsAt, now, this.config.admissionTickMs) : now;
-    return this.states.place(product.id, bucket, claims.ticketId, until);
-  }
-
-  /**
-   * A ticket its bucket's draw has not placed yet. Before the start, a pre-queue ticket's first
-   * poll after it is timed by its lottery key (firstPollWave); after it, the place is being drawn:
-   * poll again at once (that poll waits for the draw).
-   */
-  private async unplaced(reply: Reply, place: Place | null): Promise<TicketView> {
-    const { product, now } = reply;
-    if (product.startsAt !== null && now < product.startsAt) {
-      let wave: number | null = null;
-      const view = place?.keyShare != null ? await this.states.view(product.id) : null;
-      if (view && place?.keyShare != null)
-        wave = firstPollWave(place.keyShare, view.preJoined, this.budget.first(view.unitsLeft));
-      return reply.told('waiting', null, Math.ceil((product.startsAt - now) / 1000), null, wave);
-    }
-    return reply.told('waiting', null, null, 'beingDrawn');
-  }
-
-  /** A placed ticket not yet admitted: waiting, or sold out while no unit is left. */
-  private queued(reply: Reply, position: number, view: AdmissionView, known: Known | undefined) {
-    const { product, now } = reply;
-    const tickS = Math.ceil(this.config.admissionTickMs / 1000);
-    const waiting = waitingOf(position, view, product, now, this.budget.reach(view), tickS);
-    if (waiting.status === 'waiting' && waiting.estimatedWaitS !== null && known?.firstEta === undefined)
-      this.remember(reply.claims.ticketId).firstEta = now + waiting.estimatedWaitS * 1000;
-    const pace: Pace = this.budget.beyondUnitsLeft(position, view) ? 'behindUnitsLeft' : null;
-    return reply.told(waiting.status, waiting.ahead, waiting.estimatedWaitS, pace);
-  }
-
-  /** What this process remembers of a ticket, made when there is something to remember. */
-  private remember(ticketId: string): Known {
-    let entry = this.known.get(ticketId);
-    if (entry === undefined) this.known.set(ticketId, (entry = {}));
-    return entry;
-  }
-
-  /** The poll counter of one status, its label looked up once. */
-  pollsAnswered(status: TicketStatus) {
-    let counter = this.pollCounters.get(status);
-    if (counter === undefined) this.pollCounters.set(status, (counter = this.metrics.queuePolls.labels(status)));
-    return counter;
-  }
+  /** Counts a poll's answer by its status. */
+  private readonly countPoll = (status: TicketStatus): void => this.pollCounters[status].inc();
 }
 
 /** Joins of one product a process sends at once: PostgreSQL takes them side by side. */
 const JOIN_CALLS = 2;
-
-const saleEnded = (product: ProductInfo, now: number) => product.endsAt !== null && now >= product.endsAt;
-
-/**
- * One ticket's answer as it is built: every answer is made by `told`, with no intermediate
- * objects (a poll is the crowd's commonest call; they were a tenth of its CPU in the collector).
- */
-class Reply {
-  position: number | null = null;
-  now = Date.now();
-
-  constructor(
-    private readonly room: WaitingRoomService,
-    readonly product: ProductInfo,
-    private readonly token: string,
-    readonly claims: TicketClaims,
-  ) {}
-
-  /** The answer, with Retry-After from its status and pace (see pollAfterS; `wave`: a pre-queue ticket's before the start). */
-  told(
-    status: TicketStatus,
-    ahead: number | null,
-    estimatedWaitS: number | null,
-    pace: Pace = null,
-    wave: number | null = null,
-  ): TicketView {
-    this.room.pollsAnswered(status).inc();
-    return {
-      id: this.token,
-      lotteryId: this.claims.ticketId,
-      productId: this.product.id,
-      userId: this.claims.userId,
-      status,
-      position: this.position,
-      ahead,
-      estimatedWaitS,
-      retryAfterS: pollAfterS(status, estimatedWaitS, this.product, this.now, pace, wave),
-    };
-  }
-}

@@ -4,7 +4,8 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { ALGORITHM } from '../lottery';
 import type { Draw } from '../waiting-room.repository';
-import type { DrawsRecord, Fairness, TicketView } from '../waiting-room.service';
+import type { DrawsRecord, Fairness } from '../waiting-room.service';
+import type { TicketView } from '../ticket-status';
 
 export class TicketResponse {
   @ApiProperty({
