@@ -295,34 +295,59 @@ describe('scaling model', () => {
 });
 
 describe('the waiting room in the scaling model', () => {
-  it("turns the measured per-join costs into cores, and names one product's counter row when the crowd passes its ceiling", () => {
-    const queue = {
-      withRoom: { serviceCpuUsPerJoin: 70, redisCommandsPerJoin: 0, redisCpuUsPerJoin: 0 },
-      capacity: {
-        join: { perS: 9000, cpuUs: 50, redisCommands: 0 },
-        poll: { perS: 20_000, cpuUs: 30, redisCommands: 0 },
+  const queue = {
+    withRoom: { serviceCpuUsPerJoin: 70, redisCommandsPerJoin: 0, redisCpuUsPerJoin: 0 },
+    capacity: {
+      join: { perS: 9000, cpuUs: 50, redisCommands: 0 },
+      poll: { perS: 20_000, cpuUs: 30, redisCommands: 0 },
+    },
+    intake: {
+      counterRow: {
+        runs: [
+          { writers: 1, joinsPerS: 90_000 },
+          { writers: 2, joinsPerS: 80_000 },
+        ],
       },
-      joinCeiling: { group: 1000, calls: 20, rowsPerS: 40_000, msPerCall: 25 },
-    } as unknown as QueueReport;
-    const o = {
-      sale: { buyers: 1_000_000, units: 10_000, seconds: 1, requestsPerBuyer: 1, segments: 20 },
-      capacity: { ...DEFAULT_CAPACITY, processUtil: 0.5, redisUtil: 0.5 },
-    };
+      buckets: { pgCpuUsPerJoin: 14, walBytesPerJoin: 300, sealUsPerJoin: 0.1, drawUsPerTicket: 1 },
+    },
+  } as unknown as QueueReport;
+  const o = {
+    sale: { buyers: 1_000_000, units: 10_000, seconds: 1, requestsPerBuyer: 1, segments: 20 },
+    capacity: { ...DEFAULT_CAPACITY, processUtil: 0.5, redisUtil: 0.5 },
+  };
+
+  it('turns the measured per-join costs into service cores, PostgreSQL hosts and the first limit, which adding hosts moves', () => {
     expect(joinPlan(queue, o)).toEqual({
       joinsPerS: 1_000_000,
       serviceCores: 100,
       pollsPerS: 200_000,
       pollCores: 12,
+      drawCores: 2,
+      processes: 114,
       redisCommandsPerS: 0,
-      pgCallsPerS: 100_000,
-      oneProductCeilingPerS: 40_000,
+      pgCores: 14,
+      walMBps: 300,
+      sealShare: 0.1,
+      orderReadsMBps: 912,
+      // WAL: 300 of 100 MB/s at one host; CPU: 14 of 16 x 0.7 cores.
+      hosts: 3,
+      counterRowCeilingPerS: 90_000,
       fits: false,
-      firstLimit: "one product's counter row in PostgreSQL (its joins commit one group after another)",
+      firstLimit: "one PostgreSQL host's WAL (3.00 of it at one host: 3 hosts)",
     });
-    const small = { ...o, sale: { ...o.sale, buyers: 20_000 } };
-    expect(joinPlan(queue, small)).toMatchObject({ fits: true, firstLimit: 'service cores' });
-    // A report written before joins were measured at full speed: the sale's joining, and no poll cost.
-    const older = { ...queue, capacity: undefined } as unknown as QueueReport;
-    expect(joinPlan(older, o)).toMatchObject({ serviceCores: 140, pollCores: null });
+    // At 70 % per process the same crowd fits on 100 cores.
+    expect(joinPlan(queue, { ...o, capacity: { ...o.capacity, processUtil: 0.9 } })).toMatchObject({ fits: true });
+    // A small crowd fits one host.
+    expect(joinPlan(queue, { ...o, sale: { ...o.sale, buyers: 20_000 } })).toMatchObject({ hosts: 1 });
+  });
+
+  it('plans service cores alone from a report written before the intake was measured', () => {
+    const older = { ...queue, capacity: undefined, intake: undefined } as unknown as QueueReport;
+    expect(joinPlan(older, o)).toMatchObject({
+      serviceCores: 140,
+      pollCores: null,
+      hosts: null,
+      firstLimit: 'service cores',
+    });
   });
 });

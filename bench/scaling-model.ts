@@ -453,33 +453,62 @@ export function parseModelArgs(argv: string[], root = projectRoot(__dirname)) {
 }
 
 /**
- * What `sale.buyers` joins to a waiting room within `sale.seconds` take, from the costs the
- * waiting-room benchmark measured (bench/waiting-room.ts): service cores per join, and the one
- * product's serial ceiling: every group of joins holds the product's counter row in PostgreSQL
- * while it inserts and commits, so one product's joins cannot pass the rows per second measured
- * back to back (joinCeiling), however many processes send them.
+ * What `sale.buyers` joins to one product's waiting room within `sale.seconds` take, from the costs
+ * the waiting-room benchmark measured (bench/waiting-room.ts, bench/intake.ts): service cores for
+ * the joins, their polls and the drawn orders; PostgreSQL's CPU and WAL for the tickets, in hosts
+ * (the tickets partitioned by user over them, docs/scaling.md); the seals, one transaction per
+ * bucket per host. No row or lock is taken by every join, so the first limit is the resource one
+ * PostgreSQL host runs out of first, and it scales out by adding hosts.
  */
 export function joinPlan(q: QueueReport, o: Pick<ModelOptions, 'sale' | 'capacity'>) {
+  const cap = o.capacity;
   const perS = o.sale.buyers / o.sale.seconds;
   const { cpuUs, redisCommands, pollCpuUs } = joinCosts(q);
-  const serviceCores = cpuUs === null ? null : (perS * cpuUs) / 1e6 / o.capacity.processUtil;
-  const ceiling = q.joinCeiling?.rowsPerS ?? null;
+  const serviceCores = cpuUs === null ? null : (perS * cpuUs) / 1e6 / cap.processUtil;
   // The crowd then waits, nearly all of it behind the units left: a poll each BEHIND_UNITS_POLL_S seconds.
   const pollsPerS = o.sale.buyers / BEHIND_UNITS_POLL_S;
+  const pollCores = pollCpuUs === null ? null : (pollsPerS * pollCpuUs) / 1e6 / cap.processUtil;
+  const b = q.intake?.buckets;
+  const drawCores = b?.drawUsPerTicket == null ? null : (perS * b.drawUsPerTicket) / 1e6 / cap.processUtil;
+  const pgCores = b?.pgCpuUsPerJoin == null ? null : (perS * b.pgCpuUsPerJoin) / 1e6;
+  const walMBps = b?.walBytesPerJoin == null ? null : (perS * b.walBytesPerJoin) / 1e6;
+  // One seal at a time per product: the share of one PostgreSQL session's time, on one host.
+  const sealShare = b?.sealUsPerJoin == null ? null : (perS * b.sealUsPerJoin) / 1e6;
+  const processes = [serviceCores, pollCores, drawCores].every((c) => c !== null)
+    ? Math.ceil((serviceCores as number) + (pollCores as number) + (drawCores as number))
+    : null;
+  // Every process loads every drawn order once: 8 bytes a ticket (from replicas past one host's network).
+  const orderReadsMBps = processes === null ? null : (processes * 8 * perS) / 1e6;
+  // What one PostgreSQL host would carry, each as a share of what it sustains.
+  const onOneHost: Array<[string, number | null]> = [
+    ["one PostgreSQL host's WAL", walMBps === null ? null : walMBps / cap.walMBps],
+    ["one PostgreSQL host's CPU", pgCores === null ? null : pgCores / (cap.pgCores * cap.pgUtil)],
+    ["the product's seals in one PostgreSQL session", sealShare === null ? null : sealShare / cap.pgUtil],
+  ];
+  const known = onOneHost.filter((x): x is [string, number] => x[1] !== null).sort((x, y) => y[1] - x[1]);
+  const hosts = known.length === 0 ? null : Math.max(1, Math.ceil(known[0][1]));
+  const oldCeiling = q.intake ? Math.max(...q.intake.counterRow.runs.map((r) => r.joinsPerS)) : null;
   return {
     joinsPerS: perS,
     serviceCores,
     pollsPerS,
-    pollCores: pollCpuUs === null ? null : (pollsPerS * pollCpuUs) / 1e6 / o.capacity.processUtil,
+    pollCores,
+    drawCores,
+    processes,
     redisCommandsPerS: perS * redisCommands,
-    // One process per core, each sending at most one queue_join call per round trip (1 ms assumed under load).
-    pgCallsPerS: serviceCores === null ? null : Math.min(perS, Math.ceil(serviceCores) * 1000),
-    oneProductCeilingPerS: ceiling,
-    fits: ceiling === null ? null : perS <= ceiling,
+    pgCores,
+    walMBps,
+    sealShare,
+    orderReadsMBps,
+    /** PostgreSQL hosts (partitions of the tickets) the sale takes at the planned utilisation. */
+    hosts,
+    /** The counter row's ceiling as measured beside (its best joins/s over the writer counts). */
+    counterRowCeilingPerS: oldCeiling,
+    fits: processes === null ? null : processes <= 100,
     firstLimit:
-      ceiling !== null && perS > ceiling
-        ? "one product's counter row in PostgreSQL (its joins commit one group after another)"
-        : 'service cores',
+      known.length === 0
+        ? 'service cores'
+        : `${known[0][0]} (${known[0][1].toFixed(2)} of it at one host: ${hosts} host${hosts === 1 ? '' : 's'})`,
   };
 }
 
@@ -493,44 +522,65 @@ const joinCosts = (q: QueueReport) => ({
 export function renderJoins(q: QueueReport, o: Pick<ModelOptions, 'sale' | 'capacity'>): string {
   const p = joinPlan(q, o);
   const c = joinCosts(q);
+  const b = q.intake?.buckets;
   return [
     '',
-    `## The waiting room: ${num(o.sale.buyers)} joins within ${o.sale.seconds} s (costs from bench/results/queue.json, ${q.startedAt})`,
+    `## The waiting room: ${num(o.sale.buyers)} joins of one product within ${o.sale.seconds} s (costs from bench/results/queue.json, ${q.startedAt})`,
     '',
     ...table('', [
       ['input', 'value', 'source'],
       ['service CPU per join', `${num(c.cpuUs)} µs`, 'measured (bench:queue, joins at full speed)'],
-      ['Redis commands per join', num(c.redisCommands), 'measured'],
       ['service CPU per poll of a waiting ticket', `${num(c.pollCpuUs)} µs`, 'measured (bench:queue)'],
+      ['Redis commands per join', num(c.redisCommands), 'measured'],
       [
-        "one product's joins per second, queue_join back to back",
-        num(p.oneProductCeilingPerS),
-        `measured (groups of ${q.joinCeiling?.group ?? '-'}, this machine)`,
+        'service CPU to draw a ticket into its bucket (HMAC, sort)',
+        `${num(b?.drawUsPerTicket)} µs`,
+        'measured (bench:queue)',
+      ],
+      ['PostgreSQL CPU per ticket written', `${num(b?.pgCpuUsPerJoin)} µs`, 'measured (bench:queue, one writer)'],
+      ['WAL per ticket written', `${num(b?.walBytesPerJoin)} bytes`, 'measured (bench:queue, one writer)'],
+      [
+        'PostgreSQL time in the seals per ticket sealed',
+        `${num(b?.sealUsPerJoin)} µs`,
+        'measured (pg_stat_statements)',
+      ],
+      [
+        "one product's joins/s through a counter row, for comparison",
+        num(p.counterRowCeilingPerS),
+        'measured (bench:queue, best of 1, 2, 4 writers)',
       ],
       ['process utilisation', String(o.capacity.processUtil), 'assumed'],
+      [
+        'a PostgreSQL host: cores, utilisation, WAL MB/s',
+        `${o.capacity.pgCores}, ${o.capacity.pgUtil}, ${o.capacity.walMBps}`,
+        'assumed',
+      ],
     ]),
     '',
     ...table('', [
       ['needs', 'value'],
       ['joins per second', num(p.joinsPerS)],
-      ['service cores', num(p.serviceCores)],
-      [`then polls per second while the crowd waits (one each ${BEHIND_UNITS_POLL_S} s)`, num(p.pollsPerS)],
-      ['service cores for those polls', num(p.pollCores)],
-      ['Redis commands per second', num(p.redisCommandsPerS)],
+      ['service cores for the joins', num(p.serviceCores)],
       [
-        'PostgreSQL queue_join calls per second, at most (a process per core, a 1 ms round trip: assumed)',
-        num(p.pgCallsPerS),
+        `service cores for the polls while the crowd waits (one each ${BEHIND_UNITS_POLL_S} s: ${num(p.pollsPerS)}/s)`,
+        num(p.pollCores),
       ],
-      ["one product's ceiling, joins per second", num(p.oneProductCeilingPerS)],
-      ['fits', p.fits === null ? '-' : p.fits ? 'yes' : 'no'],
+      ['service cores to draw the buckets (spread: one process per bucket)', num(p.drawCores)],
+      ['service processes in all', num(p.processes)],
+      ['on at most 100 service cores', p.fits === null ? '-' : p.fits ? 'yes' : 'no'],
+      ['Redis commands per second', num(p.redisCommandsPerS)],
+      ['PostgreSQL CPU, cores', num(p.pgCores)],
+      ['WAL, MB/s', num(p.walMBps)],
+      ["the product's seals, share of one session's time", num(p.sealShare)],
+      ['drawn orders read by the processes, MB/s', num(p.orderReadsMBps)],
+      ['PostgreSQL hosts (the tickets partitioned by user)', num(p.hosts)],
       ['first limit', p.firstLimit],
     ]),
     '',
-    'The joins touch no Redis: the queue is in PostgreSQL, so no Redis loss can take a place. The price is',
-    "a serial step per product: each group of joins holds the product's counter row while it inserts and",
-    'commits, so one product takes no more joins per second than that row lets through, whatever the number',
-    "of processes. The call's own work in PostgreSQL sets it (the rows' inserts and index lookups; the commit is",
-    'a small part of a call), so a faster CPU raises it, and a longer round trip groups more joins per call.',
+    'The joins touch no Redis, and no row or lock that every join of the product takes: each writes its',
+    "ticket under its bucket's shared lock, so they spread over service processes and PostgreSQL sessions.",
+    "What one host runs out of first is named above; past it, the product's tickets are partitioned by user",
+    'over more hosts, each sealed in the same transaction as the others (docs/scaling.md).',
   ].join('\n');
 }
 

@@ -17,6 +17,8 @@ export const RESULTS_DIR = join(__dirname, '..', '..', 'bench', 'results');
 
 export interface Servers {
   db: Client;
+  /** The PostgreSQL `db` is connected to, for more sessions of a benchmark's own. */
+  databaseUrl: string;
   probe: CostProbe;
   adminToken: string;
   /** A service process on these servers, no rate limits, warnings only; `env` adds to or overrides that (an empty value unsets). */
@@ -98,7 +100,7 @@ export async function withServers<T>(
       cleanups.push(() => svc.stop());
       return svc;
     };
-    return await fn({ db, probe, adminToken, start });
+    return await fn({ db, databaseUrl, probe, adminToken, start });
   } finally {
     await cleanUp(cleanups, log);
   }

@@ -2,9 +2,10 @@ import { createHmac } from 'node:crypto';
 import { dueHeap, fairnessShare, lotteryShare, millionJoins, percentiles } from './waiting-room';
 
 describe("the waiting room benchmark's arithmetic", () => {
-  it('takes the nearest-rank p50 and p90, and none of an empty list', () => {
-    expect(percentiles([5, 1, 4, 2, 3, 6, 7, 8, 9, 10])).toEqual({ p50: 5, p90: 9 });
-    expect(percentiles([])).toEqual({ p50: null, p90: null });
+  it('takes the nearest-rank p50, p90 and p99, and none of an empty list', () => {
+    expect(percentiles([5, 1, 4, 2, 3, 6, 7, 8, 9, 10])).toEqual({ p50: 5, p90: 9, p99: 10 });
+    expect(percentiles(Array.from({ length: 200 }, (_, i) => 200 - i))).toEqual({ p50: 100, p90: 180, p99: 198 });
+    expect(percentiles([])).toEqual({ p50: null, p90: null, p99: null });
   });
 
   it('counts a batch in queue order when it starts right after the one before and was made no earlier', () => {
@@ -42,15 +43,22 @@ describe("the waiting room benchmark's arithmetic", () => {
     expect(heap.pop()).toBeUndefined();
   });
 
-  it('scales the per-join costs to a million joins a second, the control slot by processes and round trips', () => {
-    expect(millionJoins(40, 3, 100, 0.2, 30)).toEqual({
-      serviceCores: 40,
-      pollsPerS: 200_000,
-      pollCores: 6,
-      redisCommandsPerS: 3_000_000,
-      controlSlotCallsPerS: 500_000,
-    });
+  it('scales the per-join costs to a million joins a second: service and PostgreSQL cores, WAL, the seals, calls by processes and round trips', () => {
+    expect(millionJoins(40, 3, 100, 0.2, 30, { pgCpuUsPerJoin: 12, walBytesPerJoin: 300, sealUsPerJoin: 0.2 })).toEqual(
+      {
+        serviceCores: 40,
+        pollsPerS: 200_000,
+        pollCores: 6,
+        redisCommandsPerS: 3_000_000,
+        // Two calls of a product out per process and round trip.
+        controlSlotCallsPerS: 1_000_000,
+        pgCores: 12,
+        walMBps: 300,
+        sealShare: 0.2,
+      },
+    );
     expect(millionJoins(null, 3, 10, 1).serviceCores).toBeNull();
+    expect(millionJoins(40, 3, 10, 1).controlSlotCallsPerS).toBe(20_000);
     // Never more calls than joins.
     expect(millionJoins(40, 3, 1000, 0.1).controlSlotCallsPerS).toBe(1_000_000);
   });

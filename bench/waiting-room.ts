@@ -8,10 +8,13 @@ import { solveChallenge } from 'altcha-lib/v1';
 import Heap from 'mnemonist/heap';
 import { Client } from 'pg';
 import { Pool } from 'undici';
+import { bucketOfPosition, promiseBreaches } from '../harness/queue-order';
 import { Audit, auditProduct, Check } from '../harness/verify';
+import { verify } from '../src/cli/verify-queue';
 import { LIVELY_S } from '../src/waiting-room/ticket-status';
 import type { ServiceProcess } from '../harness/launcher';
 import { CostProbe, costDeltas } from './costs';
+import { IntakeReport, measureIntake } from './intake';
 import { LoadSpec, nearestRank, runLoad, tally } from './load';
 import { countOf } from './returns';
 import { createProductViaApi } from './scenarios';
@@ -42,11 +45,11 @@ export interface QueueOptions {
 /** What one run measured: the report, and the queue.json it writes. */
 export type QueueReport = Awaited<ReturnType<typeof runQueueBenchmark>>;
 
-/** The p50 and p90 of a list (nearest rank); null for an empty one. */
-export function percentiles(values: number[]): { p50: number | null; p90: number | null } {
-  if (values.length === 0) return { p50: null, p90: null };
+/** The p50, p90 and p99 of a list (nearest rank); null for an empty one. */
+export function percentiles(values: number[]): { p50: number | null; p90: number | null; p99: number | null } {
+  if (values.length === 0) return { p50: null, p90: null, p99: null };
   const sorted = [...values].sort((a, b) => a - b);
-  return { p50: nearestRank(sorted, 0.5), p90: nearestRank(sorted, 0.9) };
+  return { p50: nearestRank(sorted, 0.5), p90: nearestRank(sorted, 0.9), p99: nearestRank(sorted, 0.99) };
 }
 
 /**
@@ -83,6 +86,7 @@ export const BEHIND_UNITS_POLL_S = LIVELY_S;
 /**
  * 1,000,000 joins in one second, from the measured per-join costs, and the polls of that crowd
  * while it waits: each ticket every BEHIND_UNITS_POLL_S seconds (almost all of it is behind the units).
+ * PostgreSQL: its CPU per ticket written and the seal's serial time per ticket (bench/intake.ts).
  */
 export function millionJoins(
   cpuUsPerJoin: number | null,
@@ -90,22 +94,31 @@ export function millionJoins(
   processes: number,
   roundTripMs: number,
   cpuUsPerPoll: number | null = null,
+  intake: Pick<IntakeReport['buckets'], 'pgCpuUsPerJoin' | 'sealUsPerJoin' | 'walBytesPerJoin'> | null = null,
 ) {
   return {
     serviceCores: cpuUsPerJoin === null ? null : (1_000_000 * cpuUsPerJoin) / 1e6,
     pollsPerS: 1_000_000 / BEHIND_UNITS_POLL_S,
     pollCores: cpuUsPerPoll === null ? null : (1_000_000 / BEHIND_UNITS_POLL_S) * (cpuUsPerPoll / 1e6),
     redisCommandsPerS: 1_000_000 * redisCommandsPerJoin,
-    // PostgreSQL sees at most one queue_join call per process per round trip, and never more than
-    // one per join: each call takes every join that came while the last was out.
-    controlSlotCallsPerS: Math.min(1_000_000, Math.ceil(processes * (1000 / roundTripMs))),
+    // PostgreSQL sees at most JOIN_CALLS queue_join calls per process per round trip, and never more
+    // than one per join: each call takes every join that came while the last was out.
+    controlSlotCallsPerS: Math.min(1_000_000, Math.ceil(2 * processes * (1000 / roundTripMs))),
+    pgCores: intake?.pgCpuUsPerJoin == null ? null : (1_000_000 * intake.pgCpuUsPerJoin) / 1e6,
+    walMBps: intake?.walBytesPerJoin == null ? null : (1_000_000 * intake.walBytesPerJoin) / 1e6,
+    /** The share of one PostgreSQL session's second the product's seals take: 1 is the ceiling. */
+    sealShare: intake?.sealUsPerJoin == null ? null : (1_000_000 * intake.sealUsPerJoin) / 1e6,
   };
 }
 
 interface Buyer {
   userId: string;
   ticketId?: string;
+  /** When the join was sent, and when its answer came (epoch ms). */
+  sentAt: number;
   joinedAt: number;
+  /** When an answer first told the ticket's place. */
+  placedAt?: number;
   due: number;
   /** The first admission time estimated after the start (epoch ms), when it was given, and when it was first seen admitted. */
   eta?: number;
@@ -130,7 +143,8 @@ const pools = new Map<string, Pool>();
 /** A call with its JSON answer (or its text) and Retry-After. */
 async function call(base: string, method: string, path: string, body?: unknown, headers?: Record<string, string>) {
   let pool = pools.get(base);
-  if (!pool) pools.set(base, (pool = new Pool(base, { connections: 512 })));
+  // Polls of tickets being drawn are held until the draw: a crowd's worth of them is out at once.
+  if (!pool) pools.set(base, (pool = new Pool(base, { connections: 4096 })));
   const payload = body === undefined ? undefined : JSON.stringify(body);
   const r = await pool.request({
     method,
@@ -176,9 +190,10 @@ async function capacities(svc: ServiceProcess, probe: CostProbe, connections: nu
   const productId = await createProduct(svc.url, { name: 'bench polls', stock: 1, segments: 1, waitingRoom: true });
   let token = '';
   for (let i = 0; i < 50 && token === ''; i++) {
-    const r = await call(svc.url, 'POST', `/products/${productId}/queue`, { userId: `poll-${i}` });
-    if (i >= 5 && r.body.status === 'waiting' && r.body.position !== null) token = r.body.id as string;
-    await sleep(20);
+    const joined = await call(svc.url, 'POST', `/products/${productId}/queue`, { userId: `poll-${i}` });
+    // The poll right after the join waits for the ticket's place (its bucket's draw).
+    const r = await call(svc.url, 'GET', `/products/${productId}/queue/${joined.body.id}`);
+    if (i >= 5 && r.body.status === 'waiting' && r.body.position !== null) token = joined.body.id as string;
   }
   if (token === '') throw new Error('no waiting ticket to poll');
   const get = `/products/${productId}/queue/${token}`;
@@ -196,7 +211,7 @@ async function capacities(svc: ServiceProcess, probe: CostProbe, connections: nu
 
 export async function runQueueBenchmark(o: QueueOptions) {
   const startedAt = new Date().toISOString();
-  return withServers('queue', o.log, async ({ db, probe, start }) => {
+  return withServers('queue', o.log, async ({ db, databaseUrl, probe, start }) => {
     const svc = await start(
       {
         WORKERS: String(o.workers),
@@ -207,6 +222,8 @@ export async function runQueueBenchmark(o: QueueOptions) {
         // thousands of buyers, held there (the crowd never counts as one that raises it).
         POW_STEPS: String(POW_STEP),
         POW_JOINS_PER_S: '1000000',
+        // A crowd comes from many addresses; here from one, with its held polls.
+        MAX_CONNECTIONS_PER_IP: '0',
       },
       o.nodeFlags,
     );
@@ -230,7 +247,14 @@ export async function runQueueBenchmark(o: QueueOptions) {
       sale: await withWaitingRoom(eo, svc, db, probe, 2),
     };
     const rtt = await roundTripMs(db);
-    const joinCeiling = await measureJoinCeiling(svc.url, db, o.log);
+    const intake = await measureIntake({
+      databaseUrl,
+      db,
+      probe,
+      postgresPid: svc.pid,
+      newProduct: () => createProduct(svc.url, { name: 'bench intake', stock: 1, segments: 1, waitingRoom: true }),
+      log: o.log,
+    });
     const report = {
       startedAt,
       machine: machine(),
@@ -244,10 +268,17 @@ export async function runQueueBenchmark(o: QueueOptions) {
       capacity,
       withRoom,
       withoutRoom,
-      joinCeiling,
+      intake,
       estimate,
       proofOfWork,
-      millionJoins: millionJoins(capacity.join.cpuUs, capacity.join.redisCommands, 100, rtt, capacity.poll.cpuUs),
+      millionJoins: millionJoins(
+        capacity.join.cpuUs,
+        capacity.join.redisCommands,
+        100,
+        rtt,
+        capacity.poll.cpuUs,
+        intake.buckets,
+      ),
     };
     writeResults(o.outDir, 'queue', report, renderQueue(report));
     return report;
@@ -260,7 +291,7 @@ export async function runQueueBenchmark(o: QueueOptions) {
  * the start is made at the start (50 ms after it).
  */
 function nextPollAt(now: number, retryAfterS: number, startsAt: number): number {
-  const at = now + Math.max(1, retryAfterS) * 1000;
+  const at = now + Math.max(0, retryAfterS) * 1000;
   return now < startsAt && at >= startsAt && at < startsAt + 1000 ? startsAt + 50 : at;
 }
 
@@ -329,25 +360,6 @@ async function proofOfWorkJoins(url: string, connections: number, joins: number,
   return { joinsEach: joins, offPerS, onPerS, refused };
 }
 
-/**
- * The serial ceiling of one product's joins: queue_join() back to back with groups of 1,000 new
- * users (calls for one product hold its counter row one after the other).
- */
-async function measureJoinCeiling(url: string, db: Client, log: (line: string) => void) {
-  const productId = await createProduct(url, { name: 'bench join ceiling', stock: 1, segments: 1, waitingRoom: true });
-  const group = 1000;
-  const calls = 20;
-  const key = Buffer.alloc(32);
-  const started = process.hrtime.bigint();
-  for (let c = 0; c < calls; c++) {
-    const users = Array.from({ length: group }, (_, i) => `ceiling-${c}-${i}`);
-    await db.query('SELECT count(*) FROM queue_join($1, true, $2, $2, $3)', [productId, users, users.map(() => key)]);
-  }
-  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-  log(`join ceiling: ${((group * calls) / seconds).toFixed(0)} rows/s in groups of ${group}`);
-  return { group, calls, rowsPerS: (group * calls) / seconds, msPerCall: (seconds * 1000) / calls };
-}
-
 /** PostgreSQL's idle round trip here: a join group is one such call. */
 async function roundTripMs(db: Client): Promise<number> {
   const started = process.hrtime.bigint();
@@ -386,7 +398,10 @@ async function withWaitingRoom(o: QueueOptions, svc: ServiceProcess, db: Client,
   let joining = true;
   /** What a ticket's answer, the join's or a poll's, tells its buyer (a join, of a new user, is never told ordered). */
   const see = (b: Buyer, t: any, now: number) => {
-    if (typeof t.position === 'number') b.position = t.position;
+    if (typeof t.position === 'number') {
+      b.position = t.position;
+      b.placedAt ??= now;
+    }
     if (t.status === 'waiting' && b.eta === undefined && now >= startsAt && t.estimatedWaitS !== null) {
       b.eta = now + t.estimatedWaitS * 1000;
       b.etaAt = now;
@@ -462,39 +477,41 @@ async function withWaitingRoom(o: QueueOptions, svc: ServiceProcess, db: Client,
       }
     }),
   );
+  // The joins, `connections` at once, each timed from its sending to its answer (the promise is
+  // about both), through the poller's client.
   o.log(`joining ${o.buyers} buyers ...`);
   const joinsStarted = Date.now();
-  const joins = await runLoad({
-    url: svc.url,
-    post: `/products/${productId}/queue`,
-    amount: o.buyers,
-    connections: o.connections,
-    timeoutS: 30,
-    label: 'joins',
-    progress: o.log,
-    bodyOf: (n) => JSON.stringify({ userId: `q-${n}` }),
-    onAnswer: (status, body, headers) => {
-      if (status !== 201) return;
-      const t = JSON.parse(body);
-      const now = Date.now();
-      const b: Buyer = { userId: t.userId, ticketId: t.id, joinedAt: now, due: 0, ordered: false, done: false };
-      see(b, t, now);
-      // The first poll as the buyer's waiting page makes it, after the join's Retry-After.
-      b.due = nextPollAt(now, Number(headers['retry-after'] ?? 1), startsAt);
-      buyers.push(b);
-      if (!settled(b)) queue.push(b);
-    },
-  }).finally(() => (joining = false));
-  const joinCosts = costDeltas(before, await probe.snapshot(svc.pid), 'answer', joins.created);
+  const joinStatus: Record<string, number> = {};
+  let sent = 0;
+  await Promise.all(
+    Array.from({ length: o.connections }, async () => {
+      while (sent < o.buyers) {
+        const userId = `q-${sent++}`;
+        const sentAt = Date.now();
+        const r = await call(svc.url, 'POST', `/products/${productId}/queue`, { userId }).catch(() => null);
+        const now = Date.now();
+        tally(joinStatus, r === null ? 'no answer' : String(r.status));
+        if (r?.status !== 201) continue;
+        const b: Buyer = { userId, ticketId: r.body.id, sentAt, joinedAt: now, due: 0, ordered: false, done: false };
+        see(b, r.body, now);
+        // The first poll as the buyer's waiting page makes it, after the join's Retry-After.
+        b.due = nextPollAt(now, r.retryAfter ?? 1, startsAt);
+        buyers.push(b);
+        if (!settled(b)) queue.push(b);
+      }
+    }),
+  ).finally(() => (joining = false));
+  const joinSeconds = (Date.now() - joinsStarted) / 1000;
+  const joinCosts = costDeltas(before, await probe.snapshot(svc.pid), 'answer', buyers.length);
   const preQueue = buyers.filter((b) => b.joinedAt < startsAt).length;
-  o.log(`${joins.created} joins in ${joins.elapsedS.toFixed(1)} s (${preQueue} before the start)`);
+  o.log(`${buyers.length} joins in ${joinSeconds.toFixed(1)} s (${preQueue} before the start)`);
 
   // Until every buyer knows the outcome (a buyer told sold out is not polled again).
   await pollers;
   await Promise.all(checkouts);
   const pollSeconds = (Date.now() - pollStarted) / 1000;
   const after = await probe.snapshot(svc.pid);
-  const all = costDeltas(before, after, 'answer', joins.created);
+  const all = costDeltas(before, after, 'answer', buyers.length);
   o.log(
     `${polls} polls in ${pollSeconds.toFixed(1)} s; every unit paid ${soldOutAt === null ? 'never' : `${((soldOutAt - startsAt) / 1000).toFixed(1)} s after the start`}`,
   );
@@ -535,6 +552,21 @@ async function withWaitingRoom(o: QueueOptions, svc: ServiceProcess, db: Client,
     return [{ errorS: Math.abs(at - b.eta) / 1000, share: Math.abs(at - b.eta) / (at - b.etaAt) }];
   });
 
+  // The promise, from PostgreSQL's places and the published draws: a join answered before another
+  // was sent is never placed behind it unless both fell in one bucket.
+  const { rows: placeRows } = await db.query<{ user_id: string; position: number }>(
+    `SELECT user_id, position::int AS position FROM queue_places($1)`,
+    [productId],
+  );
+  const placeOf = new Map(placeRows.map((r) => [r.user_id, r.position]));
+  const draws = (await call(svc.url, 'GET', `/products/${productId}/queue/draws`)).body.draws;
+  const timed = buyers.flatMap((b) => {
+    const position = placeOf.get(b.userId);
+    return position === undefined ? [] : [{ sentAt: b.sentAt, answeredAt: b.joinedAt, position }];
+  });
+  const breaches = promiseBreaches(timed, bucketOfPosition(draws));
+  const verdict = await verify(svc.url, String(productId));
+
   const audit = await auditProduct(db, productId);
   const { rows: orderRows } = await db.query(
     `SELECT count(*)::int AS n, count(admission_position)::int AS admitted, count(DISTINCT admission_position)::int AS distinct
@@ -559,10 +591,20 @@ async function withWaitingRoom(o: QueueOptions, svc: ServiceProcess, db: Client,
       ok: preTickets.length === 0 || lotteryShare(fairness.body.seed as string, preTickets) === 1,
       detail: `${preTickets.length} pre-queue tickets checked`,
     },
+    {
+      name: 'every join placed, none behind a join of another bucket answered before it was sent',
+      ok: placeOf.size === buyers.length && breaches.length === 0,
+      detail: `${placeOf.size} of ${buyers.length} placed, ${breaches.length} breaches`,
+    },
+    {
+      name: 'npm run verify-queue: every draw as its committed seed makes it',
+      ok: verdict.ok,
+      detail: `${verdict.draws} draws, ${verdict.tickets} tickets${verdict.problems.length > 0 ? `: ${verdict.problems.slice(0, 3).join('; ')}` : ''}`,
+    },
   ];
   return {
-    joinsPerS: joins.created / joins.elapsedS,
-    joinSeconds: joins.elapsedS,
+    joinsPerS: buyers.length / joinSeconds,
+    joinSeconds,
     /** From the first join to the moment the last buyer knew the outcome (ordered or sold out). */
     crowdAnsweredS,
     preQueue,
@@ -577,6 +619,14 @@ async function withWaitingRoom(o: QueueOptions, svc: ServiceProcess, db: Client,
     ),
     lapsedWhileUnitsLeft,
     fairnessShare: fairnessShare(batches),
+    /** The share of joins placed as the promise says (none behind a join of another bucket answered before it was sent). */
+    promiseShare: timed.length === 0 ? 1 : 1 - breaches.length / timed.length,
+    promiseBreaches: breaches.length,
+    draws: draws.filter((d: { tickets: number }) => d.tickets > 0).length,
+    /** From a join's answer to the first answer that told its place (ms; joins after the start: the pre-queue's place comes at the start). */
+    placeKnownMs: percentiles(
+      buyers.flatMap((b) => (b.placedAt !== undefined && b.joinedAt >= startsAt ? [b.placedAt - b.joinedAt] : [])),
+    ),
     lotteryShare: preTickets.length === 0 ? null : lotteryShare(fairness.body.seed as string, preTickets),
     etaErrorS: percentiles(estimated.map((e) => e.errorS)),
     /** The same error as a share of the real wait (from the estimate to the admission). */
@@ -590,7 +640,7 @@ async function withWaitingRoom(o: QueueOptions, svc: ServiceProcess, db: Client,
     redisCpuUsPerJoin: joinCosts.perUnit.redisCpuUs,
     statusCounts: {
       ...statusCounts,
-      ...Object.fromEntries(Object.entries(joins.statusCounts).map(([k, v]) => [`join ${k}`, v])),
+      ...Object.fromEntries(Object.entries(joinStatus).map(([k, v]) => [`join ${k}`, v])),
     },
     checks,
   };
@@ -666,6 +716,8 @@ export function renderQueue(r: QueueReport): string {
     `| seconds until every buyer knew the outcome (ordered or sold out), from the first call | ${f(w.crowdAnsweredS, 1)} | ${f(x.crowdAnsweredS, 1)} |`,
     `| admissions lapsed unspent while units were left | ${w.lapsedWhileUnitsLeft} | |`,
     `| fairness: admissions in exact queue order | ${f(w.fairnessShare, 3)} | |`,
+    `| fairness against the promise: joins not placed behind a join of another bucket answered before they were sent (breaches) | ${f(w.promiseShare, 3)} (${w.promiseBreaches}) | |`,
+    `| milliseconds from a join's answer to the answer that told its place, p50 / p99 (joins after the start, ${w.draws} buckets drawn; Δ = 100 ms) | ${f(w.placeKnownMs.p50)} / ${f(w.placeKnownMs.p99)} | |`,
     `| pre-queue in the revealed lottery's order (share checked) | ${f(w.lotteryShare, 3)} | |`,
     `| error of the first estimated wait, p50 / p90 (s) | ${f(w.etaErrorS.p50, 1)} / ${f(w.etaErrorS.p90, 1)} | |`,
     `| the same, in a sale where every second order is cancelled 3 s after it was made (${r.estimate.buyers} buyers, ${r.estimate.units} units; ${es.etaSamples} estimates checked): seconds, p50 / p90; share of the real wait, p50 / p90 | ${f(es.etaErrorS.p50, 1)} / ${f(es.etaErrorS.p90, 1)} s; ${f(es.etaErrorShare.p50, 2)} / ${f(es.etaErrorShare.p90, 2)} | |`,
@@ -684,27 +736,49 @@ export function renderQueue(r: QueueReport): string {
         checks.map((c) => `| ${sale}: ${c.name} | ${c.ok ? 'pass' : 'FAILED'} | ${c.detail.replace(/\|/g, '/')} |`),
     ),
     '',
+    ...renderIntake(r.intake),
+    '',
     `**1,000,000 joins in one second**, from these costs: ${f(m.serviceCores)} service cores at ${f(c.join.cpuUs)} µs per join, ` +
       `and ${f(m.pollCores)} more for the crowd's ${f(m.pollsPerS)} polls/s while it waits (every ${BEHIND_UNITS_POLL_S} s, ${f(c.poll.cpuUs)} µs each); ` +
-      `${f(m.redisCommandsPerS / 1e6, 1)} M Redis commands/s (${f(c.join.redisCommands, 2)} per join). PostgreSQL: one queue_join call ` +
-      `per process per round trip, at most ${f(m.controlSlotCallsPerS)}/s for 100 processes at this machine's idle round trip, each ` +
-      `holding the product's counter row while it inserts its group and commits: here ${f(r.joinCeiling.rowsPerS)} joins/s for one ` +
-      `product in groups of ${r.joinCeiling.group} (${f(r.joinCeiling.msPerCall, 1)} ms a call), the first limit (\`npm run scaling\`).`,
+      `${f(m.redisCommandsPerS / 1e6, 1)} M Redis commands/s (${f(c.join.redisCommands, 2)} per join). PostgreSQL: at most two queue_join calls ` +
+      `per process per round trip (${f(m.controlSlotCallsPerS)}/s for 100 processes at this machine's idle round trip), none holding ` +
+      `anything every other needs; ${f(m.pgCores, 1)} cores of PostgreSQL CPU and ${f(m.walMBps)} MB/s of WAL for the tickets, and the ` +
+      `seals of the product's buckets ${f(m.sealShare, 2)} of one session's second (\`npm run scaling\` plans the hosts).`,
     '',
   ].join('\n');
+}
+
+/** The intake table: one product's joins/s, the counter row beside the buckets, by writers. */
+function renderIntake(i: IntakeReport): string[] {
+  const rows = i.counterRow.runs.map((old, k) => {
+    const next = i.buckets.runs[k];
+    return `| ${old.writers} | ${f(old.joinsPerS)} (${f(old.msPerCall, 1)} ms a call) | ${f(next.joinsPerS)} (${f(next.msPerCall, 1)} ms a call) | ${f(next.joinsPerS / old.joinsPerS, 2)} |`;
+  });
+  return [
+    `One product's intake, groups of ${i.group} new users back to back for ${i.secondsPerRun} s a run, on the same PostgreSQL in the same run:`,
+    '',
+    '| writers | counter row, joins/s | buckets, joins/s | buckets ÷ counter row |',
+    '|--:|--:|--:|--:|',
+    ...rows,
+    '',
+    `Serial part per group (what it holds that every writer of the product needs): the counter row ${f(i.counterRow.serialMsPerGroup, 1)} ms ` +
+      `(the whole call, at 1 writer), the buckets ${f(i.buckets.serialMsPerGroup, 1)} ms (shared locks only). The seals, serial per product ` +
+      `but off the join path: ${f(i.buckets.sealUsPerJoin, 2)} µs of PostgreSQL per ticket sealed (${f(i.buckets.sealMsPerCall, 2)} ms a seal). ` +
+      `PostgreSQL per ticket written (1 writer): ${f(i.buckets.pgCpuUsPerJoin, 1)} µs of CPU, ${f(i.buckets.walBytesPerJoin)} bytes of WAL.`,
+  ];
 }
 
 async function main(): Promise<void> {
   const flags = readFlags(
     ['buyers', 'units', 'connections', 'pollers', 'workers', 'ttl', 'pow-joins', 'out', 'node-flags'],
-    'npm run bench:queue -- [--buyers N (50000)] [--units N (1000)] [--connections N (200)] [--pollers N (256)] [--workers N (2)] [--ttl S (120)] [--pow-joins N (5000)] [--out DIR (bench/results)] [--node-flags="--cpu-prof --cpu-prof-dir=DIR"]',
+    'npm run bench:queue -- [--buyers N (50000)] [--units N (1000)] [--connections N (200)] [--pollers N (2048)] [--workers N (2)] [--ttl S (120)] [--pow-joins N (5000)] [--out DIR (bench/results)] [--node-flags="--cpu-prof --cpu-prof-dir=DIR"]',
   );
   if (!flags) return;
   const report = await runQueueBenchmark({
     buyers: Number(flags.buyers ?? 50_000),
     units: Number(flags.units ?? 1000),
     connections: Number(flags.connections ?? 200),
-    pollersInFlight: Number(flags.pollers ?? 256),
+    pollersInFlight: Number(flags.pollers ?? 2048),
     workers: Number(flags.workers ?? 2),
     admissionTtlS: Number(flags.ttl ?? 120),
     powJoins: Number(flags['pow-joins'] ?? 5000),

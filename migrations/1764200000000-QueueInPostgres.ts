@@ -7,8 +7,8 @@
 // Redis epochs go.
 import { MigrationInterface, QueryRunner } from 'typeorm';
 
-/** queue_join() as this migration made it (1764350000000-QueueJoinLookups replaces it, and restores this going back). */
-export const QUEUE_JOIN_FIRST = `
+/** queue_join() as this migration makes it (a later migration replaces it). */
+const QUEUE_JOIN_FIRST = `
       CREATE FUNCTION queue_join(p_product integer, p_arrival boolean, p_users text[], p_tickets text[], p_keys bytea[])
       RETURNS TABLE (user_id text, ticket_id text, kind char(1), "position" bigint, created boolean)
       LANGUAGE plpgsql AS $fn$

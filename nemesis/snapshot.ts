@@ -93,8 +93,15 @@ export async function takeSnapshot(url: string): Promise<Snapshot> {
       data: r.data as Record<string, unknown>,
       committedUs: r.committed_us === null ? null : Number(r.committed_us),
     }));
+    // A ticket's place comes from its bucket's draw (queue_places), not from a column of its row.
     const tickets = (
-      await db.query('SELECT product_id, user_id, position FROM queue_tickets ORDER BY product_id, position')
+      await db.query(
+        `SELECT t.product_id, t.user_id, p.position
+           FROM queue_tickets t
+           LEFT JOIN (SELECT r.product_id, q.user_id, q.position FROM waiting_rooms r, queue_places(r.product_id) q) p
+             ON p.product_id = t.product_id AND p.user_id = t.user_id
+          ORDER BY t.product_id, p.position`,
+      )
     ).rows.map((r: any) => ({
       productId: r.product_id as number,
       userId: r.user_id as string,

@@ -17,6 +17,7 @@ import { QueueJoinLookups1764350000000 } from '../migrations/1764350000000-Queue
 import { AdmissionPause1764400000000 } from '../migrations/1764400000000-AdmissionPause';
 import { PreQueueCount1764450000000 } from '../migrations/1764450000000-PreQueueCount';
 import { SegmentFencing1764470000000 } from '../migrations/1764470000000-SegmentFencing';
+import { QueueBuckets1764500000000 } from '../migrations/1764500000000-QueueBuckets';
 import { withPg } from './faults/support';
 import { testUrls } from './support/service';
 
@@ -72,6 +73,7 @@ describe('the order lifecycle migration', () => {
       'AdmissionPause1764400000000',
       'PreQueueCount1764450000000',
       'SegmentFencing1764470000000',
+      'QueueBuckets1764500000000',
     ]);
 
     await withPg(url, async (db) => {
@@ -105,7 +107,7 @@ describe('the order lifecycle migration', () => {
   });
 
   it("should keep products and orders as they were under the waiting-room migration, spend an admission once, write each change's event with it under the events migration, and go back", async () => {
-    const ds = await migrateWith(url, [
+    const before = [
       InitialSchema1763700000000,
       OrderLifecycle1763900000000,
       WaitingRoom1764000000000,
@@ -117,8 +119,22 @@ describe('the order lifecycle migration', () => {
       AdmissionPause1764400000000,
       PreQueueCount1764450000000,
       SegmentFencing1764470000000,
-    ]);
+    ];
+    // The queue's buckets (their own spec, test/queue-sql.e2e-spec.ts, covers their way there and back): gone.
+    const all = await migrateWith(url, [...before, QueueBuckets1764500000000]);
     try {
+      await all.undoLastMigration({ transaction: 'each' });
+    } finally {
+      await all.destroy();
+    }
+    const ds = await migrateWith(url, before);
+    try {
+      const bucketTables = await withPg(url, (db) =>
+        db.query(
+          `SELECT table_name FROM information_schema.tables WHERE table_name IN ('queue_draws', 'queue_chains')`,
+        ),
+      );
+      expect(bucketTables.rows).toEqual([]);
       // The pre-queue's count: made from the tickets a room already holds, then kept by each group
       // of joins (a user with a ticket is not counted again; an arrival is not in the pre-queue),
       // reset with a room made again, and gone on the way back.
@@ -136,6 +152,8 @@ describe('the order lifecycle migration', () => {
           ]),
         );
       const room = (sql: string) => withPg(url, (db) => db.query(sql));
+      // Back past the fencing migration to before the count, so that the count is made from tickets.
+      await ds.undoLastMigration({ transaction: 'each' });
       await ds.undoLastMigration({ transaction: 'each' });
       await room(`INSERT INTO waiting_rooms (product_id, seed, seed_hash) VALUES (1, '\\x00', repeat('0', 64))`);
       await joinAs(['pa', 'pb', 'pc']);

@@ -423,9 +423,10 @@ describe("the buyer's waiting page in a real browser, against two service proces
         nextPollDelayMs(1, s - 1500, s), // before the start (the service's asking back): as it says
         nextPollDelayMs(1, s + 100, s), // after the start: as it says
         nextPollDelayMs(5, s, null), // no start
+        nextPollDelayMs(0, s + 100, s), // the place is being drawn: at once (the service holds the poll until the draw)
       ];
     })()`);
-    expect(delays).toEqual([450, 2150, 2000, 1000, 1000, 5000]);
+    expect(delays).toEqual([450, 2150, 2000, 1000, 1000, 5000, 0]);
     await context.close();
   });
 

@@ -65,14 +65,17 @@ describe('the waiting room, call by call', () => {
     const id = await product({ stock: 5, waitingRoom: true });
     const first = await join(id, 'ann');
     expect(first.status).toBe(201);
-    // The sale is open: the position comes with the draw at the admitter's next tick, and never changes after.
+    // The sale is open: the position comes with its bucket's draw, just after the bucket ends, and
+    // never changes after. Until then the answer says to poll at once: that poll waits for the draw.
     expect(first.body).toMatchObject({
       id: expect.any(String),
       lotteryId: expect.stringMatching(/^[0-9a-f]{24}$/),
       productId: id,
       userId: 'ann',
+      status: 'waiting',
+      position: null,
     });
-    expect(Number(first.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    expect(first.headers['retry-after']).toBe('0');
     const placed = await pollUntil(id, first.body.id, 'waiting', 'admitted');
     expect(placed.body).toEqual({
       id: first.body.id,
@@ -160,8 +163,9 @@ describe('the waiting room, call by call', () => {
   it('says sold_out to a waiting ticket while nothing is left, and waiting (then admitted) in its place when a unit comes back', async () => {
     const id = await product({ stock: 1, waitingRoom: true, admissionTtlS: 30 });
     const first = (await join(id, 'cy')).body;
-    const second = (await join(id, 'di')).body;
     const admitted = await pollUntil(id, first.id, 'admitted');
+    // Joined once the first's bucket was drawn: a later bucket, so behind it.
+    const second = (await join(id, 'di')).body;
     // Ratio 1, one unit: the second waits, right behind, while the first holds the admission.
     expect((await poll(id, second.id)).body).toMatchObject({
       status: 'waiting',

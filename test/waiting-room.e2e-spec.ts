@@ -7,6 +7,9 @@
 // admissions never above the ratio, and every buyer ordered, sold out or ended. Then a pause: admitted
 // buyers told sold_out keep their admissions through it (the clock moved in PostgreSQL), on either
 // process, and order first when units come back.
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { expectStockBalanced, withDb } from './support/database';
 import { admin, pooled, Reply, request, ServiceProcess, shop, startedTogether, startService } from './support/service';
 import {
@@ -24,6 +27,7 @@ import {
   sha256Hex,
 } from './support/waiting-room';
 import { resetState } from './support/database';
+import { bucketOfPosition, promiseBreaches } from '../harness/queue-order';
 import { sleep, waitFor } from './support/wait';
 
 const UNITS = 200;
@@ -82,8 +86,11 @@ describe('the waiting room under a storm across two service processes (I8, I1-I7
 
     const buyers = Array.from({ length: USERS }, (_, i) => newBuyer(`wr-${i}`, partOf(i)));
     const joins = new Map<Buyer, Reply[]>();
+    const timed = new Map<Buyer, { sentAt: number; answeredAt: number }>();
     const join = async (buyer: Buyer, url: string) => {
+      const sentAt = Date.now();
       const r = await request(url, 'POST', `/products/${productId}/queue`, { userId: buyer.userId });
+      if (r.status === 201) timed.set(buyer, { sentAt, answeredAt: Date.now() });
       joins.set(buyer, [...(joins.get(buyer) ?? []), r]);
       return r;
     };
@@ -102,7 +109,7 @@ describe('the waiting room under a storm across two service processes (I8, I1-I7
     // The pre-queue's count (what paces its first polls) is exact under both processes' joins, a
     // user who joined on both counted once.
     const counted = await withDb((db) =>
-      db.query('SELECT pre_joined::int AS n FROM queue_counts WHERE product_id = $1', [productId]),
+      db.query('SELECT sum(pre_joined)::int AS n FROM queue_counts WHERE product_id = $1', [productId]),
     );
     expect(counted.rows).toEqual([{ n: PRE }]);
     await openSaleNow(urls, productId, joins.get(buyers[0])![0].body.id);
@@ -163,15 +170,14 @@ describe('the waiting room under a storm across two service processes (I8, I1-I7
         pre.map((x) => x.lotteryId!),
       ),
     );
-    // Arrivals after the pre-queue, in arrival order: a wave sent after another was answered is behind it.
+    // Arrivals after the pre-queue, bucket by bucket: a join answered before another was sent is never
+    // placed behind it unless both fell in the same bucket (the draws say which bucket holds a place).
     const positions = buyers.map((x) => x.position as number);
-    expect(new Set(positions).size).toBe(USERS);
-    for (let w = 0; w < WAVES; w++) {
-      const ps = waves[w].map((x) => x.position as number);
-      expect(Math.min(...ps)).toBeGreaterThan(
-        w === 0 ? PRE : Math.max(...waves[w - 1].map((x) => x.position as number)),
-      );
-    }
+    expect([...positions].sort((x, y) => x - y)).toEqual(Array.from({ length: USERS }, (_, i) => i + 1));
+    for (const wave of waves) expect(Math.min(...wave.map((x) => x.position as number))).toBeGreaterThan(PRE);
+    const bucketOf = bucketOfPosition((await request(a.url, 'GET', `/products/${productId}/queue/draws`)).body.draws);
+    const arrivals = waves.flat().map((x) => ({ ...timed.get(x)!, position: x.position as number }));
+    expect(promiseBreaches(arrivals, bucketOf)).toEqual([]);
 
     // I8 in PostgreSQL: in queue order, within the ratio, each position once, every order admitted.
     const { batches, orders } = await expectAdmissionsKept(productId, RATIO, buyers, withDb);
@@ -205,6 +211,28 @@ describe('the waiting room under a storm across two service processes (I8, I1-I7
       expect(orders.find((o) => o.id === x.orderId)?.status).toBe('cancelled');
     // No 5xx to any buyer's order.
     expect(buyers.flatMap((x) => x.orderReplies).filter((r) => r.status >= 500)).toEqual([]);
+
+    // The verifier a buyer runs, with their ticket, on either process: every draw checks, and so does
+    // their place. A ticket moved to another bucket in PostgreSQL shows as a mismatch.
+    const buyer = waves[2][7];
+    const verified = await verifyQueue(b.url, productId, buyer.ticketId);
+    expect({ code: verified.code, out: verified.stdout }).toEqual({
+      code: 0,
+      out: expect.stringContaining(`your ticket ${buyer.lotteryId}: position ${buyer.position}, in the bucket of`),
+    });
+    expect(verified.stdout).toContain('OK: every draw is the one its committed seed makes');
+    await withDb((db) =>
+      db.query(
+        `UPDATE queue_tickets SET bucket = (SELECT max(bucket) FROM queue_tickets WHERE product_id = $1)
+          WHERE product_id = $1 AND user_id = $2`,
+        [productId, waves[0][0].userId],
+      ),
+    );
+    const tampered = await verifyQueue(a.url, productId);
+    expect({ code: tampered.code, out: tampered.stdout }).toEqual({
+      code: 1,
+      out: expect.stringContaining('MISMATCH'),
+    });
   }, 480_000);
 
   it('holds the admissions of buyers told sold_out through a pause, whichever process they poll, and they order first when units come back', async () => {
@@ -220,14 +248,14 @@ describe('the waiting room under a storm across two service processes (I8, I1-I7
     const productId: number = created.body.id;
     const urls = [a.url, b.url];
     const on = (i: number) => urls[i % 2];
-    /** Polls a ticket on a process until its status is one of `statuses` (30 s at most: only a fault takes that long). */
+    /** Polls a ticket on a process until it has its place and its status is one of `statuses` (30 s at most: only a fault takes that long). */
     const until = (i: number, ticket: string, ...statuses: string[]): Promise<Reply> => {
       let n = 0;
       return waitFor(
         `the ticket of buyer ${i} to become ${statuses.join(' or ')}`,
         async () => {
           const r = await request(on(i + n++), 'GET', `/products/${productId}/queue/${ticket}`);
-          return r.status === 200 && statuses.includes(r.body.status) ? r : null;
+          return r.status === 200 && statuses.includes(r.body.status) && r.body.position !== null ? r : null;
         },
         30_000,
         100,
@@ -238,7 +266,8 @@ describe('the waiting room under a storm across two service processes (I8, I1-I7
       Array.from({ length: 100 }, async (_, i) => {
         const r = await request(on(i), 'POST', `/products/${productId}/queue`, { userId: `held-${i}` });
         expect(r.status).toBe(201);
-        return { i, userId: `held-${i}`, id: r.body.id as string, position: r.body.position as number };
+        const placed = await until(i, r.body.id, 'waiting', 'admitted');
+        return { i, userId: `held-${i}`, id: r.body.id as string, position: placed.body.position as number };
       }),
     );
     const admitted = tickets.filter((t) => t.position <= units);
@@ -306,6 +335,15 @@ describe('the waiting room under a storm across two service processes (I8, I1-I7
     await expectStockBalanced(productId, units);
   }, 120_000);
 });
+
+/** `npm run verify-queue` as a buyer runs it (the built command): its exit code and what it printed. */
+async function verifyQueue(url: string, productId: number, ticket?: string) {
+  const args = ['dist/src/cli/verify-queue.js', url, String(productId), ...(ticket ? [ticket] : [])];
+  return promisify(execFile)(process.execPath, args, { cwd: join(__dirname, '..') }).then(
+    ({ stdout }) => ({ code: 0, stdout }),
+    (err: { code: number; stdout: string }) => ({ code: err.code, stdout: err.stdout }),
+  );
+}
 
 /** Waits until the room's pause mark satisfies `holds` (30 s at most: only a fault takes that long). */
 async function waitForRoom(productId: number, holds: (pausedSince: Date | null) => boolean): Promise<void> {

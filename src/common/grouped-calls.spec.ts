@@ -62,6 +62,35 @@ describe('GroupedCalls', () => {
     await expect(b).resolves.toBe(2);
   });
 
+  it('should have up to `calls` groups of one key out at once, the next leaving when one returns', async () => {
+    const calls: number[][] = [];
+    const releases: Array<() => void> = [];
+    const groups = new GroupedCalls<number, number>(
+      async (_key, inputs) => {
+        calls.push(inputs);
+        await new Promise<void>((r) => releases.push(r));
+        return inputs;
+      },
+      2000,
+      2,
+    );
+    const all = [groups.take(5, 1)];
+    await new Promise((r) => setImmediate(r));
+    all.push(groups.take(5, 2), groups.take(5, 3));
+    await new Promise((r) => setImmediate(r));
+    // Two out: [1] and [2, 3]; the next waits for one of them.
+    all.push(groups.take(5, 4));
+    await new Promise((r) => setImmediate(r));
+    expect(calls).toEqual([[1], [2, 3]]);
+    releases[1]();
+    await all[2];
+    await new Promise((r) => setImmediate(r));
+    expect(calls).toEqual([[1], [2, 3], [4]]);
+    releases[0]();
+    releases[2]();
+    expect(await Promise.all(all)).toEqual([1, 2, 3, 4]);
+  });
+
   it('should refuse an answer that does not have one output per input', async () => {
     const groups = new GroupedCalls<number, number>(async () => []);
     await expect(groups.take(1, 1)).rejects.toThrow('answered 0 of 1');

@@ -8,7 +8,8 @@
 // event loop's turn (setImmediate), with every call whose request was read in that turn. Sent at
 // once, the first of a burst went alone and the rest of the burst waited for it: a crowd's groups
 // alternated 1, 99, 1, 99, each group of one costing a round trip.
-// (Two calls out at once per product were tried for joins: no faster, with more statements; so one.)
+// A key may have more than one call out (`calls`): the joins of one product, which PostgreSQL takes
+// side by side, go in up to that many groups at once; the next group leaves when one returns.
 
 interface Waiter<Out> {
   resolve: (out: Out) => void;
@@ -17,13 +18,14 @@ interface Waiter<Out> {
 
 export class GroupedCalls<In, Out> {
   private readonly waiting = new Map<number, Array<{ input: In } & Waiter<Out>>>();
-  /** Keys with a call out, or with a group about to leave (at the end of this turn). */
-  private readonly busy = new Set<number>();
+  /** Per key, the calls out and the groups about to leave (at the end of this turn). */
+  private readonly busy = new Map<number, number>();
 
-  /** `call` answers one output per input, in the same order. */
+  /** `call` answers one output per input, in the same order; at most `calls` of one key are out at once. */
   constructor(
     private readonly call: (key: number, inputs: In[]) => Promise<Out[]>,
     private readonly most = 2000,
+    private readonly calls = 1,
   ) {}
 
   take(key: number, input: In): Promise<Out> {
@@ -35,17 +37,20 @@ export class GroupedCalls<In, Out> {
     });
   }
 
-  /** A group leaves at the end of this turn, unless a call is out (its end sends the next group). */
+  /** A group leaves at the end of this turn, unless `calls` are out (the end of one sends the next group). */
   private schedule(key: number): void {
-    if (this.busy.has(key)) return;
-    this.busy.add(key);
+    const out = this.busy.get(key) ?? 0;
+    if (out >= this.calls) return;
+    this.busy.set(key, out + 1);
     setImmediate(() => this.flush(key));
   }
 
   private flush(key: number): void {
     const all = this.waiting.get(key);
     if (!all || all.length === 0) {
-      this.busy.delete(key);
+      const out = (this.busy.get(key) ?? 1) - 1;
+      if (out > 0) this.busy.set(key, out);
+      else this.busy.delete(key);
       return;
     }
     const group = all.splice(0, this.most);

@@ -41,7 +41,7 @@ describe('loadConfig', () => {
       door: { rateLimitUser: '5,10', rateLimitIp: '50,100', trustProxy: undefined, soldOutStaleMs: 100 },
       overload: { lagMs: [150, 300, 600], sampleMs: 100, ordersInFlight: 256 },
       identity: { jwtSecret: undefined, jwtPublicKey: undefined, shopToken: undefined },
-      waitingRoom: { admissionRatio: 1.5, admissionTickMs: 100, secret: undefined },
+      waitingRoom: { admissionRatio: 1.5, admissionTickMs: 100, bucketMs: 100, secret: undefined },
       proofOfWork: {
         secret: undefined,
         challengeTtlS: 120,
@@ -110,6 +110,7 @@ describe('loadConfig', () => {
       SHOP_TOKEN: 'a-long-enough-shop-token',
       ADMISSION_RATIO: '2.5',
       ADMISSION_TICK_MS: '40',
+      QUEUE_BUCKET_MS: '250',
       ADMISSION_SECRET: 'an-admission-secret-of-32-characters',
       EVENTS_RETENTION_S: '3600',
       EVENTS_POLL_MS: '75',
@@ -161,6 +162,7 @@ describe('loadConfig', () => {
       waitingRoom: {
         admissionRatio: 2.5,
         admissionTickMs: 40,
+        bucketMs: 250,
         secret: 'an-admission-secret-of-32-characters',
       },
       proofOfWork: {
@@ -284,6 +286,8 @@ describe('loadConfig', () => {
     ['ADMISSION_RATIO', '0.5'],
     ['ADMISSION_RATIO', 'lots'],
     ['ADMISSION_TICK_MS', '5'],
+    ['QUEUE_BUCKET_MS', '5'],
+    ['QUEUE_BUCKET_MS', '60001'],
     ['ADMISSION_SECRET', 'short'],
   ])('should refuse %s=%j with a message that names it', (name, value) => {
     const err = refusal({ [name]: value });

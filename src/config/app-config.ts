@@ -230,6 +230,11 @@ export class WaitingRoomConfig {
   @Env('ADMISSION_RATIO') @Transform(toNumber) @IsNumber() @Min(1) @Max(100) admissionRatio = 1.5;
   /** How often a process looks for an admission step to make, and the oldest admission view a poll is answered from. */
   @Env('ADMISSION_TICK_MS') @Transform(toInt) @IsInt() @Min(10) @Max(10_000) admissionTickMs = 100;
+  /**
+   * The width of a new room's buckets, ms of PostgreSQL's clock: joins within one bucket are drawn
+   * by lottery among themselves, buckets follow each other in time (a room keeps the width it was made with).
+   */
+  @Env('QUEUE_BUCKET_MS') @Transform(toInt) @IsInt() @Min(10) @Max(60_000) bucketMs = 100;
   /** HS256 key of admission tokens; unset: one made once and kept in PostgreSQL, shared by every process. */
   @Env('ADMISSION_SECRET')
   @Transform(emptyToUndefined)

@@ -5,7 +5,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { DataSource, EntityManager } from 'typeorm';
-import { DatabaseConfig, HttpConfig, InventoryConfig } from '../config/app-config';
+import { DatabaseConfig, HttpConfig, InventoryConfig, WaitingRoomConfig } from '../config/app-config';
 import { mapDatabaseError } from '../common/database-errors';
 import { DomainError, ProductNotFoundError } from '../common/domain-errors';
 import { writeProductEvent } from '../database/product-events';
@@ -54,6 +54,7 @@ export class ProductsRepository {
     private readonly inventory: InventoryConfig,
     private readonly database: DatabaseConfig,
     private readonly http: HttpConfig,
+    private readonly waitingRoom: WaitingRoomConfig,
   ) {}
 
   /** The product's terms as the order path needs them; null for an unknown id. */
@@ -252,14 +253,15 @@ export class ProductsRepository {
   }
 
   /**
-   * The product's waiting room, made once: its lottery seed, whose SHA-256 is public from now on. A
-   * room turned off and on again keeps its seed (and its queue).
+   * The product's waiting room, made once: its pre-queue's lottery seed, whose SHA-256 is public
+   * from now on, and the width of its buckets (QUEUE_BUCKET_MS). A room turned off and on again
+   * keeps its seed (and its queue).
    */
   private async openWaitingRoom(tx: EntityManager, productId: number): Promise<void> {
     const seed = randomBytes(32);
     await tx.query(
-      'INSERT INTO waiting_rooms (product_id, seed, seed_hash) VALUES ($1, $2, $3) ON CONFLICT (product_id) DO NOTHING',
-      [productId, seed, createHash('sha256').update(seed).digest('hex')],
+      'INSERT INTO waiting_rooms (product_id, seed, seed_hash, bucket_ms) VALUES ($1, $2, $3, $4) ON CONFLICT (product_id) DO NOTHING',
+      [productId, seed, createHash('sha256').update(seed).digest('hex'), this.waitingRoom.bucketMs],
     );
   }
 

@@ -3,21 +3,15 @@ import { SoldOutBoardService } from '../inventory/sold-out-board.service';
 import { MetricsService } from '../metrics/metrics.service';
 import { Admitter } from './admitter';
 import { QueueStates } from './queue-states';
-import { ActiveRoom, AdmissionView, RoomRow, WaitingRoomRepository } from './waiting-room.repository';
+import { ActiveRoom, AdmissionState, AdmissionView, Seal, WaitingRoomRepository } from './waiting-room.repository';
 
-const room: ActiveRoom = { productId: 7, startsAt: null, endsAt: null, admissionTtlS: 120 };
-const roomRow = (preQueue: number | null): RoomRow => ({
-  productId: 7,
-  seed: Buffer.alloc(32),
-  seedHash: 'h',
-  preQueue,
-  highWater: 0,
-  admittedThrough: 0,
-});
+const room: ActiveRoom = { productId: 7, startsAt: null, endsAt: null, admissionTtlS: 120, bucketMs: 100 };
 const viewOf = (over: Partial<AdmissionView>): AdmissionView => ({
   preQueue: 0,
   preJoined: 0,
   highWater: 500,
+  sealedThrough: 5,
+  unsealed: false,
   admittedThrough: 100,
   outstanding: 0,
   unitsLeft: 0,
@@ -29,22 +23,30 @@ const viewOf = (over: Partial<AdmissionView>): AdmissionView => ({
 });
 
 /** The admitter over the real QueueStates, with the repository's PostgreSQL calls counted. */
-function admitterOver(view: () => AdmissionView, rows: Array<RoomRow>, returnedAt = () => 0) {
+function admitterOver(view: () => AdmissionView, returnedAt = () => 0) {
+  const state = (): AdmissionState => {
+    const v = view();
+    return {
+      unitsLeft: v.unitsLeft,
+      outstanding: v.outstanding,
+      placed: v.highWater,
+      admittedThrough: v.admittedThrough,
+    };
+  };
   const repo = {
-    room: jest.fn(async () => rows.shift() ?? roomRow(3)),
+    room: jest.fn(async () => ({ productId: 7, seed: Buffer.alloc(32), seedHash: 'h', preQueue: 0, bucketMs: 100 })),
     view: jest.fn(async () => view()),
-    exclusively: jest.fn(async (_: number, work: (r: RoomRow, q: unknown) => Promise<unknown>) =>
-      work(roomRow(3), null),
-    ),
-    admit: jest.fn(async () => ({
-      batch: { first: 101, last: 101, admittedAt: 0, expiresAt: 1 },
-      unitsLeft: 1,
-      outstandingBefore: 0,
-    })),
-    draw: jest.fn(async () => 3),
+    exclusively: jest.fn(async (_: number, work: (q: unknown) => Promise<unknown>) => work(null)),
+    seal: jest.fn(async (): Promise<Seal> => ({ from: 6, through: 6, draws: [] })),
+    admissionState: jest.fn(async () => state()),
+    admit: jest.fn(async () => ({ first: 101, last: 101, admittedAt: 0, expiresAt: 1, held: false })),
     activeRooms: jest.fn(async () => [room]),
     pause: jest.fn(async () => true),
     resume: jest.fn(async () => true),
+    sealedThrough: jest.fn(async () => 6),
+    draws: jest.fn(async () => []),
+    drawnOrder: jest.fn(async () => null),
+    drawOrderOnce: jest.fn(async (_: number, __: number, order: (ids: string[]) => Buffer) => order(['a'.repeat(24)])),
   };
   const config = Object.assign(new WaitingRoomConfig(), { admissionTickMs: 100 });
   const states = new QueueStates(
@@ -63,32 +65,40 @@ describe('the admitter tick', () => {
   afterEach(() => jest.useRealTimers());
 
   /** `ticks` steps of the room, one every 100 ms (the tick). */
-  async function tick(admitter: Admitter, ticks: number) {
+  async function tick(admitter: Admitter, ticks: number, r: ActiveRoom = room) {
     for (let i = 0; i < ticks; i++) {
-      await admitter.step(room);
+      await admitter.step(r);
       jest.advanceTimersByTime(100);
     }
   }
 
   it('reads a quiet room (people waiting, no admission due) once a second, not every tick, and makes no step there', async () => {
-    const { admitter, repo } = admitterOver(() => viewOf({ unitsLeft: 0, outstanding: 0 }), []);
+    const { admitter, repo } = admitterOver(() => viewOf({ unitsLeft: 0, outstanding: 0 }));
     await tick(admitter, 30);
     expect(repo.view.mock.calls.length).toBeGreaterThanOrEqual(3);
     expect(repo.view.mock.calls.length).toBeLessThanOrEqual(4);
     expect(repo.exclusively).not.toHaveBeenCalled();
   });
 
-  it('reads a room with admissions due every tick and steps it, reading the view again after each batch', async () => {
-    const { admitter, repo } = admitterOver(() => viewOf({ unitsLeft: 10, outstanding: 2 }), []);
+  it('reads a room with admissions due every tick and steps it, giving the repository the count the budget allows', async () => {
+    const { admitter, repo } = admitterOver(() => viewOf({ unitsLeft: 10, outstanding: 2 }));
     await tick(admitter, 10);
     expect(repo.admit).toHaveBeenCalledTimes(10);
+    // ceil(1.5 x 10) - 2 = 13 admissions due, 400 placed and waiting: 13.
+    expect(repo.admit.mock.calls.map((c: unknown[]) => c[3])).toEqual(Array(10).fill(13));
     // Once to decide (the view read after the last batch is a tick old by then), once after the batch.
     expect(repo.view).toHaveBeenCalledTimes(20);
   });
 
+  it('admits no further than the positions handed out', async () => {
+    const { admitter, repo } = admitterOver(() => viewOf({ unitsLeft: 10, highWater: 104 }));
+    await tick(admitter, 1);
+    expect((repo.admit.mock.calls[0] as unknown[])[3]).toBe(4);
+  });
+
   it('steps a quiet room within a second of a unit coming back through another process', async () => {
     let unitsLeft = 0;
-    const { admitter, repo } = admitterOver(() => viewOf({ unitsLeft, outstanding: 0 }), []);
+    const { admitter, repo } = admitterOver(() => viewOf({ unitsLeft, outstanding: 0 }));
     await tick(admitter, 5);
     unitsLeft = 1;
     await tick(admitter, 10);
@@ -100,7 +110,6 @@ describe('the admitter tick', () => {
     let returned = 0;
     const { admitter, repo } = admitterOver(
       () => viewOf({ unitsLeft, outstanding: 0 }),
-      [],
       () => returned,
     );
     await tick(admitter, 3);
@@ -113,14 +122,12 @@ describe('the admitter tick', () => {
   it('reads a quiet room at its next tick once one of its admissions has lapsed', async () => {
     const expiresAt = Date.now() + 250;
     let outstanding = 2;
-    const { admitter, repo } = admitterOver(
-      () =>
-        viewOf({
-          unitsLeft: 1,
-          outstanding,
-          live: outstanding ? [{ first: 1, last: 2, admittedAt: 0, expiresAt }] : [],
-        }),
-      [],
+    const { admitter, repo } = admitterOver(() =>
+      viewOf({
+        unitsLeft: 1,
+        outstanding,
+        live: outstanding ? [{ first: 1, last: 2, admittedAt: 0, expiresAt, held: false }] : [],
+      }),
     );
     await tick(admitter, 2);
     outstanding = 0;
@@ -131,30 +138,44 @@ describe('the admitter tick', () => {
     expect(repo.admit).toHaveBeenCalledTimes(1);
   });
 
-  it('reads a quiet room with room in the budget at its next tick after a join here, but not one whose budget is spent', async () => {
-    let highWater = 100;
-    const { admitter, repo, states } = admitterOver(() => viewOf({ highWater, unitsLeft: 10, outstanding: 0 }), []);
+  it('reads a quiet room at its next tick after a join here, and seals the bucket the join fell in', async () => {
+    let unsealed = false;
+    const { admitter, repo, states } = admitterOver(() => viewOf({ unsealed, highWater: 100 }));
     await tick(admitter, 2);
-    expect(repo.admit).not.toHaveBeenCalled();
-    highWater = 101;
+    expect(repo.seal).not.toHaveBeenCalled();
+    unsealed = true;
     states.noteJoin(7);
     await tick(admitter, 1);
-    expect(repo.admit).toHaveBeenCalledTimes(1);
+    expect(repo.seal).toHaveBeenCalledTimes(1);
+  });
 
-    // Outstanding admissions at the ratio: a join changes nothing, the room stays quiet.
-    const spent = admitterOver(() => viewOf({ highWater: 101, unitsLeft: 10, outstanding: 15 }), []);
-    await tick(spent.admitter, 2);
-    const reads = spent.repo.view.mock.calls.length;
-    spent.states.noteJoin(7);
-    await tick(spent.admitter, 3);
-    expect(spent.repo.view.mock.calls.length).toBe(reads);
+  it('does not seal the pre-queue before the start, and seals it at the first tick after', async () => {
+    const startsAt = Date.now() + 150;
+    const { admitter, repo } = admitterOver(() => viewOf({ sealedThrough: -1, unsealed: true, preQueue: null }));
+    await tick(admitter, 2, { ...room, startsAt });
+    expect(repo.seal).not.toHaveBeenCalled();
+    await tick(admitter, 1, { ...room, startsAt });
+    expect(repo.seal).toHaveBeenCalledTimes(1);
+  });
+
+  it('draws the order of each bucket it sealed, for the other processes, without holding up its next tick', async () => {
+    const { admitter, repo } = admitterOver(() => viewOf({ unsealed: true }));
+    const seed = Buffer.alloc(32, 1);
+    repo.seal.mockImplementationOnce(async () => ({
+      from: 6,
+      through: 9,
+      draws: [{ bucket: 8, draw: 3, first: 501, tickets: 1, seed, drawnAt: Date.now(), keys: null }],
+    }));
+    await tick(admitter, 1);
+    await jest.advanceTimersByTimeAsync(0);
+    expect(repo.drawOrderOnce).toHaveBeenCalledWith(7, 8, expect.any(Function));
   });
 
   it("stops a sold-out room's admission clocks while admissions are live, and starts them again once units are back", async () => {
     let unitsLeft = 0;
     let pausedSince: number | null = null;
-    const live = [{ first: 1, last: 2, admittedAt: 0, expiresAt: Date.now() + 10_000 }];
-    const { admitter, repo } = admitterOver(() => viewOf({ unitsLeft, outstanding: 2, live, pausedSince }), []);
+    const live = [{ first: 1, last: 2, admittedAt: 0, expiresAt: Date.now() + 10_000, held: true }];
+    const { admitter, repo } = admitterOver(() => viewOf({ unitsLeft, outstanding: 2, live, pausedSince }));
     repo.pause.mockImplementation(async () => ((pausedSince = Date.now()), true));
     repo.resume.mockImplementation(async () => ((pausedSince = null), true));
     await tick(admitter, 1);
@@ -169,34 +190,32 @@ describe('the admitter tick', () => {
     expect(repo.resume).toHaveBeenCalledTimes(1);
 
     // Sold out with no admission live: nothing to pause.
-    const none = admitterOver(() => viewOf({ unitsLeft: 0, outstanding: 0 }), []);
+    const none = admitterOver(() => viewOf({ unitsLeft: 0, outstanding: 0 }));
     await tick(none.admitter, 5);
     expect(none.repo.pause).not.toHaveBeenCalled();
   });
 
-  it('learns that another process drew the pre-queue from one read of the room, and does not try the draw again', async () => {
-    const { admitter, repo } = admitterOver(() => viewOf({}), [roomRow(null), roomRow(3)]);
-    await tick(admitter, 10);
-    expect(repo.exclusively).toHaveBeenCalledTimes(1);
-    expect(repo.draw).not.toHaveBeenCalled();
-    expect(repo.room).toHaveBeenCalledTimes(2);
-  });
-
-  it("ticks at a room's start, so the draw is made then and not up to a tick after it", async () => {
-    const { admitter, repo } = admitterOver(() => viewOf({}), [roomRow(null)]);
+  it("ticks at a room's start, so the pre-queue's draw is made then and not up to a tick after it", async () => {
+    const { admitter, repo } = admitterOver(() => viewOf({ sealedThrough: -1, unsealed: true, preQueue: null }));
     const startsAt = Date.now() + 130;
     repo.activeRooms.mockImplementation(async () => [{ ...room, startsAt }]);
-    repo.exclusively.mockImplementation(async (_: number, work: (r: RoomRow, q: unknown) => Promise<unknown>) =>
-      work(roomRow(null), null),
-    );
     admitter.onModuleInit();
     try {
       await jest.advanceTimersByTimeAsync(100); // the first tick reads the rooms: this one starts in 30 ms
-      expect(repo.draw).not.toHaveBeenCalled();
+      expect(repo.seal).not.toHaveBeenCalled();
       await jest.advanceTimersByTimeAsync(31); // the start, 69 ms before the next tick would have been
-      expect(repo.draw).toHaveBeenCalledTimes(1);
+      expect(repo.seal).toHaveBeenCalledTimes(1);
     } finally {
       await admitter.onModuleDestroy();
     }
+  });
+
+  it("ticks just after each of a room's buckets ends, so its joins are sealed at once", async () => {
+    const { admitter, repo } = admitterOver(() => viewOf({}));
+    repo.activeRooms.mockImplementation(async () => [{ ...room, bucketMs: 250 }]);
+    await admitter.tick();
+    // 1,000,000 is a multiple of 250: the next bucket ends in 250 ms, its tick 5 ms after.
+    expect(admitter.nextTickInMs(1_000_000)).toBe(100);
+    expect(admitter.nextTickInMs(1_000_180)).toBe(75);
   });
 });

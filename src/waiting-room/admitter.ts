@@ -1,20 +1,22 @@
 // The waiting room's clock: every ADMISSION_TICK_MS each process looks at the products with a
-// waiting room and, for each, (1) once the sale has started draws the pre-queue if nobody has,
+// waiting room and, for each, in one transaction holding the room's row: (1) once the sale has
+// started, seals the buckets that have ended (the pre-queue first), so their tickets hold places;
 // (2) pauses the admissions' clocks while no unit is left and starts them again when units come
-// back, (3) while the sale is open makes one admission step when one is due, and (4) keeps what its
-// polls read fresh. The draw and the admission steps hold the room's PostgreSQL row (FOR UPDATE SKIP
-// LOCKED): one process at a time makes them, the others skip; a process that dies mid-step leaves
-// nothing half made. A quiet room (nobody waiting, or no admission due) is read once a second, not
-// every tick: only a return of units, a lapsed admission or a join where the budget has room makes
-// one due there, and the process that returns the units, sees the expiry pass or takes the join
-// reads it at its next tick.
+// back; (3) while the sale is open, makes one admission step when one is due. Then (4) it writes the
+// drawn orders of the buckets it sealed and keeps what its polls read fresh. The room's row is taken
+// FOR UPDATE SKIP LOCKED: one process at a time does this, the others skip; a process that dies
+// mid-step leaves nothing half made. Ticks fall just after each bucket's end, so a bucket is sealed
+// as soon as it can be. A quiet room (nothing to seal, nobody waiting, or no admission due) is read
+// once a second, not every tick: only a join, a return of units or a lapsed admission makes work
+// there, and the process that takes the join, returns the units or sees the expiry pass reads it
+// at its next tick.
 import { Injectable, Logger, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { WaitingRoomConfig } from '../config/app-config';
 import { SoldOutBoardService } from '../inventory/sold-out-board.service';
 import { MetricsService } from '../metrics/metrics.service';
 import { QueueStates } from './queue-states';
-import { admissionsDue } from './ticket-status';
-import { ActiveRoom, AdmissionView, WaitingRoomRepository } from './waiting-room.repository';
+import { AdmissionBudget } from './ticket-status';
+import { ActiveRoom, AdmissionView, Query, Seal, WaitingRoomRepository } from './waiting-room.repository';
 
 /**
  * How often a process asks PostgreSQL which products have a waiting room: a new room (or a changed
@@ -25,6 +27,16 @@ const ROOMS_EVERY_MS = 1000;
 /** How old the admission view of a quiet room may be when a tick looks at it. */
 const QUIET_EVERY_MS = 1000;
 
+/** How long after a bucket's end its tick falls: the joins of its last moment have committed by then. */
+const AFTER_BUCKET_MS = 5;
+
+/** What one step under the room's row did. */
+interface Step {
+  seal: Seal | null;
+  admitted: number;
+  paused: boolean;
+}
+
 @Injectable()
 export class Admitter implements OnModuleInit, OnModuleDestroy {
   private readonly log = new Logger('Admitter');
@@ -33,6 +45,7 @@ export class Admitter implements OnModuleInit, OnModuleDestroy {
   private stopped = false;
   private rooms: ActiveRoom[] = [];
   private roomsReadAt = 0;
+  private readonly budget: AdmissionBudget;
 
   constructor(
     private readonly config: WaitingRoomConfig,
@@ -40,7 +53,9 @@ export class Admitter implements OnModuleInit, OnModuleDestroy {
     private readonly states: QueueStates,
     private readonly metrics: MetricsService,
     private readonly board: SoldOutBoardService,
-  ) {}
+  ) {
+    this.budget = new AdmissionBudget(config.admissionRatio);
+  }
 
   onModuleInit(): void {
     this.schedule();
@@ -64,19 +79,28 @@ export class Admitter implements OnModuleInit, OnModuleDestroy {
   }
 
   /**
-   * A tick from now, or sooner when a room starts before that: its draw and first admission are
-   * made at the start, not up to a tick after it.
+   * A tick from now, or sooner when a room starts or a room's bucket ends before that: the
+   * pre-queue's draw and first admission are made at the start, and each bucket is sealed just
+   * after it ends, not up to a tick later.
    */
-  private nextTickInMs(now: number): number {
+  nextTickInMs(now: number): number {
     let ms = this.config.admissionTickMs;
-    for (const room of this.rooms)
+    for (const room of this.rooms) {
       if (room.startsAt !== null && room.startsAt > now) ms = Math.min(ms, room.startsAt - now + 1);
+      else ms = Math.min(ms, room.bucketMs - (now % room.bucketMs) + AFTER_BUCKET_MS);
+    }
     return ms;
   }
 
-  /** One round over every active room; a failing room is logged and counted, the others go on. */
+  /**
+   * One round over every active room; a failing room is logged and counted, the others go on. The
+   * rooms are read again once a second, and at once when this process took a join of a room it
+   * does not know yet (a room just made: its first bucket is sealed as soon as any other).
+   */
   async tick(): Promise<void> {
-    if (Date.now() - this.roomsReadAt >= ROOMS_EVERY_MS) {
+    const known = (productId: number) => this.rooms.some((r) => r.productId === productId);
+    const unknownRoomJoined = this.states.joinedSince(this.roomsReadAt).some((productId) => !known(productId));
+    if (unknownRoomJoined || Date.now() - this.roomsReadAt >= ROOMS_EVERY_MS) {
       try {
         this.rooms = await this.repo.activeRooms();
         this.roomsReadAt = Date.now();
@@ -97,54 +121,89 @@ export class Admitter implements OnModuleInit, OnModuleDestroy {
 
   /** Steps (1) to (4) for one room. */
   async step(room: ActiveRoom): Promise<void> {
-    const row = await this.states.room(room.productId);
     const now = Date.now();
-    const started = room.startsAt === null || now >= room.startsAt;
-    const open = started && (room.endsAt === null || now < room.endsAt);
-    const drew = row !== null && started && row.preQueue === null && (await this.draw(room.productId));
-    // The first admission in the same tick as the draw: the pre-queue's first buyers wait one tick, not two.
-    let view = drew ? await this.states.refreshView(room.productId) : await this.current(room.productId, now);
-    if (row !== null && view !== null && (await this.pauseOrResume(room.productId, view, now)))
-      view = await this.states.refreshView(room.productId);
-    if (row !== null && open && view !== null && this.due(view) > 0 && (await this.admit(room)))
-      view = await this.states.refreshView(room.productId);
-    if (view) {
-      const label = String(room.productId);
-      this.metrics.queueWaiting.set({ product: label }, Math.max(0, view.highWater - view.admittedThrough));
-      this.metrics.queuePreQueue.set({ product: label }, view.preJoined);
-      this.metrics.queueOutstanding.set({ product: label }, view.outstanding);
-      this.metrics.queueUnitsLeft.set({ product: label }, view.unitsLeft);
-      this.metrics.queueAdmissionRate.set({ product: label }, view.ratePerS);
-      this.metrics.queueAdmissionsPaused.set({ product: label }, view.pausedSince === null ? 0 : 1);
+    let view = await this.current(room, now);
+    if (view === null) return;
+    if (
+      this.sealDue(room, view, now) ||
+      this.pauseDue(view, now) ||
+      this.resumeDue(view) ||
+      this.due(room, view, now) > 0
+    ) {
+      const step = await this.repo.exclusively(room.productId, (q) => this.underRow(q, room, view as AdmissionView));
+      if (step !== null) {
+        if (step.admitted > 0) this.metrics.queueAdmitted.inc({ product: String(room.productId) }, step.admitted);
+        if (step.seal?.draws.some((d) => d.bucket === 0))
+          this.log.log(`product ${room.productId}: pre-queue of ${step.seal.draws[0].tickets} drawn`);
+        // The polls waiting here for these draws are answered first; the drawn orders are written
+        // meanwhile, and the room's next tick does not wait for them.
+        if (step.seal)
+          void this.states
+            .sealed(room.productId, step.seal)
+            .catch((err: Error) => this.log.warn(`product ${room.productId}: a drawn order: ${err.message}`));
+        view = (await this.states.refreshView(room.productId)) ?? view;
+      }
     }
+    const label = String(room.productId);
+    this.metrics.queueWaiting.set({ product: label }, Math.max(0, view.highWater - view.admittedThrough));
+    this.metrics.queuePreQueue.set({ product: label }, view.preJoined);
+    this.metrics.queueOutstanding.set({ product: label }, view.outstanding);
+    this.metrics.queueUnitsLeft.set({ product: label }, view.unitsLeft);
+    this.metrics.queueAdmissionRate.set({ product: label }, view.ratePerS);
+    this.metrics.queueAdmissionsPaused.set({ product: label }, view.pausedSince === null ? 0 : 1);
+  }
+
+  /**
+   * Under the room's row: the seal, the pause or its end, and an admission step, each checked
+   * again against what PostgreSQL holds now (another process may have made them since the view).
+   */
+  private async underRow(q: Query, room: ActiveRoom, view: AdmissionView): Promise<Step> {
+    const now = Date.now();
+    const seal = this.sealDue(room, view, now) ? await this.repo.seal(q, room.productId) : null;
+    const paused = this.pauseDue(view, now) ? await this.repo.pause(q, room.productId) : false;
+    if (this.resumeDue(view)) await this.repo.resume(q, room.productId);
+    if (!this.open(room, now)) return { seal, admitted: 0, paused };
+    const state = await this.repo.admissionState(q, room.productId);
+    const count = Math.min(this.budget.due(state.unitsLeft, state.outstanding), state.placed - state.admittedThrough);
+    if (count > 0) await this.repo.admit(q, room.productId, state, count, room.admissionTtlS);
+    return { seal, admitted: Math.max(0, count), paused };
   }
 
   /**
    * The admission view to decide on: a fresh one (a poll may have just read it), the last one of a
    * quiet room while it is younger than QUIET_EVERY_MS, else read now.
    */
-  private current(productId: number, now: number): Promise<AdmissionView | null> | AdmissionView {
-    const fresh = this.states.freshView(productId);
+  private current(room: ActiveRoom, now: number): Promise<AdmissionView | null> | AdmissionView {
+    const fresh = this.states.freshView(room.productId);
     if (fresh) return fresh;
-    const last = this.states.lastView(productId);
-    return last && this.quiet(last, productId, now) ? last : this.states.refreshView(productId);
+    const last = this.states.lastView(room.productId);
+    return last && this.quiet(room, last, now) ? last : this.states.refreshView(room.productId);
   }
 
   /**
-   * Whether a view read less than QUIET_EVERY_MS ago still holds for deciding: no admission due by
-   * it, none of its admissions lapsed since, no units returned by this process in the last
-   * QUIET_EVERY_MS (a return counts from before the read, which may have missed it), and, where the
-   * budget has room but nobody waited, no ticket made here in that time. What another process does
-   * is taken up by that process's admitter, or by this one within a second.
+   * Whether a view read less than QUIET_EVERY_MS ago still holds for deciding: nothing to seal by
+   * it, no admission due by it, none of its admissions lapsed since, no units returned by this
+   * process in the last QUIET_EVERY_MS (a return counts from before the read, which may have missed
+   * it), and no ticket made here in that time. What another process does is taken up by that
+   * process's admitter, or by this one within a second.
    */
-  private quiet(view: AdmissionView, productId: number, now: number): boolean {
-    const budget = admissionsDue(this.config.admissionRatio, view.unitsLeft, view.outstanding);
-    if (now - view.at >= QUIET_EVERY_MS || (budget > 0 && view.highWater > view.admittedThrough)) return false;
-    if (now - this.board.returnedAt(productId) < QUIET_EVERY_MS) return false;
+  private quiet(room: ActiveRoom, view: AdmissionView, now: number): boolean {
+    if (now - view.at >= QUIET_EVERY_MS || this.sealDue(room, view, now) || this.due(room, view, now) > 0) return false;
+    if (now - this.board.returnedAt(room.productId) < QUIET_EVERY_MS) return false;
     if (this.pauseDue(view, now) || this.resumeDue(view)) return false;
     // Nothing lapses while the room is paused.
     if (view.pausedSince === null) for (const batch of view.live) if (batch.expiresAt <= now) return false;
-    return budget === 0 || now - this.states.joinedAt(productId) >= QUIET_EVERY_MS;
+    return now - this.states.joinedAt(room.productId) >= QUIET_EVERY_MS;
+  }
+
+  private open(room: ActiveRoom, now: number): boolean {
+    return (room.startsAt === null || now >= room.startsAt) && (room.endsAt === null || now < room.endsAt);
+  }
+
+  /** Once the sale has started: the pre-queue not yet drawn, or tickets in buckets not yet sealed. */
+  private sealDue(room: ActiveRoom, view: AdmissionView, now: number): boolean {
+    const started = room.startsAt === null || now >= room.startsAt;
+    return started && (view.sealedThrough < 0 || view.unsealed);
   }
 
   /** No unit left while admissions are live: their clocks stop (see the AdmissionPause migration). */
@@ -157,44 +216,9 @@ export class Admitter implements OnModuleInit, OnModuleDestroy {
     return view.pausedSince !== null && view.unitsLeft > 0;
   }
 
-  /** Pauses or resumes the room's admission clocks where the view says so; true when it changed the room. */
-  private async pauseOrResume(productId: number, view: AdmissionView, now: number): Promise<boolean> {
-    const change = this.pauseDue(view, now) ? 'pause' : this.resumeDue(view) ? 'resume' : null;
-    if (change === null) return false;
-    return (await this.repo.exclusively(productId, (_row, q) => this.repo[change](q, productId))) === true;
-  }
-
-  /** Admissions due by a view: none when nobody waits beyond the cursor. */
-  private due(view: AdmissionView): number {
-    if (view.highWater <= view.admittedThrough) return 0;
-    return admissionsDue(this.config.admissionRatio, view.unitsLeft, view.outstanding);
-  }
-
-  /** One admission step under the room's row; true when it admitted anyone. */
-  private async admit(room: ActiveRoom): Promise<boolean> {
-    const step = await this.repo.exclusively(room.productId, (row, q) =>
-      this.repo.admit(q, row, this.config.admissionRatio, room.admissionTtlS),
-    );
-    if (!step?.batch) return false;
-    const n = step.batch.last - step.batch.first + 1;
-    this.metrics.queueAdmitted.inc({ product: String(room.productId) }, n);
-    return true;
-  }
-
-  /**
-   * The draw (unless the first arrival made it already): it holds the queue's counter row, which
-   * every group of joins takes too, so the pre-queue closes at one moment for every process; then
-   * the room's row records it and the seed is published.
-   */
-  private async draw(productId: number): Promise<boolean> {
-    const started = Date.now();
-    const drawn = await this.repo.exclusively(productId, async (row, q) =>
-      row.preQueue !== null ? null : this.repo.draw(q, productId),
-    );
-    if (drawn !== null) this.log.log(`product ${productId}: pre-queue of ${drawn} drawn in ${Date.now() - started} ms`);
-    // Also when another process drew (or is drawing): this process's copy of the row learns it, or
-    // it would come back here every tick.
-    await this.states.refreshRoom(productId);
-    return drawn !== null;
+  /** Admissions due by a view while the sale is open: none when nobody placed waits beyond the cursor. */
+  private due(room: ActiveRoom, view: AdmissionView, now: number): number {
+    if (!this.open(room, now) || view.highWater <= view.admittedThrough) return 0;
+    return this.budget.due(view.unitsLeft, view.outstanding);
   }
 }

@@ -29,4 +29,12 @@ describe('BoundedMap', () => {
     expect(m.get('u')).toBeUndefined();
     expect(m.size).toBeLessThanOrEqual(4);
   });
+
+  it('should make a missing value once and hand back the one it holds after', () => {
+    const m = new BoundedMap<string, { n: number }>(4);
+    const made = m.getOrAdd('a', () => ({ n: 1 }));
+    made.n = 2;
+    expect(m.getOrAdd('a', () => ({ n: 9 }))).toBe(made);
+    expect(m.get('a')).toEqual({ n: 2 });
+  });
 });

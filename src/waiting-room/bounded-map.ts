@@ -31,6 +31,13 @@ export class BoundedMap<K, V extends object | string | number | boolean> {
     return kept;
   }
 
+  /** The key's value, made by `make` and kept when there is none. */
+  getOrAdd(key: K, make: () => V): V {
+    let value = this.get(key);
+    if (value === undefined) this.set(key, (value = make()));
+    return value;
+  }
+
   set(key: K, value: V): void {
     if (!this.young.has(key) && this.young.size >= this.half) {
       this.old = this.young;

@@ -1,5 +1,6 @@
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import {
+  drawnOrder,
   drawnRank,
   keyShare,
   lotteryKey,
@@ -37,16 +38,17 @@ describe('the lottery and ticket arithmetic', () => {
     expect(lotteryOrder(randomBytes(32), ids)).not.toEqual(lotteryOrder(randomBytes(32), ids));
   });
 
-  it('places a pre-queue ticket by its rank among the drawn keys, as the draw orders them', () => {
+  it("places a bucket's ticket by its rank among the drawn order's keys, as the draw orders them", () => {
     const seed = randomBytes(32);
     const ids = Array.from({ length: 300 }, (_, i) => ticketIdFor(5, `pre-${i}`));
     const order = lotteryOrder(seed, ids);
-    const keys = Buffer.concat(order.map((id) => Buffer.from(lotteryKey(seed, id).slice(0, 16), 'hex')));
+    const keys = drawnOrder(seed, [...ids].reverse());
+    expect(keys).toEqual(Buffer.concat(order.map((id) => Buffer.from(lotteryKey(seed, id).slice(0, 16), 'hex'))));
     order.forEach((id, i) => expect(drawnRank(seed, id, keys)).toBe(i + 1));
     expect(drawnRank(seed, ticketIdFor(5, 'not-drawn'), keys)).toBeNull();
   });
 
-  it('leaves a ticket whose first 8 key bytes another shares to PostgreSQL (null)', () => {
+  it('leaves a ticket whose first 8 key bytes another shares to the full keys (null)', () => {
     const seed = randomBytes(32);
     const id = ticketIdFor(5, 'twin');
     const prefix = Buffer.from(lotteryKey(seed, id).slice(0, 16), 'hex');

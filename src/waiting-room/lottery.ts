@@ -1,6 +1,6 @@
-// The queue's arithmetic that anyone must be able to redo: a ticket's id, its shard, and the
-// lottery that orders the pre-queue. Kept free of Redis and Nest so that the published algorithm
-// (ALGORITHM below) and this code are one thing, tested against each other.
+// The queue's arithmetic that anyone must be able to redo: a ticket's id, and the lottery that
+// orders each bucket of the queue (the pre-queue is bucket 0). Kept free of Redis and Nest so that
+// the published algorithm (ALGORITHM below) and this code are one thing, tested against each other.
 import { createHash, createHmac, createSecretKey, hash, KeyObject } from 'node:crypto';
 
 /** A ticket id: 24 lowercase hex characters. */
@@ -43,10 +43,10 @@ export function keyShare(seed: Buffer, ticketId: string): number {
 }
 
 /**
- * A pre-queue ticket's place among the drawn pre-queue, given as the first 8 bytes of each lottery
- * key in draw order: its rank by binary search. Null when its key is not there, or when another
+ * A ticket's rank (1 = first) in its drawn bucket, given as the first 8 bytes of each lottery key in
+ * drawn order (see drawnOrder): by binary search. Null when its key is not there, or when another
  * key shares its first 8 bytes (about one pair in 10^7 for a million tickets): then the draw's
- * tie-break (the full key, then the ticket id) must decide, and PostgreSQL holds it.
+ * tie-break (the full key, then the ticket id) must decide, from the bucket's ticket ids.
  */
 export function drawnRank(seed: Buffer, ticketId: string, drawnKeys: Buffer): number | null {
   const mine = Buffer.from(lotteryKey(seed, ticketId).slice(0, 16), 'hex');
@@ -73,18 +73,32 @@ export function seedHashOf(seed: Buffer): string {
   return createHash('sha256').update(seed).digest('hex');
 }
 
-/** The pre-queue in lottery order: positions 1, 2, ... follow this list. */
-export function lotteryOrder(seed: Buffer, ticketIds: readonly string[]): string[] {
+/** A bucket's tickets in lottery order, with their keys: its first position goes to the first. */
+function drawn(seed: Buffer, ticketIds: readonly string[]): Array<{ id: string; key: string }> {
   return ticketIds
     .map((id) => ({ id, key: lotteryKey(seed, id) }))
-    .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
-    .map((t) => t.id);
+    .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 }
 
-/** What GET /products/:id/queue/fairness says of how to recompute the pre-queue's order. */
+/** A bucket in lottery order: its positions follow this list. */
+export function lotteryOrder(seed: Buffer, ticketIds: readonly string[]): string[] {
+  return drawn(seed, ticketIds).map((t) => t.id);
+}
+
+/** A bucket's drawn order as every process keeps it: the first 8 bytes of each lottery key, in order. */
+export function drawnOrder(seed: Buffer, ticketIds: readonly string[]): Buffer {
+  const keys = Buffer.alloc(ticketIds.length * 8);
+  drawn(seed, ticketIds).forEach((t, i) => keys.write(t.key.slice(0, 16), i * 8, 'hex'));
+  return keys;
+}
+
+/** What the fairness record says of how to recompute the queue's order, bucket by bucket. */
 export const ALGORITHM =
-  'hmac-sha256-ascending: for each pre-queue ticket id t (its lotteryId: 24 lowercase hex characters, as ASCII), ' +
-  'k = HMAC-SHA256(key = the seed bytes (hex-decoded), message = t), written as lowercase hex; ' +
-  'sort the tickets by k ascending (by t when two k are equal); the first is position 1. ' +
-  'Check the seed first: SHA-256(seed bytes) must equal seedHash. ' +
-  'Tickets taken after the start follow the pre-queue in arrival order.';
+  'buckets, then hmac-sha256-ascending: every ticket falls in one bucket, the pre-queue (bucket 0: joined before the start) ' +
+  "or the bucket of PostgreSQL's clock when it joined (floor(epoch ms / bucketMs)); buckets are sealed in time order " +
+  'and each non-empty one is a draw with a seed. In a draw, for each ticket id t (its lotteryId: 24 lowercase hex ' +
+  'characters, as ASCII), k = HMAC-SHA256(key = the seed bytes (hex-decoded), message = t), written as lowercase hex; ' +
+  "sort the tickets by k ascending (by t when two k are equal); the first has the draw's firstPosition, the next " +
+  "one more. Check the seeds first: SHA-256 of the pre-queue's seed must equal seedHash; SHA-256 of every later " +
+  "draw's seed must equal the seed of the draw before it, or the head of the chain it starts " +
+  '(GET /products/:id/queue/draws lists both).';

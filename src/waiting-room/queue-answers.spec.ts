@@ -1,6 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { queueAnswers } from './queue-answers';
-import type { TicketView, WaitingRoomService } from './waiting-room.service';
+import type { TicketView } from './ticket-status';
+import type { WaitingRoomService } from './waiting-room.service';
 
 const view: TicketView = {
   id: 'signed',

@@ -11,7 +11,8 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { productIdFromPath } from '../common/ids';
 import { normalUserId } from '../door/door.service';
-import { TicketView, WaitingRoomService } from './waiting-room.service';
+import type { TicketView } from './ticket-status';
+import { WaitingRoomService } from './waiting-room.service';
 import { TicketResponse, toTicketResponse } from './dto/ticket-response.dto';
 
 /** Sets Retry-After (when to poll again) and gives the body of a ticket's answer. */

@@ -1,5 +1,6 @@
 // A ticket's answer from what the process knows, without I/O: its status, how many are ahead, the
-// estimated wait and when to poll again. The caller has already settled the cases that need
+// estimated wait and when to poll again, and the answer itself (Reply). The caller has already read
+// what the answer needs (the ticket's place, the admission view) and settles the cases that need
 // PostgreSQL (whether an admitted position was spent by an order).
 
 /** Admitted positions first..last, valid until expiresAt (epoch ms). */
@@ -8,6 +9,11 @@ export interface AdmissionBatch {
   last: number;
   admittedAt: number;
   expiresAt: number;
+  /**
+   * Live at the room's pause (made before it, not expired at it): its clock stands still while the
+   * room is paused. PostgreSQL decides it, by the one rule written in waiting-room.repository.ts.
+   */
+  held: boolean;
 }
 
 /** What the room looks like now, as polls read it (refreshed by each process every tick). */
@@ -16,8 +22,12 @@ export interface AdmissionView {
   preQueue: number | null;
   /** Tickets in the pre-queue so far: counted as it fills, then its drawn size. */
   preJoined: number;
-  /** Positions handed out so far. */
+  /** Positions handed out so far: the tickets of the sealed buckets. */
   highWater: number;
+  /** The last bucket sealed (-1: none yet, 0: the pre-queue). */
+  sealedThrough: number;
+  /** Some ticket waits in a bucket not yet sealed. */
+  unsealed: boolean;
   admittedThrough: number;
   /** Admitted, not ordered, not expired: the tickets ahead of every waiting one that still may order. */
   outstanding: number;
@@ -37,11 +47,31 @@ export interface AdmissionView {
 
 export type TicketStatus = 'waiting' | 'admitted' | 'ordered' | 'sold_out' | 'ended';
 
+/** A ticket's answer, as a join or a poll gives it. */
+export interface TicketView {
+  /** The signed ticket: what the buyer polls with. */
+  id: string;
+  /** The ticket's id in the published lottery. */
+  lotteryId: string;
+  productId: number;
+  userId: string;
+  status: TicketStatus;
+  position: number | null;
+  ahead: number | null;
+  estimatedWaitS: number | null;
+  admission?: string;
+  admissionExpiresAt?: Date;
+  /** Seconds until the next poll is useful (sent as Retry-After, not in the body). */
+  retryAfterS: number;
+}
+
 export interface SaleWindow {
   startsAt: number | null;
   endsAt: number | null;
   admissionTtlS: number;
 }
+
+export const saleEnded = (window: SaleWindow, now: number) => window.endsAt !== null && now >= window.endsAt;
 
 /** Where a positioned ticket stands against the admission cursor. */
 export type Standing =
@@ -52,23 +82,42 @@ export type Standing =
   | { kind: 'admissionOver' };
 
 /**
- * How many more tickets may be admitted now: the admissions outstanding stay below
- * ceil(ADMISSION_RATIO x units left). The one place this rule is written.
+ * The admission budget: the admissions outstanding (admitted, not ordered, not expired) stay below
+ * ceil(ADMISSION_RATIO x units left). The one place this rule is written; the admitter, the
+ * answers and their pacing ask it, and the repository is given the count it says.
  */
-export function admissionsDue(ratio: number, unitsLeft: number, outstanding: number): number {
-  return Math.max(0, Math.ceil(ratio * unitsLeft) - outstanding);
+export class AdmissionBudget {
+  constructor(readonly ratio: number) {}
+
+  /** How many more tickets may be admitted now. */
+  due(unitsLeft: number, outstanding: number): number {
+    return Math.max(0, Math.ceil(this.ratio * unitsLeft) - outstanding);
+  }
+
+  /** The last position the next admission step may reach by this view: the cursor plus what is due. */
+  reach(view: AdmissionView): number {
+    return view.admittedThrough + this.due(view.unitsLeft, view.outstanding);
+  }
+
+  /** How many a room with `unitsLeft` admits at once with nothing outstanding: its first admission. */
+  first(unitsLeft: number): number {
+    return this.due(unitsLeft, 0);
+  }
+
+  /** Whether a place lies beyond what the units left could ever admit from the cursor now. */
+  beyondUnitsLeft(position: number, view: AdmissionView): boolean {
+    return position > view.admittedThrough + this.first(view.unitsLeft);
+  }
 }
 
 export function standingOf(position: number, view: AdmissionView, now: number): Standing {
   if (position > view.admittedThrough) return { kind: 'queued' };
   const batch = findBatch(view.live, position);
   if (batch === undefined) return { kind: 'admissionOver' };
-  // While paused, the time since the pause does not count: the expiry the room will give the batch
-  // when units come back is at least this (it adds the whole pause, which is longer by then).
-  // A batch made since the pause began (units came back before the clock resumed) is not held.
+  // While paused, the time since the pause does not count for a held batch: the expiry the room
+  // will give it when units come back is at least this (it adds the whole pause, longer by then).
   const paused = view.pausedSince;
-  const held = paused !== null && batch.admittedAt <= paused;
-  const expiresAt = held ? batch.expiresAt + Math.max(0, now - paused) : batch.expiresAt;
+  const expiresAt = paused !== null && batch.held ? batch.expiresAt + Math.max(0, now - paused) : batch.expiresAt;
   return expiresAt > now ? { kind: 'admitted', batch, expiresAt } : { kind: 'admissionOver' };
 }
 
@@ -146,9 +195,10 @@ export const LIVELY_S = 5;
 
 /**
  * What else paces a waiting ticket's polls: `behindUnitsLeft` (were every unit left offered now,
- * its turn would not come), `awaitingDraw` (a pre-queue ticket the draw has not placed yet).
+ * its turn would not come), `beingDrawn` (after the start, its bucket's draw has not placed it yet:
+ * a poll now waits for the draw, for half a second at least, so polling again at once is no spin).
  */
-export type Pace = 'behindUnitsLeft' | 'awaitingDraw' | null;
+export type Pace = 'behindUnitsLeft' | 'beingDrawn' | null;
 
 /**
  * Seconds until the next poll is useful (Retry-After). Never longer than a quarter of the admission's
@@ -157,9 +207,9 @@ export type Pace = 'behindUnitsLeft' | 'awaitingDraw' | null;
  * happen any second in a flash sale: it polls at the sold-out pace, so its buyer learns the outcome
  * within seconds rather than at the end of a long wait estimated from the admission rate. Before
  * the start a ticket polls at the start, a pre-queue ticket `wave` seconds after it (one due at the
- * start first polls once more in the second before it). A pre-queue ticket still unplaced after
- * the start (its poll waited for the draw and gave up, QueueStates.firstAdmission) polls again in
- * a second.
+ * start first polls once more in the second before it). A ticket not yet placed after the start
+ * polls at once (0: that poll waits for its bucket's draw, QueueStates.place), also after a poll
+ * that waited and the draw did not come yet.
  */
 export function pollAfterS(
   status: TicketStatus,
@@ -187,10 +237,72 @@ export function pollAfterS(
         const early = wave === 0 && untilStart >= 2 ? -1 : (wave ?? 0);
         return Math.max(1, Math.min(longest, untilStart + early));
       }
-      if (pace === 'awaitingDraw') return 1;
+      if (pace === 'beingDrawn') return 0;
       if (estimatedWaitS === null) return Math.min(longest, 2);
       const paced = Math.max(1, Math.min(longest, Math.ceil(estimatedWaitS / 3)));
       return pace === 'behindUnitsLeft' ? Math.min(paced, LIVELY_S) : paced;
     }
+  }
+}
+
+/**
+ * One ticket's answer as it is built, by the answer it makes; every one is made by `told`, with no
+ * intermediate objects (a poll is the crowd's commonest call; they were a tenth of its CPU in the
+ * collector).
+ */
+export class Reply {
+  position: number | null = null;
+  now = Date.now();
+
+  constructor(
+    readonly product: SaleWindow & { id: number },
+    private readonly token: string,
+    readonly claims: { ticketId: string; userId: string },
+    /** Counts the answer by its status. */
+    private readonly count: (status: TicketStatus) => void,
+  ) {}
+
+  /** The answer, with Retry-After from its status and pace (see pollAfterS; `wave`: a pre-queue ticket's before the start). */
+  told(
+    status: TicketStatus,
+    ahead: number | null,
+    estimatedWaitS: number | null,
+    pace: Pace = null,
+    wave: number | null = null,
+  ): TicketView {
+    this.count(status);
+    return {
+      id: this.token,
+      lotteryId: this.claims.ticketId,
+      productId: this.product.id,
+      userId: this.claims.userId,
+      status,
+      position: this.position,
+      ahead,
+      estimatedWaitS,
+      retryAfterS: pollAfterS(status, estimatedWaitS, this.product, this.now, pace, wave),
+    };
+  }
+
+  /**
+   * A ticket its bucket's draw has not placed yet. Before the start, a pre-queue ticket's first
+   * poll after it is timed by its lottery key's share (firstPollWave; `view` gives the pre-queue's
+   * size so far); after it, the place is being drawn: poll again at once (that poll waits for the draw).
+   */
+  unplaced(keyShare: number | null, view: AdmissionView | null, budget: AdmissionBudget): TicketView {
+    const { startsAt } = this.product;
+    if (startsAt !== null && this.now < startsAt) {
+      const wave =
+        keyShare !== null && view ? firstPollWave(keyShare, view.preJoined, budget.first(view.unitsLeft)) : null;
+      return this.told('waiting', null, Math.ceil((startsAt - this.now) / 1000), null, wave);
+    }
+    return this.told('waiting', null, null, 'beingDrawn');
+  }
+
+  /** A placed ticket not yet admitted: waiting, or sold out while no unit is left (`tickS`: the admission tick). */
+  queued(position: number, view: AdmissionView, budget: AdmissionBudget, tickS: number): TicketView {
+    const waiting = waitingOf(position, view, this.product, this.now, budget.reach(view), tickS);
+    const pace: Pace = budget.beyondUnitsLeft(position, view) ? 'behindUnitsLeft' : null;
+    return this.told(waiting.status, waiting.ahead, waiting.estimatedWaitS, pace);
   }
 }

@@ -8,7 +8,7 @@ const key = randomBytes(32);
 const tokens = new TicketTokens(key);
 /** Another process with the same key: it has not issued the token, so it verifies it. */
 const other = new TicketTokens(key);
-const ann = { userId: 'ann', productId: 7, ticketId: ticketIdFor(7, 'ann'), position: 12 };
+const ann = { userId: 'ann', productId: 7, ticketId: ticketIdFor(7, 'ann'), position: 12, bucket: null };
 
 describe('ticket tokens', () => {
   it('should carry the user, product, lottery id and place through a round trip, on the issuing process and another', () => {
@@ -17,10 +17,20 @@ describe('ticket tokens', () => {
     expect(tokens.verify(token, 7)).toEqual(ann);
   });
 
-  it('should carry a pre-queue ticket as having no place yet', () => {
-    const token = tokens.issue({ ...ann, position: null });
-    expect(other.verify(token, 7).position).toBeNull();
-    expect(tokens.verify(token, 7).position).toBeNull();
+  it('should carry a ticket its draw has not placed yet as its bucket with no place yet', () => {
+    for (const bucket of [0, 17_958_427_837]) {
+      const token = tokens.issue({ ...ann, position: null, bucket });
+      expect(other.verify(token, 7)).toMatchObject({ position: null, bucket });
+      expect(tokens.verify(token, 7)).toMatchObject({ position: null, bucket });
+    }
+  });
+
+  it("should read a token made before buckets without a place as a pre-queue ticket's (bucket 0)", () => {
+    const sign = createSigner({ key, algorithm: 'HS256', noTimestamp: true });
+    const before = sign({ sub: 'ann', pid: 7, pos: 0, exp: Math.floor(Date.now() / 1000) + 60 });
+    expect(tokens.verify(before, 7)).toMatchObject({ position: null, bucket: 0 });
+    const badBucket = sign({ sub: 'ann', pid: 7, pos: 0, bkt: -3, exp: Math.floor(Date.now() / 1000) + 60 });
+    expect(() => tokens.verify(badBucket, 7)).toThrow(TicketNotFoundError);
   });
 
   it("should refuse another product's ticket, a forged one, and one signed with another key", () => {

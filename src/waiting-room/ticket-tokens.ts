@@ -1,5 +1,5 @@
-// A queue ticket as its buyer carries it: a JWT (HS256, fast-jwt) naming the user, the product and
-// its position (0 for a pre-queue ticket until the draw places it). The
+// A queue ticket as its buyer carries it: a JWT (HS256, fast-jwt) naming the user, the product, its
+// bucket and, where known when it was signed, its position (0 until its bucket's draw places it). The
 // ticket's row in PostgreSQL is the record; the token lets any process answer a poll from memory,
 // with no Redis and no PostgreSQL, and it never depends on what Redis remembers.
 import { createSigner, createVerifier, TokenError } from 'fast-jwt';
@@ -21,14 +21,17 @@ export interface TicketClaims {
   productId: number;
   /** The ticket's id in the published lottery (24 hex characters). */
   ticketId: string;
-  /** The ticket's place; null for a pre-queue ticket (its place comes from the draw). */
+  /** The ticket's place; null when its place comes from its bucket's draw. */
   position: number | null;
+  /** The ticket's bucket (0: the pre-queue); null for a ticket numbered on arrival before buckets. */
+  bucket: number | null;
 }
 
 interface Claims {
   sub?: unknown;
   pid?: unknown;
   pos?: unknown;
+  bkt?: unknown;
   exp?: unknown;
 }
 
@@ -54,7 +57,7 @@ export class TicketTokens {
     const exp = Math.ceil((Date.now() + TICKET_TTL_MS) / 1000 / HOUR_S) * HOUR_S;
     // Not remembered as verified here: a join would pay a map entry for each ticket of the crowd
     // (held until evicted), to spare one HMAC at the first poll, which may reach another process.
-    return this.signer({ sub: t.userId, pid: t.productId, pos: t.position ?? 0, exp });
+    return this.signer({ sub: t.userId, pid: t.productId, pos: t.position ?? 0, bkt: t.bucket ?? undefined, exp });
   }
 
   /** The ticket a token carries for this product; TICKET_NOT_FOUND for anything else (forged, expired, another product's). */
@@ -75,11 +78,20 @@ export class TicketTokens {
           : undefined,
       );
     }
-    const { sub, pid, pos, exp } = claims;
+    const { sub, pid, pos, bkt, exp } = claims;
     if (pid !== productId || typeof sub !== 'string' || typeof exp !== 'number') throw new TicketNotFoundError();
     if (typeof pos !== 'number' || !Number.isSafeInteger(pos) || pos < 0) throw new TicketNotFoundError();
-    // The lottery id is derived, not carried: a shorter token, and one fact less to trust.
-    const verified = { userId: sub, productId: pid, ticketId: ticketIdFor(pid, sub), position: pos === 0 ? null : pos };
+    if (bkt !== undefined && (typeof bkt !== 'number' || !Number.isSafeInteger(bkt) || bkt < 0))
+      throw new TicketNotFoundError();
+    // The lottery id is derived, not carried: a shorter token, and one fact less to trust. A token
+    // from before buckets with no place yet was a pre-queue ticket's: bucket 0.
+    const verified = {
+      userId: sub,
+      productId: pid,
+      ticketId: ticketIdFor(pid, sub),
+      position: pos === 0 ? null : pos,
+      bucket: typeof bkt === 'number' ? bkt : pos === 0 ? 0 : null,
+    };
     this.verified.set(token, { claims: verified, expiresMs: exp * 1000 });
     return verified;
   }

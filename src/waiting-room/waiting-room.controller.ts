@@ -5,10 +5,19 @@
 import { Body, Controller, Get, Param, Post, Res } from '@nestjs/common';
 import { ApiBearerAuth, ApiHeader, ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
+import { NotFoundError, ValidationFailedError } from '../common/domain-errors';
 import { ProductIdPipe } from '../common/ids';
 import { CallerOf } from '../door/caller.decorator';
 import type { Caller } from '../door/door.service';
-import { FairnessResponse, TicketResponse, toFairnessResponse } from './dto/ticket-response.dto';
+import {
+  DrawnBucketResponse,
+  DrawsResponse,
+  FairnessResponse,
+  TicketResponse,
+  toDrawResponse,
+  toDrawsResponse,
+  toFairnessResponse,
+} from './dto/ticket-response.dto';
 import { JoinQueueDto } from './dto/join-queue.dto';
 import { paced } from './queue-answers';
 import { WaitingRoomService } from './waiting-room.service';
@@ -16,6 +25,12 @@ import { WaitingRoomService } from './waiting-room.service';
 /** `:id` of a queue path; malformed is a bad request (400), as on every product path. */
 function productId(raw: string): number {
   return Number(new ProductIdPipe().transform(raw));
+}
+
+/** `:bucket` of a draw's path: a whole number (0 is the pre-queue). */
+function bucketOf(raw: string): number {
+  if (!/^(0|[1-9][0-9]{0,15})$/.test(raw)) throw new ValidationFailedError('the bucket must be a whole number');
+  return Number(raw);
 }
 
 @ApiTags('waiting room')
@@ -33,7 +48,7 @@ export class WaitingRoomController {
   })
   @ApiOperation({
     summary:
-      "Join the product's queue: one ticket per user and product (201 made, 200 the one the user has). Before startsAt the ticket enters the pre-queue, drawn by lottery at the start; after it, arrival order",
+      "Join the product's queue: one ticket per user and product (201 made, 200 the one the user has). The ticket falls in a bucket of time (before startsAt the pre-queue); buckets are served in time order, each drawn by lottery once it ends. Its place comes with a poll once drawn",
   })
   @ApiResponse({ status: 201, type: TicketResponse, description: 'a new ticket (Retry-After: when to poll it)' })
   @ApiResponse({ status: 200, type: TicketResponse, description: 'the ticket this user already has' })
@@ -66,6 +81,34 @@ export class WaitingRoomController {
   @ApiResponse({ status: 409, description: 'NO_WAITING_ROOM' })
   async fairness(@Param('id') id: string): Promise<FairnessResponse> {
     return toFairnessResponse(await this.room.fairness(productId(id)));
+  }
+
+  @Get('draws')
+  @ApiOperation({
+    summary:
+      'Every draw made so far (bucket, first position, tickets, the seed revealed), the hash chains that committed the seeds before the sale, and how to check them (`npm run verify-queue`)',
+  })
+  @ApiOkResponse({ type: DrawsResponse })
+  @ApiResponse({ status: 404, description: 'PRODUCT_NOT_FOUND' })
+  @ApiResponse({ status: 409, description: 'NO_WAITING_ROOM' })
+  async draws(@Param('id') id: string): Promise<DrawsResponse> {
+    return toDrawsResponse(await this.room.draws(productId(id)));
+  }
+
+  @Get('draws/:bucket')
+  @ApiOperation({ summary: "One draw and its tickets' lottery ids in drawn order: the first holds firstPosition" })
+  @ApiOkResponse({ type: DrawnBucketResponse })
+  @ApiResponse({ status: 400, description: 'VALIDATION_FAILED: the bucket is not a whole number' })
+  @ApiResponse({
+    status: 404,
+    description: 'PRODUCT_NOT_FOUND, or NOT_FOUND: no draw of that bucket (not sealed yet, or empty)',
+  })
+  @ApiResponse({ status: 409, description: 'NO_WAITING_ROOM' })
+  async drawn(@Param('id') id: string, @Param('bucket') bucket: string): Promise<DrawnBucketResponse> {
+    const found = await this.room.draw(productId(id), bucketOf(bucket));
+    if (found === null)
+      throw new NotFoundError(`no draw of bucket ${bucket}: not sealed yet, or no ticket joined in it`);
+    return { ...toDrawResponse(found.draw), lotteryIds: found.tickets };
   }
 
   @Get(':ticket')

@@ -1,8 +1,9 @@
 // The waiting room as buyers meet it: joining a product's queue, reading a ticket, and the
-// lottery's public record. A join is one row in PostgreSQL, made in a group with the joins that
-// come meanwhile (one call per process per round trip); the buyer gets the ticket as a signed token
-// holding its place, so a poll is answered from the token and what this process knows (QueueStates,
-// refreshed every tick), with no Redis and no PostgreSQL while the ticket waits.
+// lottery's public records. A join is one row in PostgreSQL, made in a group with the joins that
+// come meanwhile (one call per process per round trip), in the bucket of PostgreSQL's clock; the
+// buyer gets the ticket as a signed token naming its bucket. Once the bucket is sealed and drawn,
+// a poll is answered from the token and what this process knows (QueueStates: the draws and the
+// admission view, refreshed every tick), with no Redis and no PostgreSQL while the ticket waits.
 import { Injectable, OnModuleInit } from '@nestjs/common';
 import { AdmissionsService } from '../admissions/admissions.service';
 import { NoWaitingRoomError, SaleEndedError, TicketNotFoundError, UnavailableError } from '../common/domain-errors';
@@ -12,28 +13,11 @@ import { ProductInfo } from '../inventory/product.types';
 import { MetricsService } from '../metrics/metrics.service';
 import { BoundedMap } from './bounded-map';
 import { GroupedCalls } from '../common/grouped-calls';
-import { ALGORITHM, lotteryKey, shareOfKey, ticketIdFor } from './lottery';
-import { PreQueuePlace, QueueStates } from './queue-states';
+import { ALGORITHM, ticketIdFor } from './lottery';
+import { drawWaitUntil, QueueStates } from './queue-states';
 import { TicketClaims, TicketTokens } from './ticket-tokens';
-import { admissionsDue, firstPollWave, Pace, pollAfterS, standingOf, TicketStatus, waitingOf } from './ticket-status';
-import { JoinedRow, JoinInput, WaitingRoomRepository } from './waiting-room.repository';
-
-export interface TicketView {
-  /** The signed ticket: what the buyer polls with. */
-  id: string;
-  /** The ticket's id in the published lottery. */
-  lotteryId: string;
-  productId: number;
-  userId: string;
-  status: TicketStatus;
-  position: number | null;
-  ahead: number | null;
-  estimatedWaitS: number | null;
-  admission?: string;
-  admissionExpiresAt?: Date;
-  /** Seconds until the next poll is useful (sent as Retry-After, not in the body). */
-  retryAfterS: number;
-}
+import { AdmissionBudget, Reply, saleEnded, standingOf, TicketStatus, TicketView } from './ticket-status';
+import { Chain, Draw, JoinedRow, WaitingRoomRepository } from './waiting-room.repository';
 
 export interface Fairness {
   seedHash: string;
@@ -42,15 +26,26 @@ export interface Fairness {
   algorithm: string;
 }
 
+/** The public record of a room's draws: every seal's outcome and the commitments of the seeds. */
+export interface DrawsRecord {
+  bucketMs: number;
+  sealedThrough: number;
+  chains: Chain[];
+  draws: Draw[];
+}
+
 /** What this process remembers of a ticket between polls, to spare PostgreSQL and to measure estimates. */
 interface Known {
-  /** A pre-queue ticket's drawn place, once known (places never change). */
+  /** The ticket's drawn place, once known (places never change). */
   drawn?: number;
   /** Ordered or admission lapsed: nothing will change any more. */
   over?: 'ordered' | 'ended';
   /** The first admission time this process estimated for it (epoch ms), to measure the estimate's error. */
   firstEta?: number;
 }
+
+/** A ticket's entry before anything is remembered of it. */
+const nothingKnown = (): Known => ({});
 
 /** Tickets remembered per process (at most; those not read for longest go first). */
 const KNOWN_MAX = 50_000;
@@ -59,8 +54,10 @@ const KNOWN_MAX = 50_000;
 export class WaitingRoomService implements OnModuleInit {
   private ticketTokens: TicketTokens | null = null;
   private readonly known = new BoundedMap<string, Known>(KNOWN_MAX);
-  private readonly joins: GroupedCalls<JoinInput, JoinedRow>;
-  private readonly pollCounters = new Map<TicketStatus, { inc(): void }>();
+  private readonly joins: GroupedCalls<{ userId: string; ticketId: string }, JoinedRow>;
+  /** The poll counter of each status, its label looked up once. */
+  private readonly pollCounters: Record<TicketStatus, { inc(): void }>;
+  private readonly budget: AdmissionBudget;
 
   constructor(
     private readonly http: HttpConfig,
@@ -71,8 +68,16 @@ export class WaitingRoomService implements OnModuleInit {
     private readonly admissions: AdmissionsService,
     private readonly metrics: MetricsService,
   ) {
-    // Pre-queue joins and arrivals go in separate groups (key: product x 2, + 1 for arrivals).
-    this.joins = new GroupedCalls((key, inputs) => this.repo.join(key >> 1, (key & 1) === 1, inputs));
+    this.joins = new GroupedCalls((productId, inputs) => this.repo.join(productId, inputs), 2000, JOIN_CALLS);
+    this.budget = new AdmissionBudget(config.admissionRatio);
+    const counter = (status: TicketStatus) => metrics.queuePolls.labels(status);
+    this.pollCounters = {
+      waiting: counter('waiting'),
+      admitted: counter('admitted'),
+      ordered: counter('ordered'),
+      sold_out: counter('sold_out'),
+      ended: counter('ended'),
+    };
   }
 
   onModuleInit(): void {
@@ -82,27 +87,25 @@ export class WaitingRoomService implements OnModuleInit {
   /** POST /products/:id/queue: the user's ticket, made now (created) or the one they have. */
   async join(productId: number, userId: string): Promise<{ ticket: TicketView; created: boolean }> {
     const product = await this.roomProduct(productId);
-    const now = Date.now();
-    if (product.endsAt !== null && now >= product.endsAt) throw new SaleEndedError(new Date(product.endsAt));
-    const room = await this.states.room(productId);
-    if (room === null) throw new NoWaitingRoomError(productId);
+    if (product.endsAt !== null && Date.now() >= product.endsAt) throw new SaleEndedError(new Date(product.endsAt));
+    if ((await this.states.room(productId)) === null) throw new NoWaitingRoomError(productId);
     const ticketId = ticketIdFor(productId, userId);
-    // Before the start by this process's clock, a pre-queue join; PostgreSQL turns it into an
-    // arrival if the pre-queue was drawn already.
-    const arrival = product.startsAt === null || now >= product.startsAt;
-    const key = arrival ? null : Buffer.from(lotteryKey(room.seed, ticketId), 'hex');
-    const joined = await this.joins
-      .take(productId * 2 + (arrival ? 1 : 0), { userId, ticketId, lotteryKey: key })
-      .catch((err) => {
-        this.metrics.dependencyErrors.inc({ dependency: 'postgres' });
-        throw new UnavailableError('postgres', this.http.retryAfterS, err);
-      });
+    const joined = await this.joins.take(productId, { userId, ticketId }).catch((err) => {
+      this.metrics.dependencyErrors.inc({ dependency: 'postgres' });
+      throw new UnavailableError('postgres', this.http.retryAfterS, err);
+    });
     this.metrics.queueJoins.inc({ outcome: joined.created ? 'new' : 'existing' });
     if (joined.created) this.states.noteJoin(productId);
-    const claims: TicketClaims = { userId, productId, ticketId, position: joined.position };
-    // The key's share is passed on: a pre-queue ticket's answer paces its first poll by it.
-    const share = key === null ? undefined : shareOfKey(key);
-    const ticket = await this.answer(product, this.tickets.issue(claims), claims, share);
+    const claims: TicketClaims = {
+      userId,
+      productId,
+      ticketId,
+      position: joined.position,
+      bucket: joined.position === null ? joined.bucket : null,
+    };
+    // A new ticket's bucket is still open: its answer says to poll at once, and that poll waits for
+    // the draw. A ticket joined again is looked up in its draw (made long ago, mostly).
+    const ticket = await this.answer(product, this.tickets.issue(claims), claims, !joined.created);
     return { ticket, created: joined.created };
   }
 
@@ -119,10 +122,10 @@ export class WaitingRoomService implements OnModuleInit {
             if (err instanceof NoWaitingRoomError) throw new TicketNotFoundError();
             throw err;
           });
-    return this.answer(product, token, claims);
+    return this.answer(product, token, claims, true);
   }
 
-  /** GET /products/:id/queue/fairness: the commitment, and once drawn the seed and how to check the draw. */
+  /** GET /products/:id/queue/fairness: the pre-queue's commitment, and once drawn its seed and how to check every draw. */
   async fairness(productId: number): Promise<Fairness> {
     await this.roomProduct(productId);
     let room = await this.states.room(productId);
@@ -137,6 +140,27 @@ export class WaitingRoomService implements OnModuleInit {
     };
   }
 
+  /** GET /products/:id/queue/draws: every draw made (seeds revealed), and the chains that committed them. */
+  async draws(productId: number): Promise<DrawsRecord> {
+    await this.roomProduct(productId);
+    const room = await this.states.room(productId);
+    if (room === null) throw new NoWaitingRoomError(productId);
+    const [draws, chains] = await Promise.all([
+      this.states.drawsOf(productId),
+      this.repo.chains(productId).catch((err) => {
+        throw new UnavailableError('postgres', this.http.retryAfterS, err);
+      }),
+    ]);
+    const view = await this.states.view(productId);
+    return { bucketMs: room.bucketMs, sealedThrough: view?.sealedThrough ?? -1, chains, draws };
+  }
+
+  /** GET /products/:id/queue/draws/:bucket: one draw and its tickets' lottery ids in drawn order; null when no such draw. */
+  async draw(productId: number, bucket: number): Promise<{ draw: Draw; tickets: string[] } | null> {
+    await this.roomProduct(productId);
+    return this.states.drawnTickets(productId, bucket);
+  }
+
   private get tickets(): TicketTokens {
     if (this.ticketTokens === null) throw new Error('the ticket key is not loaded yet');
     return this.ticketTokens;
@@ -148,119 +172,74 @@ export class WaitingRoomService implements OnModuleInit {
     return product;
   }
 
-  /** The ticket's answer, from its claims and what this process knows. */
-  private async answer(
-    product: ProductInfo,
-    token: string,
-    claims: TicketClaims,
-    /** The ticket's lottery key's share when the caller has it (see keyShare), else computed where needed. */
-    share?: number,
-  ): Promise<TicketView> {
-    let now = Date.now();
-    // What this process remembers of the ticket, made only when there is something to remember.
-    let entry = this.known.get(claims.ticketId);
-    const remember = (): Known => {
-      if (entry === undefined) this.known.set(claims.ticketId, (entry = {}));
-      return entry;
-    };
-    // A pre-queue ticket's place comes from the draw: found once, then remembered.
-    let position = claims.position ?? entry?.drawn ?? null;
-    let preQueue: PreQueuePlace | null = null;
-    if (position === null) {
-      const started =
-        (product.startsAt === null || now >= product.startsAt) && (product.endsAt === null || now < product.endsAt);
-      preQueue = await this.states.preQueuePlace(product.id, claims.userId, claims.ticketId, started, share);
-      position = preQueue.position;
-      if (position !== null) remember().drawn = position;
-      // After the start it may have waited for the draw (QueueStates.firstAdmission).
-      now = Date.now();
+  /**
+   * The ticket's answer, from its claims and what this process knows. What it needs is read first:
+   * its place from its bucket's draw (`wait`: the poll may wait for the draw), then the admission
+   * view; the answer is then made by what they say (Reply): ended, its outcome settled, not placed
+   * yet, waiting in its place, or admitted unless an order spent the admission.
+   */
+  private async answer(product: ProductInfo, token: string, claims: TicketClaims, wait: boolean): Promise<TicketView> {
+    const reply = new Reply(product, token, claims, this.countPoll);
+    if (saleEnded(product, reply.now)) return reply.told('ended', null, null);
+    const known = this.known.get(claims.ticketId);
+    if (known?.over) {
+      reply.position = claims.position ?? known.drawn ?? null;
+      return reply.told(known.over, 0, 0);
     }
-    const ended = product.endsAt !== null && now >= product.endsAt;
-    // The admission view, from memory when fresh (not needed once the ticket's outcome is settled).
+    let position = claims.position ?? known?.drawn ?? null;
+    let keyShare: number | null = null;
+    if (position === null) {
+      const bucket = claims.bucket ?? 0;
+      const now = Date.now();
+      const bucketMs = (await this.states.room(product.id))?.bucketMs ?? 0;
+      const until = wait ? drawWaitUntil(bucket, bucketMs, product.startsAt, now, this.config.admissionTickMs) : now;
+      ({ position, keyShare } = await this.states.place(product.id, bucket, claims.ticketId, until));
+    }
+    // The admission view: a placed ticket's standing, or an unplaced pre-queue ticket's first poll.
     const view =
-      position === null || ended || entry?.over
+      position === null && keyShare === null
         ? null
         : (this.states.freshView(product.id) ?? (await this.states.refreshView(product.id)));
-    // Before the start, a pre-queue ticket's first poll after it is timed by its lottery key.
-    let wave: number | null = null;
-    if (preQueue?.view && preQueue.keyShare !== null && product.startsAt !== null && now < product.startsAt) {
-      const firstAdmission = admissionsDue(this.config.admissionRatio, preQueue.view.unitsLeft, 0);
-      wave = firstPollWave(preQueue.keyShare, preQueue.view.preJoined, firstAdmission);
+    // A place found in the draw is remembered: places never change.
+    if (position !== null && claims.position === null && known?.drawn === undefined)
+      this.known.getOrAdd(claims.ticketId, nothingKnown).drawn = position;
+    reply.position = position;
+    // The draw may have been waited for: the time from now on.
+    const now = (reply.now = Date.now());
+    if (saleEnded(product, now)) return reply.told('ended', null, null);
+    if (position === null) return reply.unplaced(keyShare, view, this.budget);
+    if (view === null) return reply.told('waiting', null, null);
+    const standing = standingOf(position, view, now);
+    if (standing.kind === 'queued') {
+      const queued = reply.queued(position, view, this.budget, Math.ceil(this.config.admissionTickMs / 1000));
+      if (queued.status === 'waiting' && queued.estimatedWaitS !== null && known?.firstEta === undefined)
+        this.known.getOrAdd(claims.ticketId, nothingKnown).firstEta = now + queued.estimatedWaitS * 1000;
+      return queued;
     }
-    // Every answer is built by this one function: a poll is the crowd's commonest call, so no
-    // intermediate objects (it was a tenth of a poll's CPU in the garbage collector).
-    const told = (
-      status: TicketStatus,
-      ahead: number | null,
-      estimatedWaitS: number | null,
-      pace: Pace = null,
-    ): TicketView => {
-      this.pollsAnswered(status).inc();
-      return {
-        id: token,
-        lotteryId: claims.ticketId,
-        productId: product.id,
-        userId: claims.userId,
-        status,
-        position,
-        ahead,
-        estimatedWaitS,
-        retryAfterS: pollAfterS(status, estimatedWaitS, product, now, pace, wave),
-      };
+    // Admitted: has an order spent it? (one index lookup, then remembered once it has)
+    const spent = (await this.admissions.spentBy(product.id, position)) !== null;
+    if (spent || standing.kind === 'admissionOver') {
+      const over = spent ? 'ordered' : 'ended';
+      this.known.getOrAdd(claims.ticketId, nothingKnown).over = over;
+      return reply.told(over, 0, 0);
+    }
+    // Admitted, but nothing is left to buy: said plainly (the admission is handed out again if units come back).
+    if (view.unitsLeft === 0) return reply.told('sold_out', 0, null);
+    if (known?.firstEta !== undefined) {
+      this.metrics.queueEtaError.observe(Math.abs(standing.batch.admittedAt - known.firstEta) / 1000);
+      known.firstEta = undefined;
+    }
+    const { expiresAt } = standing;
+    return {
+      ...reply.told('admitted', 0, 0),
+      admission: this.admissions.issue({ ...claims, position, expiresAt }),
+      admissionExpiresAt: new Date(Math.floor(expiresAt / 1000) * 1000),
     };
-
-    if (ended) return told('ended', null, null);
-    if (entry?.over) return told(entry.over, 0, 0);
-    if (position !== null && view !== null) {
-      const standing = standingOf(position, view, now);
-      if (standing.kind !== 'queued') {
-        // Admitted: has an order spent it? (one index lookup, then remembered once it has)
-        const spent = (await this.admissions.spentBy(product.id, position)) !== null;
-        if (spent || standing.kind === 'admissionOver') {
-          const over = spent ? 'ordered' : 'ended';
-          remember().over = over;
-          return told(over, 0, 0);
-        }
-        // Admitted, but nothing is left to buy: said plainly (the admission is handed out again if units come back).
-        if (view.unitsLeft === 0) return told('sold_out', 0, null);
-        if (entry?.firstEta !== undefined) {
-          this.metrics.queueEtaError.observe(Math.abs(standing.batch.admittedAt - entry.firstEta) / 1000);
-          entry.firstEta = undefined;
-        }
-        const { expiresAt } = standing;
-        return {
-          ...told('admitted', 0, 0),
-          admission: this.admissions.issue({ ...claims, position, expiresAt }),
-          admissionExpiresAt: new Date(Math.floor(expiresAt / 1000) * 1000),
-        };
-      }
-    }
-    const reach =
-      view === null
-        ? 0
-        : view.admittedThrough + admissionsDue(this.config.admissionRatio, view.unitsLeft, view.outstanding);
-    const waiting = waitingOf(position, view, product, now, reach, Math.ceil(this.config.admissionTickMs / 1000));
-    if (
-      waiting.status === 'waiting' &&
-      waiting.estimatedWaitS !== null &&
-      position !== null &&
-      entry?.firstEta === undefined
-    )
-      remember().firstEta = now + waiting.estimatedWaitS * 1000;
-    const pace: Pace =
-      position === null
-        ? 'awaitingDraw'
-        : view !== null &&
-            position > view.admittedThrough + admissionsDue(this.config.admissionRatio, view.unitsLeft, 0)
-          ? 'behindUnitsLeft'
-          : null;
-    return told(waiting.status, waiting.ahead, waiting.estimatedWaitS, pace);
   }
 
-  /** The poll counter of one status, its label looked up once. */
-  private pollsAnswered(status: TicketStatus) {
-    let counter = this.pollCounters.get(status);
-    if (counter === undefined) this.pollCounters.set(status, (counter = this.metrics.queuePolls.labels(status)));
-    return counter;
-  }
+  /** Counts a poll's answer by its status. */
+  private readonly countPoll = (status: TicketStatus): void => this.pollCounters[status].inc();
 }
+
+/** Joins of one product a process sends at once: PostgreSQL takes them side by side. */
+const JOIN_CALLS = 2;

@@ -128,11 +128,9 @@ describe('the waiting room when Redis is flushed, then restarted empty, mid-queu
     const positions = again.map((r) => r.body.position as number).sort((x, y) => x - y);
     expect(positions).toEqual(Array.from({ length: USERS }, (_, i) => i + 1));
     const rows = await withPg(pg.url, async (db) =>
-      (
-        await db.query('SELECT user_id, position::int AS position FROM queue_tickets WHERE product_id = $1', [
-          productId,
-        ])
-      ).rows.map((r: { user_id: string; position: number }): [string, number] => [r.user_id, r.position]),
+      (await db.query('SELECT user_id, position::int AS position FROM queue_places($1)', [productId])).rows.map(
+        (r: { user_id: string; position: number }): [string, number] => [r.user_id, r.position],
+      ),
     );
     expect(new Map(rows)).toEqual(new Map(buyers.map((x, i) => [x.userId, again[i].body.position])));
     // Nobody was told to join again; while Redis was away an order may have been 503 (it is retried).

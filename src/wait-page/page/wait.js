@@ -77,8 +77,9 @@ async function api(method, path, { body, headers = {} } = {}) {
   } catch {
     /* no JSON body */
   }
-  const retryAfter = Number(res.headers.get('retry-after'));
-  return { status: res.status, data, retryAfterS: Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter : null };
+  // 0 is a real answer: the place is being drawn, and the next poll waits for the draw.
+  const retryAfter = res.headers.get('retry-after');
+  return { status: res.status, data, retryAfterS: /^[0-9]+$/.test(retryAfter ?? '') ? Number(retryAfter) : null };
 }
 
 async function proof() {

@@ -1,7 +1,11 @@
 // What a buyer reads of their ticket (POST /products/:id/queue and GET .../queue/:ticketId), and the
-// lottery's public record (GET .../queue/fairness). One mapping function per answer.
+// lottery's public records (GET .../queue/fairness, .../queue/draws and .../queue/draws/:bucket).
+// One mapping function per answer.
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import type { Fairness, TicketView } from '../waiting-room.service';
+import { ALGORITHM } from '../lottery';
+import type { Draw } from '../waiting-room.repository';
+import type { DrawsRecord, Fairness } from '../waiting-room.service';
+import type { TicketView } from '../ticket-status';
 
 export class TicketResponse {
   @ApiProperty({
@@ -80,5 +84,85 @@ export function toFairnessResponse(f: Fairness): FairnessResponse {
     ...(f.seed !== undefined ? { seed: f.seed } : {}),
     preQueue: f.preQueue,
     algorithm: f.algorithm,
+  };
+}
+
+export class DrawResponse {
+  @ApiProperty({
+    description:
+      'the bucket: 0 is the pre-queue, else floor(epoch ms / bucketMs) of PostgreSQL when its tickets joined',
+  })
+  bucket: number;
+  @ApiProperty({
+    type: Number,
+    nullable: true,
+    description: "the draw's index in the seeds' hash chains; null for a block numbered on arrival",
+  })
+  draw: number | null;
+  @ApiProperty({ description: "the position of the bucket's first ticket in drawn order" })
+  firstPosition: number;
+  @ApiProperty({ description: 'tickets in the bucket' })
+  tickets: number;
+  @ApiProperty({ type: String, nullable: true, description: "the draw's seed (hex), revealed once it is drawn" })
+  seed: string | null;
+  @ApiProperty({ description: 'when the bucket was sealed (ISO 8601)' })
+  drawnAt: string;
+}
+
+export class ChainResponse {
+  @ApiProperty({ description: 'the first draw whose seed this chain commits' })
+  firstDraw: number;
+  @ApiProperty({ description: 'how many draws it commits' })
+  length: number;
+  @ApiProperty({ description: 'SHA-256 applied `length` times to a secret root (hex): public from madeAt on' })
+  head: string;
+  @ApiProperty({ description: 'when the chain was made and its head published (ISO 8601)' })
+  madeAt: string;
+}
+
+export class DrawsResponse {
+  @ApiProperty({ description: "the width of the room's buckets, ms of PostgreSQL's clock" })
+  bucketMs: number;
+  @ApiProperty({ description: 'the last bucket sealed (-1: none yet)' })
+  sealedThrough: number;
+  @ApiProperty({ type: [ChainResponse] })
+  chains: ChainResponse[];
+  @ApiProperty({ type: [DrawResponse] })
+  draws: DrawResponse[];
+  @ApiProperty({ description: 'how to recompute every draw' })
+  algorithm: string;
+}
+
+export class DrawnBucketResponse extends DrawResponse {
+  @ApiProperty({
+    type: [String],
+    description: "the bucket's lottery ids in drawn order: the first holds firstPosition",
+  })
+  lotteryIds: string[];
+}
+
+export function toDrawResponse(d: Draw): DrawResponse {
+  return {
+    bucket: d.bucket,
+    draw: d.draw,
+    firstPosition: d.first,
+    tickets: d.tickets,
+    seed: d.seed === null ? null : d.seed.toString('hex'),
+    drawnAt: new Date(d.drawnAt).toISOString(),
+  };
+}
+
+export function toDrawsResponse(r: DrawsRecord): DrawsResponse {
+  return {
+    bucketMs: r.bucketMs,
+    sealedThrough: r.sealedThrough,
+    chains: r.chains.map((c) => ({
+      firstDraw: c.firstDraw,
+      length: c.length,
+      head: c.head.toString('hex'),
+      madeAt: new Date(c.madeAt).toISOString(),
+    })),
+    draws: r.draws.map(toDrawResponse),
+    algorithm: ALGORITHM,
   };
 }
