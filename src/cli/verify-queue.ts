@@ -1,4 +1,4 @@
-// `npm run verify-queue -- URL PRODUCT_ID [TICKET] [--json]`: checks a waiting room's order from
+// `npm run verify-queue -- URL PRODUCT_ID [TICKET] [--token T] [--json]`: checks a waiting room's order from
 // its public records alone, as any buyer can. It reads the lottery's commitment
 // (GET /products/:id/queue/fairness), every draw and the hash chains of the seeds
 // (GET .../queue/draws) and each draw's tickets in drawn order (GET .../queue/draws/:bucket), then
@@ -11,7 +11,9 @@
 import { createHash, createHmac } from 'node:crypto';
 import { parseArgs } from 'node:util';
 
-const USAGE = 'usage: npm run verify-queue -- <service URL> <productId> [ticket] [--json]';
+const USAGE =
+  'usage: npm run verify-queue -- <service URL> <productId> [ticket] [--token <buyer token>] [--json]\n' +
+  "  --token: the ticket holder's bearer token, where the service asks buyers for one (the records are public)";
 
 interface Chain {
   firstDraw: number;
@@ -125,8 +127,10 @@ export function check(r: Records): Verdict {
 }
 
 /** A record as JSON, or an error naming what answered instead. */
-async function getJson<T>(url: string, what: string): Promise<T> {
-  const res = await fetch(url, { headers: { accept: 'application/json' } });
+async function getJson<T>(url: string, what: string, token?: string): Promise<T> {
+  const headers: Record<string, string> = { accept: 'application/json' };
+  if (token !== undefined) headers.authorization = `Bearer ${token}`;
+  const res = await fetch(url, { headers });
   const text = await res.text();
   if (res.status !== 200) throw new Error(`GET ${what} answered ${res.status}: ${text.slice(0, 200)}`);
   return JSON.parse(text) as T;
@@ -148,13 +152,14 @@ async function records(base: string, productId: string): Promise<Records> {
 }
 
 /** Reads the records (and the ticket, when given) and checks them. */
-export async function verify(base: string, productId: string, ticket?: string): Promise<Verdict> {
+export async function verify(base: string, productId: string, ticket?: string, token?: string): Promise<Verdict> {
   const r = await records(base, productId);
   const verdict: Verdict = { ...check(r), bucketMs: r.bucketMs };
   if (ticket === undefined) return verdict;
   const { lotteryId, position, status } = await getJson<{ lotteryId: string; position: number | null; status: string }>(
     `${queueOf(base, productId)}/${ticket}`,
     'the ticket',
+    token,
   );
   const recomputed = verdict.positions[lotteryId];
   const bucket = r.draws.find(
@@ -193,10 +198,10 @@ function report(v: Verdict): string {
 }
 
 async function main(): Promise<void> {
-  let parsed: { values: { json?: boolean; help?: boolean }; positionals: string[] };
+  let parsed: { values: { json?: boolean; help?: boolean; token?: string }; positionals: string[] };
   try {
     parsed = parseArgs({
-      options: { json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
+      options: { json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' }, token: { type: 'string' } },
       allowPositionals: true,
     });
   } catch (err) {
@@ -213,7 +218,7 @@ async function main(): Promise<void> {
   }
   let verdict: Verdict;
   try {
-    verdict = await verify(base, productId, ticket);
+    verdict = await verify(base, productId, ticket, parsed.values.token);
   } catch (err) {
     process.stderr.write(`cannot read the records: ${(err as Error).message}\n`);
     process.exitCode = 2;
