@@ -25,12 +25,13 @@ function repo(query: jest.Mock) {
     metrics as never,
   );
 }
-const order = (ageMs: number, segment = 3) => ({
+const order = (ageMs: number, segment = 3, status = 'reserved') => ({
   id: '41',
   product_id: 7,
   user_id: 'u1',
   quantity: 1,
   allocations: [{ segment, quantity: 1 }],
+  status,
   created_at: new Date(),
   age_ms: ageMs,
 });
@@ -76,7 +77,29 @@ describe('OutcomesRepository', () => {
       const query = jest
         .fn()
         .mockResolvedValueOnce([{ running: 0 }])
+        .mockResolvedValueOnce([])
         .mockResolvedValueOnce([]);
+      await expect(repo(query).settle(write())).rejects.toBeInstanceOf(UnavailableError);
+    });
+
+    it('should answer the order as it is now when the write made it and it ended before the outcome was read (expired)', async () => {
+      const query = jest
+        .fn()
+        .mockResolvedValueOnce([{ running: 0 }])
+        .mockResolvedValueOnce([])
+        .mockResolvedValueOnce([order(10, 3, 'expired')]);
+      await expect(repo(query).settle(write())).resolves.toMatchObject({ id: 41, status: 'expired' });
+      // The ended order is looked for only among those made since the write was sent.
+      expect(query.mock.calls[2][1]).toEqual([7, 'u1', expect.any(Number)]);
+      expect(query.mock.calls[2][1][2]).toBeGreaterThanOrEqual(50);
+    });
+
+    it('should answer UNAVAILABLE, not ALREADY_ORDERED, for an ended order older than the write', async () => {
+      const query = jest
+        .fn()
+        .mockResolvedValueOnce([{ running: 0 }])
+        .mockResolvedValueOnce([])
+        .mockResolvedValueOnce([order(60_000, 3, 'cancelled')]);
       await expect(repo(query).settle(write())).rejects.toBeInstanceOf(UnavailableError);
     });
 

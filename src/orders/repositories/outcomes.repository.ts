@@ -30,6 +30,9 @@ export class UncertainChange extends Error {
 const TRANSITION_UNKNOWN =
   'the database failed while the order was being changed; whether the change took effect is unknown: retry the same call to learn it';
 
+/** Milliseconds since the uncertain write was sent, by this process's monotonic clock. */
+const sinceSentMs = (w: UncertainWrite) => Number(process.hrtime.bigint() - w.sentAt) / 1e6;
+
 /** Pause between lookups while PostgreSQL is coming back. */
 const SETTLE_RETRY_MS = 100;
 
@@ -47,7 +50,8 @@ export class OutcomesRepository {
    * comes back:
    * - no statement of the attempt still runs (pg_stat_activity) and the user has no order: it did
    *   not commit, and never will: UNAVAILABLE (nothing happened);
-   * - the user has an order created since the write was sent: that is this write's order (a 201);
+   * - the user has an order created since the write was sent: that is this write's order (a 201),
+   *   also when it has ended since (its reservation expired while the outcome was unknown);
    * - the user has an older order: it predates this request, which therefore changed nothing:
    *   ALREADY_ORDERED with that order's id;
    * - PostgreSQL did not answer in time, or the attempt still runs: OUTCOME_UNKNOWN.
@@ -57,23 +61,35 @@ export class OutcomesRepository {
    * it; the user lock makes that impossible while it is held, and either way the order is real.
    */
   settle(w: UncertainWrite): Promise<OrderRow> {
-    const read = async () =>
-      (
-        await this.db.query<OrderRecord[]>(
-          `SELECT ${ORDER_COLUMNS}, (extract(epoch FROM clock_timestamp() - created_at) * 1000)::float8 AS age_ms
-             FROM orders WHERE product_id = $1 AND user_id = $2 AND ${LIVE}`,
-          [w.productId, w.userId],
-        )
-      )[0];
+    const read = async () => {
+      const age = `(extract(epoch FROM clock_timestamp() - created_at) * 1000)::float8 AS age_ms`;
+      const [live] = await this.db.query<OrderRecord[]>(
+        `SELECT ${ORDER_COLUMNS}, ${age} FROM orders WHERE product_id = $1 AND user_id = $2 AND ${LIVE}`,
+        [w.productId, w.userId],
+      );
+      if (live) return live;
+      // The write's order may have ended already: a reservation whose reply was lost can expire
+      // (or be cancelled) before the outcome is read. Only orders made since the write was sent
+      // are looked at (no index serves this read; it runs only after a lost reply).
+      const [ended] = await this.db.query<OrderRecord[]>(
+        `SELECT ${ORDER_COLUMNS}, ${age} FROM orders
+          WHERE product_id = $1 AND user_id = $2 AND NOT (${LIVE})
+            AND created_at >= clock_timestamp() - $3 * interval '1 millisecond'
+          ORDER BY created_at DESC LIMIT 1`,
+        [w.productId, w.userId, sinceSentMs(w) + 5],
+      );
+      return ended;
+    };
     return this.untilKnown(w.tag, w.cause, read, (found) => {
       if (!found) throw new UnavailableError('postgres', this.http.retryAfterS, w.cause);
-      const sinceSentMs = Number(process.hrtime.bigint() - w.sentAt) / 1e6;
       const mine =
-        (found.age_ms ?? Infinity) <= sinceSentMs + 5 &&
+        (found.age_ms ?? Infinity) <= sinceSentMs(w) + 5 &&
         found.quantity === w.quantity &&
         found.allocations.every((a) => w.segments.includes(a.segment));
-      if (!mine) throw new AlreadyOrderedError(Number(found.id));
-      return toOrderRow(found);
+      if (mine) return toOrderRow(found);
+      if (found.status === 'reserved' || found.status === 'paid') throw new AlreadyOrderedError(Number(found.id));
+      // An ended order older than this write: the write made nothing.
+      throw new UnavailableError('postgres', this.http.retryAfterS, w.cause);
     });
   }
 
