@@ -74,6 +74,7 @@ describe('the order lifecycle migration', () => {
       'PreQueueCount1764450000000',
       'SegmentFencing1764470000000',
       'QueueBuckets1764500000000',
+      'QueueJoinMade1764550000000',
     ]);
 
     await withPg(url, async (db) => {
