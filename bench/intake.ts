@@ -126,6 +126,55 @@ async function sealTime(db: Client): Promise<{ ms: number; calls: number } | nul
 }
 
 /**
+ * Where PostgreSQL's time goes during the intake: pg_stat_statements with the statements inside
+ * functions counted (track = all from the start on), and pg_locks sampled every 50 ms for waits,
+ * on a session of its own.
+ */
+class Diagnosis {
+  private readonly waits = new Map<string, number>();
+  private samples = 0;
+  private readonly timer: NodeJS.Timeout;
+
+  private constructor(private readonly db: Client) {
+    this.timer = setInterval(() => void this.sample(), 50);
+  }
+
+  static async start(databaseUrl: string): Promise<Diagnosis> {
+    const db = new Client({ connectionString: databaseUrl });
+    await db.connect();
+    await db.query(`ALTER SYSTEM SET pg_stat_statements.track = 'all'`);
+    await db.query('SELECT pg_reload_conf()');
+    await db.query('SELECT pg_stat_statements_reset()');
+    return new Diagnosis(db);
+  }
+
+  private async sample(): Promise<void> {
+    this.samples++;
+    const { rows } = await this.db
+      .query(`SELECT locktype || ' ' || mode AS what, count(*)::int AS n FROM pg_locks WHERE NOT granted GROUP BY 1`)
+      .catch(() => ({ rows: [] as Array<{ what: string; n: number }> }));
+    for (const r of rows as Array<{ what: string; n: number }>)
+      this.waits.set(r.what, (this.waits.get(r.what) ?? 0) + r.n);
+  }
+
+  async report(log: (line: string) => void): Promise<void> {
+    clearInterval(this.timer);
+    const { rows } = await this.db.query(
+      `SELECT calls, round(total_exec_time)::bigint AS ms, round(mean_exec_time::numeric, 2) AS mean_ms,
+              regexp_replace(left(query, 150), '\\s+', ' ', 'g') AS query
+         FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 15`,
+    );
+    log('PostgreSQL time by statement (pg_stat_statements, nested statements included):');
+    for (const r of rows as Array<{ calls: string; ms: string; mean_ms: string; query: string }>)
+      log(`${r.ms.padStart(8)} ms ${r.calls.padStart(7)} calls ${r.mean_ms.padStart(9)} ms each  ${r.query}`);
+    log(`waiting locks in ${this.samples} samples of pg_locks: ${JSON.stringify(Object.fromEntries(this.waits))}`);
+    await this.db.query(`ALTER SYSTEM RESET pg_stat_statements.track`);
+    await this.db.query('SELECT pg_reload_conf()');
+    await this.db.end();
+  }
+}
+
+/**
  * Both designs, interleaved writer count by writer count (old, new; the same number of writers),
  * each on a product of its own. `newProduct` makes a product with a waiting room open now (through
  * the service, so its room, seeds and count rows are made as in a sale) and returns its id.
@@ -140,10 +189,13 @@ export async function measureIntake(o: {
   group?: number;
   seconds?: number;
   writers?: number[];
+  /** Also log PostgreSQL's time by statement (nested ones included) and the lock waits seen. */
+  diagnose?: boolean;
 }): Promise<IntakeReport> {
   const group = o.group ?? 1000;
   const seconds = o.seconds ?? 3;
   await installCounterRow(o.db);
+  const diagnosis = o.diagnose ? await Diagnosis.start(o.databaseUrl) : null;
   const oldRuns: IntakeRun[] = [];
   const newRuns: IntakeRun[] = [];
   const sealBefore = await sealTime(o.db);
@@ -194,6 +246,7 @@ export async function measureIntake(o: {
   const sealAfter = await sealTime(o.db);
   const sealed =
     sealBefore && sealAfter ? { ms: sealAfter.ms - sealBefore.ms, calls: sealAfter.calls - sealBefore.calls } : null;
+  if (diagnosis) await diagnosis.report(o.log);
   await o.db.query(`DROP SCHEMA ${OLD} CASCADE`);
   // The drawn order of a bucket of 100,000 tickets, as the service draws it, in this process.
   const ids = Array.from({ length: 100_000 }, (_, i) => ticketIdFor(1, `draw-${i}`));

@@ -20,7 +20,7 @@ import { countOf } from './returns';
 import { createProductViaApi } from './scenarios';
 import { BENCH_SHOP_TOKEN } from './service';
 import type { NewProduct } from './types';
-import { machine, readFlags, RESULTS_DIR, runMain, splitFlags, withServers, writeResults } from './standalone';
+import { machine, readFlags, RESULTS_DIR, runMain, Servers, splitFlags, withServers, writeResults } from './standalone';
 
 const ADMIN_TOKEN = 'bench-queue-admin-token-0123456789';
 const RATIO = 1.5;
@@ -40,6 +40,8 @@ export interface QueueOptions {
   log: (line: string) => void;
   /** Flags for the service's node, e.g. --cpu-prof --cpu-prof-dir=/tmp/prof (one profile per process). */
   nodeFlags?: string[];
+  /** The intake part also logs PostgreSQL's time by statement and the lock waits it saw. */
+  diagnose?: boolean;
 }
 
 /** What one run measured: the report, and the queue.json it writes. */
@@ -209,24 +211,63 @@ async function capacities(svc: ServiceProcess, probe: CostProbe, connections: nu
   return { health, poll, join: await joinAs('full') };
 }
 
+/** The service's settings for this benchmark, whole or in part. */
+const serviceEnv = (workers: number) => ({
+  WORKERS: String(workers),
+  LOCK_WAIT_MS: '30000',
+  DB_TIMEOUT_MS: '30000',
+  ADMISSION_RATIO: String(RATIO),
+  // Proof of work (its products only): a cheap first step the load generator can solve for
+  // thousands of buyers, held there (the crowd never counts as one that raises it).
+  POW_STEPS: String(POW_STEP),
+  POW_JOINS_PER_S: '1000000',
+  // A crowd comes from many addresses; here from one, with its held polls.
+  MAX_CONNECTIONS_PER_IP: '0',
+});
+
+/** The intake part (bench/intake.ts) on the service's PostgreSQL, its products made through the service. */
+function intakeOf(
+  svc: ServiceProcess,
+  s: Pick<Servers, 'db' | 'databaseUrl' | 'probe'>,
+  o: Pick<QueueOptions, 'log' | 'diagnose'>,
+): Promise<IntakeReport> {
+  return measureIntake({
+    ...s,
+    postgresPid: svc.pid,
+    newProduct: () => createProduct(svc.url, { name: 'bench intake', stock: 1, segments: 1, waitingRoom: true }),
+    log: o.log,
+    diagnose: o.diagnose,
+  });
+}
+
+/**
+ * `--only intake`: the intake part alone (bench/intake.ts), with the service started as in the
+ * whole run, so that the two designs can be compared in a minute. Writes nothing to the results.
+ */
+export async function runIntakeOnly(
+  o: Pick<QueueOptions, 'workers' | 'log' | 'nodeFlags' | 'diagnose'>,
+): Promise<IntakeReport> {
+  return withServers('queue', o.log, async ({ db, databaseUrl, probe, start }) => {
+    const svc = await start(serviceEnv(o.workers), o.nodeFlags);
+    // The whole run comes to the intake after its sales, with their tickets in the table and the
+    // table analyzed: the intake's products are new to its statistics. So here, with one sale.
+    const earlier = await createProduct(svc.url, {
+      name: 'bench earlier sale',
+      stock: 1,
+      segments: 1,
+      waitingRoom: true,
+    });
+    const users = Array.from({ length: 20_000 }, (_, i) => `earlier-${i}`);
+    await db.query('SELECT count(*) FROM queue_join($1, $2, $2)', [earlier, users]);
+    await db.query('ANALYZE queue_tickets');
+    return intakeOf(svc, { db, databaseUrl, probe }, o);
+  }).finally(() => Promise.all([...pools.values()].map((p) => p.close())).then(() => pools.clear()));
+}
+
 export async function runQueueBenchmark(o: QueueOptions) {
   const startedAt = new Date().toISOString();
   return withServers('queue', o.log, async ({ db, databaseUrl, probe, start }) => {
-    const svc = await start(
-      {
-        WORKERS: String(o.workers),
-        LOCK_WAIT_MS: '30000',
-        DB_TIMEOUT_MS: '30000',
-        ADMISSION_RATIO: String(RATIO),
-        // Proof of work (its products only): a cheap first step the load generator can solve for
-        // thousands of buyers, held there (the crowd never counts as one that raises it).
-        POW_STEPS: String(POW_STEP),
-        POW_JOINS_PER_S: '1000000',
-        // A crowd comes from many addresses; here from one, with its held polls.
-        MAX_CONNECTIONS_PER_IP: '0',
-      },
-      o.nodeFlags,
-    );
+    const svc = await start(serviceEnv(o.workers), o.nodeFlags);
     const capacity = await capacities(svc, probe, o.connections);
     for (const [what, r] of Object.entries(capacity))
       o.log(`${what} at full speed: ${r.perS.toFixed(0)}/s, ${r.cpuUs?.toFixed(0) ?? '-'} µs of service CPU each`);
@@ -247,14 +288,7 @@ export async function runQueueBenchmark(o: QueueOptions) {
       sale: await withWaitingRoom(eo, svc, db, probe, 2),
     };
     const rtt = await roundTripMs(db);
-    const intake = await measureIntake({
-      databaseUrl,
-      db,
-      probe,
-      postgresPid: svc.pid,
-      newProduct: () => createProduct(svc.url, { name: 'bench intake', stock: 1, segments: 1, waitingRoom: true }),
-      log: o.log,
-    });
+    const intake = await intakeOf(svc, { db, databaseUrl, probe }, o);
     const report = {
       startedAt,
       machine: machine(),
@@ -770,10 +804,33 @@ function renderIntake(i: IntakeReport): string[] {
 
 async function main(): Promise<void> {
   const flags = readFlags(
-    ['buyers', 'units', 'connections', 'pollers', 'workers', 'ttl', 'pow-joins', 'out', 'node-flags'],
-    'npm run bench:queue -- [--buyers N (50000)] [--units N (1000)] [--connections N (200)] [--pollers N (2048)] [--workers N (2)] [--ttl S (120)] [--pow-joins N (5000)] [--out DIR (bench/results)] [--node-flags="--cpu-prof --cpu-prof-dir=DIR"]',
+    [
+      'buyers',
+      'units',
+      'connections',
+      'pollers',
+      'workers',
+      'ttl',
+      'pow-joins',
+      'out',
+      'node-flags',
+      'only',
+      'diagnose',
+    ],
+    'npm run bench:queue -- [--only intake] [--diagnose yes] [--buyers N (50000)] [--units N (1000)] [--connections N (200)] [--pollers N (2048)] [--workers N (2)] [--ttl S (120)] [--pow-joins N (5000)] [--out DIR (bench/results)] [--node-flags="--cpu-prof --cpu-prof-dir=DIR"]',
   );
   if (!flags) return;
+  if (flags.only !== undefined) {
+    if (flags.only !== 'intake') throw new Error(`--only: only "intake" is a part run alone, not "${flags.only}"`);
+    const intake = await runIntakeOnly({
+      workers: Number(flags.workers ?? 2),
+      log: (line) => process.stderr.write(`${line}\n`),
+      nodeFlags: splitFlags(flags['node-flags']),
+      diagnose: flags.diagnose === 'yes',
+    });
+    process.stdout.write(`${renderIntake(intake).join('\n')}\n`);
+    return;
+  }
   const report = await runQueueBenchmark({
     buyers: Number(flags.buyers ?? 50_000),
     units: Number(flags.units ?? 1000),
@@ -785,6 +842,7 @@ async function main(): Promise<void> {
     outDir: flags.out ?? RESULTS_DIR,
     log: (line) => process.stderr.write(`${line}\n`),
     nodeFlags: splitFlags(flags['node-flags']),
+    diagnose: flags.diagnose === 'yes',
   });
   process.stdout.write(renderQueue(report));
   const checks = [...report.withRoom.checks, ...report.withoutRoom.checks, ...report.estimate.sale.checks];

@@ -18,6 +18,7 @@ import { AdmissionPause1764400000000 } from '../migrations/1764400000000-Admissi
 import { PreQueueCount1764450000000 } from '../migrations/1764450000000-PreQueueCount';
 import { SegmentFencing1764470000000 } from '../migrations/1764470000000-SegmentFencing';
 import { QueueBuckets1764500000000 } from '../migrations/1764500000000-QueueBuckets';
+import { QueueJoinMade1764550000000 } from '../migrations/1764550000000-QueueJoinMade';
 import { withPg } from './faults/support';
 import { testUrls } from './support/service';
 
@@ -74,6 +75,7 @@ describe('the order lifecycle migration', () => {
       'PreQueueCount1764450000000',
       'SegmentFencing1764470000000',
       'QueueBuckets1764500000000',
+      'QueueJoinMade1764550000000',
     ]);
 
     await withPg(url, async (db) => {
@@ -120,9 +122,10 @@ describe('the order lifecycle migration', () => {
       PreQueueCount1764450000000,
       SegmentFencing1764470000000,
     ];
-    // The queue's buckets (their own spec, test/queue-sql.e2e-spec.ts, covers their way there and back): gone.
-    const all = await migrateWith(url, [...before, QueueBuckets1764500000000]);
+    // The queue's buckets and the join after them (their own spec, test/queue-sql.e2e-spec.ts, covers their way there and back): gone.
+    const all = await migrateWith(url, [...before, QueueBuckets1764500000000, QueueJoinMade1764550000000]);
     try {
+      await all.undoLastMigration({ transaction: 'each' });
       await all.undoLastMigration({ transaction: 'each' });
     } finally {
       await all.destroy();

@@ -2,7 +2,8 @@
 // admission cursor), the tickets (one row per user and product, with its bucket), the draws that
 // place each sealed bucket, and the admission batches. The whole queue is here, so nothing a buyer
 // was told depends on Redis. The SQL functions it calls (queue_join, queue_seal, queue_places) are
-// installed by migrations/1764500000000-QueueBuckets.ts, where they are written out in full.
+// installed by migrations/1764500000000-QueueBuckets.ts (queue_join as it is now by
+// migrations/1764550000000-QueueJoinMade.ts), where they are written out in full.
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { AdmissionBatch, AdmissionView } from './ticket-status';
