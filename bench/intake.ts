@@ -112,12 +112,12 @@ async function drive(
   return { writers, joins, seconds: elapsed, joinsPerS: joins / elapsed, msPerCall: callMs / calls };
 }
 
-/** PostgreSQL's time spent in queue_seal so far (pg_stat_statements), or null without it. */
+/** PostgreSQL's time spent in the seals (queue_seal_ended) so far (pg_stat_statements), or null without it. */
 async function sealTime(db: Client): Promise<{ ms: number; calls: number } | null> {
   try {
     const { rows } = await db.query(
       `SELECT coalesce(sum(total_exec_time), 0) AS ms, coalesce(sum(calls), 0)::int AS calls
-         FROM pg_stat_statements WHERE query LIKE '%FROM queue_seal(%'`,
+         FROM pg_stat_statements WHERE query LIKE '%FROM queue_seal_ended(%'`,
     );
     return { ms: Number(rows[0].ms), calls: rows[0].calls as number };
   } catch {

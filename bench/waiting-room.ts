@@ -599,6 +599,15 @@ async function withWaitingRoom(o: QueueOptions, svc: ServiceProcess, db: Client,
     return position === undefined ? [] : [{ sentAt: b.sentAt, answeredAt: b.joinedAt, position }];
   });
   const breaches = promiseBreaches(timed, bucketOfPosition(draws));
+  // The moment a poll can tell a place is its bucket's draw: from each ticket's insert to it, and
+  // from the bucket's end to it (how late the seal came), both by PostgreSQL's clock.
+  const { rows: drawLag } = await db.query<{ joined: number; sealed: number }>(
+    `SELECT extract(epoch FROM d.drawn_at - t.joined_at) * 1000 AS joined,
+            extract(epoch FROM d.drawn_at) * 1000 - (t.bucket + 1) * w.bucket_ms AS sealed
+       FROM queue_tickets t JOIN queue_draws d USING (product_id, bucket) JOIN waiting_rooms w USING (product_id)
+      WHERE t.product_id = $1 AND t.bucket > 0`,
+    [productId],
+  );
   const verdict = await verify(svc.url, String(productId));
 
   const audit = await auditProduct(db, productId);
@@ -661,6 +670,10 @@ async function withWaitingRoom(o: QueueOptions, svc: ServiceProcess, db: Client,
     placeKnownMs: percentiles(
       buyers.flatMap((b) => (b.placedAt !== undefined && b.joinedAt >= startsAt ? [b.placedAt - b.joinedAt] : [])),
     ),
+    /** From a join's insert to its bucket's draw, the moment a poll can tell its place (ms, PostgreSQL's clock; joins after the start). */
+    drawnAfterJoinMs: percentiles(drawLag.map((r) => Number(r.joined))),
+    /** From a bucket's end to its draw, per ticket (ms, PostgreSQL's clock). */
+    drawnAfterBucketMs: percentiles(drawLag.map((r) => Number(r.sealed))),
     lotteryShare: preTickets.length === 0 ? null : lotteryShare(fairness.body.seed as string, preTickets),
     etaErrorS: percentiles(estimated.map((e) => e.errorS)),
     /** The same error as a share of the real wait (from the estimate to the admission). */
@@ -752,6 +765,7 @@ export function renderQueue(r: QueueReport): string {
     `| fairness: admissions in exact queue order | ${f(w.fairnessShare, 3)} | |`,
     `| fairness against the promise: joins not placed behind a join of another bucket answered before they were sent (breaches) | ${f(w.promiseShare, 3)} (${w.promiseBreaches}) | |`,
     `| milliseconds from a join's answer to the answer that told its place, p50 / p99 (joins after the start, ${w.draws} buckets drawn; Δ = 100 ms) | ${f(w.placeKnownMs.p50)} / ${f(w.placeKnownMs.p99)} | |`,
+    `| milliseconds from a join's insert to its bucket's draw, when a poll can tell its place, p50 / p99 (PostgreSQL's clock); from the bucket's end to the draw, p50 / p99 | ${f(w.drawnAfterJoinMs.p50)} / ${f(w.drawnAfterJoinMs.p99)}; ${f(w.drawnAfterBucketMs.p50)} / ${f(w.drawnAfterBucketMs.p99)} | |`,
     `| pre-queue in the revealed lottery's order (share checked) | ${f(w.lotteryShare, 3)} | |`,
     `| error of the first estimated wait, p50 / p90 (s) | ${f(w.etaErrorS.p50, 1)} / ${f(w.etaErrorS.p90, 1)} | |`,
     `| the same, in a sale where every second order is cancelled 3 s after it was made (${r.estimate.buyers} buyers, ${r.estimate.units} units; ${es.etaSamples} estimates checked): seconds, p50 / p90; share of the real wait, p50 / p90 | ${f(es.etaErrorS.p50, 1)} / ${f(es.etaErrorS.p90, 1)} s; ${f(es.etaErrorShare.p50, 2)} / ${f(es.etaErrorShare.p90, 2)} | |`,

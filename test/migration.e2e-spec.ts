@@ -19,6 +19,7 @@ import { PreQueueCount1764450000000 } from '../migrations/1764450000000-PreQueue
 import { SegmentFencing1764470000000 } from '../migrations/1764470000000-SegmentFencing';
 import { QueueBuckets1764500000000 } from '../migrations/1764500000000-QueueBuckets';
 import { QueueJoinMade1764550000000 } from '../migrations/1764550000000-QueueJoinMade';
+import { QueueSealEnded1764600000000 } from '../migrations/1764600000000-QueueSealEnded';
 import { withPg } from './faults/support';
 import { testUrls } from './support/service';
 
@@ -76,6 +77,7 @@ describe('the order lifecycle migration', () => {
       'SegmentFencing1764470000000',
       'QueueBuckets1764500000000',
       'QueueJoinMade1764550000000',
+      'QueueSealEnded1764600000000',
     ]);
 
     await withPg(url, async (db) => {
@@ -122,9 +124,15 @@ describe('the order lifecycle migration', () => {
       PreQueueCount1764450000000,
       SegmentFencing1764470000000,
     ];
-    // The queue's buckets and the join after them (their own spec, test/queue-sql.e2e-spec.ts, covers their way there and back): gone.
-    const all = await migrateWith(url, [...before, QueueBuckets1764500000000, QueueJoinMade1764550000000]);
+    // The queue's buckets and the join and seal after them (their own spec, test/queue-sql.e2e-spec.ts, covers their way there and back): gone.
+    const all = await migrateWith(url, [
+      ...before,
+      QueueBuckets1764500000000,
+      QueueJoinMade1764550000000,
+      QueueSealEnded1764600000000,
+    ]);
     try {
+      await all.undoLastMigration({ transaction: 'each' });
       await all.undoLastMigration({ transaction: 'each' });
       await all.undoLastMigration({ transaction: 'each' });
     } finally {

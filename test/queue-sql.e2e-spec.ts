@@ -1,7 +1,7 @@
-// The queue's SQL functions on a real PostgreSQL (migrations/1764500000000-QueueBuckets.ts), called
-// as the service calls them but with no service around: queue_join puts each ticket in the bucket
-// of PostgreSQL's clock (the pre-queue before the start), queue_seal seals the buckets that have
-// ended in time order, waits for the joins still writing to them and sends later ones to the next
+// The queue's SQL functions on a real PostgreSQL (migrations/1764500000000-QueueBuckets.ts and the
+// later ones), called as the service calls them but with no service around: queue_join puts each
+// ticket in the bucket of PostgreSQL's clock (the pre-queue before the start), queue_seal seals the
+// buckets that have ended in time order (queue_seal_ended: in one statement, saying what it sealed), waits for the joins still writing to them and sends later ones to the next
 // bucket, and draws each non-empty bucket with the next seed of a hash chain committed before;
 // queue_places gives every sealed ticket its position, dense and as recomputed here from the
 // published seeds. Then the migration itself, on rooms made before it, there and back. Runs on a
@@ -264,6 +264,59 @@ describe('the queue in SQL: buckets, seals, draws and places', () => {
     } finally {
       await writer.end();
     }
+  });
+
+  it('seals in one statement what has ended and says which buckets it sealed; a second sealer at the same moment waits for the first and seals nothing', async () => {
+    await room(null);
+    const num = (v: string | null) => (v === null ? null : Number(v));
+    const sealEnded = (on: Client = db) =>
+      on
+        .query(
+          `SELECT bucket::text, draw, tickets, sealed_from::text AS "from", sealed_through::text AS through
+             FROM queue_seal_ended($1)`,
+          [product],
+        )
+        .then((r) =>
+          r.rows.map((x) => ({
+            bucket: num(x.bucket),
+            draw: x.draw as number | null,
+            tickets: x.tickets as number | null,
+            from: Number(x.from),
+            through: Number(x.through),
+          })),
+        );
+    // The empty pre-queue first: bucket 0 drawn with no ticket.
+    const first = await sealEnded();
+    expect(first[0]).toMatchObject({ bucket: 0, tickets: 0, from: 0 });
+    const joined = await join(['a', 'b', 'c']);
+    const bucket = Number(joined[0].bucket);
+    await waitFor('its bucket to end', async () => (await nowBucket()) > bucket);
+    // Two sealers at once: one holds the room's row (here in an open transaction), the other waits for it.
+    const holder = new Client({ connectionString: url });
+    const second = new Client({ connectionString: url });
+    await Promise.all([holder.connect(), second.connect()]);
+    try {
+      await holder.query('BEGIN');
+      const made = await sealEnded(holder);
+      const pid = (await second.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
+      const waiting = sealEnded(second);
+      await waitFor('the second sealer to wait for the first', () => waitingOnLock(pid));
+      await holder.query('COMMIT');
+      const after = await waiting;
+      const drawn = made.filter((r) => r.bucket !== null);
+      expect(drawn.map((r) => [r.bucket, r.tickets])).toEqual([[bucket, 3]]);
+      expect(made.every((r) => r.from === first[0].through + 1 && r.through >= bucket)).toBe(true);
+      // The second: nothing sealed (from just after the first's through), one row without a bucket.
+      expect(after).toHaveLength(1);
+      expect(after[0]).toMatchObject({ bucket: null, draw: null, tickets: null });
+      expect(after[0].from).toBe(made[0].through + 1);
+      expect(after[0].through).toBeGreaterThanOrEqual(after[0].from - 1);
+    } finally {
+      await Promise.all([holder.end(), second.end()]);
+    }
+    expect((await places()).map((p) => p.user_id).sort()).toEqual(['a', 'b', 'c']);
+    // A product without a room: no row.
+    expect((await db.query('SELECT * FROM queue_seal_ended(999999)')).rows).toEqual([]);
   });
 
   it("seals the pre-queue at the start locking the pre-queue and the sale's ended buckets only, not the one joins now write to", async () => {

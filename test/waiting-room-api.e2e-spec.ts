@@ -185,6 +185,26 @@ describe('the waiting room, call by call', () => {
     expect(back.body.position).toBe(second.position);
   });
 
+  it('tells a buyer who joins once nothing is left so in the join, at once, and keeps that ticket a place behind the others for units that come back', async () => {
+    const id = await product({ stock: 1, waitingRoom: true, admissionTtlS: 30 });
+    const first = (await join(id, 'fa')).body;
+    const admitted = await pollUntil(id, first.id, 'admitted');
+    const second = (await join(id, 'gu')).body;
+    const order = await send('POST', '/orders', { userId: 'fa', productId: id, admission: admitted.body.admission });
+    expect(order.status).toBe(201);
+    const placed = await pollUntil(id, second.id, 'sold_out');
+    const late = await join(id, 'hu');
+    expect(late.status).toBe(201);
+    expect(late.body).toMatchObject({ status: 'sold_out', position: null });
+    expect(late.headers['retry-after']).toBe('5');
+    // Its next poll waits for the draw: sold out, in its place behind the others.
+    const latePlaced = await pollUntil(id, late.body.id, 'sold_out');
+    expect(latePlaced.body.position).toBeGreaterThan(placed.body.position);
+    expect((await send('POST', `/orders/${order.body.id}/cancel`, { userId: 'fa' }, shop)).status).toBe(200);
+    const back = await pollUntil(id, late.body.id, 'waiting', 'admitted');
+    expect(back.body.position).toBe(latePlaced.body.position);
+  });
+
   it('keeps an admission whose buyer was told sold_out from running out until units come back, then lets it order', async () => {
     // Ratio 1, two units: both buyers admitted; the first takes both, so the second is told sold_out.
     const id = await product({ stock: 2, limitPerUser: 2, waitingRoom: true, admissionTtlS: 30 });

@@ -37,7 +37,7 @@ function admitterOver(view: () => AdmissionView, returnedAt = () => 0) {
     room: jest.fn(async () => ({ productId: 7, seed: Buffer.alloc(32), seedHash: 'h', preQueue: 0, bucketMs: 100 })),
     view: jest.fn(async () => view()),
     exclusively: jest.fn(async (_: number, work: (q: unknown) => Promise<unknown>) => work(null)),
-    seal: jest.fn(async (): Promise<Seal> => ({ from: 6, through: 6, draws: [] })),
+    seal: jest.fn(async (_productId: number, _q?: unknown): Promise<Seal> => ({ from: 6, through: 6, draws: [] })),
     admissionState: jest.fn(async () => state()),
     admit: jest.fn(async () => ({ first: 101, last: 101, admittedAt: 0, expiresAt: 1, held: false })),
     activeRooms: jest.fn(async () => [room]),
@@ -156,6 +156,29 @@ describe('the admitter tick', () => {
     expect(repo.seal).not.toHaveBeenCalled();
     await tick(admitter, 1, { ...room, startsAt });
     expect(repo.seal).toHaveBeenCalledTimes(1);
+  });
+
+  it("commits a bucket's seal on its own before the admission step, and the pre-queue's with the first admission", async () => {
+    const order: string[] = [];
+    const { admitter, repo } = admitterOver(() => viewOf({ unsealed: true, unitsLeft: 10 }));
+    repo.seal.mockImplementation(async (_: number, q?: unknown) => {
+      order.push(q === undefined ? 'seal alone' : 'seal in the step');
+      return { from: 6, through: 6, draws: [] };
+    });
+    repo.exclusively.mockImplementation(async (_: number, work: (q: unknown) => Promise<unknown>) => {
+      order.push('step');
+      return work(() => Promise.resolve([]));
+    });
+    await tick(admitter, 1);
+    expect(order).toEqual(['seal alone', 'step']);
+
+    order.length = 0;
+    const opening = admitterOver(() => viewOf({ sealedThrough: -1, unsealed: true, preQueue: null, unitsLeft: 10 }));
+    opening.repo.seal.mockImplementation(repo.seal.getMockImplementation());
+    opening.repo.exclusively.mockImplementation(repo.exclusively.getMockImplementation());
+    await tick(opening.admitter, 1);
+    expect(order).toEqual(['step', 'seal in the step']);
+    expect(opening.repo.admit).toHaveBeenCalledTimes(1);
   });
 
   it('draws the order of each bucket it sealed, for the other processes, without holding up its next tick', async () => {

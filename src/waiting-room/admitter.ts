@@ -1,15 +1,17 @@
 // The waiting room's clock: every ADMISSION_TICK_MS each process looks at the products with a
-// waiting room and, for each, in one transaction holding the room's row: (1) once the sale has
-// started, seals the buckets that have ended (the pre-queue first), so their tickets hold places;
-// (2) pauses the admissions' clocks while no unit is left and starts them again when units come
-// back; (3) while the sale is open, makes one admission step when one is due. Then (4) it writes the
-// drawn orders of the buckets it sealed and keeps what its polls read fresh. The room's row is taken
-// FOR UPDATE SKIP LOCKED: one process at a time does this, the others skip; a process that dies
-// mid-step leaves nothing half made. Ticks fall just after each bucket's end, so a bucket is sealed
-// as soon as it can be. A quiet room (nothing to seal, nobody waiting, or no admission due) is read
-// once a second, not every tick: only a join, a return of units or a lapsed admission makes work
-// there, and the process that takes the join, returns the units or sees the expiry pass reads it
-// at its next tick.
+// waiting room and, for each: (1) once the sale has started, seals the buckets that have ended, so
+// their tickets hold places: one statement, committed on its own (a second process sealing at the
+// same moment waits for the first, then finds nothing left to seal); the pre-queue's seal at the
+// start is made in the transaction below, with the first admission; then, in one transaction
+// holding the room's row, (2) pauses the admissions' clocks while no unit is left
+// and starts them again when units come back, and (3) while the sale is open, makes one admission
+// step when one is due. Then (4) it writes the drawn orders of the buckets it sealed and keeps what
+// its polls read fresh. The room's row is taken FOR UPDATE SKIP LOCKED: one process at a time makes
+// (2) and (3), the others skip; a process that dies mid-step leaves nothing half made. Ticks fall
+// just after each bucket's end, so a bucket is sealed as soon as it can be. A quiet room (nothing to
+// seal, nobody waiting, or no admission due) is read once a second, not every tick: only a join, a
+// return of units or a lapsed admission makes work there, and the process that takes the join,
+// returns the units or sees the expiry pass reads it at its next tick.
 import { Injectable, Logger, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { WaitingRoomConfig } from '../config/app-config';
 import { SoldOutBoardService } from '../inventory/sold-out-board.service';
@@ -124,23 +126,25 @@ export class Admitter implements OnModuleInit, OnModuleDestroy {
     const now = Date.now();
     let view = await this.current(room, now);
     if (view === null) return;
-    if (
-      this.sealDue(room, view, now) ||
-      this.pauseDue(view, now) ||
-      this.resumeDue(view) ||
-      this.due(room, view, now) > 0
-    ) {
-      const step = await this.repo.exclusively(room.productId, (q) => this.underRow(q, room, view as AdmissionView));
+    const sealDue = this.sealDue(room, view, now);
+    // The pre-queue's draw is made with the first admission, in one transaction: the pre-queue's
+    // first polls, waiting for the draw, find their admissions with it.
+    const preQueueDraw = sealDue && view.sealedThrough < 0;
+    if (sealDue && !preQueueDraw) {
+      // Every later seal first, committed on its own: the polls waiting for it are answered at once.
+      const seal = await this.repo.seal(room.productId);
+      if (seal.through >= seal.from) {
+        this.sealed(room, seal);
+        view = (await this.states.refreshView(room.productId)) ?? view;
+      }
+    }
+    if (preQueueDraw || this.pauseDue(view, now) || this.resumeDue(view) || this.due(room, view, now) > 0) {
+      const step = await this.repo.exclusively(room.productId, (q) =>
+        this.underRow(q, room, view as AdmissionView, preQueueDraw),
+      );
       if (step !== null) {
         if (step.admitted > 0) this.metrics.queueAdmitted.inc({ product: String(room.productId) }, step.admitted);
-        if (step.seal?.draws.some((d) => d.bucket === 0))
-          this.log.log(`product ${room.productId}: pre-queue of ${step.seal.draws[0].tickets} drawn`);
-        // The polls waiting here for these draws are answered first; the drawn orders are written
-        // meanwhile, and the room's next tick does not wait for them.
-        if (step.seal)
-          void this.states
-            .sealed(room.productId, step.seal)
-            .catch((err: Error) => this.log.warn(`product ${room.productId}: a drawn order: ${err.message}`));
+        if (step.seal) this.sealed(room, step.seal);
         view = (await this.states.refreshView(room.productId)) ?? view;
       }
     }
@@ -153,20 +157,30 @@ export class Admitter implements OnModuleInit, OnModuleDestroy {
     this.metrics.queueAdmissionsPaused.set({ product: label }, view.pausedSince === null ? 0 : 1);
   }
 
+  /** A seal made: logged when it drew the pre-queue; its drawn orders written meanwhile (the room's next tick does not wait for them). */
+  private sealed(room: ActiveRoom, seal: Seal): void {
+    if (seal.draws.some((d) => d.bucket === 0))
+      this.log.log(`product ${room.productId}: pre-queue of ${seal.draws[0].tickets} drawn`);
+    void this.states
+      .sealed(room.productId, seal)
+      .catch((err: Error) => this.log.warn(`product ${room.productId}: a drawn order: ${err.message}`));
+  }
+
   /**
-   * Under the room's row: the seal, the pause or its end, and an admission step, each checked
-   * again against what PostgreSQL holds now (another process may have made them since the view).
+   * Under the room's row: the pre-queue's seal (`seal`), the pause or its end, and an admission
+   * step, each checked again against what PostgreSQL holds now (another process may have made
+   * them since the view).
    */
-  private async underRow(q: Query, room: ActiveRoom, view: AdmissionView): Promise<Step> {
+  private async underRow(q: Query, room: ActiveRoom, view: AdmissionView, seal: boolean): Promise<Step> {
     const now = Date.now();
-    const seal = this.sealDue(room, view, now) ? await this.repo.seal(q, room.productId) : null;
+    const made = seal ? await this.repo.seal(room.productId, q) : null;
     const paused = this.pauseDue(view, now) ? await this.repo.pause(q, room.productId) : false;
     if (this.resumeDue(view)) await this.repo.resume(q, room.productId);
-    if (!this.open(room, now)) return { seal, admitted: 0, paused };
+    if (!this.open(room, now)) return { seal: made, admitted: 0, paused };
     const state = await this.repo.admissionState(q, room.productId);
     const count = Math.min(this.budget.due(state.unitsLeft, state.outstanding), state.placed - state.admittedThrough);
     if (count > 0) await this.repo.admit(q, room.productId, state, count, room.admissionTtlS);
-    return { seal, admitted: Math.max(0, count), paused };
+    return { seal: made, admitted: Math.max(0, count), paused };
   }
 
   /**
@@ -200,10 +214,14 @@ export class Admitter implements OnModuleInit, OnModuleDestroy {
     return (room.startsAt === null || now >= room.startsAt) && (room.endsAt === null || now < room.endsAt);
   }
 
-  /** Once the sale has started: the pre-queue not yet drawn, or tickets in buckets not yet sealed. */
+  /**
+   * Once the sale has started: the pre-queue not yet drawn, or tickets in buckets not yet sealed
+   * (by the view, or made here since it was read).
+   */
   private sealDue(room: ActiveRoom, view: AdmissionView, now: number): boolean {
     const started = room.startsAt === null || now >= room.startsAt;
-    return started && (view.sealedThrough < 0 || view.unsealed);
+    const joinedSince = this.states.joinedAt(room.productId) > view.at;
+    return started && (view.sealedThrough < 0 || view.unsealed || joinedSince);
   }
 
   /** No unit left while admissions are live: their clocks stop (see the AdmissionPause migration). */

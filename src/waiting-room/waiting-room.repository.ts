@@ -1,9 +1,10 @@
 // The SQL of the waiting room: the room's row (seeds, buckets sealed, positions handed out,
 // admission cursor), the tickets (one row per user and product, with its bucket), the draws that
 // place each sealed bucket, and the admission batches. The whole queue is here, so nothing a buyer
-// was told depends on Redis. The SQL functions it calls (queue_join, queue_seal, queue_places) are
-// installed by migrations/1764500000000-QueueBuckets.ts (queue_join as it is now by
-// migrations/1764550000000-QueueJoinMade.ts), where they are written out in full.
+// was told depends on Redis. The SQL functions it calls (queue_join, queue_seal_ended, which calls
+// queue_seal, and queue_places) are installed by migrations/1764500000000-QueueBuckets.ts (queue_join
+// as it is now by migrations/1764550000000-QueueJoinMade.ts, queue_seal_ended by
+// migrations/1764600000000-QueueSealEnded.ts), where they are written out in full.
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { AdmissionBatch, AdmissionView } from './ticket-status';
@@ -201,29 +202,44 @@ export class WaitingRoomRepository {
   }
 
   /**
-   * Inside exclusively(): seals every bucket that has ended (queue_seal), so their tickets hold
-   * places; returns the buckets it sealed and the draws made, in bucket order.
+   * Seals every bucket that has ended (queue_seal_ended: one statement, committed when it answers),
+   * so their tickets hold places; returns the buckets it sealed and the draws made, in bucket order.
+   * Another process sealing at the same moment is waited for; then this one seals nothing. Given
+   * `q` (inside exclusively()), it is part of that transaction.
    */
-  async seal(q: Query, productId: number): Promise<Seal> {
-    const through = `${CLOCK} SELECT sealed_through FROM waiting_rooms WHERE product_id = $1`;
-    const [before] = (await q(through, [productId])) as Array<{ sealed_through: string }>;
-    const rows = (await q(`${CLOCK} SELECT bucket, draw, first_position, tickets, seed FROM queue_seal($1)`, [
-      productId,
-    ])) as Array<{ bucket: string; draw: number; first_position: string; tickets: number; seed: Buffer }>;
-    const [after] = (await q(through, [productId])) as Array<{ sealed_through: string }>;
+  async seal(productId: number, q: Query = (sql, params) => this.db.query(sql, params)): Promise<Seal> {
+    const rows: Array<{
+      bucket: string | null;
+      draw: number;
+      first_position: string;
+      tickets: number;
+      seed: Buffer;
+      sealed_from: string;
+      sealed_through: string;
+    }> = (await q(
+      `${CLOCK} SELECT bucket, draw, first_position, tickets, seed, sealed_from, sealed_through FROM queue_seal_ended($1)`,
+      [productId],
+    )) as never;
     const at = Date.now();
+    if (rows.length === 0) return { from: 0, through: -1, draws: [] };
     return {
-      from: Number(before.sealed_through) + 1,
-      through: Number(after.sealed_through),
-      draws: rows.map((r) => ({
-        bucket: Number(r.bucket),
-        draw: r.draw,
-        first: Number(r.first_position),
-        tickets: r.tickets,
-        seed: r.seed,
-        drawnAt: at,
-        keys: null,
-      })),
+      from: Number(rows[0].sealed_from),
+      through: Number(rows[0].sealed_through),
+      draws: rows.flatMap((r) =>
+        r.bucket === null
+          ? []
+          : [
+              {
+                bucket: Number(r.bucket),
+                draw: r.draw,
+                first: Number(r.first_position),
+                tickets: r.tickets,
+                seed: r.seed,
+                drawnAt: at,
+                keys: null,
+              },
+            ],
+      ),
     };
   }
 

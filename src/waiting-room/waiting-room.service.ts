@@ -103,7 +103,7 @@ export class WaitingRoomService implements OnModuleInit {
       position: joined.position,
       bucket: joined.position === null ? joined.bucket : null,
     };
-    // A new ticket's bucket is still open: its answer says to poll at once, and that poll waits for
+    // A new ticket's bucket is still open: its answer says to poll at once (unless nothing is left), and that poll waits for
     // the draw. A ticket joined again is looked up in its draw (made long ago, mostly).
     const ticket = await this.answer(product, this.tickets.issue(claims), claims, !joined.created);
     return { ticket, created: joined.created };
@@ -191,6 +191,11 @@ export class WaitingRoomService implements OnModuleInit {
     if (position === null) {
       const bucket = claims.bucket ?? 0;
       const now = Date.now();
+      // A new ticket when nothing is left to buy: said at once (a crowd that joins after the
+      // sell-out learns it from its join; the view is one read per process at a time, shared). Its
+      // place comes with its next poll, which waits for the draw.
+      if (!wait && bucket > 0 && (await this.states.view(product.id).catch(() => null))?.unitsLeft === 0)
+        return reply.told('sold_out', null, null);
       const bucketMs = (await this.states.room(product.id))?.bucketMs ?? 0;
       const until = wait ? drawWaitUntil(bucket, bucketMs, product.startsAt, now, this.config.admissionTickMs) : now;
       ({ position, keyShare } = await this.states.place(product.id, bucket, claims.ticketId, until));
