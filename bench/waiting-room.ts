@@ -121,6 +121,8 @@ interface Buyer {
   joinedAt: number;
   /** When an answer first told the ticket's place. */
   placedAt?: number;
+  /** The join's answer said to poll at once (Retry-After 0: its place is being drawn), not sold out. */
+  pollAtOnce?: boolean;
   due: number;
   /** The first admission time estimated after the start (epoch ms), when it was given, and when it was first seen admitted. */
   eta?: number;
@@ -527,6 +529,7 @@ async function withWaitingRoom(o: QueueOptions, svc: ServiceProcess, db: Client,
         tally(joinStatus, r === null ? 'no answer' : String(r.status));
         if (r?.status !== 201) continue;
         const b: Buyer = { userId, ticketId: r.body.id, sentAt, joinedAt: now, due: 0, ordered: false, done: false };
+        b.pollAtOnce = r.retryAfter === 0;
         see(b, r.body, now);
         // The first poll as the buyer's waiting page makes it, after the join's Retry-After.
         b.due = nextPollAt(now, r.retryAfter ?? 1, startsAt);
@@ -666,10 +669,18 @@ async function withWaitingRoom(o: QueueOptions, svc: ServiceProcess, db: Client,
     promiseShare: timed.length === 0 ? 1 : 1 - breaches.length / timed.length,
     promiseBreaches: breaches.length,
     draws: draws.filter((d: { tickets: number }) => d.tickets > 0).length,
-    /** From a join's answer to the first answer that told its place (ms; joins after the start: the pre-queue's place comes at the start). */
+    /**
+     * From a join's answer to the first answer that told its place (ms): joins after the start told
+     * to poll at once (the pre-queue's place comes at the start; a join told sold out polls later).
+     */
     placeKnownMs: percentiles(
-      buyers.flatMap((b) => (b.placedAt !== undefined && b.joinedAt >= startsAt ? [b.placedAt - b.joinedAt] : [])),
+      buyers.flatMap((b) =>
+        b.placedAt !== undefined && b.joinedAt >= startsAt && b.pollAtOnce === true ? [b.placedAt - b.joinedAt] : [],
+      ),
     ),
+    /** How many joins placeKnownMs counts. */
+    placeKnownCount: buyers.filter((b) => b.placedAt !== undefined && b.joinedAt >= startsAt && b.pollAtOnce === true)
+      .length,
     /** From a join's insert to its bucket's draw, the moment a poll can tell its place (ms, PostgreSQL's clock; joins after the start). */
     drawnAfterJoinMs: percentiles(drawLag.map((r) => Number(r.joined))),
     /** From a bucket's end to its draw, per ticket (ms, PostgreSQL's clock). */
@@ -764,7 +775,7 @@ export function renderQueue(r: QueueReport): string {
     `| admissions lapsed unspent while units were left | ${w.lapsedWhileUnitsLeft} | |`,
     `| fairness: admissions in exact queue order | ${f(w.fairnessShare, 3)} | |`,
     `| fairness against the promise: joins not placed behind a join of another bucket answered before they were sent (breaches) | ${f(w.promiseShare, 3)} (${w.promiseBreaches}) | |`,
-    `| milliseconds from a join's answer to the answer that told its place, p50 / p99 (joins after the start, ${w.draws} buckets drawn; Δ = 100 ms) | ${f(w.placeKnownMs.p50)} / ${f(w.placeKnownMs.p99)} | |`,
+    `| milliseconds from a join's answer to the answer that told its place, p50 / p99 (the ${w.placeKnownCount} joins after the start told to poll at once, ${w.draws} buckets drawn; Δ = 100 ms) | ${f(w.placeKnownMs.p50)} / ${f(w.placeKnownMs.p99)} | |`,
     `| milliseconds from a join's insert to its bucket's draw, when a poll can tell its place, p50 / p99 (PostgreSQL's clock); from the bucket's end to the draw, p50 / p99 | ${f(w.drawnAfterJoinMs.p50)} / ${f(w.drawnAfterJoinMs.p99)}; ${f(w.drawnAfterBucketMs.p50)} / ${f(w.drawnAfterBucketMs.p99)} | |`,
     `| pre-queue in the revealed lottery's order (share checked) | ${f(w.lotteryShare, 3)} | |`,
     `| error of the first estimated wait, p50 / p90 (s) | ${f(w.etaErrorS.p50, 1)} / ${f(w.etaErrorS.p90, 1)} | |`,
