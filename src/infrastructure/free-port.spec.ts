@@ -1,5 +1,5 @@
 import { createServer } from 'node:net';
-import { confinedPorts, ephemeralLow, freePort, onFreePort } from './free-port';
+import { confinedPorts, ephemeralLow, FETCH_REFUSES, freePort, onFreePort } from './free-port';
 import { EmbeddedServerError, PortTakenError } from './postgres-placement';
 
 describe('a server on a port of our choosing', () => {
@@ -91,6 +91,13 @@ describe('a server on a port of our choosing', () => {
 
       await hold(other);
       await expect(freePort()).rejects.toThrow(`no free TCP port on 127.0.0.1 in FLASHSALE_PORTS`);
+    });
+
+    it("never hands out a port that fetch refuses (10080, a 'bad port'), free as it is", async () => {
+      expect(FETCH_REFUSES.has(10080)).toBe(true);
+      process.env.FLASHSALE_PORTS = '10080-10080';
+      await expect(freePort()).rejects.toThrow('no free TCP port on 127.0.0.1 in FLASHSALE_PORTS 10080-10080');
+      await expect(fetch('http://127.0.0.1:10080/')).rejects.toMatchObject({ cause: { message: 'bad port' } });
     });
 
     it('refuses a range it cannot read, naming the variable', () => {
