@@ -41,7 +41,7 @@ describe('benchmark (quick path)', () => {
         workers: 2,
         speedWorkers: 2,
         peers: ['bare-lua'],
-        warmUp: 0.5,
+        warmUp: 0.2,
         redisUrl,
         outDir,
         log: (line) => lines.push(line),
