@@ -145,6 +145,8 @@ export class Workload {
     product: Product,
     user: string,
     budgetMs: number,
+    /** Polling stops once this says the ticket is no longer wanted (its product sold out meanwhile). */
+    wanted: () => boolean = () => true,
   ): Promise<string | undefined> {
     const joined = await this.client.call(
       proc,
@@ -160,7 +162,7 @@ export class Workload {
     const ticket = String(joined.body.id);
     let last: Answer = joined;
     const until = Date.now() + budgetMs;
-    while (Date.now() < until) {
+    while (Date.now() < until && wanted()) {
       const status = last.outcome === 'ok' ? String(last.body.status) : undefined;
       if (status === 'admitted' && last.body.admission) return String(last.body.admission);
       if (status === 'ordered' || status === 'ended') return undefined;
@@ -335,7 +337,10 @@ export class Workload {
         const user = `c${k}-${n}`;
         let admission: string | undefined;
         if (product.room) {
-          admission = await this.admitted(proc, rng, product, user, 20_000);
+          // A closer keeps its place until admitted: a ticket given up would be admitted later with
+          // nobody to order, holding back the queue for an admission's lifetime (with one unit left,
+          // two admissions at a time), and closers joining anew behind it would never catch up.
+          admission = await this.admitted(proc, rng, product, user, deadline - Date.now(), () => open.includes(id));
           if (!admission) continue;
         }
         const placed = await this.order(proc, rng, product, user, 1, admission);
