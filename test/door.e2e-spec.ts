@@ -167,6 +167,49 @@ describe('the door: refusals from memory, across two processes', () => {
   });
 });
 
+describe("the door: a sold-out product's terms lapsed with a late poll", () => {
+  let a: ServiceProcess;
+
+  beforeAll(async () => {
+    await resetState();
+    // The board's entries stay fresh for 2 s (a poll every 500 ms), the product's terms (limit,
+    // window) for 50 ms only: as when a loaded machine runs the poll that refreshes them late.
+    [a] = await startedTogether([
+      startService({
+        EXPIRY_SWEEP_MS: '0',
+        SOLD_OUT_STALE_MS: String(REFUSAL_STALE_MS),
+        PRODUCT_CACHE_MS: '50',
+        LIVE_STATS_MS: '0',
+      }),
+    ]);
+  });
+  afterAll(async () => {
+    await a?.stop();
+  });
+
+  it("should wait for the board's next poll, which brings the terms, and refuse from memory: no statement but the poll's, no Redis command", async () => {
+    const { product } = await sellOut(a.url, 4, 2, 'lapse');
+    await teachSoldOut(a, product.id, 'lapse-warm');
+    const fromMemoryBefore = await metric(a.url, 'flashsale_in_process_refusals_total');
+    const [pgBefore, redisBefore] = [await statementCalls(), await redisCommandCalls()];
+    const answers: Reply[] = [];
+    // One at a time, each after the terms of the one before have lapsed.
+    for (let i = 0; i < 30; i++) {
+      answers.push(await request(a.url, 'POST', '/orders', { userId: `lapsed-${i}`, productId: product.id }));
+      await sleep(60);
+    }
+    const [pgAfter, redisAfter] = [await statementCalls(), await redisCommandCalls()];
+    expect(answers.map((r) => `${r.status} ${r.body.code}`)).toEqual(answers.map(() => '410 SOLD_OUT'));
+    const byTheClock = ['sold-out board poll', CLOCK, EVENT_CLOCK];
+    const ran = callsBetween(pgBefore, pgAfter);
+    expect({
+      answeredFromMemory: (await metric(a.url, 'flashsale_in_process_refusals_total')) - fromMemoryBefore,
+      statements: Object.fromEntries(Object.entries(ran).filter(([q]) => !byTheClock.some((t) => q.includes(t)))),
+      redisCommands: callsBetween(redisBefore, redisAfter),
+    }).toEqual({ answeredFromMemory: answers.length, statements: {}, redisCommands: {} });
+  });
+});
+
 describe('the door: returned units reach every process within SOLD_OUT_STALE_MS (I3)', () => {
   let a: ServiceProcess;
   let b: ServiceProcess;

@@ -33,6 +33,7 @@ import {
 } from '../common/domain-errors';
 import { toErrorResponse } from '../common/all-exceptions.filter';
 import { ProductCatalogService } from '../inventory/product-catalog.service';
+import type { ProductInfo } from '../inventory/product.types';
 import { Refusal, SoldOutBoardService } from '../inventory/sold-out-board.service';
 import { MetricsService } from '../metrics/metrics.service';
 import { MAX_ID, USER_ID_PATTERN } from '../common/ids';
@@ -231,18 +232,17 @@ export class DoorService {
     // Most calls are about a product this process does not hold as sold out: one lookup says so.
     if (!isCount(productId, MAX_ID) || !this.board.holds(productId)) return false;
     const product = this.catalog.peek(productId);
-    if (product === undefined) return false;
-    const quantity = body.quantity ?? 1;
-    if (!isCount(quantity, product.limitPerUser)) return false;
-    const now = Date.now();
-    if ((product.startsAt !== null && now < product.startsAt) || (product.endsAt !== null && now >= product.endsAt))
-      return false;
-    for (const key in body) if (!ORDER_FIELDS.has(key)) return false;
-    const refusal = this.board.refusal(productId, userId);
-    if (refusal !== null) return this.sendRefusal(reply, refusal);
-    // The entry lapsed (a lagging loop handles polls late): wait for a poll sent after this
-    // request rather than take the order path, whose reads would add to the lag.
+    if (product !== undefined) {
+      if (!sameAnswer(body, product)) return false;
+      const refusal = this.board.refusal(productId, userId);
+      if (refusal !== null) return this.sendRefusal(reply, refusal);
+    }
+    // The entry or the product's terms (which the board's polls keep fresh) lapsed: a lagging loop
+    // handles polls late. Wait for a poll sent after this request, which brings both, rather than
+    // take the order path, whose reads would add to the lag.
     return this.board.confirmed(productId, userId).then((answer) => {
+      const terms = this.catalog.peek(productId);
+      if (answer.kind !== 'unsure' && (terms === undefined || !sameAnswer(body, terms))) return false;
       switch (answer.kind) {
         case 'changed':
           return false;
@@ -361,4 +361,14 @@ export class DoorService {
     if (out.body.statusCode === 401) void reply.header('WWW-Authenticate', 'Bearer');
     void reply.code(out.body.statusCode).header('content-type', JSON_TYPE).send(JSON.stringify(out.body));
   }
+}
+
+/** Whether a sold-out refusal is this body's answer on the order path too: the quantity within the limit, the window open, no other field. */
+function sameAnswer(body: Record<string, unknown>, product: ProductInfo): boolean {
+  if (!isCount(body.quantity ?? 1, product.limitPerUser)) return false;
+  const now = Date.now();
+  if ((product.startsAt !== null && now < product.startsAt) || (product.endsAt !== null && now >= product.endsAt))
+    return false;
+  for (const key in body) if (!ORDER_FIELDS.has(key)) return false;
+  return true;
 }
