@@ -16,7 +16,7 @@ interface Patch {
 
 export const PLANTS: Record<string, { what: string; patches: Patch[] }> = {
   oversell: {
-    what: "the sale's conditional write removed (no `stock >= q` on the one-order deduction) and the schema's CHECK (stock >= 0) with it",
+    what: "the sale's conditional write removed (no `stock >= q` on the one-order deduction) and the schema's CHECK (stock >= 0) with it; empty segments are no longer remembered, so orders keep landing on them whatever the faults' timing",
     patches: [
       {
         file: 'dist/src/orders/repositories/sale-writes.repository.js',
@@ -27,6 +27,13 @@ export const PLANTS: Record<string, { what: string; patches: Patch[] }> = {
         file: 'dist/migrations/1763700000000-InitialSchema.js',
         from: 'stock       bigint  NOT NULL CHECK (stock >= 0),',
         to: 'stock       bigint  NOT NULL,',
+      },
+      {
+        // Without this, the hint that a segment is empty hides the bug until a Redis flush takes
+        // the hint away while units remain elsewhere: a run on a loaded machine could miss that window.
+        file: 'dist/src/orders/sale/segment-locking.service.js',
+        from: 'rememberEmpty(product, idx) {\n        this.hints',
+        to: 'rememberEmpty(product, idx) {\n        return;\n        this.hints',
       },
     ],
   },

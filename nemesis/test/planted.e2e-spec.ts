@@ -1,7 +1,7 @@
 // The checker can fail: a run of a copy of the service whose sale lost its conditional write (and
 // the schema its CHECK (stock >= 0)) must be found out, by the checks that say units were sold that
-// were not there, and by no check of the things the plant did not touch. Flushes of a lock master
-// take the empty-segment hints away, so that orders try empty segments often.
+// were not there, and by no check of the things the plant did not touch. The plant also stops
+// remembering empty segments, so that orders land on them in any run, however slow the machine.
 import { runNemesisCli } from './support';
 
 describe('a run with a planted bug', () => {
