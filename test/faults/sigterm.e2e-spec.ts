@@ -119,15 +119,20 @@ describe('SIGTERM to a service process during a sale', () => {
     expect(code).toBe(0);
     expect(at - signalledAt).toBeLessThan(EXIT_BOUND_MS);
     const seen = around(outcomes, a.url, signalledAt);
-    // It finished what it had started: in-flight orders got their 201, no 5xx at all.
+    // It finished what it had started: in-flight orders got their 201, no 5xx at all. A request
+    // the process had not read yet when it closed that idle keep-alive connection is cut with it
+    // (status 0: the keep-alive race, more likely on a loaded machine); its client cannot tell it
+    // from a request cut after it was taken, but the books can (below): none of those has an order.
     expect(seen.inFlight.filter((o) => o.status === 201).length).toBeGreaterThan(0);
-    expect(seen.inFlight.filter((o) => o.status !== 201).map(brief)).toEqual([]);
+    expect(seen.inFlight.filter((o) => o.status !== 201 && o.status !== 0).map(brief)).toEqual([]);
+    const cut = seen.inFlight.filter((o) => o.status === 0);
     expect(outcomes.filter((o) => o.status >= 400).map(brief)).toEqual([]);
     // Its log has no error or warning (no request cut, no failed close).
     expect(a.output()).not.toMatch(/"level":(40|50|60)/);
     // Every lock was released (with 60 s TTLs a forgotten one would still be there).
     await waitFor('the load to settle', async () => (await redis.with((r) => r.keys('lock:*'))).length === 0, 3000);
     const books = await expectPromisesKept(pg.url, product.id, outcomes, { failedMeansNoOrder: true });
+    expect(cut.filter((o) => books.users.has(o.userId)).map(brief)).toEqual([]);
     // Every order in the books was told 201, except possibly those of cut connections.
     const unknown = new Set(outcomes.filter((o) => o.status === 0).map((o) => o.userId));
     expect(books.orders - outcomes.filter((o) => o.status === 201).length).toBeLessThanOrEqual(unknown.size);
