@@ -22,10 +22,30 @@ const { join } = require('node:path');
 
 const root = join(__dirname, '..');
 const lock = join(root, '.build.lock');
-/** Written after a build that succeeded; a build that stopped half-way leaves none, so the next start builds again. */
-const stamp = join(root, 'dist', '.built');
-const inputs = ['src', 'migrations', 'package.json', 'tsconfig.json', 'tsconfig.build.json', 'nest-cli.json'];
 const WAIT_MS = 10 * 60_000;
+
+/**
+ * What can be built: the service (`npm run build`, always), and with --with-harness the test
+ * harness too (`npm run build:harness`: what the specs run from dist/harness/), as `npm test` asks:
+ * a harness build that found nothing changed would still rewrite files another jest may be loading. Each has a stamp, written after a build that
+ * succeeded (a build that stopped half-way leaves none, so the next call builds again).
+ */
+const targets = [
+  {
+    name: 'the service',
+    script: 'build',
+    output: join(root, 'dist', 'src', 'main.js'),
+    stamp: join(root, 'dist', '.built'),
+    inputs: ['src', 'migrations', 'package.json', 'tsconfig.json', 'tsconfig.build.json', 'nest-cli.json'],
+  },
+  {
+    name: 'the test harness',
+    script: 'build:harness',
+    output: join(root, 'dist', 'harness', 'launcher.js'),
+    stamp: join(root, 'dist', 'harness', '.built'),
+    inputs: ['harness', 'src', 'package.json', 'tsconfig.json'],
+  },
+].slice(0, process.argv.includes('--with-harness') ? 2 : 1);
 
 /** The newest modification time under `path` (a file or a folder), 0 when absent. */
 function newest(path) {
@@ -39,9 +59,9 @@ function newest(path) {
   return readdirSync(path).reduce((max, name) => Math.max(max, newest(join(path, name))), s.mtimeMs);
 }
 
-function fresh() {
-  if (!existsSync(join(root, 'dist', 'src', 'main.js')) || !existsSync(stamp)) return false;
-  return statSync(stamp).mtimeMs >= Math.max(...inputs.map((p) => newest(join(root, p))));
+function fresh(target) {
+  if (!existsSync(target.output) || !existsSync(target.stamp)) return false;
+  return statSync(target.stamp).mtimeMs >= Math.max(...target.inputs.map((p) => newest(join(root, p))));
 }
 
 function alive(pid) {
@@ -96,25 +116,37 @@ function acquire() {
   }
 }
 
+/** Builds `target` unless it is fresh; the build's exit code. */
+function build(target) {
+  if (fresh(target)) return 0;
+  rmSync(target.stamp, { force: true });
+  if (target.script === 'build') {
+    const why = existsSync(target.output) ? 'the sources changed' : 'the first start';
+    process.stderr.write(`building the service into dist/ (${why}): under half a minute on 2 cores, once ...\n`);
+  }
+  // Dated from before the build: a source saved while it ran is newer, and the next call builds again.
+  const started = new Date();
+  // npm_execpath: the npm that runs this script, so the build uses the same one.
+  const npm = process.env.npm_execpath;
+  const run = npm
+    ? spawnSync(process.execPath, [npm, 'run', target.script], { cwd: root, stdio: 'inherit' })
+    : spawnSync('npm', ['run', target.script], { cwd: root, stdio: 'inherit' });
+  if (run.error) throw run.error;
+  if (run.status !== 0) return run.status ?? 1;
+  if (target.script === 'build')
+    process.stderr.write(`built in ${Math.round((Date.now() - started.getTime()) / 1000)} s\n`);
+  writeFileSync(target.stamp, `built from the sources as they were at ${started.toISOString()}\n`);
+  utimesSync(target.stamp, started, started);
+  return 0;
+}
+
 function main() {
   acquire();
   try {
-    if (fresh()) return 0;
-    rmSync(stamp, { force: true });
-    const why = existsSync(join(root, 'dist', 'src', 'main.js')) ? 'the sources changed' : 'the first start';
-    process.stderr.write(`building the service into dist/ (${why}): about a minute on 2 cores, once ...\n`);
-    // Dated from before the build: a source saved while it ran is newer, and the next start builds again.
-    const started = new Date();
-    // npm_execpath: the npm that runs this script, so the build uses the same one.
-    const npm = process.env.npm_execpath;
-    const build = npm
-      ? spawnSync(process.execPath, [npm, 'run', 'build'], { cwd: root, stdio: 'inherit' })
-      : spawnSync('npm', ['run', 'build'], { cwd: root, stdio: 'inherit' });
-    if (build.error) throw build.error;
-    if (build.status !== 0) return build.status ?? 1;
-    process.stderr.write(`built in ${Math.round((Date.now() - started.getTime()) / 1000)} s\n`);
-    writeFileSync(stamp, `built from the sources as they were at ${started.toISOString()}\n`);
-    utimesSync(stamp, started, started);
+    for (const target of targets) {
+      const status = build(target);
+      if (status !== 0) return status;
+    }
     return 0;
   } finally {
     rmSync(lock, { recursive: true, force: true });

@@ -5,8 +5,8 @@
 // it. The tokens it names are .env.example's, and docker-compose.yml's defaults are the same, so it
 // works against either start. One thing differs from a paste: the buyer tokens come from
 // `node dist/src/cli/buyer-token.js`, what `npm run token` runs after its build step (which would
-// build again here: `npm test` builds without build-once's stamp); the script's wiring is checked
-// apart, below.
+// build here if a source was saved after the test run's build, under the run's feet); the script's
+// wiring is checked apart, below.
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
