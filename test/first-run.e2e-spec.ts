@@ -295,7 +295,9 @@ describe("npm start's build step", () => {
 
     const first = start();
     expect(first.status).toBe(0);
-    expect(first.stderr).toMatch(/^building the service into dist\/ \(the first start\): under half a minute on 2 cores/m);
+    expect(first.stderr).toMatch(
+      /^building the service into dist\/ \(the first start\): under half a minute on 2 cores/m,
+    );
     expect(first.stderr).toMatch(/^built in \d+ s$/m);
 
     const again = start();
