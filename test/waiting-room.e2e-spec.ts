@@ -1,4 +1,4 @@
-// I8 (fair admission) under a storm, with I1-I7 kept: two service processes, 5,000 buyers joining
+// I8 (fair admission) under a storm, with I1-I7 kept: two service processes, 2,500 buyers joining
 // a waiting room before and after the start (with duplicate joins on both processes at once), each
 // polling as Retry-After paces it and ordering once admitted; some pay, some cancel, some leave the
 // reservation to expire, some let their admission lapse. Then PostgreSQL and what every buyer saw
@@ -31,8 +31,8 @@ import { bucketOfPosition, promiseBreaches } from '../harness/queue-order';
 import { sleep, waitFor } from './support/wait';
 
 const UNITS = 200;
-const USERS = 5000;
-const PRE = 2000;
+const USERS = 2500;
+const PRE = 1000;
 const WAVES = 6;
 // Below the default (1.5) so that units coming back and admissions lapsing need further admission
 // steps: with 1.5 the surplus admitted at the start absorbs them all in one batch.

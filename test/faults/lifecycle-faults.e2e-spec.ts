@@ -242,16 +242,41 @@ describe('Order lifecycle under faults: expiry, pay and cancel across two proces
   /**
    * Holds b's next sweep that expires anything after it put the units back (the held UPDATE marks
    * the orders expired), and resolves once PostgreSQL shows that transaction open, so that the
-   * caller can kill what it likes under it. Asked on a connection opened beforehand: the server
-   * ends the held session itself after idle_in_transaction_session_timeout (2 x DB_TIMEOUT_MS).
+   * caller can kill what it likes under it; then the product's other reservations fall due, for the
+   * sweeps that come after. The reservations are made with an hour to pay, so that the burst that
+   * makes them may take as long as a loaded machine needs: here they fall due a slice at a time,
+   * their deadlines set in PostgreSQL, each slice swept by whichever process sweeps first, until b
+   * takes one. Asked on a connection opened beforehand: the server ends the held session itself
+   * after idle_in_transaction_session_timeout (2 x DB_TIMEOUT_MS).
    */
-  async function holdSweepOfB(): Promise<void> {
+  async function holdSweepOfB(productId: number): Promise<void> {
     const db = new Client({ connectionString: pg.url });
     await db.connect();
+    // A slice (null: all) of the reservations not yet due falls due now; b's held rows are skipped.
+    const fallDue = async (slice: number | null) =>
+      (
+        await db.query(
+          `UPDATE orders SET expires_at = now() WHERE id IN (
+             SELECT id FROM orders WHERE product_id = $1 AND status = 'reserved' AND expires_at > now()
+              ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+          [productId, slice],
+        )
+      ).rowCount ?? 0;
     try {
       const held = pgProxy.stallNext(EXPIRE_STATEMENT, 5000);
+      let taken = false;
+      void held.then(() => (taken = true));
       try {
-        await within(held, 15_000, 'a sweep of process b to expire reservations');
+        await waitFor(
+          'a sweep of process b to expire reservations',
+          async () => {
+            if (taken) return true;
+            if ((await fallDue(10)) === 0) throw new Error('every reservation fell due and a swept them all, b none');
+            return false;
+          },
+          60_000,
+          300,
+        );
       } finally {
         disarm(pgProxy);
       }
@@ -267,6 +292,7 @@ describe('Order lifecycle under faults: expiry, pay and cancel across two proces
         1000,
         5,
       );
+      await fallDue(null);
     } finally {
       await db.end();
     }
@@ -284,13 +310,13 @@ describe('Order lifecycle under faults: expiry, pay and cancel across two proces
     );
 
   it('should return the units of every expired reservation exactly once when a process is SIGKILLed in the middle of its sweep', async () => {
-    const product = await createProduct({ stock: 400, segments: 16, paymentTimeoutS: 1 });
+    const product = await createProduct({ stock: 400, segments: 16, paymentTimeoutS: 3600 });
     const outcomes = await reserve(product.id, users('ka', 400));
     expect(outcomes.filter((o) => o.status !== 201).map(brief)).toEqual([]);
     const sold = outcomes.length;
-    // They run out a second after they were taken: b's next sweep that expires any is held after
-    // it put their units back, with the orders locked and not yet marked expired.
-    await holdSweepOfB();
+    // They fall due: b's first sweep that expires any is held after it put their units back, with
+    // the orders locked and not yet marked expired.
+    await holdSweepOfB(product.id);
     const before = await statusCounts(product.id);
     expect(before.reserved ?? 0).toBeGreaterThan(0); // expiry in progress
     await b.stop('SIGKILL');
@@ -401,11 +427,11 @@ describe('Order lifecycle under faults: expiry, pay and cancel across two proces
   });
 
   it('should return every expired unit exactly once when PostgreSQL is stopped (immediate) and started while reservations expire', async () => {
-    const product = await createProduct({ stock: 300, segments: 10, paymentTimeoutS: 1 });
+    const product = await createProduct({ stock: 300, segments: 10, paymentTimeoutS: 3600 });
     const outcomes = await reserve(product.id, users('pc', 300));
     expect(outcomes.filter((o) => o.status !== 201).map(brief)).toEqual([]);
     const sold = outcomes.length;
-    await holdSweepOfB();
+    await holdSweepOfB(product.id);
     expect((await statusCounts(product.id)).reserved ?? 0).toBeGreaterThan(0);
 
     // Immediate shutdown: no session is told; b's sweep (units put back, orders not yet expired)
