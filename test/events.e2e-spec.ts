@@ -88,6 +88,17 @@ describe('the order event stream across two service processes', () => {
     await Promise.all([a?.stop(), b?.stop()]);
   });
 
+  /**
+   * A product's events after its creation is handed out to readers (the answer that shows it): an
+   * event is handed out once every transaction older than it has ended on the whole server (its
+   * snapshot's xmin), and the other jest worker's transactions, on its own database, count too.
+   */
+  const creationHandedOut = (productId: number) =>
+    waitFor(`product ${productId}'s creation in the stream`, async () => {
+      const r = (await request(a.url, 'GET', `/events?limit=1000&productId=${productId}`, undefined, shop)).body;
+      return r.events.some((e: StreamEvent) => e.type === 'product.created') ? (r as { next: string }) : null;
+    });
+
   it('reproduces every order and the stock from the events of a storm with payments, cancels, expiries, a rebalance and a restock', async () => {
     // Reservations last an hour, far longer than the storm at any speed: a unit comes back only when
     // the spec says so (a cancel, or the expiry it causes below), so the counts hold on a slow machine.
@@ -146,7 +157,14 @@ describe('the order event stream across two service processes', () => {
       60_000,
     );
 
-    const events = await readEvents(sender(b.url));
+    // Every expiry handed out to readers (like the creation above): as many as orders expired.
+    const expired = (
+      await db.query(`SELECT count(*)::int AS n FROM orders WHERE product_id = $1 AND status = 'expired'`, [p.id])
+    ).rows[0].n as number;
+    const events = await waitFor('every expiry in the stream', async () => {
+      const got = await readEvents(sender(b.url));
+      return got.filter((e) => e.type === 'order.expired' && e.productId === p.id).length === expired ? got : null;
+    });
     expect(cursorsAscending(events)).toBe(true);
     const r = await expectReplayMatches(db, p.id, events);
     const statuses = [...r.orders.values()].map((o) => o.statuses.join('>'));
@@ -168,7 +186,7 @@ describe('the order event stream across two service processes', () => {
 
   it('answers a long-poll as soon as an event commits, and with none when the wait runs out', async () => {
     const p = await createProduct(a.url, { stock: 5, segments: 1 });
-    const { next } = (await request(a.url, 'GET', `/events?limit=1000&productId=${p.id}`, undefined, shop)).body;
+    const { next } = await creationHandedOut(p.id);
     const empty = await request(b.url, 'GET', `/events?after=${next}&wait=1`, undefined, shop);
     expect({ status: empty.status, events: empty.body.events, next: empty.body.next }).toEqual({
       status: 200,
@@ -224,6 +242,7 @@ describe('the order event stream across two service processes', () => {
   });
   it('refuses a cursor after the newest event, as ?after and as Last-Event-ID, saying which is the newest', async () => {
     const p = await createProduct(a.url, { stock: 3, segments: 1 });
+    await creationHandedOut(p.id);
     const all = await readEvents(sender(a.url));
     const seen = all[all.length - 1].cursor;
     const asPair = (c: string) => c.split('-').map(BigInt) as [bigint, bigint];
