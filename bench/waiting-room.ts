@@ -504,7 +504,7 @@ async function withWaitingRoom(o: QueueOptions, svc: ServiceProcess, db: Client,
         const next = queue.peek();
         if (next === undefined && !joining) return;
         if (next === undefined || next.due > Date.now())
-          await sleep(Math.min(50, (next?.due ?? Infinity) - Date.now()));
+          await sleep(Math.max(0, Math.min(50, (next?.due ?? Infinity) - Date.now())));
         else {
           const b = queue.pop() as Buyer;
           if (!settled(b)) await poll(b);
