@@ -27,19 +27,18 @@ const WAIT_MS = 10 * 60_000;
 /**
  * What can be built: the service (`npm run build`, always), and with --with-harness the test
  * harness too (`npm run build:harness`: what the specs run from dist/harness/), as `npm test` asks:
- * a harness build that found nothing changed would still rewrite files another jest may be loading. Each has a stamp, written after a build that
- * succeeded (a build that stopped half-way leaves none, so the next call builds again).
+ * a harness build that found nothing changed would still rewrite files another jest may be
+ * loading. Each has a stamp, written after a build that succeeded (a build that stopped half-way
+ * leaves none, so the next call builds again).
  */
 const targets = [
   {
-    name: 'the service',
     script: 'build',
     output: join(root, 'dist', 'src', 'main.js'),
     stamp: join(root, 'dist', '.built'),
     inputs: ['src', 'migrations', 'package.json', 'tsconfig.json', 'tsconfig.build.json', 'nest-cli.json'],
   },
   {
-    name: 'the test harness',
     script: 'build:harness',
     output: join(root, 'dist', 'harness', 'launcher.js'),
     stamp: join(root, 'dist', 'harness', '.built'),
