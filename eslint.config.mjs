@@ -13,7 +13,11 @@ export default defineConfig(
   {
     languageOptions: {
       globals: globals.node,
-      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
+      // One program for every file: the top tsconfig.json includes src, test, bench, nemesis, harness
+      // and migrations (it is also what `npm run typecheck` checks). The project service would open
+      // each workspace's own tsconfig as a program of its own, type-checking the service's files once
+      // per workspace: 64 s of CPU instead of 34 s on 2 cores.
+      parserOptions: { project: './tsconfig.json', tsconfigRootDir: import.meta.dirname },
     },
     rules: {
       // The bugs that matter most in async lock code: a promise nobody awaits (its failure is lost,
