@@ -36,6 +36,11 @@ export interface QueueOptions {
   admissionTtlS: number;
   /** New users a turn of the proof-of-work comparison (default 5000). */
   powJoins?: number;
+  /**
+   * Seconds of each full-speed measure: the three calls' capacities and each intake run (default
+   * 3). The specs' small crowd takes 1: they check that every part runs and reports, not its speed.
+   */
+  windowS?: number;
   outDir: string;
   log: (line: string) => void;
   /** Flags for the service's node, e.g. --cpu-prof --cpu-prof-dir=/tmp/prof (one profile per process). */
@@ -174,21 +179,26 @@ function shop(url: string, orderId: number, action: 'pay' | 'cancel', userId: st
 
 const createProduct = (url: string, p: NewProduct) => createProductViaApi(url, ADMIN_TOKEN, p);
 
-/** One kind of call at full speed for 3 s: answers per second, service CPU (µs) and Redis commands per answer. */
-async function rateOf(svc: ServiceProcess, probe: CostProbe, load: Omit<LoadSpec, 'url' | 'durationS' | 'timeoutS'>) {
+/** One kind of call at full speed for `windowS`: answers per second, service CPU (µs) and Redis commands per answer. */
+async function rateOf(
+  svc: ServiceProcess,
+  probe: CostProbe,
+  windowS: number,
+  load: Omit<LoadSpec, 'url' | 'durationS' | 'timeoutS'>,
+) {
   const before = await probe.snapshot(svc.pid);
-  const r = await runLoad({ url: svc.url, durationS: 3, timeoutS: 20, ...load });
+  const r = await runLoad({ url: svc.url, durationS: windowS, timeoutS: 20, ...load });
   const { perUnit } = costDeltas(before, await probe.snapshot(svc.pid), 'answer', r.created);
   return { perS: r.created / r.elapsedS, cpuUs: perUnit.targetCpuUs, redisCommands: perUnit.redisCommands };
 }
 
 /**
- * The crowd's three calls, each at full speed for 3 s on the same connections: GET /health/live (the
- * floor), a poll of one waiting ticket, and joins of new users (a ticket each) to an open waiting room.
+ * The crowd's three calls, each at full speed for `windowS` on the same connections: GET /health/live
+ * (the floor), a poll of one waiting ticket, and joins of new users (a ticket each) to an open waiting room.
  */
-async function capacities(svc: ServiceProcess, probe: CostProbe, connections: number) {
+async function capacities(svc: ServiceProcess, probe: CostProbe, connections: number, windowS: number) {
   const healthLive = () =>
-    rateOf(svc, probe, { get: '/health/live', okStatus: 200, connections, label: 'GET /health/live' });
+    rateOf(svc, probe, windowS, { get: '/health/live', okStatus: 200, connections, label: 'GET /health/live' });
   await healthLive(); // warm-up, not measured
   const health = await healthLive();
   const productId = await createProduct(svc.url, { name: 'bench polls', stock: 1, segments: 1, waitingRoom: true });
@@ -201,9 +211,9 @@ async function capacities(svc: ServiceProcess, probe: CostProbe, connections: nu
   }
   if (token === '') throw new Error('no waiting ticket to poll');
   const get = `/products/${productId}/queue/${token}`;
-  const poll = await rateOf(svc, probe, { get, okStatus: 200, connections, label: 'GET a waiting ticket' });
+  const poll = await rateOf(svc, probe, windowS, { get, okStatus: 200, connections, label: 'GET a waiting ticket' });
   const joinAs = (prefix: string) =>
-    rateOf(svc, probe, {
+    rateOf(svc, probe, windowS, {
       post: `/products/${productId}/queue`,
       bodyOf: (n) => JSON.stringify({ userId: `${prefix}-${n}` }),
       connections,
@@ -231,7 +241,7 @@ const serviceEnv = (workers: number) => ({
 function intakeOf(
   svc: ServiceProcess,
   s: Pick<Servers, 'db' | 'databaseUrl' | 'probe'>,
-  o: Pick<QueueOptions, 'log' | 'diagnose'>,
+  o: Pick<QueueOptions, 'log' | 'diagnose' | 'windowS'>,
 ): Promise<IntakeReport> {
   return measureIntake({
     ...s,
@@ -239,6 +249,7 @@ function intakeOf(
     newProduct: () => createProduct(svc.url, { name: 'bench intake', stock: 1, segments: 1, waitingRoom: true }),
     log: o.log,
     diagnose: o.diagnose,
+    seconds: o.windowS,
   });
 }
 
@@ -270,7 +281,7 @@ export async function runQueueBenchmark(o: QueueOptions) {
   const startedAt = new Date().toISOString();
   return withServers('queue', o.log, async ({ db, databaseUrl, probe, start }) => {
     const svc = await start(serviceEnv(o.workers), o.nodeFlags);
-    const capacity = await capacities(svc, probe, o.connections);
+    const capacity = await capacities(svc, probe, o.connections, o.windowS ?? 3);
     for (const [what, r] of Object.entries(capacity))
       o.log(`${what} at full speed: ${r.perS.toFixed(0)}/s, ${r.cpuUs?.toFixed(0) ?? '-'} µs of service CPU each`);
 

@@ -10,6 +10,8 @@ import { ScenarioResult } from '../types';
 import { resetState } from '../../test/support/database';
 import { testUrls } from '../../test/support/service';
 
+const WORKERS = 1;
+
 describe('benchmark (quick path)', () => {
   const outDir = mkdtempSync(join(tmpdir(), 'flashsale-bench-test-'));
   const lines: string[] = [];
@@ -26,7 +28,10 @@ describe('benchmark (quick path)', () => {
   // Redlock quorum and two on a Redis Cluster): the hook's bound is there to catch a hang, not to
   // judge speed.
   // One peer (bare-lua) and the service at the comparison's WORKERS keep the starts few: the
-  // group-commit rows at the service's default then share the comparison's starts.
+  // group-commit rows at the service's default then share the comparison's starts. Every start is
+  // one process (WORKERS=1): a start of two workers costs three module loads, and the quick path
+  // took 84 s instead of 108 s on 2 cores; the benchmark's sums over a service's worker processes
+  // are the waiting-room spec's (queue.e2e-spec.ts, WORKERS=2).
   beforeAll(async () => {
     // A PostgreSQL of its own (runBenchmark starts one when given none): the costs read transaction
     // ids and the WAL position, which a server counts for all its databases, and the other jest
@@ -38,8 +43,8 @@ describe('benchmark (quick path)', () => {
         quick: true,
         duration: 1,
         connections: 20,
-        workers: 2,
-        speedWorkers: 2,
+        workers: WORKERS,
+        speedWorkers: WORKERS,
         peers: ['bare-lua'],
         warmUp: 0.2,
         redisUrl,
@@ -123,7 +128,12 @@ describe('benchmark (quick path)', () => {
     expect(byId('health-live')).toMatchObject({ kind: 'health', target: 'service' });
     for (const hold of [0, 20]) {
       for (const n of [1, 20]) {
-        expect(byId(`redlock-b1-h${hold}-s${n}`)).toMatchObject({ batchMax: 1, workers: 2, holdMs: hold, segments: n });
+        expect(byId(`redlock-b1-h${hold}-s${n}`)).toMatchObject({
+          batchMax: 1,
+          workers: WORKERS,
+          holdMs: hold,
+          segments: n,
+        });
         // Group commit at the service's default is the comparison's own scenario, measured once.
         expect(byId(`redlock-h${hold}-s${n}`).groups).toEqual(expect.arrayContaining(['batch', 'compare']));
       }
@@ -205,7 +215,7 @@ describe('benchmark (quick path)', () => {
       kind: 'returns',
       groups: ['returns'],
       target: 'service',
-      workers: 2,
+      workers: WORKERS,
       stock: 200,
       segments: 20,
       buyers: 1000,
@@ -290,7 +300,7 @@ describe('benchmark (quick path)', () => {
       kind: 'soldout',
       groups: ['soldout'],
       target: 'service',
-      workers: 2,
+      workers: WORKERS,
       holdMs: 0,
       segments: 20,
       stock: 20,
@@ -385,7 +395,7 @@ describe('benchmark (quick path)', () => {
           redis,
           groups: ['redis-setups'],
           kind: 'steady',
-          workers: 2,
+          workers: WORKERS,
           holdMs: 0,
           segments: 20,
           batchMax: b ? 1 : null,

@@ -21,6 +21,7 @@ describe('the waiting-room benchmark (small crowd)', () => {
         workers: 2,
         admissionTtlS: 10,
         powJoins: 100,
+        windowS: 1,
         outDir,
         log: (line) => lines.push(line),
       });
