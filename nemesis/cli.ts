@@ -23,6 +23,9 @@ const USAGE = `Usage: npm run nemesis -- [--minutes N | --seconds N] [--seed N] 
                             per-link proxies (default auto: namespaces where allowed)
   --faults k1,k2            only these kinds (${FAULT_KINDS.join(', ')})
   --buyers N                concurrent buyers (default 10)
+  --sell-out S              the longest wait, in seconds, for the sale to sell out after the heal
+                            (default: the faults' length, at least 180 and at most 300); a sale not
+                            sold out by then is a liveness anomaly
   --plant NAME              run a copy of the service with a bug planted (${Object.keys(PLANTS).join(', ')});
                             exits 0 only if the checker finds it
   --out DIR                 where the history, snapshot, logs and report go
@@ -44,6 +47,7 @@ async function main(): Promise<number> {
       links: { type: 'string', default: 'auto' },
       faults: { type: 'string' },
       buyers: { type: 'string', default: '10' },
+      'sell-out': { type: 'string' },
       plant: { type: 'string' },
       out: { type: 'string' },
       publish: { type: 'boolean', default: false },
@@ -73,6 +77,13 @@ async function main(): Promise<number> {
   const kinds = values.faults?.split(',').map((k) => k.trim()) as FaultKind[] | undefined;
   for (const k of kinds ?? []) if (!FAULT_KINDS.includes(k)) bad(`--faults: no fault ${k}`);
   if (values.plant && !PLANTS[values.plant]) bad(`--plant: no planted bug ${values.plant}`);
+  // A bound, not a wait: the sale sells out in well under a minute on an idle machine, and the
+  // check must hold on a loaded one too.
+  const sellOutMs =
+    values['sell-out'] !== undefined
+      ? Number(values['sell-out']) * 1000
+      : Math.max(180_000, Math.min(300_000, lengthMs));
+  if (!Number.isFinite(sellOutMs) || sellOutMs < 5_000) bad('--sell-out: at least 5 seconds');
   const root = projectRoot(__dirname);
   const out =
     values.out ?? join(root, 'nemesis', 'results', 'tmp', `seed-${seed}${values.plant ? `-${values.plant}` : ''}`);
@@ -93,16 +104,14 @@ async function main(): Promise<number> {
       out,
       kinds,
       buyers: Number(values.buyers),
-      // A bound, not a wait: the sale sells out in well under a minute on an idle machine, and the
-      // check must hold on a loaded one too.
-      sellOutMs: Math.max(180_000, Math.min(300_000, lengthMs)),
+      sellOutMs,
       log,
     });
   } finally {
     // The copy's links (lua/, node_modules/) go, not what they point to.
     dropCopy();
   }
-  const command = `npm run nemesis -- ${values.minutes ? `--minutes ${values.minutes}` : `--seconds ${Math.round(lengthMs / 1000)}`} --seed ${seed}${values.world !== 'quorum' ? ` --world ${values.world}` : ''}${values.plant ? ` --plant ${values.plant}` : ''}`;
+  const command = `npm run nemesis -- ${values.minutes ? `--minutes ${values.minutes}` : `--seconds ${Math.round(lengthMs / 1000)}`} --seed ${seed}${values.world !== 'quorum' ? ` --world ${values.world}` : ''}${values.plant ? ` --plant ${values.plant}` : ''}${values['sell-out'] !== undefined ? ` --sell-out ${values['sell-out']}` : ''}`;
   const report = buildReport(result, command);
   writeReport(report, out, values.publish);
   log(`run folder: ${out}`);
