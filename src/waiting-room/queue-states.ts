@@ -141,6 +141,16 @@ export class QueueStates {
     return this.views.get(productId);
   }
 
+  /**
+   * The view from a read sent after this call, so that it holds what this process has just
+   * committed: a read already in flight (which may have started before the commit) is let finish
+   * first, and not shared.
+   */
+  async viewAfterCommit(productId: number): Promise<AdmissionView | null> {
+    await this.refreshing.get(productId)?.catch(() => undefined);
+    return this.refreshView(productId);
+  }
+
   /** One read per product at a time, shared by every poll that asks meanwhile. */
   refreshView(productId: number): Promise<AdmissionView | null> {
     return this.once(this.refreshing, productId, () =>
