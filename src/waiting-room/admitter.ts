@@ -134,8 +134,8 @@ export class Admitter implements OnModuleInit, OnModuleDestroy {
       // Every later seal first, committed on its own: the polls waiting for it are answered at once.
       const seal = await this.repo.seal(room.productId);
       if (seal.through >= seal.from) {
-        view = (await this.states.viewAfterCommit(room.productId)) ?? view;
         this.sealed(room, seal);
+        view = (await this.states.refreshView(room.productId)) ?? view;
       }
     }
     if (preQueueDraw || this.pauseDue(view, now) || this.resumeDue(view) || this.due(room, view, now) > 0) {
@@ -144,8 +144,9 @@ export class Admitter implements OnModuleInit, OnModuleDestroy {
       );
       if (step !== null) {
         if (step.admitted > 0) this.metrics.queueAdmitted.inc({ product: String(room.productId) }, step.admitted);
-        // The view after the step first: the polls the draw wakes answer from it, and one read before
-        // the step (fresh for a while) would tell a ticket admitted by it that it is still waiting.
+        // The view after the step first: the pre-queue's polls its draw wakes answer from it, and one
+        // read before the step (fresh for a while) would tell a ticket admitted by it that it is still
+        // waiting. (A later bucket's seal above admits nothing: its polls are woken at once.)
         view = (await this.states.viewAfterCommit(room.productId)) ?? view;
         if (step.seal) this.sealed(room, step.seal);
       }
