@@ -1,4 +1,4 @@
-// Finds the project's root folder (the one with package.json), from src/ under ts-jest or dist/src/ when built.
+// Finds the project's root folder (the one with package.json), from src/ under jest or dist/src/ when built.
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 

@@ -1,4 +1,4 @@
-// The real application (createApp of src/main.ts, compiled from src/ by ts-jest) built inside the
+// The real application (createApp of src/main.ts, compiled from src/ by SWC under jest) built inside the
 // jest process against the test run's PostgreSQL and Redis, with requests sent through Fastify's
 // inject instead of a socket. For specs about the HTTP contract: what a call answers and what it
 // changes. A spec about processes keeps spawning the built service (service.ts), because there the
