@@ -11,6 +11,7 @@ import { projectRoot } from '../src/infrastructure/project-root';
 import { insertProduct, startPeer } from './peers';
 import { RedisSetups } from './redis-setups';
 import { redisSetupsSection, writeReports } from './report';
+import { steadyLength } from './report/format';
 import { createProductViaApi, plan, runScenario, warmUp } from './scenarios';
 import { RssSampler, ServiceEnv, serviceReads, startService } from './service';
 import { cleanUp, openServers } from './standalone';
@@ -72,7 +73,7 @@ export async function runBenchmark(options: BenchmarkOptions = {}) {
     const configs = plan(planOptions);
     const total = configs.reduce((n, c) => n + c.scenarios.length, 0);
     log(
-      `${total} scenarios in ${configs.length} process starts, ${opts.connections} connections, ${opts.duration} s each`,
+      `${total} scenarios in ${configs.length} process starts, ${opts.connections} connections, ${steadyLength({ durationS: opts.duration, requests: opts.requests })} each`,
     );
     // Until the service reads ORDER_BATCH_MAX, the group-commit rows measure the same code as ORDER_BATCH_MAX=1.
     const batchMaxRead = serviceReads('ORDER_BATCH_MAX', root);
@@ -117,6 +118,7 @@ export async function runBenchmark(options: BenchmarkOptions = {}) {
           redisUrl,
           ...pick(opts, 'connections', 'lockWaitMs'),
           durationS: opts.duration,
+          requests: opts.requests,
           targetPid: proc.pid,
           costs: servers.costs,
           progress: log,
@@ -129,11 +131,11 @@ export async function runBenchmark(options: BenchmarkOptions = {}) {
         for (const spec of config.scenarios) {
           checkAbort();
           const what = {
-            health: `GET /health/live, ${opts.duration} s`,
+            health: `GET /health/live, ${steadyLength({ durationS: opts.duration, requests: opts.requests })}`,
             sale: `${spec.stock} units as ${spec.segments} segment(s), ${spec.buyers} buyers`,
-            soldout: `${spec.stock} units as ${spec.segments} segment(s) sold out first, then distinct buyers for ${opts.duration} s`,
+            soldout: `${spec.stock} units as ${spec.segments} segment(s) sold out first, then distinct buyers, ${steadyLength({ durationS: opts.duration, requests: opts.requests })}`,
             returns: `${spec.stock} units as ${spec.segments} segment(s), ${spec.buyers} buyers, then ${Math.round((spec.returnsPlan?.share ?? 0) * 100)}% back and resold (paymentTimeoutS ${spec.returnsPlan?.paymentTimeoutS})`,
-            steady: `${spec.segments} segment(s), ${opts.duration} s`,
+            steady: `${spec.segments} segment(s), ${steadyLength({ durationS: opts.duration, requests: opts.requests })}`,
           };
           log(`[${results.length + 1}/${total}] ${spec.id}: ${what[spec.kind]}`);
           const r = await runScenario(ctx, spec);
@@ -175,6 +177,7 @@ export async function runBenchmark(options: BenchmarkOptions = {}) {
       settings: {
         quick: opts.quick,
         durationS: opts.duration,
+        requests: opts.requests,
         ...pick(opts, 'connections', 'workers', 'speedWorkers', 'speedSegments', 'batchMax'),
         batchMaxRead,
         ...pick(opts, 'holdsMax', 'nodeFlags', 'peers', 'batch', 'batchSweep', 'soldOut', 'redisSetups', 'holds'),

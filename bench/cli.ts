@@ -45,6 +45,7 @@ export type PeerName = (typeof PEER_NAMES)[number];
 // Every flag once: parseArgs reads them, --help prints them.
 export const BENCH_FLAGS = {
   duration: value('S', 'seconds of load per steady-state scenario (default 10; --quick: 3)'),
+  requests: value('N', 'requests per steady-state scenario instead of --duration seconds (never nothing measured)'),
   connections: value('N', 'autocannon connections (default 100)'),
   workers: value('N', 'WORKERS of the locking comparison, the sweep, the sale and the sale with returns (default 2)'),
   'speed-workers': value('N', 'WORKERS beside the peers and in the group-commit comparison (default 1, as each peer)'),

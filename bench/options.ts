@@ -13,6 +13,12 @@ function defaults(quick: boolean) {
   return {
     /** Seconds of load per steady-state scenario. */
     duration: quick ? 3 : 10,
+    /**
+     * Requests per steady-state scenario (the orders, the GET /health/live floor, the sold-out
+     * refusals) instead of `duration` seconds: a run that cannot end a scenario with nothing
+     * measured, however slow the machine; null = by duration.
+     */
+    requests: null as number | null,
     connections: 100,
     /** WORKERS of the locking comparison, the segment sweep and the sale. */
     workers: 2,

@@ -57,6 +57,7 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env) 
   return {
     ...pick(v, 'help', 'quick'),
     duration: opt(v.duration, (x) => num('duration', x, 1)),
+    requests: opt(v.requests, (x) => int('requests', x, 1)),
     connections: opt(v.connections, (x) => num('connections', x, 1)),
     workers: opt(v.workers, (x) => num('workers', x, 1)),
     speedWorkers: opt(v['speed-workers'], (x) => num('speed-workers', x, 1)),

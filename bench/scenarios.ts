@@ -176,11 +176,17 @@ function costsBetween(
   return before && after ? costDeltas(before, after, unit, units) : null;
 }
 
+/** A steady scenario's length: ctx.requests requests when the run gives them, else ctx.durationS seconds. */
+function steadyLoad(ctx: RunContext): { durationS: number } | { amount: number } {
+  return ctx.requests ? { amount: ctx.requests } : { durationS: ctx.durationS };
+}
+
 /** GET /health/live for the scenario's time: the framework's floor, no order. Verified: every answer 200, nothing dropped. */
 async function runHealth(ctx: RunContext, spec: ScenarioSpec): Promise<ScenarioResult> {
   const costsBefore = await readCosts(ctx);
   const load = await runLoad({
-    ...pick(ctx, 'url', 'connections', 'durationS', 'progress', 'signal'),
+    ...pick(ctx, 'url', 'connections', 'progress', 'signal'),
+    ...steadyLoad(ctx),
     get: '/health/live',
     okStatus: 200,
     timeoutS: 10,
@@ -225,7 +231,7 @@ async function runSoldOut(ctx: RunContext, spec: ScenarioSpec): Promise<Scenario
   const sold = await quietOrders(ctx, productId, 0);
   const before = await snapshot(ctx.url, ctx.workers);
   const costsBefore = await readCosts(ctx);
-  const load = await runLoad({ ...ordersLoad(ctx, productId, 'r', spec.id), okStatus: 410, durationS: ctx.durationS });
+  const load = await runLoad({ ...ordersLoad(ctx, productId, 'r', spec.id), okStatus: 410, ...steadyLoad(ctx) });
   const ordersInDb = await quietOrders(ctx, productId, 0);
   const costsAfter = await readCosts(ctx);
   const metrics = scenarioDeltas(before, await snapshot(ctx.url, ctx.workers), ordersInDb - sold);
@@ -281,8 +287,7 @@ export async function runScenario(ctx: RunContext, spec: ScenarioSpec): Promise<
   const costsBefore = await readCosts(ctx);
   const load = await runLoad({
     ...ordersLoad(ctx, productId, 'b', spec.id),
-    durationS: spec.kind === 'steady' ? ctx.durationS : undefined,
-    amount: spec.kind === 'sale' ? spec.buyers : undefined,
+    ...(spec.kind === 'sale' ? { amount: spec.buyers } : steadyLoad(ctx)),
   });
   const ordersInDb = await quietOrders(ctx, productId, spec.holdMs);
   const costs = costsBetween(costsBefore, await readCosts(ctx), 'order', ordersInDb);

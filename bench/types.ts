@@ -129,6 +129,8 @@ export interface RunContext extends Pick<Start, 'target' | 'workers'> {
   redisUrl: string;
   connections: number;
   durationS: number;
+  /** Requests per steady scenario instead of durationS; null = by durationS. */
+  requests: number | null;
   lockWaitMs: number;
   /** The process serving the load (the service's primary, or the peer), whose CPU the costs count with its children. */
   targetPid: number;
@@ -269,6 +271,8 @@ export interface BenchmarkReport {
   settings: PlanOptions &
     Pick<ResolvedOptions, 'quick' | 'connections' | 'holdsMax'> & {
       durationS: number;
+      /** Requests per steady scenario instead of durationS (absent or null: by durationS). */
+      requests?: number | null;
       warmUpS: number;
       /** Whether the built service reads ORDER_BATCH_MAX at all (before it did, the group-commit rows measured ORDER_BATCH_MAX=1). */
       batchMaxRead: boolean;

@@ -2,7 +2,7 @@
 // each row with its ratio to ORDER_BATCH_MAX=1 at the same hold and segments.
 import type { BenchmarkReport, Group, ScenarioResult } from '../types';
 import { findFast, inGroup } from './find';
-import { batchName, codes, holdName, metricCell, ms, rate, ratio, statusWord } from './format';
+import { batchName, codes, holdName, metricCell, ms, rate, ratio, statusWord, steadyLength } from './format';
 
 /** Rows of the group-commit comparison: per hold and segments, ORDER_BATCH_MAX=1 then group commit. */
 export function batchRows(report: BenchmarkReport, group: Group): Array<{ r: ScenarioResult; vsOne: string }> {
@@ -28,7 +28,7 @@ export function batchMarkdown(report: BenchmarkReport): string[] {
     return [
       `## ${title}`,
       '',
-      `The service, WORKERS=${s.speedWorkers}, Redlock segments, ${s.connections} connections, ${s.durationS} s per row. ORDER_BATCH_MAX=1 is the one-order-per-lock-hold design; above 1 the orders of one process waiting for one segment are sold in one lock hold and one SQL statement. ` +
+      `The service, WORKERS=${s.speedWorkers}, Redlock segments, ${s.connections} connections, ${steadyLength(s)} per row. ORDER_BATCH_MAX=1 is the one-order-per-lock-hold design; above 1 the orders of one process waiting for one segment are sold in one lock hold and one SQL statement. ` +
         '**ORDER_HOLD_MS is spent once per lock hold, not once per order**: at 20 ms a single lock gets at most 50 holds per second, each selling one order with ORDER_BATCH_MAX=1 and up to ORDER_BATCH_MAX orders with group commit.',
       ...(s.batchMaxRead
         ? []

@@ -40,6 +40,11 @@ export function statusWord(r: ScenarioResult): string {
   return r.status === 'ok' ? 'ok' : '**FAILED**';
 }
 
+/** How long each steady scenario ran: its seconds, or its requests when the run sent a fixed number (requests). */
+export function steadyLength(s: { durationS: number; requests?: number | null }): string {
+  return s.requests ? `${s.requests} requests` : `${s.durationS} s`;
+}
+
 /** ORDER_BATCH_MAX as run: a number, or the service's default when the run left it unset. */
 export function batchName(b: number | null): string {
   return b === null ? 'service default' : String(b);

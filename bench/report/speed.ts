@@ -2,7 +2,7 @@
 // the rows, the ratios between them, and their console and latest.md tables.
 import { BARE_HELD_MS, BenchmarkReport, ScenarioResult } from '../types';
 import { findFast, findHealth, findPeer, findSoldOut } from './find';
-import { batchName, codes, ms, rate, ratio, statusWord } from './format';
+import { batchName, codes, ms, rate, ratio, statusWord, steadyLength } from './format';
 
 export function speedRows(report: BenchmarkReport) {
   const s = report.settings;
@@ -57,7 +57,7 @@ export function speedMarkdown(report: BenchmarkReport): string[] {
   return [
     `## The service against the bare peers (hold 0 unless a row says otherwise, ${s.speedSegments} segments)`,
     '',
-    `Same load for every row: ${s.connections} connections, ${s.durationS} s, a fresh product of ${s.steadyStock.toLocaleString('en-US')} units in ${s.speedSegments} segments (1 for the one-lock rows), nothing held in the lock (the bare peer's two "lock held" rows hold each lock ${BARE_HELD_MS} ms: the segments-against-one-lock target's floor on this machine). The service runs as WORKERS=${s.speedWorkers}; each peer is one process. ` +
+    `Same load for every row: ${s.connections} connections, ${steadyLength(s)}, a fresh product of ${s.steadyStock.toLocaleString('en-US')} units in ${s.speedSegments} segments (1 for the one-lock rows), nothing held in the lock (the bare peer's two "lock held" rows hold each lock ${BARE_HELD_MS} ms: the segments-against-one-lock target's floor on this machine). The service runs as WORKERS=${s.speedWorkers}; each peer is one process. ` +
       "The bare peer is the service's order algorithm (user lock, random segment, fall over, one SQL statement inside a Redis segment lock) on plain node:http, ioredis and pg: the floor of what the service's own code costs. " +
       'The bare-lua peer holds the stock in Redis, checks and decrements it and records the buyer in one Lua script, then INSERTs the order: the design many shops pick instead. GET /health/live is the service answering with no work at all. ' +
       `The sold-out row is a product of ${s.speedSegments} units in ${s.speedSegments} segments, sold out (and its sold-out flag set) before the load; every request is a new buyer and every answer must be 410: the refusals that are most of a big sale's traffic, latencies of the 410s.`,

@@ -3,7 +3,7 @@
 import { SERVICE_HEAP_MB } from '../service';
 import type { BenchmarkReport } from '../types';
 import { failed, returnsOf } from './find';
-import { batchName, layout } from './format';
+import { batchName, layout, steadyLength } from './format';
 
 /** latest.md's title, verdict, machine and settings. */
 export function summaryMarkdown(report: BenchmarkReport): string[] {
@@ -38,7 +38,7 @@ export function summaryMarkdown(report: BenchmarkReport): string[] {
     `- Service: WORKERS=${s.speedWorkers} beside the peers and in the group-commit comparison (each peer is one process), WORKERS=${s.workers} in the locking comparison, the segment sweep, the sale and the sale with returns; one start per environment (STOCK_LOCKING, ORDER_HOLD_MS, WORKERS, ORDER_BATCH_MAX, EXPIRY_SWEEP_MS), ${s.warmUpS} s of unmeasured warm-up after each start (peers too).`,
     `- ORDER_BATCH_MAX: ${batchName(s.batchMax)} wherever a row does not name another value; ORDER_HOLDS_MAX: ${s.holdsMax ?? 'service default'}; Node flags of the service: --max-old-space-size=${SERVICE_HEAP_MB} (as \`npm start\`)${(s.nodeFlags ?? []).map((f) => ` ${f}`).join('')}.${s.batchMaxRead ? '' : ' **The built service does not read ORDER_BATCH_MAX: rows that differ only in it measure the same code.**'}`,
     '- ORDER_HOLD_MS is spent once per lock hold, not once per order: with group commit one hold sells up to ORDER_BATCH_MAX orders.',
-    `- Load: autocannon, ${s.connections} connections, POST /orders, a distinct userId per request; ${s.durationS} s per steady-state scenario.`,
+    `- Load: autocannon, ${s.connections} connections, POST /orders, a distinct userId per request; ${steadyLength(s)} per steady-state scenario.`,
     `- Stock layout: steady state ${s.steadyStock.toLocaleString('en-US')} units split evenly into the scenario's segments (never sells out); the sale ${s.sale ? `${s.sale.stock} units as ${s.sale.segments} x ${s.sale.stock / s.sale.segments} and as 1 x ${s.sale.stock}, ${s.sale.buyers} buyers` : 'not run'}.`,
     `- The sale with returns: ${rp ? `${rp.stock} units as ${layout(rp)}, ${rp.buyers} buyers, ${Math.round(rp.share * 100)}% of the reservations back (${Math.round(rp.cancelShare * 100)}% of those cancelled, the rest expired), paymentTimeoutS ${rp.paymentTimeoutS} s, its own service start with EXPIRY_SWEEP_MS=${rp.expirySweepMs} (every other start: the service's default)` : 'not run'}.`,
     `- Locks, the same for every scenario: LOCK_TTL_MS=${s.lock.ttlMs}, LOCK_WAIT_MS=${s.lock.waitMs} (and DB_TIMEOUT_MS=${s.lock.waitMs}), LOCK_RETRY_DELAY_MS=${s.lock.retryDelayMs}, LOCK_RETRY_JITTER_MS=${s.lock.retryJitterMs}.`,
