@@ -41,6 +41,11 @@ export interface QueueOptions {
    * 3). The specs' small crowd takes 1: they check that every part runs and reports, not its speed.
    */
   windowS?: number;
+  /**
+   * Seconds after ordering that a cancelling buyer of the estimate sale cancels (default 3): the
+   * sale lasts a few of them, in steps. The specs' small crowd takes 1.
+   */
+  cancelAfterS?: number;
   outDir: string;
   log: (line: string) => void;
   /** Flags for the service's node, e.g. --cpu-prof --cpu-prof-dir=/tmp/prof (one profile per process). */
@@ -288,16 +293,20 @@ export async function runQueueBenchmark(o: QueueOptions) {
     const proofOfWork = await proofOfWorkJoins(svc.url, o.connections, o.powJoins ?? 5000, o.log);
     const withRoom = await withWaitingRoom(o, svc, db, probe);
     const withoutRoom = await withoutWaitingRoom(o, svc, db, probe);
-    // A second, smaller sale in which every second buyer cancels instead of paying, 3 s after
-    // ordering, so units come back over time and admissions go on in steps: what the first
+    // A second, smaller sale in which every second buyer cancels instead of paying, cancelAfterS
+    // after ordering, so units come back over time and admissions go on in steps: what the first
     // estimates of the wait are measured against. At least 50 units: a dozen gave a small run two
     // or three admission steps, and at times no estimate to check.
     const eo = { ...o, buyers: Math.min(o.buyers, 5000), units: Math.max(50, Math.round(o.units / 5)) };
-    o.log(`estimates: ${eo.buyers} buyers, ${eo.units} units, every second order cancelled 3 s after it was made ...`);
+    const cancelAfterS = o.cancelAfterS ?? 3;
+    o.log(
+      `estimates: ${eo.buyers} buyers, ${eo.units} units, every second order cancelled ${cancelAfterS} s after it was made ...`,
+    );
     const estimate = {
       buyers: eo.buyers,
       units: eo.units,
       cancelEvery: 2,
+      cancelAfterS,
       sale: await withWaitingRoom(eo, svc, db, probe, 2),
     };
     const rtt = await roundTripMs(db);
@@ -341,9 +350,6 @@ function nextPollAt(now: number, retryAfterS: number, startsAt: number): number 
   const at = now + Math.max(0, retryAfterS) * 1000;
   return now < startsAt && at >= startsAt && at < startsAt + 1000 ? startsAt + 50 : at;
 }
-
-/** How long a buyer of the estimate sale who cancels holds the order first. */
-const CANCEL_AFTER_MS = 3000;
 
 /**
  * How long after ordering a buyer pays (the checkout). The sale without a room pays its orders once
@@ -431,7 +437,7 @@ async function withWaitingRoom(o: QueueOptions, svc: ServiceProcess, db: Client,
   let paid = 0;
   let ordersMade = 0;
   let polls = 0;
-  // Each order's pay or cancel, made later (PAY_AFTER_MS, CANCEL_AFTER_MS) and awaited at the end.
+  // Each order's pay or cancel, made later (PAY_AFTER_MS, cancelAfterS) and awaited at the end.
   const checkouts: Array<Promise<unknown>> = [];
   let soldOutAt: number | null = null;
   // The last unit taken: the order that reserved it answered 201, as the sale without a room is timed.
@@ -487,12 +493,14 @@ async function withWaitingRoom(o: QueueOptions, svc: ServiceProcess, db: Client,
         // Every cancelEvery-th order made, counted in the order they were made (not by the buyer's
         // id: which ids the lottery puts first would then decide how many units come back).
         if (cancelEvery > 0 && ++ordersMade % cancelEvery === 0) {
-          // The unit comes back on sale CANCEL_AFTER_MS later (the buyer thinks it over): admissions
+          // The unit comes back on sale cancelAfterS later (the buyer thinks it over): admissions
           // then go on for a while, in steps, and the waits an estimate is checked against last
           // seconds, not one tick.
           const orderId = order.body.id as number;
           checkouts.push(
-            sleep(CANCEL_AFTER_MS).then(() => shop(svc.url, orderId, 'cancel', b.userId).catch(() => null)),
+            sleep((o.cancelAfterS ?? 3) * 1000).then(() =>
+              shop(svc.url, orderId, 'cancel', b.userId).catch(() => null),
+            ),
           );
           return;
         }
@@ -790,7 +798,7 @@ export function renderQueue(r: QueueReport): string {
     `| milliseconds from a join's insert to its bucket's draw, when a poll can tell its place, p50 / p99 (PostgreSQL's clock); from the bucket's end to the draw, p50 / p99 | ${f(w.drawnAfterJoinMs.p50)} / ${f(w.drawnAfterJoinMs.p99)}; ${f(w.drawnAfterBucketMs.p50)} / ${f(w.drawnAfterBucketMs.p99)} | |`,
     `| pre-queue in the revealed lottery's order (share checked) | ${f(w.lotteryShare, 3)} | |`,
     `| error of the first estimated wait, p50 / p90 (s) | ${f(w.etaErrorS.p50, 1)} / ${f(w.etaErrorS.p90, 1)} | |`,
-    `| the same, in a sale where every second order is cancelled 3 s after it was made (${r.estimate.buyers} buyers, ${r.estimate.units} units; ${es.etaSamples} estimates checked): seconds, p50 / p90; share of the real wait, p50 / p90 | ${f(es.etaErrorS.p50, 1)} / ${f(es.etaErrorS.p90, 1)} s; ${f(es.etaErrorShare.p50, 2)} / ${f(es.etaErrorShare.p90, 2)} | |`,
+    `| the same, in a sale where every second order is cancelled ${r.estimate.cancelAfterS} s after it was made (${r.estimate.buyers} buyers, ${r.estimate.units} units; ${es.etaSamples} estimates checked): seconds, p50 / p90; share of the real wait, p50 / p90 | ${f(es.etaErrorS.p50, 1)} / ${f(es.etaErrorS.p90, 1)} s; ${f(es.etaErrorShare.p50, 2)} / ${f(es.etaErrorShare.p90, 2)} | |`,
     `| Redis commands per ticket (join, polls, order) / per buyer | ${f(w.redisCommandsPerTicket, 2)} | ${f(x.redisCommandsPerBuyer, 2)} |`,
     `| PostgreSQL transactions per buyer | ${f(w.pgTransactionsPerBuyer, 3)} | ${f(x.pgTransactionsPerBuyer, 3)} |`,
     `| PostgreSQL statements per buyer | ${f(w.pgStatementsPerBuyer, 3)} | ${f(x.pgStatementsPerBuyer, 3)} |`,

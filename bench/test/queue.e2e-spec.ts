@@ -22,6 +22,7 @@ describe('the waiting-room benchmark (small crowd)', () => {
         admissionTtlS: 10,
         powJoins: 100,
         windowS: 1,
+        cancelAfterS: 1,
         outDir,
         log: (line) => lines.push(line),
       });
