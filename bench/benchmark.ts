@@ -72,9 +72,8 @@ export async function runBenchmark(options: BenchmarkOptions = {}) {
     const planOptions = planOptionsOf(opts);
     const configs = plan(planOptions);
     const total = configs.reduce((n, c) => n + c.scenarios.length, 0);
-    log(
-      `${total} scenarios in ${configs.length} process starts, ${opts.connections} connections, ${steadyLength({ durationS: opts.duration, requests: opts.requests })} each`,
-    );
+    const steadyFor = steadyLength({ durationS: opts.duration, requests: opts.requests });
+    log(`${total} scenarios in ${configs.length} process starts, ${opts.connections} connections, ${steadyFor} each`);
     // Until the service reads ORDER_BATCH_MAX, the group-commit rows measure the same code as ORDER_BATCH_MAX=1.
     const batchMaxRead = serviceReads('ORDER_BATCH_MAX', root);
     if (!batchMaxRead) log('note: the built service does not read ORDER_BATCH_MAX; its rows differ only in name');
@@ -131,11 +130,11 @@ export async function runBenchmark(options: BenchmarkOptions = {}) {
         for (const spec of config.scenarios) {
           checkAbort();
           const what = {
-            health: `GET /health/live, ${steadyLength({ durationS: opts.duration, requests: opts.requests })}`,
+            health: `GET /health/live, ${steadyFor}`,
             sale: `${spec.stock} units as ${spec.segments} segment(s), ${spec.buyers} buyers`,
-            soldout: `${spec.stock} units as ${spec.segments} segment(s) sold out first, then distinct buyers, ${steadyLength({ durationS: opts.duration, requests: opts.requests })}`,
+            soldout: `${spec.stock} units as ${spec.segments} segment(s) sold out first, then distinct buyers, ${steadyFor}`,
             returns: `${spec.stock} units as ${spec.segments} segment(s), ${spec.buyers} buyers, then ${Math.round((spec.returnsPlan?.share ?? 0) * 100)}% back and resold (paymentTimeoutS ${spec.returnsPlan?.paymentTimeoutS})`,
-            steady: `${spec.segments} segment(s), ${steadyLength({ durationS: opts.duration, requests: opts.requests })}`,
+            steady: `${spec.segments} segment(s), ${steadyFor}`,
           };
           log(`[${results.length + 1}/${total}] ${spec.id}: ${what[spec.kind]}`);
           const r = await runScenario(ctx, spec);

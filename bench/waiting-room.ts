@@ -298,7 +298,7 @@ export async function runQueueBenchmark(o: QueueOptions) {
     // estimates of the wait are measured against. At least 50 units: a dozen gave a small run two
     // or three admission steps, and at times no estimate to check.
     const eo = { ...o, buyers: Math.min(o.buyers, 5000), units: Math.max(50, Math.round(o.units / 5)) };
-    const cancelAfterS = o.cancelAfterS ?? 3;
+    const cancelAfterS = cancelAfterSOf(o);
     o.log(
       `estimates: ${eo.buyers} buyers, ${eo.units} units, every second order cancelled ${cancelAfterS} s after it was made ...`,
     );
@@ -349,6 +349,11 @@ export async function runQueueBenchmark(o: QueueOptions) {
 function nextPollAt(now: number, retryAfterS: number, startsAt: number): number {
   const at = now + Math.max(0, retryAfterS) * 1000;
   return now < startsAt && at >= startsAt && at < startsAt + 1000 ? startsAt + 50 : at;
+}
+
+/** When a cancelling buyer of the estimate sale cancels, seconds after ordering (QueueOptions.cancelAfterS). */
+function cancelAfterSOf(o: Pick<QueueOptions, 'cancelAfterS'>): number {
+  return o.cancelAfterS ?? 3;
 }
 
 /**
@@ -498,9 +503,7 @@ async function withWaitingRoom(o: QueueOptions, svc: ServiceProcess, db: Client,
           // seconds, not one tick.
           const orderId = order.body.id as number;
           checkouts.push(
-            sleep((o.cancelAfterS ?? 3) * 1000).then(() =>
-              shop(svc.url, orderId, 'cancel', b.userId).catch(() => null),
-            ),
+            sleep(cancelAfterSOf(o) * 1000).then(() => shop(svc.url, orderId, 'cancel', b.userId).catch(() => null)),
           );
           return;
         }
