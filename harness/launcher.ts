@@ -7,7 +7,6 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { appendFileSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { onFreePort } from '../src/infrastructure/free-port';
@@ -111,9 +110,6 @@ async function launchOn(port: number, main: string, root: string, options: Launc
     // A benchmark's load and a spec's clients all come from this one address: the per-address
     // connection cap would measure itself. test/connections.e2e-spec.ts sets it to test it.
     MAX_CONNECTIONS_PER_IP: '0',
-    // Every start loads the same modules, most of its CPU: Node's compile cache keeps V8's code for
-    // them on disk from one start to the next (a start costs about a tenth less).
-    NODE_COMPILE_CACHE: process.env.NODE_COMPILE_CACHE ?? join(tmpdir(), 'flashsale-node-compile-cache'),
     ...options.env,
     PORT: String(port),
   };

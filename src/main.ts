@@ -2,6 +2,8 @@
 // unset, applies migrations, then serves HTTP in this process (WORKERS=1) or in a cluster of
 // WORKERS processes sharing the port. SIGTERM/SIGINT stop everything gracefully: each serving
 // process drains its requests before it closes Redis and PostgreSQL (infrastructure/graceful-shutdown.ts).
+// First: the modules loaded after it are compiled from Node's compile cache when it has them.
+import { keepCompiledCode } from './infrastructure/compile-cache';
 import cluster from 'node:cluster';
 import type { IncomingMessage, Server } from 'node:http';
 import { Logger } from '@nestjs/common';
@@ -102,6 +104,7 @@ async function serve(config: ResolvedConfig, root: Pino): Promise<void> {
   const app = await createApp(config, root);
   closeOnSignals(app);
   await app.listen(config.http.port, config.http.host);
+  keepCompiledCode();
 }
 
 /** Resolved settings travel to workers as plain environment variables. */
@@ -203,6 +206,7 @@ async function primary(config: AppConfig, root: Pino): Promise<void> {
     closeOnSignals(app, () => deps.stop());
     logger.log(`listening on ${resolved.http.host}:${resolved.http.port} (1 process)`);
     logger.log(startLinks(resolved.http));
+    keepCompiledCode();
     return;
   }
   serveCluster(config, deps, started);
@@ -265,6 +269,7 @@ function serveCluster(config: AppConfig, deps: Dependencies, started: () => void
     up = true;
     logger.log(`listening on ${resolved.http.host}:${resolved.http.port} (${config.http.workers} processes)`);
     logger.log(startLinks(resolved.http));
+    keepCompiledCode();
   });
   started();
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
