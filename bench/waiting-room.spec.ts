@@ -1,5 +1,5 @@
 import { createHmac } from 'node:crypto';
-import { dueHeap, fairnessShare, lotteryShare, millionJoins, percentiles } from './waiting-room';
+import { dueHeap, fairnessShare, lotteryShare, millionJoins, percentiles, renderCapacity } from './waiting-room';
 
 describe("the waiting room benchmark's arithmetic", () => {
   it('takes the nearest-rank p50, p90 and p99, and none of an empty list', () => {
@@ -32,6 +32,16 @@ describe("the waiting room benchmark's arithmetic", () => {
         right.filter((_, i) => i % 3 === 0).map((t) => ({ ...t, position: t.position * 7 })),
       ),
     ).toBe(1);
+  });
+
+  it("gives --only capacity's answer as the full report's three rows: rates and CPU per call, each beside GET /health/live's", () => {
+    const call = (perS: number, cpuUs: number | null) => ({ perS, cpuUs, redisCommands: 0 });
+    const md = renderCapacity({ health: call(8000, 100), poll: call(6000, 120), join: call(4000, 210) });
+    expect(md.split('\n').slice(2)).toEqual([
+      '| joins of new users at full speed, /s (/ GET /health/live) | 4000 (0.50) | |',
+      '| polls of a waiting ticket at full speed, /s (/ GET /health/live) | 6000 (0.75) | |',
+      '| service CPU per call at full speed, µs: GET /health/live / a poll / a join (join / health) | 100 / 120 / 210 (2.10) | |',
+    ]);
   });
 
   it('hands out buyers earliest due first, whatever order they came in', () => {

@@ -282,6 +282,20 @@ export async function runIntakeOnly(
   }).finally(() => Promise.all([...pools.values()].map((p) => p.close())).then(() => pools.clear()));
 }
 
+/**
+ * `--only capacity`: the three calls at full speed alone (GET /health/live, a poll, a join), on a
+ * start as in the whole run: what a change to the join's or the poll's path is compared by (run it
+ * before and after, alternately). Writes nothing to the results.
+ */
+export async function runCapacityOnly(
+  o: Pick<QueueOptions, 'workers' | 'log' | 'nodeFlags' | 'connections' | 'windowS'>,
+) {
+  return withServers('queue', o.log, async ({ probe, start }) => {
+    const svc = await start(serviceEnv(o.workers), o.nodeFlags);
+    return capacities(svc, probe, o.connections, o.windowS ?? 3);
+  });
+}
+
 export async function runQueueBenchmark(o: QueueOptions) {
   const startedAt = new Date().toISOString();
   return withServers('queue', o.log, async ({ db, databaseUrl, probe, start }) => {
@@ -771,6 +785,22 @@ async function withoutWaitingRoom(o: QueueOptions, svc: ServiceProcess, db: Clie
 
 const f = (n: number | null | undefined, digits = 0) => (n == null || !Number.isFinite(n) ? '-' : n.toFixed(digits));
 
+type Capacity = Awaited<ReturnType<typeof capacities>>;
+
+/** The three calls at full speed, as rows of the report's table (its last column empty). */
+function capacityRows(c: Capacity): string[] {
+  return [
+    `| joins of new users at full speed, /s (/ GET /health/live) | ${f(c.join.perS)} (${f(c.join.perS / c.health.perS, 2)}) | |`,
+    `| polls of a waiting ticket at full speed, /s (/ GET /health/live) | ${f(c.poll.perS)} (${f(c.poll.perS / c.health.perS, 2)}) | |`,
+    `| service CPU per call at full speed, µs: GET /health/live / a poll / a join (join / health) | ${f(c.health.cpuUs)} / ${f(c.poll.cpuUs)} / ${f(c.join.cpuUs)} (${f((c.join.cpuUs ?? NaN) / (c.health.cpuUs ?? NaN), 2)}) | |`,
+  ];
+}
+
+/** `--only capacity`'s answer: the same rows as in the whole report. */
+export function renderCapacity(c: Capacity): string {
+  return ['| measure | with a waiting room | |', '|---|--:|--:|', ...capacityRows(c)].join('\n');
+}
+
 export function renderQueue(r: QueueReport): string {
   const { withRoom: w, withoutRoom: x, proofOfWork: pw, millionJoins: m, capacity: c } = r;
   const es = r.estimate.sale;
@@ -784,9 +814,7 @@ export function renderQueue(r: QueueReport): string {
     '',
     '| measure | with a waiting room | without |',
     '|---|--:|--:|',
-    `| joins of new users at full speed, /s (/ GET /health/live) | ${f(c.join.perS)} (${f(c.join.perS / c.health.perS, 2)}) | |`,
-    `| polls of a waiting ticket at full speed, /s (/ GET /health/live) | ${f(c.poll.perS)} (${f(c.poll.perS / c.health.perS, 2)}) | |`,
-    `| service CPU per call at full speed, µs: GET /health/live / a poll / a join (join / health) | ${f(c.health.cpuUs)} / ${f(c.poll.cpuUs)} / ${f(c.join.cpuUs)} (${f((c.join.cpuUs ?? NaN) / (c.health.cpuUs ?? NaN), 2)}) | |`,
+    ...capacityRows(c),
     `| the sale's joins/s (all ${r.buyers} joined in ${f(w.joinSeconds, 1)} s, polls and orders of those in meanwhile; ${w.preQueue} before the start) | ${f(w.joinsPerS)} | |`,
     `| polls/s (${w.polls} polls, paced by Retry-After) | ${f(w.pollsPerS)} | |`,
     `| joins/s with proof of work on / off (${pw.joinsEach} new users a turn, off-on-off-on; ${pw.refused} refused) | ${f(pw.onPerS)} / ${f(pw.offPerS)} (${f(pw.onPerS / pw.offPerS, 2)}) | |`,
@@ -864,11 +892,22 @@ async function main(): Promise<void> {
       'only',
       'diagnose',
     ],
-    'npm run bench:queue -- [--only intake] [--diagnose yes] [--buyers N (50000)] [--units N (1000)] [--connections N (200)] [--pollers N (2048)] [--workers N (2)] [--ttl S (120)] [--pow-joins N (5000)] [--out DIR (bench/results)] [--node-flags="--cpu-prof --cpu-prof-dir=DIR"]',
+    'npm run bench:queue -- [--only intake|capacity] [--diagnose yes] [--buyers N (50000)] [--units N (1000)] [--connections N (200)] [--pollers N (2048)] [--workers N (2)] [--ttl S (120)] [--pow-joins N (5000)] [--out DIR (bench/results)] [--node-flags="--cpu-prof --cpu-prof-dir=DIR"]',
   );
   if (!flags) return;
   if (flags.only !== undefined) {
-    if (flags.only !== 'intake') throw new Error(`--only: only "intake" is a part run alone, not "${flags.only}"`);
+    if (flags.only === 'capacity') {
+      const c = await runCapacityOnly({
+        workers: Number(flags.workers ?? 2),
+        connections: Number(flags.connections ?? 200),
+        log: (line) => process.stderr.write(`${line}\n`),
+        nodeFlags: splitFlags(flags['node-flags']),
+      });
+      process.stdout.write(`${renderCapacity(c)}\n`);
+      return;
+    }
+    if (flags.only !== 'intake')
+      throw new Error(`--only: "intake" or "capacity" is a part run alone, not "${flags.only}"`);
     const intake = await runIntakeOnly({
       workers: Number(flags.workers ?? 2),
       log: (line) => process.stderr.write(`${line}\n`),
