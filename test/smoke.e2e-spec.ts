@@ -2,7 +2,7 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createProduct, request, startService, ServiceProcess } from './support/service';
-import { auditProduct, resetState } from './support/database';
+import { auditProduct, resetState, withDb } from './support/database';
 
 describe('smoke', () => {
   let svc: ServiceProcess;
@@ -30,5 +30,12 @@ describe('smoke', () => {
     const cache = join(tmp, 'node-compile-cache');
     const files = readdirSync(cache, { recursive: true, withFileTypes: true }).filter((e) => e.isFile());
     expect(files.length).toBeGreaterThan(500);
+  });
+
+  it("should find the test run's PostgreSQL storing its password with one SCRAM iteration (no key to derive per connection)", async () => {
+    const stored = await withDb((db) =>
+      db.query<{ rolpassword: string }>("SELECT rolpassword FROM pg_authid WHERE rolname = 'postgres'"),
+    );
+    expect(stored.rows[0].rolpassword).toMatch(/^SCRAM-SHA-256\$1:/);
   });
 });

@@ -33,7 +33,7 @@ const ROOT = join(__dirname, '..', '..');
 const PG_RUNNER = `
 const { startEmbeddedPostgres } = require('./dist/src/infrastructure/embedded-postgres');
 const [dataDir, database, port] = process.argv.slice(1);
-startEmbeddedPostgres({ dataDir, database, port: Number(port), persistent: true }).then(
+startEmbeddedPostgres({ dataDir, database, port: Number(port), persistent: true, passwordIterations: 1 }).then(
   (pg) => {
     let stopping = false;
     const stop = () => {
