@@ -10,6 +10,7 @@ import {
   FaultPostgres,
   FaultRedis,
   loadUntilStopped,
+  placeOrder,
   scratchDir,
   startFaultService,
   stopAll,
@@ -34,7 +35,12 @@ describe('Redis outage during a sale', () => {
 
   beforeAll(async () => {
     [pg, redis] = await Promise.all([FaultPostgres.start(join(scratch.dir, 'pg')), FaultRedis.start()]);
-    svc = await startFaultService(pg, redis, { REDIS_TIMEOUT_MS: String(REDIS_TIMEOUT_MS), LOG_LEVEL: 'error' });
+    // A user lock left behind would hold for a minute: a buyer's next order within it tells.
+    svc = await startFaultService(pg, redis, {
+      REDIS_TIMEOUT_MS: String(REDIS_TIMEOUT_MS),
+      USER_LOCK_TTL_MS: '60000',
+      LOG_LEVEL: 'error',
+    });
   });
   afterAll(async () => {
     await stopAll(
@@ -133,5 +139,26 @@ describe('Redis outage during a sale', () => {
     expect(inside.filter((o) => o.doneAt - o.sentAt > 5 * REDIS_TIMEOUT_MS).map(brief)).toEqual([]);
     const books = await expectPromisesKept(pg.url, product.id, outcomes, { failedMeansNoOrder: true });
     expect(books.orders).toBe(outcomes.filter((o) => o.status === 201).length);
+  });
+
+  it('should let a buyer refused while Redis was frozen order once it answers again: the user lock the refused order may still take is released, not left to expire', async () => {
+    const product = await createProduct(svc.url, { stock: 10, segments: 2 });
+    redis.freeze();
+    let refused: Awaited<ReturnType<typeof placeOrder>>;
+    try {
+      // Its script waits in the frozen server's socket: Redis runs it, user lock and all, on the thaw.
+      refused = await placeOrder(svc.url, 'frozen-buyer', product.id);
+    } finally {
+      redis.thaw();
+    }
+    expect(`${refused.status} ${refused.code}`).toBe('503 UNAVAILABLE');
+    // Redis may still be catching up: an answer other than 503 UNAVAILABLE is the one that counts.
+    const next = await waitFor('an answer from a thawed Redis', async () => {
+      const o = await placeOrder(svc.url, 'frozen-buyer', product.id);
+      return o.status === 503 && o.code === 'UNAVAILABLE' ? null : o;
+    });
+    expect(brief(next)).toMatch(/^frozen-buyer -> .*: 201 /);
+    const books = await expectPromisesKept(pg.url, product.id, [refused, next], { failedMeansNoOrder: true });
+    expect(books.orders).toBe(1);
   });
 });

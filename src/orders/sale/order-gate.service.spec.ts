@@ -20,6 +20,7 @@ function gate(topology: RedisTopology, beginReply: number[] = [1, 5, 3]) {
   const redis = {
     beginOrder: jest.fn(async (..._args: unknown[]) => beginReply),
     set: jest.fn(async (..._args: unknown[]): Promise<string | null> => 'OK'),
+    endOrder: jest.fn(async (..._args: unknown[]) => 1),
   };
   const down = new Set<string>();
   // Each key its own master, so a test can say which one failed.
@@ -67,6 +68,23 @@ describe('OrderGateService.enter', () => {
     await expect(g.service.enter(product, 'u1')).rejects.toBeInstanceOf(UnavailableError);
   });
 
+  it('should release, with its own token, the user lock a script that timed out may still take on one Redis', async () => {
+    const g = gate(STANDALONE);
+    g.redis.beginOrder.mockRejectedValueOnce(new Error('Command timed out'));
+    await expect(g.service.enter(product, 'u1')).rejects.toBeInstanceOf(UnavailableError);
+    const token = g.redis.beginOrder.mock.calls[0][5];
+    expect(typeof token).toBe('string');
+    expect(g.redis.endOrder.mock.calls).toEqual([['lock:order:u1', token]]);
+  });
+
+  it('should release nothing when an order opens, nor when the script answers that the lock is held', async () => {
+    const g = gate(STANDALONE);
+    g.redis.beginOrder.mockResolvedValueOnce([0]);
+    await expect(g.service.enter(product, 'u1')).rejects.toBeInstanceOf(OrderInProgressError);
+    opened(await g.service.enter(product, 'u2'));
+    expect(g.redis.endOrder).not.toHaveBeenCalled();
+  });
+
   it('should go on without hints and without a user lock when a hint Redis that is not the lock fails', async () => {
     const g = gate({ kind: 'standalone', url: 'redis://a', lockUrls: ['redis://b', 'redis://c', 'redis://d'] });
     g.redis.beginOrder.mockRejectedValueOnce(new Error('Connection is closed.'));
@@ -108,6 +126,8 @@ describe('OrderGateService.enter', () => {
     expect(g.down.has('lock:order:u1')).toBe(true);
     expect(opened(await g.service.enter(product, 'u1')).token).toBeNull();
     expect(g.redis.set).toHaveBeenCalledTimes(1);
+    // The SET that failed may still run: released with its token, which the order goes on without.
+    expect(g.redis.endOrder.mock.calls).toEqual([['lock:order:u1', g.redis.set.mock.calls[0][1]]]);
   });
 
   it('should go on without hints when the product hints master fails on a Redis Cluster, still taking the user lock', async () => {
@@ -118,5 +138,7 @@ describe('OrderGateService.enter', () => {
     expect(pass.token).not.toBeNull();
     await g.service.enter(product, 'u2');
     expect(g.redis.beginOrder).toHaveBeenCalledTimes(1);
+    // The hint script takes no user lock on a cluster: nothing to release.
+    expect(g.redis.endOrder).not.toHaveBeenCalled();
   });
 });

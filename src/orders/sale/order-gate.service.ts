@@ -99,6 +99,7 @@ export class OrderGateService {
       return await runScript(this.redis, 'beginOrder', keys, args);
     } catch (err) {
       this.metrics.dependencyErrors.inc({ dependency: 'redis' });
+      if (!this.userLockApart) this.releaseAfterFailure(userId, token);
       if (this.hintRedisIsTheLock) throw new UnavailableError('redis', this.http.retryAfterS, err);
       this.reach.markDown(hintMaster, err);
       return { kind: 'noHints' };
@@ -116,6 +117,7 @@ export class OrderGateService {
     } catch (err) {
       this.metrics.dependencyErrors.inc({ dependency: 'redis' });
       this.reach.markDown(master, err);
+      this.releaseAfterFailure(userId, token);
       return null;
     }
     if (taken !== 'OK') throw new OrderInProgressError();
@@ -124,11 +126,26 @@ export class OrderGateService {
 
   /** Never throws: a lock that cannot be released expires after USER_LOCK_TTL_MS. */
   async leave(pass: OrderPass): Promise<void> {
-    if (pass.token === null) return;
+    if (pass.token !== null) await this.release(pass.userId, pass.token);
+  }
+
+  /** Releases the user's lock if `token` holds it. Never throws. */
+  private async release(userId: string, token: string): Promise<void> {
     try {
-      await runScript(this.redis, 'endOrder', [lockKeys.user(pass.userId)], [pass.token]);
+      await runScript(this.redis, 'endOrder', [lockKeys.user(userId)], [token]);
     } catch {
       this.metrics.dependencyErrors.inc({ dependency: 'redis' });
     }
+  }
+
+  /**
+   * A call that took the user's lock and failed (a timeout: the server slow or frozen) may still
+   * run when its Redis answers again, taking the lock with a token this order no longer holds:
+   * the buyer's next order would meet ORDER_IN_PROGRESS until USER_LOCK_TTL_MS. The release is
+   * sent at once, behind that call on the same connection, so Redis runs it after the call if it
+   * runs the call at all (and finds nothing to release otherwise). Not waited for: its Redis is failing.
+   */
+  private releaseAfterFailure(userId: string, token: string): void {
+    void this.release(userId, token);
   }
 }
