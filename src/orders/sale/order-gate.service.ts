@@ -144,6 +144,7 @@ export class OrderGateService {
    * the buyer's next order would meet ORDER_IN_PROGRESS until USER_LOCK_TTL_MS. The release is
    * sent at once, behind that call on the same connection, so Redis runs it after the call if it
    * runs the call at all (and finds nothing to release otherwise). Not waited for: its Redis is failing.
+   * (Were the connection replaced in between, the two could cross; USER_LOCK_TTL_MS still bounds that.)
    */
   private releaseAfterFailure(userId: string, token: string): void {
     void this.release(userId, token);
