@@ -164,9 +164,13 @@ describe('Order lifecycle under faults: expiry, pay and cancel across two proces
   const reserve = (productId: number, userIds: string[]): Promise<Outcome[]> =>
     pooled(
       userIds.map((u, i) => async () => {
+        // A failure shows the answers before the last (brief): a 409 after a 503 is not a 409 alone.
+        const before: string[] = [];
         for (let attempt = 1; ; attempt++) {
           const o = await placeOrder(i % 2 === 0 ? a.url : b.url, u, productId);
-          if (!(o.status === 503 && ['BUSY', 'UNAVAILABLE'].includes(o.code as string)) || attempt === 10) return o;
+          if (!(o.status === 503 && ['BUSY', 'UNAVAILABLE'].includes(o.code as string)) || attempt === 10)
+            return before.length > 0 ? { ...o, before } : o;
+          before.push(`${o.status} ${o.code} in ${o.doneAt - o.sentAt} ms`);
           await sleep(100);
         }
       }),

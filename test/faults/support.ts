@@ -368,6 +368,8 @@ export interface Outcome {
   error?: string;
   /** The request went out on a kept-alive socket (set only when it failed without a reply). */
   reusedSocket?: boolean;
+  /** When the same order was tried again: the earlier attempts' answers, oldest first. */
+  before?: string[];
 }
 
 export async function placeOrder(base: string, userId: string, productId: number, quantity?: number): Promise<Outcome> {
@@ -448,7 +450,8 @@ export function loadUntilStopped(opts: {
 
 /** One line per outcome, for readable failure diffs. */
 export function brief(o: Outcome): string {
-  return `${o.userId} -> ${o.target}: ${o.status} ${o.code ?? o.error ?? ''} in ${o.doneAt - o.sentAt} ms`;
+  const after = o.before?.length ? ` (after ${o.before.join(', ')})` : '';
+  return `${o.userId} -> ${o.target}: ${o.status} ${o.code ?? o.error ?? ''} in ${o.doneAt - o.sentAt} ms${after}`;
 }
 
 export function tally(outcomes: Outcome[]): Record<string, number> {
