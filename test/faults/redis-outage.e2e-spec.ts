@@ -10,6 +10,7 @@ import {
   FaultPostgres,
   FaultRedis,
   loadUntilStopped,
+  Outcome,
   placeOrder,
   scratchDir,
   startFaultService,
@@ -144,7 +145,7 @@ describe('Redis outage during a sale', () => {
   it('should let a buyer refused while Redis was frozen order once it answers again: the user lock the refused order may still take is released, not left to expire', async () => {
     const product = await createProduct(svc.url, { stock: 10, segments: 2 });
     redis.freeze();
-    let refused: Awaited<ReturnType<typeof placeOrder>>;
+    let refused: Outcome;
     try {
       // Its script waits in the frozen server's socket: Redis runs it, user lock and all, on the thaw.
       refused = await placeOrder(svc.url, 'frozen-buyer', product.id);

@@ -38,7 +38,7 @@ function gate(topology: RedisTopology, beginReply: number[] = [1, 5, 3]) {
     metrics as never,
     reach as never,
   );
-  return { service, redis, down };
+  return { service, redis, down, metrics };
 }
 
 describe('OrderGateService.enter', () => {
@@ -75,6 +75,16 @@ describe('OrderGateService.enter', () => {
     const token = g.redis.beginOrder.mock.calls[0][5];
     expect(typeof token).toBe('string');
     expect(g.redis.endOrder.mock.calls).toEqual([['lock:order:u1', token]]);
+  });
+
+  it('should count a failed entry once, its release failing too', async () => {
+    const g = gate(STANDALONE);
+    g.redis.beginOrder.mockRejectedValueOnce(new Error('Command timed out'));
+    g.redis.endOrder.mockRejectedValueOnce(new Error('Command timed out'));
+    await expect(g.service.enter(product, 'u1')).rejects.toBeInstanceOf(UnavailableError);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(g.redis.endOrder).toHaveBeenCalledTimes(1);
+    expect(g.metrics.dependencyErrors.inc).toHaveBeenCalledTimes(1);
   });
 
   it('should release nothing when an order opens, nor when the script answers that the lock is held', async () => {

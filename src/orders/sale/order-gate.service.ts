@@ -126,16 +126,17 @@ export class OrderGateService {
 
   /** Never throws: a lock that cannot be released expires after USER_LOCK_TTL_MS. */
   async leave(pass: OrderPass): Promise<void> {
-    if (pass.token !== null) await this.release(pass.userId, pass.token);
-  }
-
-  /** Releases the user's lock if `token` holds it. Never throws. */
-  private async release(userId: string, token: string): Promise<void> {
+    if (pass.token === null) return;
     try {
-      await runScript(this.redis, 'endOrder', [lockKeys.user(userId)], [token]);
+      await this.release(pass.userId, pass.token);
     } catch {
       this.metrics.dependencyErrors.inc({ dependency: 'redis' });
     }
+  }
+
+  /** Releases the user's lock if `token` holds it. */
+  private release(userId: string, token: string): Promise<unknown> {
+    return runScript(this.redis, 'endOrder', [lockKeys.user(userId)], [token]);
   }
 
   /**
@@ -145,8 +146,9 @@ export class OrderGateService {
    * sent at once, behind that call on the same connection, so Redis runs it after the call if it
    * runs the call at all (and finds nothing to release otherwise). Not waited for: its Redis is failing.
    * (Were the connection replaced in between, the two could cross; USER_LOCK_TTL_MS still bounds that.)
+   * Its own failure is not counted again: the call it follows was.
    */
   private releaseAfterFailure(userId: string, token: string): void {
-    void this.release(userId, token);
+    this.release(userId, token).catch(() => undefined);
   }
 }
