@@ -64,15 +64,47 @@ export function percentiles(values: number[]): { p50: number | null; p90: number
   return { p50: nearestRank(sorted, 0.5), p90: nearestRank(sorted, 0.9), p99: nearestRank(sorted, 0.99) };
 }
 
+type Batch = { first: number; last: number; admittedAt: number };
+
+/** Why a batch does not follow the one before it in exact queue order; null when it does. */
+function outOfOrder(b: Batch, before: Batch | undefined): string | null {
+  if (before === undefined) return null;
+  if (b.first !== before.last + 1) return `starts at ${b.first}, not right after ${before.last}`;
+  if (b.admittedAt < before.admittedAt)
+    return `is dated ${before.admittedAt - b.admittedAt} ms before the batch it follows`;
+  return null;
+}
+
 /**
  * The share of admission batches made in exact queue order: each starts right after the one
  * before it and was made no earlier. 1 when every batch does (and when there is at most one).
  */
-export function fairnessShare(batches: Array<{ first: number; last: number; admittedAt: number }>): number {
-  const inOrder = batches.filter(
-    (b, i) => i === 0 || (b.first === batches[i - 1].last + 1 && b.admittedAt >= batches[i - 1].admittedAt),
-  );
+export function fairnessShare(batches: Batch[]): number {
+  const inOrder = batches.filter((b, i) => outOfOrder(b, batches[i - 1]) === null);
   return batches.length === 0 ? 1 : inOrder.length / batches.length;
+}
+
+/**
+ * What is wrong with a product's admission batches, one line per fault: a batch out of queue order
+ * (fairnessShare's rule), or one that took the outstanding admissions past `ratio` times the units
+ * left it was decided on. Empty when nothing is.
+ */
+export function batchProblems(
+  batches: Array<Batch & { unitsLeft: number; outstandingBefore: number }>,
+  ratio: number,
+): string[] {
+  return batches.flatMap((b, i) => {
+    const name = `batch ${i + 1} (${b.first}-${b.last})`;
+    const order = outOfOrder(b, batches[i - 1]);
+    const budget = Math.ceil(ratio * b.unitsLeft);
+    const size = b.last - b.first + 1;
+    return [
+      ...(order === null ? [] : [`${name} ${order}`]),
+      ...(b.outstandingBefore + size <= budget
+        ? []
+        : [`${name}: ${b.outstandingBefore} outstanding + ${size} > ${budget} for ${b.unitsLeft} units left`]),
+    ];
+  });
 }
 
 /**
@@ -656,6 +688,7 @@ async function withWaitingRoom(o: QueueOptions, svc: ServiceProcess, db: Client,
     [productId],
   );
   const o0 = orderRows[0] as { n: number; admitted: number; distinct: number };
+  const batchFaults = batchProblems(batches, RATIO);
   const checks: Check[] = [
     stockCheck(audit),
     { name: 'sold out, every unit paid', ok: soldOutAt !== null, detail: `${paid} paid` },
@@ -663,10 +696,8 @@ async function withWaitingRoom(o: QueueOptions, svc: ServiceProcess, db: Client,
     { name: 'no admission spent twice', ok: o0.distinct === o0.admitted, detail: `${o0.distinct} distinct` },
     {
       name: 'admission batches contiguous, in order, within the ratio',
-      ok:
-        fairnessShare(batches) === 1 &&
-        batches.every((b) => b.outstandingBefore + (b.last - b.first + 1) <= Math.ceil(RATIO * b.unitsLeft)),
-      detail: `${batches.length} batches`,
+      ok: batchFaults.length === 0,
+      detail: `${batches.length} batches${batchFaults.length > 0 ? `: ${batchFaults.slice(0, 3).join('; ')}` : ''}`,
     },
     {
       name: 'pre-queue in the lottery order of the revealed seed',

@@ -8,7 +8,8 @@
 // database of its own in the test run's PostgreSQL.
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { Client } from 'pg';
-import { DataSource } from 'typeorm';
+import { DataSource, EntityManager } from 'typeorm';
+import { WaitingRoomRepository } from '../src/waiting-room/waiting-room.repository';
 import { dataSourceOptions } from '../src/infrastructure/data-source';
 import { runMigrations } from '../src/infrastructure/migrate';
 import { QueueBuckets1764500000000 } from '../migrations/1764500000000-QueueBuckets';
@@ -415,6 +416,48 @@ describe('the queue in SQL: buckets, seals, draws and places', () => {
     // Draw 4032 is the 4032nd of chain 1: its element 4096 - 4032 = 64 from the root.
     const [drawn] = await draws().then((d) => d.filter((x) => x.draw === 4032));
     expect(drawn.seed).toEqual(chains[1].elements.subarray(64 * 32, 65 * 32));
+  });
+
+  it("dates an admission step by the moment it holds the room's row: a step whose transaction began first but took the row second is dated after the step that took it first", async () => {
+    // Two processes' admitters: the first begins its transaction and is held up before it takes the
+    // room's row (a busy event loop), the second makes a whole step meanwhile.
+    const { id } = await room(null);
+    const slow = await new DataSource(dataSourceOptions(url, { poolSize: 1 })).initialize();
+    const fast = await new DataSource(dataSourceOptions(url, { poolSize: 1 })).initialize();
+    try {
+      let go = () => {};
+      const held = new Promise<void>((resolve) => (go = resolve));
+      let begun = () => {};
+      const began = new Promise<void>((resolve) => (begun = resolve));
+      const begin = slow.transaction.bind(slow) as (work: (m: EntityManager) => Promise<unknown>) => Promise<unknown>;
+      slow.transaction = ((work: (m: EntityManager) => Promise<unknown>) =>
+        begin(async (m) => {
+          begun();
+          await held;
+          return work(m);
+        })) as typeof slow.transaction;
+      const step = (repo: WaitingRoomRepository) =>
+        repo.exclusively(id, async (q) => repo.admit(q, id, await repo.admissionState(q, id), 2, 60));
+
+      const later = step(new WaitingRoomRepository(slow));
+      await began;
+      const first = await step(new WaitingRoomRepository(fast));
+      go();
+      const second = await later;
+
+      expect(first?.first).toBe(1);
+      expect(second?.first).toBe(3);
+      expect(second!.admittedAt).toBeGreaterThanOrEqual(first!.admittedAt);
+      expect(second!.expiresAt).toBeGreaterThanOrEqual(first!.expiresAt);
+      const { rows } = await db.query(
+        `SELECT first_position::int AS first FROM admission_batches WHERE product_id = $1 ORDER BY admitted_at, first_position`,
+        [id],
+      );
+      expect(rows.map((r) => r.first)).toEqual([1, 3]);
+    } finally {
+      await slow.destroy();
+      await fast.destroy();
+    }
   });
 });
 

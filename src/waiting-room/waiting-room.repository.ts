@@ -103,6 +103,14 @@ export const CLOCK = '/* waiting-room clock */';
 const ROOM_COLUMNS = 'product_id, seed, seed_hash, pre_queue, bucket_ms';
 
 /**
+ * The waiting room's "now" in SQL: the moment the statement began. Not now(), the transaction's
+ * start: a step under the room's row (exclusively()) may have begun before another process's step
+ * that took the row first (SKIP LOCKED) and committed, and would then be dated before it; every
+ * statement under the row starts after the row was taken.
+ */
+const NOW = 'statement_timestamp()';
+
+/**
  * An admission held by the room's pause: made before the pause, not expired at it. Its clock
  * stands still while the room is paused, and the pause's length is added to it when units come
  * back. The one place this rule is written (`b`: the batch, `w`: the room).
@@ -118,7 +126,7 @@ const LIVE_ADMISSIONS = `
   live AS (SELECT b.first_position AS f, b.last_position AS l, b.admitted_at, b.expires_at,
                   COALESCE(${HELD('b', 'w')}, false) AS held
              FROM admission_batches b JOIN waiting_rooms w ON w.product_id = b.product_id
-            WHERE b.product_id = $1 AND (b.expires_at > now() OR ${HELD('b', 'w')})),
+            WHERE b.product_id = $1 AND (b.expires_at > ${NOW} OR ${HELD('b', 'w')})),
   spent AS (SELECT count(*)::bigint AS n FROM orders o JOIN live ON o.admission_position BETWEEN live.f AND live.l
              WHERE o.product_id = $1)`;
 
@@ -156,7 +164,7 @@ export class WaitingRoomRepository {
     }> = await this.db.query(
       `${CLOCK} SELECT p.id, p.starts_at, p.ends_at, p.admission_ttl_s, w.bucket_ms
          FROM products p JOIN waiting_rooms w ON w.product_id = p.id
-        WHERE p.waiting_room AND (p.ends_at IS NULL OR p.ends_at > now() - interval '1 minute')`,
+        WHERE p.waiting_room AND (p.ends_at IS NULL OR p.ends_at > ${NOW} - interval '1 minute')`,
     );
     return rows.map((r) => ({
       productId: r.id,
@@ -375,7 +383,7 @@ export class WaitingRoomRepository {
     const last = state.admittedThrough + count;
     const [made] = (await q(
       `${CLOCK} INSERT INTO admission_batches (product_id, first_position, last_position, admitted_at, expires_at, units_left, outstanding_before)
-       VALUES ($1, $2, $3, now(), now() + make_interval(secs => $4), $5, $6) RETURNING admitted_at, expires_at`,
+       VALUES ($1, $2, $3, ${NOW}, ${NOW} + make_interval(secs => $4), $5, $6) RETURNING admitted_at, expires_at`,
       [productId, first, last, ttlS, state.unitsLeft, state.outstanding],
     )) as Array<{ admitted_at: Date; expires_at: Date }>;
     await q(`${CLOCK} UPDATE waiting_rooms SET admitted_through = $2 WHERE product_id = $1`, [productId, last]);
@@ -388,7 +396,7 @@ export class WaitingRoomRepository {
    */
   async pause(q: Query, productId: number): Promise<boolean> {
     const rows = await q(
-      `${CLOCK} UPDATE waiting_rooms SET paused_since = now()
+      `${CLOCK} UPDATE waiting_rooms SET paused_since = ${NOW}
         WHERE product_id = $1 AND paused_since IS NULL AND ${UNITS_LEFT} = 0 RETURNING 1`,
       [productId],
     );
@@ -404,7 +412,7 @@ export class WaitingRoomRepository {
     const rows = await q(
       `${CLOCK} WITH w AS (SELECT paused_since FROM waiting_rooms
                             WHERE product_id = $1 AND paused_since IS NOT NULL AND ${UNITS_LEFT} > 0),
-            pushed AS (UPDATE admission_batches b SET expires_at = b.expires_at + (now() - w.paused_since)
+            pushed AS (UPDATE admission_batches b SET expires_at = b.expires_at + (${NOW} - w.paused_since)
                          FROM w WHERE b.product_id = $1 AND ${HELD('b', 'w')} RETURNING 1)
        UPDATE waiting_rooms r SET paused_since = NULL FROM w
         WHERE r.product_id = $1 RETURNING 1`,
@@ -419,9 +427,9 @@ export class WaitingRoomRepository {
       `${CLOCK} WITH ${LIVE_ADMISSIONS},
        opened AS (SELECT admitted_at AS at FROM admission_batches WHERE product_id = $1 ORDER BY first_position LIMIT 1),
        recent AS (SELECT COALESCE(sum(last_position - first_position + 1), 0)::bigint AS n,
-                         extract(epoch FROM now() - GREATEST((SELECT at FROM opened), now() - interval '30 seconds')) AS span
+                         extract(epoch FROM ${NOW} - GREATEST((SELECT at FROM opened), ${NOW} - interval '30 seconds')) AS span
                     FROM admission_batches
-                   WHERE product_id = $1 AND admitted_at > now() - interval '30 seconds' AND first_position > 1)
+                   WHERE product_id = $1 AND admitted_at > ${NOW} - interval '30 seconds' AND first_position > 1)
        SELECT w.pre_queue,
               (SELECT sum(c.pre_joined) FROM queue_counts c WHERE c.product_id = $1) AS pre_joined,
               w.high_water, w.admitted_through, w.sealed_through,
@@ -433,7 +441,7 @@ export class WaitingRoomRepository {
                  FROM live) AS live,
               (SELECT n FROM recent) AS recent, (SELECT span FROM recent) AS span,
               (extract(epoch FROM w.paused_since) * 1000)::bigint AS paused_since,
-              (extract(epoch FROM now()) * 1000)::bigint AS at
+              (extract(epoch FROM ${NOW}) * 1000)::bigint AS at
          FROM waiting_rooms w WHERE w.product_id = $1`,
       [productId],
     );
