@@ -1,13 +1,5 @@
 import { createHmac } from 'node:crypto';
-import {
-  batchProblems,
-  dueHeap,
-  fairnessShare,
-  lotteryShare,
-  millionJoins,
-  percentiles,
-  renderCapacity,
-} from './waiting-room';
+import { dueHeap, fairnessShare, lotteryShare, millionJoins, percentiles, renderCapacity } from './waiting-room';
 
 describe("the waiting room benchmark's arithmetic", () => {
   it('takes the nearest-rank p50, p90 and p99, and none of an empty list', () => {
@@ -22,24 +14,6 @@ describe("the waiting room benchmark's arithmetic", () => {
     expect(fairnessShare([b(1, 10, 0), b(12, 12, 5)])).toBe(0.5);
     expect(fairnessShare([b(1, 10, 10), b(11, 12, 5)])).toBe(0.5);
     expect(fairnessShare([])).toBe(1);
-  });
-
-  it('names each batch out of queue order or past the ratio, and nothing when every batch keeps both', () => {
-    const b = (first: number, last: number, admittedAt: number, unitsLeft = 10, outstandingBefore = 0) => ({
-      first,
-      last,
-      admittedAt,
-      unitsLeft,
-      outstandingBefore,
-    });
-    expect(batchProblems([b(1, 15, 0), b(16, 18, 5, 8, 9)], 1.5)).toEqual([]);
-    expect(batchProblems([b(1, 10, 0), b(12, 12, 5)], 1.5)).toEqual([
-      'batch 2 (12-12) starts at 12, not right after 10',
-    ]);
-    expect(batchProblems([b(1, 10, 10), b(11, 12, 4)], 1.5)).toEqual([
-      'batch 2 (11-12) is dated 6 ms before the batch it follows',
-    ]);
-    expect(batchProblems([b(1, 16, 0)], 1.5)).toEqual(['batch 1 (1-16): 0 outstanding + 16 > 15 for 10 units left']);
   });
 
   it('recomputes the lottery from the seed: right positions score 1, a swapped pair less', () => {

@@ -8,7 +8,7 @@ import { solveChallenge } from 'altcha-lib/v1';
 import Heap from 'mnemonist/heap';
 import { Client } from 'pg';
 import { Pool } from 'undici';
-import { bucketOfPosition, promiseBreaches } from '../harness/queue-order';
+import { admissionStepProblems, bucketOfPosition, promiseBreaches, stepOutOfOrder } from '../harness/queue-order';
 import { Audit, auditProduct, Check } from '../harness/verify';
 import { verify } from '../src/cli/verify-queue';
 import { LIVELY_S } from '../src/waiting-room/ticket-status';
@@ -64,47 +64,13 @@ export function percentiles(values: number[]): { p50: number | null; p90: number
   return { p50: nearestRank(sorted, 0.5), p90: nearestRank(sorted, 0.9), p99: nearestRank(sorted, 0.99) };
 }
 
-type Batch = { first: number; last: number; admittedAt: number };
-
-/** Why a batch does not follow the one before it in exact queue order; null when it does. */
-function outOfOrder(b: Batch, before: Batch | undefined): string | null {
-  if (before === undefined) return null;
-  if (b.first !== before.last + 1) return `starts at ${b.first}, not right after ${before.last}`;
-  if (b.admittedAt < before.admittedAt)
-    return `is dated ${before.admittedAt - b.admittedAt} ms before the batch it follows`;
-  return null;
-}
-
 /**
  * The share of admission batches made in exact queue order: each starts right after the one
- * before it and was made no earlier. 1 when every batch does (and when there is at most one).
+ * before it and was made no earlier. 1 when every batch does (and when there is none).
  */
-export function fairnessShare(batches: Batch[]): number {
-  const inOrder = batches.filter((b, i) => outOfOrder(b, batches[i - 1]) === null);
+export function fairnessShare(batches: Array<{ first: number; last: number; admittedAt: number }>): number {
+  const inOrder = batches.filter((b, i) => stepOutOfOrder(b, batches[i - 1]) === null);
   return batches.length === 0 ? 1 : inOrder.length / batches.length;
-}
-
-/**
- * What is wrong with a product's admission batches, one line per fault: a batch out of queue order
- * (fairnessShare's rule), or one that took the outstanding admissions past `ratio` times the units
- * left it was decided on. Empty when nothing is.
- */
-export function batchProblems(
-  batches: Array<Batch & { unitsLeft: number; outstandingBefore: number }>,
-  ratio: number,
-): string[] {
-  return batches.flatMap((b, i) => {
-    const name = `batch ${i + 1} (${b.first}-${b.last})`;
-    const order = outOfOrder(b, batches[i - 1]);
-    const budget = Math.ceil(ratio * b.unitsLeft);
-    const size = b.last - b.first + 1;
-    return [
-      ...(order === null ? [] : [`${name} ${order}`]),
-      ...(b.outstandingBefore + size <= budget
-        ? []
-        : [`${name}: ${b.outstandingBefore} outstanding + ${size} > ${budget} for ${b.unitsLeft} units left`]),
-    ];
-  });
 }
 
 /**
@@ -688,7 +654,7 @@ async function withWaitingRoom(o: QueueOptions, svc: ServiceProcess, db: Client,
     [productId],
   );
   const o0 = orderRows[0] as { n: number; admitted: number; distinct: number };
-  const batchFaults = batchProblems(batches, RATIO);
+  const batchFaults = admissionStepProblems(batches, RATIO);
   const checks: Check[] = [
     stockCheck(audit),
     { name: 'sold out, every unit paid', ok: soldOutAt !== null, detail: `${paid} paid` },

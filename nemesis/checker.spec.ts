@@ -137,6 +137,7 @@ function run() {
     orders,
     events,
     tickets: [{ productId: 2, userId: 'u4', position: 1 }],
+    admissionSteps: [{ productId: 2, first: 1, last: 1, admittedAt: T0 + 900, unitsLeft: 1, outstandingBefore: 0 }],
     webhookMark: events[events.length - 1].cursor,
     deadLetters: 0,
   };
@@ -263,6 +264,20 @@ describe('the checker', () => {
       .map((a) => a.message);
     expect(found.some((m) => /spent 2 times/.test(m))).toBe(true);
     expect(found.some((m) => /order 13 .* without an admission/.test(m))).toBe(true);
+  });
+
+  it('should find admission steps out of queue order: one dated before the step it follows, one leaving a gap (I8)', () => {
+    const r = run();
+    const steps = r.snapshot.admissionSteps!;
+    steps.push({ ...steps[0], first: 2, last: 3, admittedAt: T0 + 850 });
+    steps.push({ ...steps[0], first: 5, last: 5, admittedAt: T0 + 1000 });
+    const found = anomalies(r.input)
+      .filter((a) => a.check === 'admissions (I8)')
+      .map((a) => a.message);
+    expect(found).toEqual([
+      'product 2: admission step 2 (places 2-3) is dated 50 ms before the step it follows',
+      'product 2: admission step 3 (places 5-5) starts at 5, not 4',
+    ]);
   });
 
   it('should find queue places that are not 1..N, and a place told that the ticket did not keep', () => {

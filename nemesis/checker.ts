@@ -4,6 +4,7 @@
 // answers more than the database, or the database more than the answers: an anomaly is a place
 // where the two disagree, or where either breaks a rule on its own.
 import { evenSplit } from '../src/inventory/segment-plan';
+import { admissionStepProblems } from '../harness/queue-order';
 import { Complete, Entry, Op, operations } from './history';
 import type { Delivery, StreamEvent } from './shop';
 import type { Snapshot } from './snapshot';
@@ -139,7 +140,11 @@ export function check(input: CheckInput): CheckReport {
     }
   });
 
-  run('admissions (I8)', 'orders of waiting-room products', (add) => checkAdmissions(ops, snap, add));
+  run(
+    'admissions (I8)',
+    `orders of waiting-room products, ${(snap.admissionSteps ?? []).length} admission steps`,
+    (add) => checkAdmissions(ops, snap, add),
+  );
   run('queue places (v3)', `${snap.tickets.length} tickets`, (add) => checkQueue(ops, snap, add));
   run('event stream', `${input.followed.length} events followed over SSE`, (add) =>
     checkStream(input.followed, snap, add),
@@ -380,6 +385,13 @@ function checkAdmissions(ops: Op[], snap: Snapshot, add: (m: string) => void): v
   }
   for (const [k, ids] of spent)
     if (ids.length > 1) add(`admission ${k} spent ${ids.length} times: orders ${ids.join(', ')}`);
+  // Admissions in queue order: each room's steps over consecutive places from 1, each made after
+  // the one before it (PostgreSQL's clock). (Their ratio is the benchmark's check: the snapshot
+  // does not hold the services' ADMISSION_RATIO.)
+  for (const id of rooms) {
+    const steps = (snap.admissionSteps ?? []).filter((s) => s.productId === id);
+    for (const problem of admissionStepProblems(steps)) add(`product ${id}: admission ${problem}`);
+  }
   for (const op of ops)
     if (
       op.invoke.f === 'order' &&

@@ -2,6 +2,7 @@
 // the history: the checker reads only these two (and what the shop received), so a run can be
 // checked again without its world.
 import { Client } from 'pg';
+import type { AdmissionStep } from '../harness/queue-order';
 
 export interface Snapshot {
   /** When it was read (ms since the epoch, PostgreSQL's clock). */
@@ -33,6 +34,8 @@ export interface Snapshot {
   }>;
   /** Queue places: whatever else the ticket table holds, a ticket is its product, user and position. */
   tickets: Array<{ productId: number; userId: string; position: number | null }>;
+  /** The waiting rooms' admission steps, by product and first place (absent in snapshots made before they were read). */
+  admissionSteps?: Array<AdmissionStep & { productId: number }>;
   webhookMark: string | null;
   deadLetters: number;
 }
@@ -107,6 +110,20 @@ export async function takeSnapshot(url: string): Promise<Snapshot> {
       userId: r.user_id as string,
       position: r.position === null ? null : Number(r.position),
     }));
+    const admissionSteps = (
+      await db.query(
+        `SELECT product_id, first_position::text AS first, last_position::text AS last, admitted_at, units_left,
+                outstanding_before
+           FROM admission_batches ORDER BY product_id, first_position`,
+      )
+    ).rows.map((r: any) => ({
+      productId: r.product_id as number,
+      first: Number(r.first),
+      last: Number(r.last),
+      admittedAt: r.admitted_at.getTime() as number,
+      unitsLeft: r.units_left as number,
+      outstandingBefore: r.outstanding_before as number,
+    }));
     const mark = (await db.query(`SELECT tx::text AS tx, id::text AS id FROM event_marks WHERE name = 'webhook'`))
       .rows[0] as { tx: string; id: string } | undefined;
     const [dead] = (await db.query('SELECT count(*)::int AS n FROM webhook_dead_letters')).rows as Array<{ n: number }>;
@@ -118,6 +135,7 @@ export async function takeSnapshot(url: string): Promise<Snapshot> {
       orders,
       events,
       tickets,
+      admissionSteps,
       webhookMark: mark ? `${mark.tx}-${mark.id}` : null,
       deadLetters: dead.n,
     };
